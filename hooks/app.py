@@ -1,0 +1,70 @@
+"""The hook server: a Flask application factory serving every route of DESIGN §3.
+
+Each POST route parses its request strictly (400 naming the field), runs a pure handler, checks
+the response (500 if Metacontroller would misread it) and answers strict JSON. Nothing here does
+network I/O; hooks are pure functions of the request.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+import orjson
+from flask import Flask, Response, request
+from werkzeug.exceptions import HTTPException
+
+from hooks import contract, metrics
+from hooks.routes import Handler, Route, route_table
+
+log = logging.getLogger("hooks")
+
+
+def create_app(handlers: dict[str, Handler] | None = None) -> Flask:
+    """Build the app; `handlers` overrides the route -> handler table (tests use it)."""
+    app = Flask("hooks")
+    for route in route_table(handlers):
+        app.add_url_rule(route.path, endpoint=route.path, view_func=_hook_view(route), methods=["POST"])
+    app.add_url_rule("/healthz", endpoint="healthz", view_func=lambda: _json(200, {"status": "ok"}))
+    app.add_url_rule("/readyz", endpoint="readyz", view_func=lambda: _json(200, {"status": "ready"}))
+    app.add_url_rule("/metrics", endpoint="metrics", view_func=_metrics_view)
+    app.register_error_handler(HTTPException, lambda err: _error(err.code or 500, err.description or err.name))
+    return app
+
+
+def _hook_view(route: Route) -> Callable[[], Response]:
+    def view() -> Response:
+        started = time.perf_counter()
+        response = _answer(route)
+        metrics.observe(route.path, response.status_code, time.perf_counter() - started)
+        return response
+
+    view.__name__ = "hook_" + route.path.strip("/").replace("/", "_")
+    return view
+
+
+def _answer(route: Route) -> Response:
+    try:
+        parsed = route.parse(contract.load_json_object(request.get_data(cache=False)), route.kind)
+        if route.handler is None:
+            return _error(501, f"{route.path} is not implemented yet")
+        return _json(200, route.check(route.handler(parsed)))
+    except contract.BadHookRequest as err:
+        return _error(400, str(err))
+    except Exception:  # any failure must reach Metacontroller as an error, never as a 200
+        log.exception("hook %s failed", route.path)
+        return _error(500, f"{route.path} failed while computing the response; see the hook server log")
+
+
+def _metrics_view() -> Response:
+    body, content_type = metrics.exposition()
+    return Response(body, 200, content_type=content_type)
+
+
+def _error(code: int, message: str) -> Response:
+    return _json(code, {"error": message})
+
+
+def _json(code: int, body: contract.JSON) -> Response:
+    return Response(orjson.dumps(body), code, mimetype="application/json")

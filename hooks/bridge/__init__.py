@@ -1,0 +1,1 @@
+"""The slurm-bridge hooks: admission, pod and node decorators."""

@@ -1,0 +1,71 @@
+"""The shared vocabulary: every label, annotation, condition, finalizer and taint name, once.
+
+Hooks and slurm_sync both import from here; no other module spells these keys. Names that
+Slinky defines keep Slinky's spelling so that existing tooling and habits carry over.
+"""
+
+from typing import Final
+
+GROUP: Final = "slinky.slurm.net"
+VERSION: Final = "v1beta1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+
+SLINKY_PREFIX: Final = "slinky.slurm.net/"
+NODESET_PREFIX: Final = "nodeset.slinky.slurm.net/"
+SCHEDULER_PREFIX: Final = "scheduler.slinky.slurm.net/"
+SLURMJOB_PREFIX: Final = "slurmjob.slinky.slurm.net/"
+TOPOLOGY_PREFIX: Final = "topology.slinky.slurm.net/"
+
+# Well-known Kubernetes labels on every child (selector labels are NAME and INSTANCE only).
+LABEL_NAME: Final = "app.kubernetes.io/name"
+LABEL_INSTANCE: Final = "app.kubernetes.io/instance"
+LABEL_COMPONENT: Final = "app.kubernetes.io/component"
+LABEL_CLUSTER: Final = SLINKY_PREFIX + "cluster"
+ANNOTATION_DEFAULT_CONTAINER: Final = "kubectl.kubernetes.io/default-container"
+
+# Hash annotations that roll pods when referenced data changes.
+ANNOTATION_SLURM_KEY_HASH: Final = SLINKY_PREFIX + "slurm-key-hash"
+ANNOTATION_JWT_KEY_HASH: Final = SLINKY_PREFIX + "jwt-key-hash"
+ANNOTATION_SLURM_CONFIG_HASH: Final = SLINKY_PREFIX + "slurm-config-hash"
+ANNOTATION_SLURMDBD_CONF_HASH: Final = SLINKY_PREFIX + "slurmdbd-conf-hash"
+ANNOTATION_SSHD_CONF_HASH: Final = SLINKY_PREFIX + "sshd-conf-hash"
+ANNOTATION_SSSD_CONF_HASH: Final = SLINKY_PREFIX + "sssd-conf-hash"
+ANNOTATION_SSH_HOST_KEYS_HASH: Final = SLINKY_PREFIX + "ssh-host-keys-hash"
+
+# NodeSet pods: identity, revision, and the drain-before-delete protocol (DESIGN §4).
+LABEL_NODESET_POD_NAME: Final = NODESET_PREFIX + "pod-name"
+LABEL_NODESET_POD_INDEX: Final = NODESET_PREFIX + "pod-index"
+LABEL_NODESET_POD_HOSTNAME: Final = NODESET_PREFIX + "pod-hostname"
+LABEL_NODESET_REVISION: Final = "controller-revision-hash"
+LABEL_POD_PROTECT: Final = SLINKY_PREFIX + "pod-protect"
+ANNOTATION_POD_CORDON: Final = NODESET_PREFIX + "pod-cordon"
+ANNOTATION_POD_DELETION_COST: Final = "controller.kubernetes.io/pod-deletion-cost"
+ANNOTATION_POD_DEADLINE: Final = NODESET_PREFIX + "pod-deadline"
+ANNOTATION_NODE_CORDON_REASON: Final = NODESET_PREFIX + "node-cordon-reason"
+ANNOTATION_DRAIN_REQUESTED: Final = NODESET_PREFIX + "drain-requested"
+ANNOTATION_DRAINED: Final = NODESET_PREFIX + "drained"
+ANNOTATION_SLURM_NODE_ABSENT: Final = NODESET_PREFIX + "slurm-node-absent"
+ANNOTATION_HOSTNAME_OVERRIDE: Final = NODESET_PREFIX + "hostname"
+ANNOTATION_SLURM_OBSERVED: Final = SLINKY_PREFIX + "slurm-observed"
+
+# Controller pods: the one slurmctld that answers ping (HA).
+LABEL_ACTIVE_CONTROLLER: Final = SLINKY_PREFIX + "active-controller"
+
+# Pod condition types that mirror Slurm node states; prefix + Slurm state in CamelCase.
+CONDITION_SLURM_NODE_STATE_PREFIX: Final = "SlurmNodeState"
+DRAIN_REASON_PREFIX: Final = "slurm-operator:"
+
+# The bridge (slurm-bridge's names where it has one).
+BRIDGE_SCHEDULER_NAME: Final = "slurm-bridge-scheduler"
+LABEL_BRIDGE_MANAGED: Final = SCHEDULER_PREFIX + "managed"
+LABEL_SLURM_JOB_ID: Final = SCHEDULER_PREFIX + "slurm-jobid"
+ANNOTATION_SLURM_NODE: Final = SLINKY_PREFIX + "slurm-node"
+ANNOTATION_PLACEHOLDER_JOB: Final = SCHEDULER_PREFIX + "placeholder-job"
+ANNOTATION_JOB_ERROR: Final = SCHEDULER_PREFIX + "job-error"
+FINALIZER_SCHEDULER: Final = SCHEDULER_PREFIX + "finalizer"
+LABEL_SLURM_NODE_NAME: Final = SLINKY_PREFIX + "slurm-nodename"
+LABEL_EXTERNAL_NODE: Final = SCHEDULER_PREFIX + "external-node"
+LABEL_BRIDGE_WORKER: Final = SCHEDULER_PREFIX + "slurm-bridge"
+ANNOTATION_EXTERNAL_NODE_PARTITIONS: Final = SCHEDULER_PREFIX + "external-node-partitions"
+ANNOTATION_TOPOLOGY_SPEC: Final = TOPOLOGY_PREFIX + "spec"
+TAINT_MANAGED_NODE: Final = SLINKY_PREFIX + "managed-node"

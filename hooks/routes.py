@@ -1,0 +1,59 @@
+"""The hook route table of DESIGN §3: path, request contract, response check and handler.
+
+A route whose handler is not built yet stays in the table with `handler=None`: it still checks
+its request (400 on a malformed one) and then answers 501, never a made-up 200.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from hooks import contract
+
+Handler = Callable[[Any], contract.JSON]
+
+# URL segment -> parent kind of the CompositeControllers.
+COMPOSITE_KINDS: dict[str, str] = {
+    "controller": "Controller",
+    "nodeset": "NodeSet",
+    "loginset": "LoginSet",
+    "restapi": "RestApi",
+    "accounting": "Accounting",
+    "token": "Token",
+}
+
+# Path -> handler, for the hooks that are built. Everything else answers 501.
+HANDLERS: dict[str, Handler] = {}
+
+
+@dataclass(frozen=True)
+class Route:
+    path: str
+    kind: str
+    parse: Callable[[contract.JSON, str], Any]
+    check: Callable[[contract.JSON], contract.JSON]
+    handler: Handler | None
+
+
+def route_table(handlers: dict[str, Handler] | None = None) -> list[Route]:
+    """Every POST route of the hook server, in a stable order."""
+    handlers = HANDLERS if handlers is None else handlers
+    specs: list[tuple[str, str, Callable[[contract.JSON, str], Any], Callable[[contract.JSON], contract.JSON]]] = []
+    for segment, kind in COMPOSITE_KINDS.items():
+        specs += [
+            (f"/{segment}/sync", kind, contract.parse_composite, contract.check_composite_response),
+            (f"/{segment}/customize", kind, contract.parse_customize, contract.check_customize_response),
+            (f"/{segment}/finalize", kind, contract.parse_composite, contract.check_composite_response),
+        ]
+    specs += [
+        ("/bridge/pod/sync", "Pod", contract.parse_decorator, contract.check_decorator_response),
+        ("/bridge/pod/customize", "Pod", contract.parse_customize, contract.check_customize_response),
+        ("/bridge/pod/finalize", "Pod", contract.parse_decorator, contract.check_decorator_response),
+        ("/bridge/node/sync", "Node", contract.parse_decorator, contract.check_decorator_response),
+        ("/bridge/node/finalize", "Node", contract.parse_decorator, contract.check_decorator_response),
+        ("/bridge/admission/mutate", "Pod", contract.parse_admission, contract.check_admission_response),
+        ("/bridge/admission/validate", "Pod", contract.parse_admission, contract.check_admission_response),
+    ]
+    return [Route(path, kind, parse, check, handlers.get(path)) for path, kind, parse, check in specs]

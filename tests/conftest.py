@@ -1,0 +1,3 @@
+"""Shared pytest setup: the real-Slurm fixture lives in tests/fixtures/slurm.py."""
+
+pytest_plugins = ["tests.fixtures.slurm"]

@@ -1,0 +1,275 @@
+"""The hook server's HTTP contract (DESIGN §3), through Flask's test client."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hooks import contract
+from hooks.app import create_app
+from hooks.routes import COMPOSITE_KINDS, route_table
+
+NODESET = {
+    "apiVersion": "slinky.slurm.net/v1beta1",
+    "kind": "NodeSet",
+    "metadata": {"name": "slurm-worker-debug", "namespace": "slurm", "uid": "u-1"},
+    "spec": {"controllerRef": {"name": "slurm"}, "replicas": 2},
+}
+POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "slurm"}, "spec": {}}
+
+
+def _pod_child(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "slurm"}}
+
+
+def _count_children(req: contract.CompositeRequest) -> dict:
+    """A stand-in handler: a pure function of the request that tests can predict."""
+    names = [p["metadata"]["name"] for p in req.children_of("Pod.v1")]
+    return {"status": {"replicas": len(names)}, "children": [_pod_child(n) for n in names]}
+
+
+def _valid_request(path: str) -> dict:
+    """A minimal valid request for any route."""
+    if path.startswith("/bridge/admission/"):
+        return {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {"uid": "r-1", "operation": "CREATE", "namespace": "slurm", "object": POD},
+        }
+    kind = next(r.kind for r in route_table() if r.path == path)
+    obj = NODESET if kind == "NodeSet" else {**NODESET, "kind": kind, "metadata": {"name": "x", "namespace": "slurm"}}
+    if path.startswith("/bridge/") and not path.endswith("/customize"):
+        return {"object": obj, "attachments": {}, "related": {}, "finalizing": path.endswith("/finalize")}
+    if path.endswith("/customize"):
+        return {"controller": {}, "parent": obj}
+    return {"controller": {}, "parent": obj, "children": {}, "related": {}, "finalizing": path.endswith("/finalize")}
+
+
+@pytest.fixture()
+def client():
+    return create_app().test_client()
+
+
+def _strict_loads(data: bytes):
+    def reject(token: str):
+        raise ValueError(f"non-strict JSON constant {token}")
+
+    return json.loads(data, parse_constant=reject)
+
+
+ALL_ROUTES = [r.path for r in route_table()]
+
+
+def test_every_design_route_is_served():
+    expected = {f"/{k}/{h}" for k in COMPOSITE_KINDS for h in ("sync", "customize", "finalize")} | {
+        "/bridge/pod/sync",
+        "/bridge/pod/customize",
+        "/bridge/pod/finalize",
+        "/bridge/node/sync",
+        "/bridge/node/finalize",
+        "/bridge/admission/mutate",
+        "/bridge/admission/validate",
+    }
+    assert set(ALL_ROUTES) == expected
+    assert set(COMPOSITE_KINDS) == {"controller", "nodeset", "loginset", "restapi", "accounting", "token"}
+
+
+@pytest.mark.parametrize("path", ALL_ROUTES)
+def test_unbuilt_route_validates_then_answers_501(path):
+    client = create_app(handlers={}).test_client()
+    assert client.post(path, data="{}").status_code == 400
+    resp = client.post(path, json=_valid_request(path))
+    assert resp.status_code == 501
+    assert path in resp.get_json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        (b"", "empty"),
+        (b"not json", "not valid JSON"),
+        (b"[1, 2]", "must be a JSON object, got array"),
+        (b'{"parent": NaN}', "not valid JSON"),
+        (b"{}", "parent is missing"),
+        (b'{"parent": []}', "parent must be an object, got array"),
+        (b'{"parent": {"kind": "Controller", "apiVersion": "slinky.slurm.net/v1beta1", "metadata": {"name": "a"}}}',
+         "parent.kind must be 'NodeSet'"),
+        (b'{"parent": {"kind": "NodeSet", "apiVersion": "v", "metadata": {"name": ""}}}', "parent.metadata.name"),
+        (b'{"parent": {"kind": "NodeSet", "apiVersion": "v", "metadata": {"name": "a", "labels": {"x": 1}}}}',
+         "parent.metadata.labels"),
+        (b'{"parent": {"kind": "NodeSet", "apiVersion": "v", "metadata": {"name": "a"}, "spec": [1]}}', "parent.spec"),
+    ],
+)
+def test_malformed_requests_get_400_naming_the_problem(body, needle):
+    client = create_app(handlers={"/nodeset/sync": _count_children}).test_client()
+    resp = client.post("/nodeset/sync", data=body)
+    assert resp.status_code == 400
+    assert needle in resp.get_json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "needle"),
+    [
+        ("children", [], "children must be an object"),
+        ("children", {"Pod.v1": []}, "children['Pod.v1'] must be an object"),
+        ("children", {"Pod.v1": {"slurm/p": "pod"}}, "children['Pod.v1']['slurm/p']"),
+        ("related", "x", "related must be an object"),
+        ("finalizing", "true", "finalizing must be a boolean"),
+        ("controller", 3, "controller must be an object"),
+    ],
+)
+def test_wrong_types_in_composite_requests_get_400(field, value, needle):
+    client = create_app(handlers={"/nodeset/sync": _count_children}).test_client()
+    resp = client.post("/nodeset/sync", json={"parent": NODESET, field: value})
+    assert resp.status_code == 400
+    assert needle in resp.get_json()["error"]
+
+
+def test_decorator_request_needs_object_not_parent():
+    client = create_app(handlers={}).test_client()
+    resp = client.post("/bridge/pod/sync", json={"parent": POD})
+    assert resp.status_code == 400
+    assert resp.get_json() == {"error": "object is missing"}
+
+
+@pytest.mark.parametrize(
+    ("review", "needle"),
+    [
+        ({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1beta1", "request": {}}, "apiVersion"),
+        ({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1"}, "request must be an object"),
+        ({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": {"operation": "CREATE"}},
+         "request.uid"),
+        ({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
+          "request": {"uid": "u", "operation": "PATCH", "object": POD}}, "request.operation"),
+        ({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
+          "request": {"uid": "u", "operation": "CREATE", "object": {**POD, "kind": "Node"}}}, "request.object.kind"),
+    ],
+)
+def test_malformed_admission_reviews_get_400(review, needle):
+    resp = create_app(handlers={}).test_client().post("/bridge/admission/mutate", json=review)
+    assert resp.status_code == 400
+    assert needle in resp.get_json()["error"]
+
+
+def test_v1_and_v2_child_keys_give_the_same_answer():
+    client = create_app(handlers={"/nodeset/sync": _count_children}).test_client()
+    pods = {"a": _pod_child("a"), "b": _pod_child("b")}
+    v1 = client.post("/nodeset/sync", json={"parent": NODESET, "children": {"Pod.v1": pods}})
+    v2 = client.post(
+        "/nodeset/sync", json={"parent": NODESET, "children": {"Pod.v1": {f"slurm/{k}": v for k, v in pods.items()}}}
+    )
+    assert v1.status_code == v2.status_code == 200
+    assert v1.data == v2.data
+    assert v1.get_json()["status"] == {"replicas": 2}
+
+
+def test_unknown_request_fields_are_tolerated():
+    client = create_app(handlers={"/nodeset/sync": _count_children}).test_client()
+    assert client.post("/nodeset/sync", json={"parent": NODESET, "futureField": 1}).status_code == 200
+
+
+def test_handler_exception_is_a_500_with_json_never_a_200(caplog):
+    def boom(_req):
+        raise KeyError("spec")
+
+    resp = create_app(handlers={"/nodeset/sync": boom}).test_client().post("/nodeset/sync", json={"parent": NODESET})
+    assert resp.status_code == 500
+    assert "/nodeset/sync failed" in resp.get_json()["error"]
+    assert "KeyError" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"status": {}},  # no children list: Metacontroller would delete every child
+        {"children": None},
+        {"children": [{"kind": "Pod", "metadata": {"name": "a"}}]},
+        {"children": [_pod_child("a"), _pod_child("a")]},
+        {"children": [], "resyncAfterSeconds": math.nan},
+        {"children": [], "resyncAfterSeconds": -1},
+        {"children": [], "finalized": "yes"},
+        {"children": [], "Children": []},
+        {"children": [], "status": []},
+    ],
+)
+def test_responses_metacontroller_would_misread_are_never_sent(bad):
+    resp = create_app(handlers={"/nodeset/sync": lambda _r: bad}).test_client().post(
+        "/nodeset/sync", json={"parent": NODESET}
+    )
+    assert resp.status_code == 500
+
+
+def test_bad_decorator_and_customize_responses_are_500():
+    app = create_app(
+        handlers={
+            "/bridge/pod/sync": lambda _r: {"labels": {"a": 1}},
+            "/bridge/pod/customize": lambda _r: [{"apiVersion": "v1", "resource": "pods"}],
+            "/nodeset/customize": lambda _r: {
+                "relatedResources": [{"apiVersion": "v1", "resource": "secrets", "names": ["a"], "labelSelector": {}}]
+            },
+        }
+    )
+    client = app.test_client()
+    assert client.post("/bridge/pod/sync", json=_valid_request("/bridge/pod/sync")).status_code == 500
+    assert client.post("/bridge/pod/customize", json=_valid_request("/bridge/pod/customize")).status_code == 500
+    assert client.post("/nodeset/customize", json=_valid_request("/nodeset/customize")).status_code == 500
+
+
+def test_responses_are_strict_json_and_deterministic():
+    client = create_app(handlers={"/nodeset/sync": _count_children}).test_client()
+    req = {"parent": NODESET, "children": {"Pod.v1": {"slurm/b": _pod_child("b"), "slurm/a": _pod_child("a")}}}
+    first, second = client.post("/nodeset/sync", json=req), client.post("/nodeset/sync", json=req)
+    assert first.data == second.data
+    assert first.mimetype == "application/json"
+    assert [c["metadata"]["name"] for c in _strict_loads(first.data)["children"]] == ["a", "b"]
+
+
+def test_non_post_and_unknown_paths_answer_json_errors(client):
+    assert client.get("/nodeset/sync").status_code == 405
+    assert "error" in client.get("/nodeset/sync").get_json()
+    missing = client.post("/nodeset/nope", data="{}")
+    assert missing.status_code == 404
+    assert "error" in missing.get_json()
+
+
+def test_health_readiness_and_metrics(client):
+    assert client.get("/healthz").status_code == 200
+    assert client.get("/readyz").status_code == 200
+    client.post("/token/sync", data="{}")
+    client.post("/token/sync", data="{}")
+    text = client.get("/metrics").get_data(as_text=True)
+    line = next(x for x in text.splitlines() if x.startswith('slinky_hook_requests_total{code="400",route="/token/sync"}'))
+    assert float(line.split()[-1]) >= 2
+    assert 'slinky_hook_request_duration_seconds_count{route="/token/sync"}' in text
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    body=st.fixed_dictionaries(
+        {},
+        optional={
+            "parent": JSON_VALUES | st.just(NODESET),
+            "children": JSON_VALUES,
+            "related": JSON_VALUES,
+            "finalizing": JSON_VALUES,
+        },
+    )
+)
+def test_arbitrary_bodies_get_400_or_a_computed_answer(body):
+    client = create_app(handlers={"/nodeset/sync": _count_children}).test_client()
+    resp = client.post("/nodeset/sync", data=json.dumps(body))
+    assert resp.status_code in (200, 400)
+    if resp.status_code == 200:
+        req = contract.parse_composite(body, "NodeSet")
+        assert resp.get_json() == _count_children(req)
