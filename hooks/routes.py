@@ -1,12 +1,16 @@
 """The hook route table of DESIGN §3: path, request contract, response check and handler.
 
-A route whose handler is not built yet stays in the table with `handler=None`: it still checks
-its request (400 on a malformed one) and then answers 501, never a made-up 200.
+Handlers are found by convention, so adding a hook never means editing this file: the route
+`/<segment>/<hook>` is served by the function `<hook>` of module `hooks.<segment>` (for the bridge,
+`/bridge/<part>/<hook>` by `hooks.bridge.<part>.<hook>`). A route whose module or function does not
+exist yet stays in the table with `handler=None`: it still checks its request (400 on a malformed
+one) and then answers 501, never a made-up 200.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+import importlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,10 +28,6 @@ COMPOSITE_KINDS: dict[str, str] = {
     "token": "Token",
 }
 
-# Path -> handler, for the hooks that are built. Everything else answers 501.
-HANDLERS: dict[str, Handler] = {}
-
-
 @dataclass(frozen=True)
 class Route:
     path: str
@@ -38,8 +38,7 @@ class Route:
 
 
 def route_table(handlers: dict[str, Handler] | None = None) -> list[Route]:
-    """Every POST route of the hook server, in a stable order."""
-    handlers = HANDLERS if handlers is None else handlers
+    """Every POST route of the hook server, in a stable order; `handlers` overrides discovery."""
     specs: list[tuple[str, str, Callable[[contract.JSON, str], Any], Callable[[contract.JSON], contract.JSON]]] = []
     for segment, kind in COMPOSITE_KINDS.items():
         specs += [
@@ -56,4 +55,18 @@ def route_table(handlers: dict[str, Handler] | None = None) -> list[Route]:
         ("/bridge/admission/mutate", "Pod", contract.parse_admission, contract.check_admission_response),
         ("/bridge/admission/validate", "Pod", contract.parse_admission, contract.check_admission_response),
     ]
-    return [Route(path, kind, parse, check, handlers.get(path)) for path, kind, parse, check in specs]
+    pick = handlers.get if handlers is not None else _discover
+    return [Route(path, kind, parse, check, pick(path)) for path, kind, parse, check in specs]
+
+
+def _discover(path: str) -> Handler | None:
+    """`/nodeset/sync` -> hooks.nodeset.sync; None while the module or function is not written."""
+    *parts, hook = path.strip("/").split("/")
+    module_name = "hooks." + ".".join(parts)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        if err.name != module_name:  # a real import error inside the module must surface
+            raise
+        return None
+    return getattr(module, hook, None)
