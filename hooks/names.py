@@ -69,3 +69,26 @@ LABEL_BRIDGE_WORKER: Final = SCHEDULER_PREFIX + "slurm-bridge"
 ANNOTATION_EXTERNAL_NODE_PARTITIONS: Final = SCHEDULER_PREFIX + "external-node-partitions"
 ANNOTATION_TOPOLOGY_SPEC: Final = TOPOLOGY_PREFIX + "spec"
 TAINT_MANAGED_NODE: Final = SLINKY_PREFIX + "managed-node"
+
+# NodeSet pods: the scaling mode a pod was built for, the worker toleration, the revision.
+LABEL_NODESET_SCALING_MODE: Final = NODESET_PREFIX + "scaling-mode"
+TAINT_NODESET_WORKER: Final = NODESET_PREFIX + "worker"
+# Metacontroller stores the object it last applied here; kept pods are returned as that object.
+ANNOTATION_LAST_APPLIED: Final = "metacontroller.k8s.io/last-applied-configuration"
+
+# NodeSet status: the drain intents slurm_sync executes (list of {name, reason}, sorted by name).
+STATUS_DRAINING_PODS: Final = "drainingPods"
+STATUS_ORDINAL_TO_NODE: Final = "ordinalToNode"
+# NodeSet status condition types.
+CONDITION_CONTROLLER_RESOLVED: Final = "ControllerResolved"
+CONDITION_PODS_DRAINING: Final = "PodsDraining"
+CONDITION_UNEXPECTED_PODS: Final = "UnexpectedPods"
+
+# Status conditions of the RestApi, Accounting, Token and LoginSet parents.
+CONDITION_REFERENCES_RESOLVED: Final = "ReferencesResolved"  # every referenced CR, Secret and key exists
+CONDITION_AVAILABLE: Final = "Available"  # the workload's pods are ready
+CONDITION_EXTERNAL: Final = "External"  # the daemon runs outside Kubernetes; no workload is managed
+
+# Controller status condition types (with CONDITION_AVAILABLE, _REFERENCES_RESOLVED and _EXTERNAL).
+CONDITION_READY: Final = "Ready"  # every slurmctld pod is ready on the current template
+CONDITION_SERVICE_MONITOR_CREATED: Final = "ServiceMonitorCreated"  # only when metrics.serviceMonitor asks for one

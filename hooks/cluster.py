@@ -1,0 +1,359 @@
+"""What the components of one Slurm cluster share: references between CRs and the names derived from them.
+
+RestApi, LoginSet and NodeSet pods find slurmctld, its config map and its keys through the
+Controller CR; Accounting and Token read key Secrets. All of these arrive as Metacontroller
+`related` objects. This module turns a spec reference into a related-resource rule (for customize)
+and into the object or value it names (for sync), and spells each derived name once.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from hooks import names
+from hooks.contract import BadHookRequest, CompositeRequest
+from hooks.status import condition
+
+JSON = dict[str, Any]
+
+CONTROLLER_TYPE = f"Controller.{names.API_VERSION}"
+SECRET_TYPE = "Secret.v1"
+
+SLURMCTLD_PORT = 6817
+SLURMDBD_PORT = 6819
+SLURMRESTD_PORT = 6820
+SSH_PORT = 22
+SLURM_UID = 401  # the `slurm` user in Slinky's images
+SLURM_USER = "slurm"
+# Kubernetes' default cluster DNS domain; hooks cannot ask the cluster, so searches assume it.
+CLUSTER_DOMAIN = "cluster.local"
+# Images when a CR names none (Slinky's chart defaults); a Deployment without an image is rejected.
+IMAGE_REPOSITORY = "ghcr.io/slinkyproject"
+IMAGE_TAG = "26.05-ubuntu26.04"
+# While a reference is missing, ask Metacontroller to look again this soon (a related object's
+# creation also wakes the parent; this covers a missed event).
+MISSING_REFERENCE_RESYNC_SECONDS = 30
+
+
+def default_image(component: str) -> str:
+    return f"{IMAGE_REPOSITORY}/{component}:{IMAGE_TAG}"
+
+
+# --- derived names ---------------------------------------------------------------------------------
+
+
+def controller_service_host(controller: str, namespace: str) -> str:
+    """Where slurmctld answers inside the cluster (`<ctrl>-controller.<ns>`); sackd's conf server."""
+    return f"{controller}-controller.{namespace}"
+
+
+def config_map_name(controller: str) -> str:
+    """The Controller's ConfigMap holding slurm.conf."""
+    return f"{controller}-config"
+
+
+def worker_service_name(controller: str) -> str:
+    """The headless Service every NodeSet pod of a cluster joins (worker hostnames resolve under it)."""
+    return f"slurm-workers-{controller}"
+
+
+def worker_dns_search(controller: str, namespace: str) -> str:
+    return f"{worker_service_name(controller)}.{namespace}.svc.{CLUSTER_DOMAIN}"
+
+
+def accounting_host(accounting: str) -> str:
+    """slurmdbd's pod hostname and Service name (`<name>-accounting`)."""
+    return f"{accounting}-accounting"
+
+
+# --- spec parsing ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KeyRef:
+    """A SecretKeySelector or ConfigMapKeySelector from a spec."""
+
+    name: str
+    key: str
+    optional: bool = False
+
+
+def spec_of(parent: JSON) -> JSON:
+    return parent.get("spec") or {}
+
+
+def namespace_of(parent: JSON) -> str:
+    """Every Slinky kind is namespaced, and references resolve only inside that namespace."""
+    namespace = parent["metadata"].get("namespace")
+    if not namespace:
+        raise BadHookRequest(f"parent.metadata.namespace must be set: {parent['kind']} is namespaced")
+    return namespace
+
+
+def opt_str(spec: JSON, field: str, default: str = "", where: str = "spec") -> str:
+    value = spec.get(field)
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise BadHookRequest(f"{where}.{field} must be a string")
+    return value
+
+
+def conf_field(value: str, field: str) -> str:
+    """A spec value written into a Slurm config file; one that would change the file's meaning is refused."""
+    written = conf_value(value)
+    if written is None:
+        raise BadHookRequest(f"{field} cannot be written into a Slurm config file (line break, NUL, or a double quote with spaces)")
+    return written
+
+
+def opt_int(spec: JSON, field: str, default: int, where: str = "spec", minimum: int = 0) -> int:
+    value = spec.get(field)
+    if value is None:
+        return default
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise BadHookRequest(f"{where}.{field} must be an integer >= {minimum}")
+    return value
+
+
+def opt_bool(spec: JSON, field: str, default: bool, where: str = "spec") -> bool:
+    value = spec.get(field)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise BadHookRequest(f"{where}.{field} must be a boolean")
+    return value
+
+
+def opt_obj(spec: JSON, field: str, where: str = "spec") -> JSON:
+    value = spec.get(field)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise BadHookRequest(f"{where}.{field} must be an object")
+    return value
+
+
+def str_list(spec: JSON, field: str, where: str = "spec") -> list[str]:
+    value = spec.get(field)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise BadHookRequest(f"{where}.{field} must be a list of strings")
+    return value
+
+
+def key_ref(spec: JSON, field: str, where: str = "spec") -> KeyRef | None:
+    """A `{name, key, optional}` selector, or None when the field is absent."""
+    value = spec.get(field)
+    if value is None:
+        return None
+    path = f"{where}.{field}"
+    if not isinstance(value, dict):
+        raise BadHookRequest(f"{path} must be an object")
+    name, key = value.get("name") or "", value.get("key")
+    if not isinstance(name, str) or not name:
+        raise BadHookRequest(f"{path}.name must be a non-empty string")
+    if not isinstance(key, str) or not key:
+        raise BadHookRequest(f"{path}.key must be a non-empty string")
+    return KeyRef(name=name, key=key, optional=value.get("optional") is True)
+
+
+def jwt_key_ref(spec: JSON, where: str = "spec") -> KeyRef | None:
+    """The HS256 key: `jwtKeyRef`, else Slinky's deprecated alias `jwtHs256KeyRef`."""
+    return key_ref(spec, "jwtKeyRef", where) or key_ref(spec, "jwtHs256KeyRef", where)
+
+
+def local_ref_name(spec: JSON, field: str, where: str = "spec") -> str:
+    """A LocalObjectReference's name ("" when absent)."""
+    ref = opt_obj(spec, field, where)
+    return opt_str(ref, "name", where=f"{where}.{field}")
+
+
+def required_ref_name(spec: JSON, field: str) -> str:
+    name = local_ref_name(spec, field)
+    if not name:
+        raise BadHookRequest(f"spec.{field}.name is required")
+    return name
+
+
+# --- the Controller as seen by its clients -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ControllerView:
+    """The parts of a Controller CR its RestApis, LoginSets and NodeSets need."""
+
+    name: str
+    namespace: str
+    slurm_key: KeyRef | None
+    jwt_key: KeyRef | None
+    accounting: str
+
+    @property
+    def service_host(self) -> str:
+        return controller_service_host(self.name, self.namespace)
+
+    @property
+    def config_map(self) -> str:
+        return config_map_name(self.name)
+
+
+def controller_rule(namespace: str, name: str) -> JSON:
+    return {"apiVersion": names.API_VERSION, "resource": "controllers", "namespace": namespace, "names": [name]}
+
+
+def secret_rule(namespace: str, secret_names: list[str]) -> JSON:
+    """Related Secrets by name; `names` must never be empty (that would mean every Secret)."""
+    return {"apiVersion": "v1", "resource": "secrets", "namespace": namespace, "names": sorted(set(secret_names))}
+
+
+def find_related(req: CompositeRequest, type_key: str, namespace: str, name: str) -> JSON | None:
+    for obj in req.related_of(type_key):
+        meta = obj["metadata"]
+        if meta.get("name") == name and meta.get("namespace", namespace) == namespace:
+            return obj
+    return None
+
+
+def find_controller(req: CompositeRequest, namespace: str, name: str) -> ControllerView | None:
+    obj = find_related(req, CONTROLLER_TYPE, namespace, name)
+    if obj is None:
+        return None
+    spec = spec_of(obj)
+    where = f"related Controller {name!r} spec"
+    return ControllerView(
+        name=name,
+        namespace=namespace,
+        slurm_key=key_ref(spec, "slurmKeyRef", where),
+        jwt_key=jwt_key_ref(spec, where),
+        accounting=local_ref_name(spec, "accountingRef", where),
+    )
+
+
+@dataclass(frozen=True)
+class Missing:
+    """Why a referenced value is unavailable; messages name objects, never values."""
+
+    reason: str
+    message: str
+
+
+def secret_value(req: CompositeRequest, namespace: str, ref: KeyRef) -> bytes | Missing:
+    """The bytes one key of a related Secret holds, or why they are unavailable."""
+    secret = find_related(req, SECRET_TYPE, namespace, ref.name)
+    if secret is None:
+        return Missing("SecretNotFound", f"Secret {ref.name!r} does not exist")
+    encoded = (secret.get("data") or {}).get(ref.key)
+    if not isinstance(encoded, str):
+        return Missing("SecretKeyNotFound", f"Secret {ref.name!r} has no key {ref.key!r}")
+    try:
+        return base64.b64decode(encoded, validate=True)
+    except binascii.Error:
+        return Missing("SecretKeyInvalid", f"Secret {ref.name!r} key {ref.key!r} is not valid base64")
+
+
+def observed(req: CompositeRequest, type_key: str, name: str) -> JSON | None:
+    """The observed child of one type and name."""
+    return next((c for c in req.children_of(type_key) if c["metadata"].get("name") == name), None)
+
+
+def kept(child: JSON) -> JSON:
+    """An observed child as we last returned it, to keep it unchanged while an input is missing.
+
+    Metacontroller records what it applied in an annotation; returning exactly that changes nothing.
+    Without it (server-side apply), the observed object minus server-owned fields is returned.
+    """
+    annotations = child["metadata"].get("annotations") or {}
+    raw = annotations.get(names.ANNOTATION_LAST_APPLIED)
+    if isinstance(raw, str):
+        try:
+            applied = json.loads(raw)
+        except ValueError:
+            applied = None
+        if isinstance(applied, dict) and applied.get("kind") == child.get("kind"):
+            return applied
+    meta = child["metadata"]
+    clean_meta: JSON = {"name": meta["name"]}
+    for field in ("labels", "annotations"):
+        if meta.get(field):
+            clean_meta[field] = {k: v for k, v in meta[field].items() if k != names.ANNOTATION_LAST_APPLIED}
+    body = {k: v for k, v in child.items() if k not in ("metadata", "status")}
+    return {**body, "metadata": clean_meta}
+
+
+# --- status ----------------------------------------------------------------------------------------
+
+
+def references_condition(parent: JSON, missing: list[Missing]) -> JSON:
+    """Explains unresolved references; the children that depend on them are kept as they are."""
+    if not missing:
+        return condition(parent, names.CONDITION_REFERENCES_RESOLVED, True, "Resolved", "every referenced object exists")
+    message = "; ".join(m.message for m in missing) + "; children that need it are kept unchanged until it exists"
+    return condition(parent, names.CONDITION_REFERENCES_RESOLVED, False, missing[0].reason, message)
+
+
+def available_condition(parent: JSON, workload: JSON | None, desired: int) -> JSON:
+    """Whether the observed Deployment/StatefulSet has as many ready pods as desired."""
+    if workload is None:
+        return condition(parent, names.CONDITION_AVAILABLE, False, "NotCreated", "the workload does not exist yet")
+    ready = (workload.get("status") or {}).get("readyReplicas") or 0
+    ok = ready >= desired
+    return condition(parent, names.CONDITION_AVAILABLE, ok, "Ready" if ok else "NotReady", f"{ready}/{desired} pods ready")
+
+
+# --- Slurm config files ------------------------------------------------------------------------------
+
+
+def merged_config(operator: dict[str, list[str]], extra_conf: str) -> list[str]:
+    """`MERGED CONFIG` lines: list-valued options the user also set in extraConf, unioned with ours.
+
+    Slurm keeps the last occurrence of a key, so a user's `AuthInfo=` in extraConf would silently
+    drop options the daemons need; the merged line, written last, holds both. For `key=value` items
+    ours win on the same key; user items are lower-cased; the union is sorted.
+    """
+    user = _last_values(extra_conf, {k.lower() for k in operator})
+    lines = []
+    for key, ours in operator.items():
+        theirs = user.get(key.lower())
+        if theirs is None:
+            continue
+        items = {_item_key(item): item for item in (v.strip().lower() for v in theirs.split(",")) if item}
+        items.update({_item_key(item): item for item in ours})
+        lines.append(f"{key}={','.join(sorted(items.values()))}")
+    return lines
+
+
+def conf_value(value: str) -> str | None:
+    """`value` written so Slurm's config parser reads it back unchanged; None if it cannot be.
+
+    The parser drops everything after an unescaped `#`, removes one backslash of each escape, and
+    reads a value up to the first space unless it is double-quoted (a quoted value cannot hold `"`).
+    """
+    if any(c in value for c in "\r\n\0"):
+        return None
+    escaped = value.replace("\\", "\\\\").replace("#", "\\#")
+    if any(c.isspace() for c in value):
+        return None if '"' in value else f'"{escaped}"'
+    return None if value.startswith('"') else escaped
+
+
+def _last_values(conf: str, keys: set[str]) -> dict[str, str]:
+    """The last value of each wanted key in slurm.conf syntax (comments and `\\` continuations)."""
+    found: dict[str, str] = {}
+    logical = re.sub(r"\\\r?\n", "", conf)
+    for line in logical.splitlines():
+        line = re.sub(r"(?<!\\)#.*", "", line).strip()
+        key, sep, value = line.partition("=")
+        if sep and key.strip().lower() in keys:
+            found[key.strip().lower()] = value.strip()
+    return found
+
+
+def _item_key(item: str) -> str:
+    return item.split("=", 1)[0]

@@ -1,0 +1,185 @@
+"""Token → a Secret holding a Slurm JWT (HS256, signed with the cluster's jwt.key).
+
+A token has to be re-issued before it expires, so this is the one hook that reads a clock, and it
+does so only through `now()` (tests pin it). Its output stays byte-stable between refresh points:
+while the observed token still verifies against the key and matches the spec, the same token is
+returned, and only `resyncAfterSeconds` (which Metacontroller never writes anywhere) counts down
+to the refresh instant `exp - lifetime/5`. At that instant a new token is minted.
+
+With `refresh: false` the Secret is immutable: once it exists its token is returned unchanged,
+forever, even after it expires (delete the Secret to get a new one).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import re
+import time
+from dataclasses import dataclass
+from decimal import Decimal
+
+import jwt
+
+from hooks import cluster
+from hooks.cluster import JSON, KeyRef, Missing
+from hooks.contract import BadHookRequest, CompositeRequest, CustomizeRequest
+from hooks.objects import child_metadata
+
+DEFAULT_LIFETIME = "15m"
+DEFAULT_USERNAME = "nobody"
+DEFAULT_SECRET_KEY = "SLURM_JWT"
+# Slurm treats MaxInt32-1 seconds as "infinite"; longer lifetimes are clamped to it.
+MAX_LIFETIME_SECONDS = 2**31 - 2
+SECRET_TYPE = "Secret.v1"
+_DURATION_UNITS = {"ns": Decimal("1e-9"), "us": Decimal("1e-6"), "µs": Decimal("1e-6"), "ms": Decimal("1e-3"),
+                   "s": Decimal(1), "m": Decimal(60), "h": Decimal(3600)}  # fmt: skip
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)")
+
+
+def now() -> int:
+    """Whole seconds since the epoch: the only clock any hook reads (tests replace it)."""
+    return int(time.time())
+
+
+@dataclass(frozen=True)
+class TokenSpec:
+    name: str
+    namespace: str
+    key: KeyRef
+    username: str
+    lifetime: int  # seconds
+    refresh: bool
+    secret_name: str
+    secret_key: str
+
+
+def parse_duration(text: str, field: str) -> Decimal:
+    """A Go duration (`15m`, `1h30m`, `1.5h`, `90s`) in seconds."""
+    if text == "0":
+        return Decimal(0)
+    pos, total = 0, Decimal(0)
+    for match in _DURATION_PART.finditer(text):
+        if match.start() != pos:
+            break
+        total += Decimal(match.group(1)) * _DURATION_UNITS[match.group(2)]
+        pos = match.end()
+    if pos != len(text) or not text:
+        raise BadHookRequest(f"{field} must be a Go duration such as 15m, 1h30m or 90s, got {text!r}")
+    return total
+
+
+def parse(parent: JSON) -> TokenSpec:
+    spec = cluster.spec_of(parent)
+    name = parent["metadata"]["name"]
+    key = cluster.jwt_key_ref(spec)
+    if key is None:
+        raise BadHookRequest("spec.jwtKeyRef (or the deprecated spec.jwtHs256KeyRef) is required")
+    username = cluster.opt_str(spec, "username") or DEFAULT_USERNAME
+    lifetime = int(parse_duration(cluster.opt_str(spec, "lifetime", DEFAULT_LIFETIME), "spec.lifetime"))
+    if lifetime < 1:
+        raise BadHookRequest("spec.lifetime must be at least 1s")
+    secret_ref = cluster.opt_obj(spec, "secretRef")
+    return TokenSpec(
+        name=name,
+        namespace=cluster.namespace_of(parent),
+        key=key,
+        username=username,
+        lifetime=min(lifetime, MAX_LIFETIME_SECONDS),
+        refresh=cluster.opt_bool(spec, "refresh", True),
+        secret_name=cluster.opt_str(secret_ref, "name", where="spec.secretRef") or f"{name}-jwt-{username}",
+        secret_key=cluster.opt_str(secret_ref, "key", where="spec.secretRef") or DEFAULT_SECRET_KEY,
+    )
+
+
+def customize(req: CustomizeRequest) -> JSON:
+    spec = parse(req.parent)
+    return {"relatedResources": [cluster.secret_rule(spec.namespace, [spec.key.name])]}
+
+
+def claims_for(spec: TokenSpec, issued_at: int) -> JSON:
+    return {"iat": issued_at, "nbf": issued_at, "exp": issued_at + spec.lifetime, "sun": spec.username}
+
+
+def refresh_at(claims: JSON) -> float:
+    """When a token is re-minted: a fifth of its lifetime before it expires."""
+    return claims["exp"] - (claims["exp"] - claims["iat"]) / 5
+
+
+def reusable_claims(token: str, spec: TokenSpec, key: bytes) -> JSON | None:
+    """The claims of an observed token that is signed with `key` and still matches the spec."""
+    try:
+        claims = jwt.decode(token, key, algorithms=["HS256"], options={"verify_exp": False, "verify_nbf": False, "verify_iat": False})
+    except jwt.InvalidTokenError:
+        return None
+    iat, exp = claims.get("iat"), claims.get("exp")
+    if not isinstance(iat, int) or not isinstance(exp, int) or claims.get("sun") != spec.username:
+        return None
+    return claims if exp - iat == spec.lifetime else None
+
+
+def sync(req: CompositeRequest) -> JSON:
+    spec = parse(req.parent)
+    secret = cluster.observed(req, SECRET_TYPE, spec.secret_name)
+    token = _token_in(secret, spec)
+    key = cluster.secret_value(req, spec.namespace, spec.key)
+    missing = [key] if isinstance(key, Missing) else []
+    response: JSON = {"children": []}
+    if secret is not None and not spec.refresh:
+        # Immutable: whatever was issued stays, valid or not; only deleting the Secret re-mints.
+        response["children"].append(build_secret(req.parent, spec, token) if token else cluster.kept(secret))
+    elif isinstance(key, Missing):
+        if secret is not None:
+            response["children"].append(cluster.kept(secret))
+        response["resyncAfterSeconds"] = float(cluster.MISSING_REFERENCE_RESYNC_SECONDS)
+    else:
+        current = now()
+        claims = reusable_claims(token, spec, key) if token else None
+        if claims is None or current >= refresh_at(claims):
+            claims = claims_for(spec, current)
+            token = jwt.encode(claims, key, algorithm="HS256")
+        response["children"].append(build_secret(req.parent, spec, token))
+        if spec.refresh:
+            response["resyncAfterSeconds"] = _resync_after(claims, current, spec.lifetime)
+    response["status"] = _status(req.parent, token, missing)
+    return response
+
+
+def build_secret(parent: JSON, spec: TokenSpec, token: str) -> JSON:
+    secret: JSON = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": child_metadata(parent, spec.secret_name, {}),
+        "type": "Opaque",
+        "data": {spec.secret_key: base64.b64encode(token.encode()).decode()},
+    }
+    if not spec.refresh:
+        secret["immutable"] = True
+    return secret
+
+
+def _token_in(secret: JSON | None, spec: TokenSpec) -> str | None:
+    encoded = ((secret or {}).get("data") or {}).get(spec.secret_key)
+    if not isinstance(encoded, str):
+        return None
+    try:
+        return base64.b64decode(encoded, validate=True).decode()
+    except ValueError:
+        return None
+
+
+def _resync_after(claims: JSON, current: int, lifetime: int) -> float:
+    """Seconds until the refresh instant, within [1 s, lifetime]."""
+    return float(min(max(refresh_at(claims) - current, 1), lifetime))
+
+
+def _status(parent: JSON, token: str | None, missing: list[Missing]) -> JSON:
+    """`issuedAt` is the iat claim of the token in the Secret (RFC 3339, UTC)."""
+    status: JSON = {"conditions": [cluster.references_condition(parent, missing)]}
+    try:
+        iat = jwt.decode(token, options={"verify_signature": False}).get("iat") if token else None
+    except jwt.InvalidTokenError:
+        iat = None
+    if isinstance(iat, int):
+        status["issuedAt"] = datetime.datetime.fromtimestamp(iat, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return status

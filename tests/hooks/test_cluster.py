@@ -1,0 +1,217 @@
+"""References between CRs, derived names, kept children and merged config lines (hooks/cluster.py).
+
+The helpers at the top are shared by the RestApi, Accounting, Token and LoginSet hook tests.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+
+from hooks import cluster, names
+from hooks.contract import BadHookRequest, parse_composite
+
+NS = "slurm"
+CONTROLLER_KEY = cluster.CONTROLLER_TYPE
+
+
+def cr(kind: str, name: str, spec: dict[str, Any], **meta: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": names.API_VERSION,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}", "generation": 1, **meta},
+        "spec": spec,
+    }
+
+
+def secret(name: str, data: dict[str, bytes]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}", "resourceVersion": "7"},
+        "data": {k: base64.b64encode(v).decode() for k, v in data.items()},
+    }
+
+
+def related(*objects: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Objects keyed the v2 way: {"Kind.apiVersion": {"ns/name": object}}."""
+    groups: dict[str, dict[str, Any]] = {}
+    for obj in objects:
+        api = obj["apiVersion"]
+        type_key = f"{obj['kind']}.{api}"
+        groups.setdefault(type_key, {})[f"{NS}/{obj['metadata']['name']}"] = obj
+    return groups
+
+
+def as_observed(children: list[dict[str, Any]], status: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """Desired children as Metacontroller would report them back: server fields plus last-applied."""
+    observed = []
+    for child in children:
+        live = json.loads(json.dumps(child))
+        meta = live["metadata"]
+        meta.update(namespace=NS, uid=f"uid-{meta['name']}", resourceVersion="42", creationTimestamp="2024-01-01T00:00:00Z")
+        meta.setdefault("labels", {})["controller-uid"] = "uid-parent"
+        meta.setdefault("annotations", {})[names.ANNOTATION_LAST_APPLIED] = json.dumps(child)
+        if status is not None and child["kind"] in ("Deployment", "StatefulSet"):
+            live["status"] = status
+        observed.append(live)
+    return related(*observed)
+
+
+def request(parent: dict[str, Any], children: dict | None = None, rel: dict | None = None) -> dict[str, Any]:
+    return {"controller": {}, "parent": parent, "children": children or {}, "related": rel or {}, "finalizing": False}
+
+
+def by_kind(response: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {f"{c['kind']}/{c['metadata']['name']}": c for c in response["children"]}
+
+
+def condition_of(response: dict[str, Any], type_: str) -> dict[str, Any]:
+    return next(c for c in response["status"]["conditions"] if c["type"] == type_)
+
+
+# --- tests of hooks/cluster.py ------------------------------------------------------------------------
+
+
+def test_derived_names():
+    assert cluster.controller_service_host("slurm", "hpc") == "slurm-controller.hpc"
+    assert cluster.config_map_name("slurm") == "slurm-config"
+    assert cluster.worker_service_name("slurm") == "slurm-workers-slurm"
+    assert cluster.worker_dns_search("slurm", "hpc") == "slurm-workers-slurm.hpc.svc.cluster.local"
+    assert cluster.accounting_host("acct") == "acct-accounting"
+
+
+def test_jwt_key_ref_prefers_jwt_key_ref_over_the_deprecated_alias():
+    both = {"jwtKeyRef": {"name": "new", "key": "k"}, "jwtHs256KeyRef": {"name": "old", "key": "k"}}
+    assert cluster.jwt_key_ref(both) == cluster.KeyRef("new", "k")
+    assert cluster.jwt_key_ref({"jwtHs256KeyRef": {"name": "old", "key": "k"}}) == cluster.KeyRef("old", "k")
+    assert cluster.jwt_key_ref({}) is None
+
+
+@pytest.mark.parametrize(
+    ("spec", "needle"),
+    [
+        ({"slurmKeyRef": "x"}, "spec.slurmKeyRef must be an object"),
+        ({"slurmKeyRef": {"key": "k"}}, "spec.slurmKeyRef.name"),
+        ({"slurmKeyRef": {"name": "n"}}, "spec.slurmKeyRef.key"),
+    ],
+)
+def test_bad_key_refs_name_the_field(spec, needle):
+    with pytest.raises(BadHookRequest, match=needle):
+        cluster.key_ref(spec, "slurmKeyRef")
+
+
+def test_find_controller_reads_refs_from_the_related_controller_only_in_the_namespace():
+    ctrl = cr("Controller", "slurm", {"slurmKeyRef": {"name": "sk", "key": "slurm.key"}, "accountingRef": {"name": "acct"}})
+    other_ns = cr("Controller", "slurm", {})
+    other_ns["metadata"]["namespace"] = "elsewhere"
+    req = parse_composite(request(cr("RestApi", "r", {}), rel={CONTROLLER_KEY: {"elsewhere/slurm": other_ns}}), "RestApi")
+    assert cluster.find_controller(req, NS, "slurm") is None
+    req = parse_composite(request(cr("RestApi", "r", {}), rel=related(ctrl)), "RestApi")
+    view = cluster.find_controller(req, NS, "slurm")
+    assert view is not None
+    assert (view.slurm_key, view.accounting, view.service_host, view.config_map) == (
+        cluster.KeyRef("sk", "slurm.key"),
+        "acct",
+        "slurm-controller.slurm",
+        "slurm-config",
+    )
+
+
+def test_secret_value_explains_what_is_missing_without_values():
+    req = parse_composite(request(cr("Token", "t", {}), rel=related(secret("s", {"a": b"hunter2"}))), "Token")
+    assert cluster.secret_value(req, NS, cluster.KeyRef("s", "a")) == b"hunter2"
+    absent = cluster.secret_value(req, NS, cluster.KeyRef("nope", "a"))
+    no_key = cluster.secret_value(req, NS, cluster.KeyRef("s", "b"))
+    assert isinstance(absent, cluster.Missing) and absent.reason == "SecretNotFound"
+    assert isinstance(no_key, cluster.Missing) and no_key.reason == "SecretKeyNotFound"
+    assert "hunter2" not in absent.message + no_key.message
+
+
+def test_kept_returns_the_last_applied_object_or_strips_server_fields():
+    desired = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "labels": {"a": "b"}}, "spec": {"ports": []}}
+    (observed,) = as_observed([desired])["Service.v1"].values()
+    observed["status"] = {"loadBalancer": {}}
+    assert cluster.kept(observed) == desired
+    del observed["metadata"]["annotations"][names.ANNOTATION_LAST_APPLIED]
+    assert cluster.kept(observed) == {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "s", "labels": {"a": "b", "controller-uid": "uid-parent"}},
+        "spec": {"ports": []},
+    }
+
+
+def test_merged_config_unions_list_options_and_ours_win_on_key_collisions():
+    ours = {"AuthAltParameters": ["jwt_key=/etc/slurm/jwt.key"], "AuthInfo": ["use_client_ids"]}
+    assert cluster.merged_config(ours, "") == []
+    assert cluster.merged_config(ours, "AuthInfo=Cred_Expire=70 # comment\nauthinfo=ttl=5,cred_expire=60") == [
+        "AuthInfo=cred_expire=60,ttl=5,use_client_ids"
+    ]
+    assert cluster.merged_config(ours, "AuthAltParameters=jwt_key=/x,\\\n  disable_token_creation") == [
+        "AuthAltParameters=disable_token_creation,jwt_key=/etc/slurm/jwt.key"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("value", "written"),
+    [
+        ("db.example", "db.example"),
+        ("pa#ss", "pa\\#ss"),
+        ("back\\slash", "back\\\\slash"),
+        ("two words", '"two words"'),
+        ('no"space', 'no"space'),
+        ('"leading', None),
+        ('say "hi" there', None),
+        ("line\nPluginDir=/tmp", None),
+        ("nul\0", None),
+    ],
+)
+def test_conf_value_escapes_or_refuses(value, written):
+    assert cluster.conf_value(value) == written
+
+
+def test_conf_field_names_the_field():
+    with pytest.raises(BadHookRequest, match="spec.storageConfig.host cannot be written"):
+        cluster.conf_field("db\nPluginDir=/tmp", "spec.storageConfig.host")
+
+
+# --- status of every kind against its CRD -------------------------------------------------------------
+
+def _statuses() -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(parent, status the hook returned) for each kind, with a missing reference so conditions say False."""
+    from hooks.app import create_app
+
+    client = create_app().test_client()
+    ref = {"controllerRef": {"name": "slurm"}}
+    parents = {
+        "restapi": cr("RestApi", "r", ref),
+        "loginset": cr("LoginSet", "l", {**ref, "sssdConfRef": {"name": "sssd", "key": "sssd.conf"}}),
+        "token": cr("Token", "t", {"jwtKeyRef": {"name": "jwt", "key": "k"}, "username": "u"}),
+        "accounting": cr(
+            "Accounting",
+            "a",
+            {
+                "slurmKeyRef": {"name": "s", "key": "k"},
+                "jwtKeyRef": {"name": "j", "key": "k"},
+                "storageConfig": {"host": "db", "passwordKeyRef": {"name": "p", "key": "k"}},
+            },
+        ),
+    }
+    rel = {"token": related(secret("jwt", {"k": b"k" * 32}))}
+    result = []
+    for segment, parent in parents.items():
+        resp = client.post(f"/{segment}/sync", json=request(parent, rel=rel.get(segment)))
+        assert resp.status_code == 200, resp.get_json()
+        result.append((parent, resp.get_json()["status"]))
+    return result
+
+
+def test_every_status_is_accepted_by_its_crd():
+    from tests.support.kube import validate_cr
+
+    for parent, status in _statuses():
+        assert validate_cr({**parent, "status": status}) == [], parent["kind"]

@@ -1,0 +1,214 @@
+"""LoginSet → host keys, sshd config, Service and login Deployment (hooks/loginset.py)."""
+
+from __future__ import annotations
+
+import base64
+import functools
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from cryptography.hazmat.primitives.serialization import load_ssh_private_key, load_ssh_public_key
+
+from hooks import loginset, names
+from hooks.app import create_app
+from hooks.contract import parse_composite
+from hooks.objects import content_hash
+from tests.hooks.test_cluster import as_observed, by_kind, condition_of, cr, related, request, secret
+from tests.support.kube import validate_builtin
+
+SSSD = {"name": "sssd", "key": "sssd.conf"}
+KEYS_NAME = "Secret/login-ssh-host-keys"
+
+
+_generate = loginset.generate_host_keys
+
+
+@functools.cache
+def _one_set_of_keys() -> tuple[tuple[str, bytes], ...]:
+    return tuple(_generate().items())
+
+
+@pytest.fixture()
+def fast_keys(monkeypatch):
+    """RSA-4096 generation is slow; most tests only need some valid keys."""
+    monkeypatch.setattr(loginset, "generate_host_keys", lambda: dict(_one_set_of_keys()))
+
+
+@pytest.fixture()
+def client():
+    return create_app().test_client()
+
+
+def controller() -> dict:
+    return cr("Controller", "slurm", {"slurmKeyRef": {"name": "slurm-auth", "key": "slurm.key"}, "jwtKeyRef": {"name": "j", "key": "k"}})
+
+
+def loginset_cr(**spec) -> dict:
+    return cr("LoginSet", "login", {"controllerRef": {"name": "slurm"}, "sssdConfRef": SSSD, **spec})
+
+
+def inputs(with_controller: bool = True, with_sssd: bool = True) -> dict:
+    objects = ([controller()] if with_controller else []) + ([secret("sssd", {"sssd.conf": b"[sssd]\n"})] if with_sssd else [])
+    return related(*objects)
+
+
+def sync(client, parent, children=None, rel=None) -> dict:
+    resp = client.post("/loginset/sync", json=request(parent, children, inputs() if rel is None else rel))
+    assert resp.status_code == 200, resp.get_json()
+    return resp.get_json()
+
+
+def pod_of(response: dict) -> dict:
+    return by_kind(response)["Deployment/login"]["spec"]["template"]
+
+
+def test_host_keys_are_valid_openssh_keys_of_three_types(client):
+    keys = by_kind(sync(client, loginset_cr()))[KEYS_NAME]
+    data = {k: base64.b64decode(v) for k, v in keys["data"].items()}
+    assert sorted(data) == sorted(loginset.HOST_KEY_FILES)
+    assert keys["immutable"] is True
+    types = {"rsa": rsa.RSAPrivateKey, "ed25519": ed25519.Ed25519PrivateKey, "ecdsa": ec.EllipticCurvePrivateKey}
+    for kind, cls in types.items():
+        private = load_ssh_private_key(data[f"ssh_host_{kind}_key"], password=None)
+        assert isinstance(private, cls)
+        assert load_ssh_public_key(data[f"ssh_host_{kind}_key.pub"]) == private.public_key()
+    assert load_ssh_private_key(data["ssh_host_rsa_key"], password=None).key_size == 4096
+
+
+def test_host_keys_are_generated_once_and_then_kept(client):
+    first = sync(client, loginset_cr())
+    other_first = sync(client, loginset_cr())
+    assert by_kind(first)[KEYS_NAME]["data"] != by_kind(other_first)[KEYS_NAME]["data"]  # random by nature
+    observed = as_observed(first["children"])
+    for _ in range(3):
+        again = sync(client, loginset_cr(replicas=2), observed)
+        assert by_kind(again)[KEYS_NAME] == by_kind(first)[KEYS_NAME]
+
+
+@pytest.mark.usefixtures("fast_keys")
+def test_children_validate_strictly_and_feedback_is_a_fixed_point(client):
+    parent = loginset_cr(
+        replicas=2,
+        login={"env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}], "resources": {"limits": {"cpu": "2"}}},
+        initconf={"image": "alpine:3"},
+        template={"metadata": {"annotations": {"x": "y"}}, "spec": {"tolerations": [{"operator": "Exists"}]}},
+        strategy={"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+        service={"nodePort": 32222, "spec": {"type": "LoadBalancer", "externalIPs": ["1.2.3.4"]}},
+        rootSshAuthorizedKeys="ssh-ed25519 AAAA user@host",
+        extraSshdConfig="LoginGraceTime 30",
+    )
+    first = sync(client, parent)
+    assert sorted(by_kind(first)) == ["ConfigMap/login-ssh-config", "Deployment/login", KEYS_NAME, "Service/login"]
+    for child in first["children"]:
+        assert validate_builtin(child) == []
+    observed = as_observed(first["children"], {"replicas": 2, "readyReplicas": 2})
+    body = request(parent, observed, inputs())
+    a, b = client.post("/loginset/sync", json=body), client.post("/loginset/sync", json=body)
+    assert a.data == b.data  # byte-stable once the keys exist
+    assert a.get_json()["children"] == first["children"]
+    assert a.get_json()["status"]["replicas"] == 2
+
+
+@pytest.mark.usefixtures("fast_keys")
+def test_login_container_pod_and_hash_annotations(client):
+    resp = sync(client, loginset_cr(login={"env": [{"name": "A", "value": "1"}]}))
+    pod = pod_of(resp)
+    login = pod["spec"]["containers"][0]
+    assert login["name"] == "login"
+    assert login["env"] == [
+        {"name": "SACKD_OPTIONS", "value": "--conf-server slurm-controller.slurm:6817"},
+        {"name": "A", "value": "1"},
+    ]
+    assert login["ports"] == [{"name": "login", "containerPort": 22, "protocol": "TCP"}]
+    assert pod["spec"]["dnsConfig"] == {"searches": ["slurm-workers-slurm.slurm.svc.cluster.local"]}
+    assert pod["spec"]["initContainers"][0]["name"] == "initconf"
+    mounts = {m["mountPath"] for m in login["volumeMounts"]}
+    assert {"/etc/ssh/sshd_config", "/root/.ssh/authorized_keys", "/etc/sssd/sssd.conf", "/etc/slurm"} <= mounts
+    assert {f"/etc/ssh/{f}" for f in loginset.HOST_KEY_FILES} <= mounts
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["slurm-config"]["projected"]["sources"] == [
+        {"secret": {"name": "slurm-auth", "items": [{"key": "slurm.key", "path": "slurm.key"}]}}
+    ]
+    assert volumes["sssd-conf"]["secret"]["items"] == [{"key": "sssd.conf", "path": "sssd.conf"}]
+    annotations = pod["metadata"]["annotations"]
+    keys = {k: base64.b64decode(v) for k, v in by_kind(resp)[KEYS_NAME]["data"].items()}
+    assert annotations[names.ANNOTATION_SSH_HOST_KEYS_HASH] == content_hash(keys)
+    assert annotations[names.ANNOTATION_SSHD_CONF_HASH] == content_hash(by_kind(resp)["ConfigMap/login-ssh-config"]["data"])
+    assert annotations[names.ANNOTATION_SSSD_CONF_HASH] == content_hash({"sssd.conf": b"[sssd]\n"})
+
+
+@pytest.mark.usefixtures("fast_keys")
+def test_user_login_port_replaces_22(client):
+    login = pod_of(sync(client, loginset_cr(login={"ports": [{"name": "login", "containerPort": 33}]})))["spec"]["containers"][0]
+    assert login["ports"] == [{"name": "login", "containerPort": 33, "protocol": "TCP"}]
+
+
+@pytest.mark.usefixtures("fast_keys")
+def test_ssh_config_and_service(client):
+    resp = sync(client, loginset_cr(rootSshAuthorizedKeys="ssh-ed25519 AAAA me", extraSshdConfig="PermitRootLogin yes", service={"nodePort": 32222}))
+    data = by_kind(resp)["ConfigMap/login-ssh-config"]["data"]
+    assert data["authorized_keys"].endswith("\nssh-ed25519 AAAA me\n")
+    assert data["sshd_config"].startswith("#\n### GENERAL ###\nInclude /etc/ssh/sshd_config.d/*.conf\nUsePAM yes\n")
+    assert data["sshd_config"].endswith("### EXTRA CONFIG ###\nPermitRootLogin yes\n")
+    assert by_kind(resp)["Service/login"]["spec"] == {
+        "selector": {names.LABEL_NAME: "login", names.LABEL_INSTANCE: "login"},
+        "ports": [{"name": "login", "port": 22, "targetPort": "login", "protocol": "TCP", "nodePort": 32222}],
+    }
+
+
+@pytest.mark.usefixtures("fast_keys")
+@pytest.mark.parametrize(
+    ("rel", "reason"), [({"with_controller": False}, "ControllerNotFound"), ({"with_sssd": False}, "SecretNotFound")]
+)
+def test_missing_reference_keeps_the_deployment_and_explains(client, rel, reason):
+    first = sync(client, loginset_cr())
+    resp = sync(client, loginset_cr(), as_observed(first["children"]), inputs(**rel))
+    assert resp["children"] == first["children"]
+    refs = condition_of(resp, names.CONDITION_REFERENCES_RESOLVED)
+    assert (refs["status"], refs["reason"]) == ("False", reason)
+    assert resp["resyncAfterSeconds"] > 0
+    fresh = sync(client, loginset_cr(), rel=inputs(**rel))
+    assert "Deployment/login" not in by_kind(fresh)
+
+
+@pytest.mark.usefixtures("fast_keys")
+def test_status_replicas_and_selector_come_from_the_observed_deployment(client):
+    first = sync(client, loginset_cr(replicas=3))
+    assert first["status"]["replicas"] == 0
+    assert first["status"]["selector"] == "app.kubernetes.io/instance=login,app.kubernetes.io/name=login"
+    resp = sync(client, loginset_cr(replicas=3), as_observed(first["children"], {"replicas": 2, "readyReplicas": 1}))
+    assert resp["status"]["replicas"] == 2
+    assert condition_of(resp, names.CONDITION_AVAILABLE)["message"] == "1/3 pods ready"
+
+
+def test_customize_asks_for_the_controller_and_the_sssd_secret(client):
+    resp = client.post("/loginset/customize", json={"parent": loginset_cr()})
+    assert resp.get_json() == {
+        "relatedResources": [
+            {"apiVersion": names.API_VERSION, "resource": "controllers", "namespace": "slurm", "names": ["slurm"]},
+            {"apiVersion": "v1", "resource": "secrets", "namespace": "slurm", "names": ["sssd"]},
+        ]
+    }
+
+
+@pytest.mark.parametrize(
+    ("spec", "needle"),
+    [
+        ({"sssdConfRef": None}, "spec.sssdConfRef is required"),
+        ({"controllerRef": None}, "spec.controllerRef.name is required"),
+        ({"replicas": 1.5}, "spec.replicas"),
+        ({"rootSshAuthorizedKeys": 1}, "spec.rootSshAuthorizedKeys"),
+        ({"strategy": "Recreate"}, "spec.strategy"),
+    ],
+)
+def test_bad_input_is_a_400_naming_the_field(client, spec, needle):
+    resp = client.post("/loginset/sync", json=request(loginset_cr(**spec), rel=inputs()))
+    assert resp.status_code == 400
+    assert needle in resp.get_json()["error"]
+
+
+@pytest.mark.usefixtures("fast_keys")
+def test_pure_sync_once_keys_exist_matches_http(client):
+    first = sync(client, loginset_cr())
+    body = request(loginset_cr(), as_observed(first["children"]), inputs())
+    assert loginset.sync(parse_composite(body, "LoginSet")) == client.post("/loginset/sync", json=body).get_json()

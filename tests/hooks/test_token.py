@@ -1,0 +1,210 @@
+"""Token → a Secret with a Slurm JWT (hooks/token.py): minting, reuse, refresh timing, immutability."""
+
+from __future__ import annotations
+
+import base64
+from decimal import Decimal
+
+import jwt
+import pytest
+
+from hooks import names, token
+from hooks.app import create_app
+from hooks.contract import BadHookRequest, parse_composite
+from tests.hooks.test_cluster import as_observed, condition_of, cr, related, request, secret
+from tests.support.kube import validate_builtin
+
+KEY = b"0123456789abcdef0123456789abcdef"
+T0 = 1_700_000_000  # 2023-11-14T22:13:20Z
+HOUR = 3600
+
+
+@pytest.fixture()
+def clock(monkeypatch):
+    """Pins hooks.token.now(); set `clock.now` to move time."""
+
+    class Clock:
+        now = T0
+
+    monkeypatch.setattr(token, "now", lambda: Clock.now)
+    return Clock
+
+
+@pytest.fixture()
+def client(clock):
+    return create_app().test_client()
+
+
+def token_cr(**spec) -> dict:
+    return cr("Token", "ci", {"jwtKeyRef": {"name": "jwt", "key": "jwt.key"}, "username": "alice", "lifetime": "1h", **spec})
+
+
+def key_secret(key: bytes = KEY) -> dict:
+    return secret("jwt", {"jwt.key": key})
+
+
+def sync(client, parent, children=None, key: bytes | None = KEY) -> dict:
+    rel = related(key_secret(key)) if key is not None else {}
+    resp = client.post("/token/sync", json=request(parent, children, rel))
+    assert resp.status_code == 200, resp.get_json()
+    return resp.get_json()
+
+
+def decode(tok: str, key: bytes = KEY) -> dict:
+    """Verify the signature; expiry is judged by the pinned clock, not the test machine's."""
+    return jwt.decode(tok, key, algorithms=["HS256"], options={"verify_exp": False, "verify_iat": False, "verify_nbf": False})
+
+
+def jwt_of(response: dict, name: str = "ci-jwt-alice", key: str = "SLURM_JWT") -> str:
+    (child,) = response["children"]
+    assert child["metadata"]["name"] == name
+    return base64.b64decode(child["data"][key]).decode()
+
+
+def test_minted_token_verifies_with_the_key_and_carries_the_claims(client):
+    resp = sync(client, token_cr())
+    (child,) = resp["children"]
+    assert validate_builtin(child) == []
+    assert (child["apiVersion"], child["kind"], child["type"]) == ("v1", "Secret", "Opaque")
+    assert "immutable" not in child
+    claims = decode(jwt_of(resp))
+    assert claims == {"iat": T0, "nbf": T0, "exp": T0 + HOUR, "sun": "alice"}
+    assert resp["status"]["issuedAt"] == "2023-11-14T22:13:20Z"
+    with pytest.raises(jwt.InvalidSignatureError):
+        decode(jwt_of(resp), b"another key of thirty-two bytes!")
+
+
+def test_secret_ref_and_defaults():
+    spec = token.parse(cr("Token", "ci", {"jwtKeyRef": {"name": "jwt", "key": "jwt.key"}}))
+    assert (spec.username, spec.lifetime, spec.refresh, spec.secret_name, spec.secret_key) == (
+        "nobody", 900, True, "ci-jwt-nobody", "SLURM_JWT"
+    )
+    spec = token.parse(token_cr(secretRef={"name": "mine", "key": "TOKEN"}))
+    assert (spec.secret_name, spec.secret_key) == ("mine", "TOKEN")
+
+
+def test_token_is_reused_until_a_fifth_of_its_lifetime_before_expiry_then_reminted(client, clock):
+    first = sync(client, token_cr())
+    assert first["resyncAfterSeconds"] == 0.8 * HOUR  # points at the refresh instant
+    observed = as_observed(first["children"])
+
+    clock.now = T0 + 100
+    later = sync(client, token_cr(), observed)
+    assert later["children"] == first["children"] and later["status"] == first["status"]
+    assert later["resyncAfterSeconds"] == 0.8 * HOUR - 100
+
+    clock.now = T0 + int(0.8 * HOUR) - 1
+    assert sync(client, token_cr(), observed)["children"] == first["children"]
+
+    clock.now = T0 + int(0.8 * HOUR)
+    refreshed = sync(client, token_cr(), observed)
+    claims = decode(jwt_of(refreshed))
+    assert claims["iat"] == clock.now and claims["exp"] == clock.now + HOUR
+    assert refreshed["resyncAfterSeconds"] == 0.8 * HOUR
+    assert refreshed["status"]["issuedAt"] == "2023-11-14T23:01:20Z"
+
+
+def test_same_request_gives_the_same_bytes_with_a_pinned_clock(client):
+    body = request(token_cr(), rel=related(key_secret()))
+    first, second = client.post("/token/sync", json=body), client.post("/token/sync", json=body)
+    assert first.status_code == 200 and first.data == second.data
+    body["children"] = as_observed(first.get_json()["children"])
+    again = client.post("/token/sync", json=body).get_json()
+    assert again["children"] == first.get_json()["children"]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"spec": {"lifetime": "2h"}},  # lifetime no longer matches
+        {"key": b"rotated-key-rotated-key-rotated-k"},  # signature no longer verifies
+    ],
+)
+def test_token_that_no_longer_matches_spec_or_key_is_reminted(client, clock, change):
+    first = sync(client, token_cr())
+    clock.now = T0 + 10
+    resp = sync(client, token_cr(**change.get("spec", {})), as_observed(first["children"]), key=change.get("key", KEY))
+    claims = decode(jwt_of(resp), change.get("key", KEY))
+    assert claims["iat"] == T0 + 10
+
+
+def test_changed_username_mints_into_a_new_secret(client):
+    first = sync(client, token_cr())
+    resp = sync(client, token_cr(username="bob"), as_observed(first["children"]))
+    assert decode(jwt_of(resp, "ci-jwt-bob"))["sun"] == "bob"
+
+
+def test_refresh_false_gives_an_immutable_secret_that_is_never_reminted(client, clock):
+    first = sync(client, token_cr(refresh=False))
+    (child,) = first["children"]
+    assert child["immutable"] is True and validate_builtin(child) == []
+    assert "resyncAfterSeconds" not in first
+    clock.now = T0 + 10 * HOUR  # long expired
+    later = sync(client, token_cr(refresh=False), as_observed(first["children"]), key=b"rotated-key-rotated-key-rotated-k")
+    assert later["children"] == first["children"]
+    assert "resyncAfterSeconds" not in later
+
+
+def test_missing_key_secret_keeps_the_existing_token_and_explains(client, clock):
+    first = sync(client, token_cr())
+    clock.now = T0 + HOUR  # past the refresh point, but nothing to sign with
+    resp = sync(client, token_cr(), as_observed(first["children"]), key=None)
+    assert resp["children"] == first["children"]
+    refs = condition_of(resp, names.CONDITION_REFERENCES_RESOLVED)
+    assert (refs["status"], refs["reason"]) == ("False", "SecretNotFound")
+    assert resp["resyncAfterSeconds"] > 0
+    assert resp["status"]["issuedAt"] == first["status"]["issuedAt"]
+
+    nothing_yet = sync(client, token_cr(), key=None)
+    assert nothing_yet["children"] == [] and "issuedAt" not in nothing_yet["status"]
+
+
+def test_deprecated_key_ref_still_works(client):
+    parent = cr("Token", "ci", {"jwtHs256KeyRef": {"name": "jwt", "key": "jwt.key"}, "username": "alice"})
+    resp = sync(client, parent)
+    assert decode(jwt_of(resp))["exp"] == T0 + 900
+
+
+def test_customize_asks_for_the_key_secret(client):
+    resp = client.post("/token/customize", json={"parent": token_cr()})
+    assert resp.get_json() == {
+        "relatedResources": [{"apiVersion": "v1", "resource": "secrets", "namespace": "slurm", "names": ["jwt"]}]
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("15m", 900), ("1h30m", 5400), ("90s", 90), ("1.5h", 5400), ("2h0m0.5s", Decimal("7200.5")), ("250ms", Decimal("0.25"))],
+)
+def test_go_durations(text, seconds):
+    assert token.parse_duration(text, "spec.lifetime") == seconds
+
+
+@pytest.mark.parametrize(
+    ("spec", "needle"),
+    [
+        ({"lifetime": "ten minutes"}, "spec.lifetime must be a Go duration"),
+        ({"lifetime": "15"}, "spec.lifetime must be a Go duration"),
+        ({"lifetime": "1h 30m"}, "spec.lifetime must be a Go duration"),
+        ({"lifetime": ""}, "spec.lifetime must be a Go duration"),
+        ({"lifetime": "500ms"}, "spec.lifetime must be at least 1s"),
+        ({"lifetime": 900}, "spec.lifetime must be a string"),
+        ({"refresh": "no"}, "spec.refresh must be a boolean"),
+        ({"secretRef": "x"}, "spec.secretRef must be an object"),
+        ({"jwtKeyRef": None}, "spec.jwtKeyRef"),
+    ],
+)
+def test_bad_input_is_a_400_naming_the_field(client, spec, needle):
+    resp = client.post("/token/sync", json=request(token_cr(**spec), rel=related(key_secret())))
+    assert resp.status_code == 400
+    assert needle in resp.get_json()["error"]
+
+
+def test_parse_rejects_a_missing_key_ref():
+    with pytest.raises(BadHookRequest, match="spec.jwtKeyRef"):
+        token.parse(cr("Token", "ci", {"username": "alice"}))
+
+
+def test_pure_sync_matches_http(clock, client):
+    body = request(token_cr(), rel=related(key_secret()))
+    assert token.sync(parse_composite(body, "Token")) == client.post("/token/sync", json=body).get_json()
