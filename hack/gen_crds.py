@@ -775,6 +775,19 @@ def nodeset() -> Kind:
                 "nullable": True,
             },
             selector=string("Label selector of the pods, for the scale subresource."),
+            drainingPods=array(
+                "Pods the hook wants gone: slurm_sync drains their Slurm nodes, and each pod is deleted only"
+                " once its node is drained (drain before delete).",
+                obj(
+                    "A pod to drain and then delete.",
+                    {
+                        "name": string("Pod name."),
+                        "reason": string("Why it must go; the Slurm drain reason after the `slurm-operator: ` prefix."),
+                    },
+                    required=("name", "reason"),
+                ),
+                **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+            ),
         ),
         columns=[
             PrinterColumn("DESIRED", ".status.desired", "integer"),

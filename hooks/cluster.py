@@ -17,6 +17,7 @@ from typing import Any
 
 from hooks import names
 from hooks.contract import BadHookRequest, CompositeRequest
+from hooks.podtemplate import merge_container
 from hooks.status import condition
 
 JSON = dict[str, Any]
@@ -25,6 +26,7 @@ CONTROLLER_TYPE = f"Controller.{names.API_VERSION}"
 SECRET_TYPE = "Secret.v1"
 
 SLURMCTLD_PORT = 6817
+SLURMD_PORT = 6818
 SLURMDBD_PORT = 6819
 SLURMRESTD_PORT = 6820
 SSH_PORT = 22
@@ -38,6 +40,15 @@ IMAGE_TAG = "26.05-ubuntu26.04"
 # While a reference is missing, ask Metacontroller to look again this soon (a related object's
 # creation also wakes the parent; this covers a missed event).
 MISSING_REFERENCE_RESYNC_SECONDS = 30
+LOG_DIR = "/var/log/slurm"
+LOGFILE_IMAGE = "docker.io/library/alpine:latest"
+# Makes the log FIFO a daemon writes to and copies it to stdout (so `kubectl logs -c logfile`
+# shows the daemon's log); a trapped TERM ends the wait at once instead of after the grace period.
+LOGFILE_SCRIPT = """\
+trap 'exit 0' TERM INT
+if [ ! -p "$SOCKET" ]; then rm -f "$SOCKET"; mkfifo -m 0777 "$SOCKET"; fi
+while true; do cat "$SOCKET" & wait $!; done
+"""
 
 
 def default_image(component: str) -> str:
@@ -263,6 +274,19 @@ def observed(req: CompositeRequest, type_key: str, name: str) -> JSON | None:
     return next((c for c in req.children_of(type_key) if c["metadata"].get("name") == name), None)
 
 
+def logfile_sidecar(log_file: str, override: JSON | None) -> JSON:
+    """The native sidecar that turns a daemon's log file (a FIFO) into container output."""
+    base = {
+        "name": "logfile",
+        "image": LOGFILE_IMAGE,
+        "restartPolicy": "Always",
+        "command": ["sh", "-c", LOGFILE_SCRIPT],
+        "env": [{"name": "SOCKET", "value": log_file}],
+        "volumeMounts": [{"name": "slurm-logfile", "mountPath": LOG_DIR}],
+    }
+    return merge_container(base, override)
+
+
 def kept(child: JSON) -> JSON:
     """An observed child as we last returned it, to keep it unchanged while an input is missing.
 
@@ -276,7 +300,13 @@ def kept(child: JSON) -> JSON:
             applied = json.loads(raw)
         except ValueError:
             applied = None
-        if isinstance(applied, dict) and applied.get("kind") == child.get("kind"):
+        if (
+            isinstance(applied, dict)
+            and applied.get("kind") == child.get("kind")
+            and applied.get("apiVersion")
+            and isinstance(applied.get("metadata"), dict)
+            and applied["metadata"].get("name") == child["metadata"].get("name")
+        ):
             return applied
     meta = child["metadata"]
     clean_meta: JSON = {"name": meta["name"]}
@@ -315,7 +345,8 @@ def merged_config(operator: dict[str, list[str]], extra_conf: str) -> list[str]:
 
     Slurm keeps the last occurrence of a key, so a user's `AuthInfo=` in extraConf would silently
     drop options the daemons need; the merged line, written last, holds both. For `key=value` items
-    ours win on the same key; user items are lower-cased; the union is sorted.
+    ours win on the same key; option names are lower-cased (Slurm ignores their case, values keep
+    theirs: paths are case-sensitive); the union is sorted.
     """
     user = _last_values(extra_conf, {k.lower() for k in operator})
     lines = []
@@ -323,7 +354,7 @@ def merged_config(operator: dict[str, list[str]], extra_conf: str) -> list[str]:
         theirs = user.get(key.lower())
         if theirs is None:
             continue
-        items = {_item_key(item): item for item in (v.strip().lower() for v in theirs.split(",")) if item}
+        items = {_item_key(item): item for item in (_lower_key(v.strip()) for v in theirs.split(",")) if item}
         items.update({_item_key(item): item for item in ours})
         lines.append(f"{key}={','.join(sorted(items.values()))}")
     return lines
@@ -353,6 +384,11 @@ def _last_values(conf: str, keys: set[str]) -> dict[str, str]:
         if sep and key.strip().lower() in keys:
             found[key.strip().lower()] = value.strip()
     return found
+
+
+def _lower_key(item: str) -> str:
+    key, sep, value = item.partition("=")
+    return key.lower() + sep + value
 
 
 def _item_key(item: str) -> str:

@@ -213,6 +213,7 @@ STATUS_FIELDS = {
         "ordinalToNode",
         "selector",
         "conditions",
+        "drainingPods",  # ours: the drain-before-delete intents slurm_sync carries out (DESIGN §4)
     },
     "LoginSet": {"replicas", "selector", "conditions"},
     "RestApi": {"conditions"},

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -273,3 +274,19 @@ def test_arbitrary_bodies_get_400_or_a_computed_answer(body):
     if resp.status_code == 200:
         req = contract.parse_composite(body, "NodeSet")
         assert resp.get_json() == _count_children(req)
+
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples" / "requests").glob("*.json"))
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_example_requests_get_a_computed_answer_or_501(example):
+    """What README's `curl -d @examples/requests/<route>.json` shows: never a 400 or a 500."""
+    route = next(r for r in route_table() if r.path.strip("/").replace("/", "-") == example.stem)
+    resp = create_app().test_client().post(route.path, data=example.read_bytes())
+    assert resp.status_code == (200 if route.handler else 501), resp.get_json()
+    _strict_loads(resp.data)
+
+
+def test_every_route_has_an_example_request():
+    assert {p.stem for p in EXAMPLES} == {r.path.strip("/").replace("/", "-") for r in route_table()}

@@ -154,6 +154,11 @@ def test_merged_config_unions_list_options_and_ours_win_on_key_collisions():
     assert cluster.merged_config(ours, "AuthAltParameters=jwt_key=/x,\\\n  disable_token_creation") == [
         "AuthAltParameters=disable_token_creation,jwt_key=/etc/slurm/jwt.key"
     ]
+    # option names are case-insensitive to Slurm, values (paths) are not
+    ours = {"AuthAltParameters": ["jwt_key=/etc/slurm/jwt.key"]}
+    assert cluster.merged_config(ours, "AuthAltParameters=JWKS=/etc/slurm/JWKS.json") == [
+        "AuthAltParameters=jwks=/etc/slurm/JWKS.json,jwt_key=/etc/slurm/jwt.key"
+    ]
 
 
 @pytest.mark.parametrize(

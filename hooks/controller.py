@@ -1,0 +1,291 @@
+"""The Controller hook: a Slurm control plane (slurmctld) from a `Controller` custom resource.
+
+Children: the headless `<name>-controller-internal` Service (stable pod DNS for SlurmctldHost),
+the `<name>-controller` Service (SlurmctldAddr, which clients use), the `<name>-config`
+ConfigMap (slurm.conf, cgroup.conf), the slurmctld StatefulSet, and the objects every NodeSet of
+the cluster shares (the headless `slurm-workers-<name>` Service that gives workers DNS names and
+the `slurm-workers-pdb-<name>` PDB that protects busy workers) - one owner per object, as
+Metacontroller requires. With `external: true` slurmctld runs elsewhere: only the ConfigMap (a
+minimal slurm.conf for slurmrestd) and the shared worker objects remain. A ServiceMonitor is added
+only when `metrics.serviceMonitor` asks for one and the CompositeController lists that child type
+(the chart adds it when the Prometheus Operator CRDs exist); otherwise a condition says why not.
+
+Main Service selector: with backups it selects the pod slurm_sync labels active (the one that
+answers ping), so clients never reach a standby. A single slurmctld is always the active one, so
+without HA it selects the normal labels and does not depend on slurm_sync being up.
+
+Missing references (key Secrets, the Accounting, referenced ConfigMaps) never remove or roll
+anything: hashes of a missing Secret keep their last value, slurm.conf is kept as last written
+while an input it depends on is absent, a status condition names what is missing, and a resync
+is requested.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hooks import cluster, names, slurmconf
+from hooks.cluster import config_map_name, worker_service_name
+from hooks.contract import CompositeRequest, CustomizeRequest
+from hooks.controller_pod import APP_NAME, COMPONENT, internal_service_name, statefulset, statefulset_name
+from hooks.controller_spec import ControllerSpec, Resolved, parse_spec, resolve
+from hooks.objects import child_metadata, component_labels, content_hash, selector_labels, service
+from hooks.status import condition
+
+JSON = dict[str, Any]
+
+CONFIGMAP = "ConfigMap.v1"
+STATEFULSET = "StatefulSet.apps/v1"
+SERVICE_MONITOR_API = "monitoring.coreos.com/v1"
+DEFAULT_METRICS_PATHS = ("/metrics/jobs", "/metrics/nodes", "/metrics/partitions", "/metrics/scheduler")
+WORKER_APP_NAME = "slurmd"
+
+
+def worker_pdb_name(controller: str) -> str:
+    return f"slurm-workers-pdb-{controller}"
+
+
+def customize(req: CustomizeRequest) -> JSON:
+    """Related objects by name or namespace only, from the spec alone (answers are cached per generation)."""
+    spec = parse_spec(req.parent)
+    ns = spec.namespace
+    rules: list[JSON] = []
+    if spec.accounting:
+        rules.append({"apiVersion": names.API_VERSION, "resource": "accountings", "namespace": ns, "names": [spec.accounting]})
+    if spec.external is not None:  # slurm.conf for clients names only slurmctld and slurmdbd
+        return {"relatedResources": rules}
+    rules.append({"apiVersion": names.API_VERSION, "resource": "nodesets", "namespace": ns})
+    secrets = sorted({ref.name for ref in (spec.slurm_key, spec.jwt_key) if ref is not None})
+    if secrets:
+        rules.append({"apiVersion": "v1", "resource": "secrets", "namespace": ns, "names": secrets})
+    configmaps = sorted({*spec.referenced_configmaps(), *([spec.jwks.name] if spec.jwks else [])})
+    if configmaps:
+        rules.append({"apiVersion": "v1", "resource": "configmaps", "namespace": ns, "names": configmaps})
+    return {"relatedResources": rules}
+
+
+def sync(req: CompositeRequest) -> JSON:
+    spec = parse_spec(req.parent)
+    refs = resolve(req, spec)
+    observed_config = cluster.observed(req, CONFIGMAP, config_map_name(spec.name))
+    data, frozen = _config_data(spec, refs, observed_config)
+    children = [_config_map(req.parent, spec, data)]
+    monitor_supported = _child_type_configured(req.controller, SERVICE_MONITOR_API, "servicemonitors")
+    if spec.external is None:
+        observed_sts = cluster.observed(req, STATEFULSET, statefulset_name(spec.name))
+        annotations = _pod_annotations(spec, refs, data, observed_sts)
+        children = [
+            _internal_service(req.parent, spec),
+            _main_service(req.parent, spec),
+            *children,
+            statefulset(req.parent, spec, annotations, observed_sts),
+        ]
+        if spec.service_monitor is not None and monitor_supported:
+            children.append(_service_monitor(req.parent, spec))
+    children += [_worker_service(req.parent, spec), _worker_pdb(req.parent, spec)]
+    response: JSON = {"status": _status(req, spec, refs, frozen, monitor_supported), "children": children}
+    if refs.missing:
+        response["resyncAfterSeconds"] = cluster.MISSING_REFERENCE_RESYNC_SECONDS
+    return response
+
+
+def _config_data(spec: ControllerSpec, refs: Resolved, observed: JSON | None) -> tuple[dict[str, str], bool]:
+    """The ConfigMap data, and whether it was kept as observed because an input is missing."""
+    kept = (observed or {}).get("data")
+    if refs.config_inputs_missing and _is_string_map(kept) and slurmconf.SLURM_CONF_FILE in kept:
+        return dict(kept), True
+    accounting = refs.accounting
+    if spec.accounting and accounting is None:  # not created yet: the in-cluster default is the likely answer
+        accounting = slurmconf.Endpoint(f"{cluster.accounting_host(spec.accounting)}.{spec.namespace}", cluster.SLURMDBD_PORT)
+    if spec.external is not None:
+        return {slurmconf.SLURM_CONF_FILE: slurmconf.render_external(spec.cluster_name, spec.external, accounting)}, False
+    conf = slurmconf.SlurmConf(
+        cluster_name=spec.cluster_name,
+        controller=spec.name,
+        namespace=spec.namespace,
+        replicas=spec.replicas,
+        accounting=accounting,
+        metrics=spec.metrics,
+        jwks=spec.jwks is not None,
+        scripts=_scripts(spec, refs),
+        nodesets=refs.nodesets,
+        extra_conf=spec.extra_conf,
+    )
+    data = {slurmconf.SLURM_CONF_FILE: slurmconf.render(conf)}
+    # A user's cgroup.conf (from configFileRefs) replaces ours; two files on one path would clash.
+    if not any(slurmconf.CGROUP_CONF_FILE in refs.configmaps.get(n, {}) for n in spec.config_files):
+        data[slurmconf.CGROUP_CONF_FILE] = slurmconf.CGROUP_CONF
+    return data, False
+
+
+def _scripts(spec: ControllerSpec, refs: Resolved) -> slurmconf.Scripts:
+    def files(field: str) -> tuple[str, ...]:
+        return tuple(sorted({
+            slurmconf.check_word(key, f"related[{CONFIGMAP!r}][{spec.namespace}/{name}].data key")
+            for name in spec.scripts[field]
+            for key in refs.configmaps.get(name, {})
+        }))
+
+    return slurmconf.Scripts(
+        prolog=files("prologScriptRefs"),
+        epilog=files("epilogScriptRefs"),
+        prolog_slurmctld=files("prologSlurmctldScriptRefs"),
+        epilog_slurmctld=files("epilogSlurmctldScriptRefs"),
+    )
+
+
+def _pod_annotations(spec: ControllerSpec, refs: Resolved, data: dict[str, str], observed_sts: JSON | None) -> dict[str, str]:
+    """Hashes that roll slurmctld when its keys or (without inplaceReconfigure) its config change.
+
+    A hash whose input is missing keeps its observed value: a Secret or ConfigMap that is
+    briefly absent must not restart the control plane.
+    """
+    observed = ((((observed_sts or {}).get("spec") or {}).get("template") or {}).get("metadata") or {}).get("annotations") or {}
+    result: dict[str, str] = {}
+    for annotation, ref in ((names.ANNOTATION_SLURM_KEY_HASH, spec.slurm_key), (names.ANNOTATION_JWT_KEY_HASH, spec.jwt_key)):
+        value = refs.secrets.get(f"{ref.name}/{ref.key}") if ref else None
+        result[annotation] = content_hash({ref.key: value}) if ref and value is not None else observed.get(annotation, "")
+    if spec.inplace_reconfigure:
+        return result
+    inputs = {f"{config_map_name(spec.name)}/{k}": v for k, v in data.items()}
+    projected = [*spec.referenced_configmaps(), *([spec.jwks.name] if spec.jwks else [])]
+    for name in projected:
+        inputs |= {f"{name}/{k}": v for k, v in refs.configmaps.get(name, {}).items()}
+    absent = any(name not in refs.configmaps for name in projected)
+    kept = observed.get(names.ANNOTATION_SLURM_CONFIG_HASH)
+    result[names.ANNOTATION_SLURM_CONFIG_HASH] = kept if absent and isinstance(kept, str) else content_hash(inputs)
+    return result
+
+
+def _config_map(parent: JSON, spec: ControllerSpec, data: dict[str, str]) -> JSON:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": child_metadata(parent, config_map_name(spec.name), component_labels(APP_NAME, spec.name, COMPONENT)),
+        "data": data,
+    }
+
+
+def _internal_service(parent: JSON, spec: ControllerSpec) -> JSON:
+    # Without the component label, so a ServiceMonitor selecting it matches only the main Service.
+    selector = selector_labels(APP_NAME, spec.name)
+    return service(parent, internal_service_name(spec.name), selector, selector, APP_NAME, cluster.SLURMCTLD_PORT, headless=True)
+
+
+def _main_service(parent: JSON, spec: ControllerSpec) -> JSON:
+    selector = selector_labels(APP_NAME, spec.name)
+    if spec.ha:
+        selector[names.LABEL_ACTIVE_CONTROLLER] = "true"
+    labels = component_labels(APP_NAME, spec.name, COMPONENT)
+    return service(parent, statefulset_name(spec.name), labels, selector, APP_NAME, cluster.SLURMCTLD_PORT, spec.service)
+
+
+def _worker_labels(spec: ControllerSpec) -> dict[str, str]:
+    return {names.LABEL_NAME: WORKER_APP_NAME, names.LABEL_COMPONENT: "worker", names.LABEL_CLUSTER: spec.name}
+
+
+def _worker_service(parent: JSON, spec: ControllerSpec) -> JSON:
+    selector = {names.LABEL_NAME: WORKER_APP_NAME, names.LABEL_CLUSTER: spec.name}
+    return service(
+        parent, worker_service_name(spec.name), _worker_labels(spec), selector, WORKER_APP_NAME, cluster.SLURMD_PORT, headless=True
+    )
+
+
+def _worker_pdb(parent: JSON, spec: ControllerSpec) -> JSON:
+    """No voluntary eviction of a worker slurm_sync marked busy (running jobs)."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": child_metadata(parent, worker_pdb_name(spec.name), _worker_labels(spec)),
+        "spec": {
+            "maxUnavailable": 0,
+            "selector": {"matchLabels": {names.LABEL_POD_PROTECT: "true", names.LABEL_CLUSTER: spec.name}},
+        },
+    }
+
+
+def _service_monitor(parent: JSON, spec: ControllerSpec) -> JSON:
+    sm = spec.service_monitor
+    assert sm is not None
+    labels = component_labels(APP_NAME, spec.name, COMPONENT)
+    endpoints = list(sm.endpoints) or [{"path": p} for p in DEFAULT_METRICS_PATHS]
+    return {
+        "apiVersion": SERVICE_MONITOR_API,
+        "kind": "ServiceMonitor",
+        "metadata": child_metadata(parent, statefulset_name(spec.name), {**sm.labels, **labels}, sm.annotations),
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "namespaceSelector": {"matchNames": [spec.namespace]},
+            "endpoints": [_metrics_endpoint(e, sm.interval, sm.scrape_timeout) for e in endpoints],
+        },
+    }
+
+
+def _metrics_endpoint(endpoint: JSON, interval: str, scrape_timeout: str) -> JSON:
+    result: JSON = {"port": APP_NAME, "scheme": "http", "path": endpoint["path"]}
+    for key, default in (("interval", interval), ("scrapeTimeout", scrape_timeout)):
+        if endpoint.get(key) or default:
+            result[key] = endpoint.get(key) or default
+    return result
+
+
+def _status(req: CompositeRequest, spec: ControllerSpec, refs: Resolved, frozen: bool, monitor_supported: bool) -> JSON:
+    parent = req.parent
+    if spec.external is not None:
+        where = f"{spec.external.host}:{spec.external.port}"
+        message = f"slurmctld runs outside Kubernetes at {where}; only its client slurm.conf is managed here"
+        conditions = [condition(parent, names.CONDITION_EXTERNAL, True, "External", message),
+                      condition(parent, names.CONDITION_READY, True, "External", message)]
+    else:
+        conditions = _workload_conditions(parent, spec, cluster.observed(req, STATEFULSET, statefulset_name(spec.name)))
+    if refs.missing:
+        message = "missing: " + "; ".join(refs.missing) + ". Existing children and pod hashes are kept"
+        message += "; slurm.conf is kept as last written until they exist" if frozen else ""
+        conditions.append(condition(parent, names.CONDITION_REFERENCES_RESOLVED, False, "MissingReferences", message))
+    else:
+        conditions.append(condition(parent, names.CONDITION_REFERENCES_RESOLVED, True, "AllFound", "every referenced object exists"))
+    if spec.service_monitor is not None and spec.external is None:
+        if monitor_supported:
+            conditions.append(condition(parent, names.CONDITION_SERVICE_MONITOR_CREATED, True, "Created", "ServiceMonitor is a child"))
+        else:
+            conditions.append(condition(
+                parent, names.CONDITION_SERVICE_MONITOR_CREATED, False, "ChildTypeNotConfigured",
+                "metrics.serviceMonitor.enabled but the CompositeController has no monitoring.coreos.com/v1 servicemonitors "
+                "child type; enable it in the slurm-operator chart once the Prometheus Operator CRDs are installed",
+            ))
+    return {"conditions": conditions}
+
+
+def _workload_conditions(parent: JSON, spec: ControllerSpec, sts: JSON | None) -> list[JSON]:
+    """Ready: every slurmctld is up on the current template. Available: at least one is."""
+    if sts is None:
+        message = f"StatefulSet {statefulset_name(spec.name)} does not exist yet"
+        return [condition(parent, names.CONDITION_READY, False, "StatefulSetMissing", message),
+                condition(parent, names.CONDITION_AVAILABLE, False, "StatefulSetMissing", message)]
+    status = sts.get("status") or {}
+    ready = _count(status, "readyReplicas")
+    updated = _count(status, "updatedReplicas")
+    generation = (sts.get("metadata") or {}).get("generation")
+    progress = f"{ready}/{spec.replicas} slurmctld pods ready, {updated}/{spec.replicas} updated"
+    if isinstance(generation, int) and _count(status, "observedGeneration") < generation:
+        ready_cond = condition(parent, names.CONDITION_READY, False, "RolloutPending", f"StatefulSet change not observed yet; {progress}")
+    elif ready < spec.replicas or updated < spec.replicas:
+        ready_cond = condition(parent, names.CONDITION_READY, False, "PodsNotReady", progress)
+    else:
+        ready_cond = condition(parent, names.CONDITION_READY, True, "PodsReady", progress)
+    available = condition(parent, names.CONDITION_AVAILABLE, ready > 0, "SlurmctldReady" if ready else "NoSlurmctldReady", progress)
+    return [ready_cond, available]
+
+
+def _count(status: JSON, key: str) -> int:
+    value = status.get(key, 0)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _child_type_configured(controller: JSON, api_version: str, resource: str) -> bool:
+    rules = (controller.get("spec") or {}).get("childResources") or []
+    return any(isinstance(r, dict) and r.get("apiVersion") == api_version and r.get("resource") == resource for r in rules)
+
+
+def _is_string_map(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())

@@ -1,0 +1,182 @@
+"""Observed NodeSet pods, read defensively.
+
+Observed pods come from the cluster and may be in any shape (no status, an unknown phase, labels
+someone edited, a pod adopted by label). Reading one never fails: whatever cannot be read takes
+the value that keeps the pod alive (not drained, not absent, not ours to count).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+
+from hooks import names, slurmstate
+
+JSON = dict[str, Any]
+
+KNOWN_PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
+# Slinky's (and Kubernetes' ActivePods) phase rank: a lower rank is a cheaper victim.
+_PHASE_RANK = {"Pending": 0, "Unknown": 1, "Running": 2}
+# SlurmNodeState<State> condition type -> Slurm state word, for every state slurm_sync mirrors.
+_STATE_OF_CONDITION = {slurmstate.condition_type(s): s for s in (*slurmstate.BASE_STATES, *slurmstate.FLAG_STATES)}
+
+
+@dataclass(frozen=True)
+class ObservedPod:
+    """One observed pod, with everything the plan and the status need."""
+
+    name: str
+    obj: JSON
+    ours: bool
+    scaling_mode: str | None
+    revision: str
+    hostname: str
+    pinned_node: str | None
+    node_name: str | None
+    phase: str
+    ready: bool
+    ready_since: float | None
+    created: float | None
+    terminating: bool
+    drained_mark: bool
+    absent_mark: bool
+    slurm_states: frozenset[str]  # Slurm state words (IDLE, DRAIN ...) from the SlurmNodeState* conditions
+    pod_cordon: bool
+    deletion_cost: int
+    deadline: float | None
+
+    @property
+    def busy(self) -> bool:
+        """Slurm says jobs are (still) on the node."""
+        return slurmstate.is_busy(self.slurm_states)
+
+    @property
+    def finished(self) -> bool:
+        """A pod that ended holds no running job and is replaced (Slinky deletes and recreates it)."""
+        return self.phase in ("Failed", "Succeeded")
+
+    @property
+    def removable(self) -> bool:
+        """slurm_sync confirmed the pod's Slurm node is drained, or that no Slurm node exists for it.
+
+        A drained mark is not believed while the pod's Slurm state conditions say the node is
+        busy: both come from slurm_sync, so disagreement means one is stale, and waiting is safe.
+        """
+        return self.absent_mark or (self.drained_mark and not self.busy)
+
+    @property
+    def healthy(self) -> bool:
+        return self.phase == "Running" and self.ready and not self.terminating
+
+
+def observe_pod(obj: JSON, nodeset: str, parent_uid: str) -> ObservedPod:
+    """Read one observed pod; never raises."""
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    labels = _str_map(meta.get("labels"))
+    annotations = _str_map(meta.get("annotations"))
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
+    conditions = [c for c in status.get("conditions") or [] if isinstance(c, dict)] if isinstance(status.get("conditions"), list) else []
+    ready_condition = next((c for c in conditions if c.get("type") == "Ready"), {})
+    phase = status.get("phase") if status.get("phase") in KNOWN_PHASES else "Unknown"
+    return ObservedPod(
+        name=str(meta.get("name") or ""),
+        obj=obj,
+        ours=_is_ours(meta, labels, nodeset, parent_uid),
+        scaling_mode=labels.get(names.LABEL_NODESET_SCALING_MODE),
+        revision=labels.get(names.LABEL_NODESET_REVISION, ""),
+        hostname=labels.get(names.LABEL_NODESET_POD_HOSTNAME) or _str(spec.get("hostname")) or str(meta.get("name") or ""),
+        pinned_node=_pinned_node(spec),
+        node_name=_str(spec.get("nodeName")) or None,
+        phase=phase,
+        ready=ready_condition.get("status") == "True",
+        ready_since=parse_time(ready_condition.get("lastTransitionTime")) if ready_condition.get("status") == "True" else None,
+        created=parse_time(meta.get("creationTimestamp")),
+        terminating=bool(meta.get("deletionTimestamp")),
+        drained_mark=annotations.get(names.ANNOTATION_DRAINED) == "true",
+        absent_mark=annotations.get(names.ANNOTATION_SLURM_NODE_ABSENT) == "true",
+        slurm_states=_slurm_states(conditions),
+        pod_cordon=annotations.get(names.ANNOTATION_POD_CORDON) == "true",
+        deletion_cost=_int32(annotations.get(names.ANNOTATION_POD_DELETION_COST)),
+        deadline=parse_time(annotations.get(names.ANNOTATION_POD_DEADLINE)),
+    )
+
+
+def victim_order(pod: ObservedPod, ordinal: int | None, draining: frozenset[str]) -> tuple[Any, ...]:
+    """Sort key: the pod to remove first sorts first (Slinky's ActivePods order).
+
+    Pods already draining (listed in the last published status or marked drained) count as
+    cordoned, as Slinky cordons every pod it condemns; that keeps one victim chosen across syncs
+    instead of draining a different node each time.
+    """
+    cordoned = pod.pod_cordon or pod.name in draining or pod.drained_mark
+    return (
+        pod.node_name is not None,
+        _PHASE_RANK.get(pod.phase, 0),
+        pod.ready,
+        pod.deletion_cost,
+        (pod.deadline is not None, pod.deadline or 0.0),
+        not cordoned,
+        -(ordinal if ordinal is not None else 0),
+        -(pod.ready_since or 0.0),
+        -(pod.created or 0.0),
+        pod.name,
+    )
+
+
+def parse_time(value: Any) -> float | None:
+    """An RFC 3339 timestamp as epoch seconds; None when absent or unreadable."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _is_ours(meta: JSON, labels: dict[str, str], nodeset: str, parent_uid: str) -> bool:
+    """Built by this NodeSet: worker labels for it, and no controller other than it."""
+    if labels.get(names.LABEL_INSTANCE) != nodeset or labels.get(names.LABEL_NAME) != "slurmd":
+        return False
+    refs = meta.get("ownerReferences") if isinstance(meta.get("ownerReferences"), list) else []
+    controllers = [r for r in refs if isinstance(r, dict) and r.get("controller") is True]
+    return not parent_uid or all(r.get("uid") == parent_uid for r in controllers)
+
+
+def _pinned_node(spec: JSON) -> str | None:
+    """The node a DaemonSet-mode pod is pinned to by its required `metadata.name` node affinity."""
+    try:
+        terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        for term in terms:
+            for field in term.get("matchFields") or []:
+                if field.get("key") == "metadata.name" and field.get("operator") == "In" and len(field.get("values") or []) == 1:
+                    return str(field["values"][0])
+    except (KeyError, TypeError, AttributeError):
+        return None
+    return None
+
+
+def _slurm_states(conditions: list[JSON]) -> frozenset[str]:
+    return frozenset(
+        _STATE_OF_CONDITION[c["type"]] for c in conditions if c.get("type") in _STATE_OF_CONDITION and c.get("status") == "True"
+    )
+
+
+def _int32(value: str | None) -> int:
+    if value is None or not re.fullmatch(r"-?[0-9]{1,10}", value.strip()):
+        return 0
+    number = int(value)
+    return number if -(2**31) <= number < 2**31 else 0
+
+
+def _str_map(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        return {}
+    return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""

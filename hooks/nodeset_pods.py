@@ -1,0 +1,360 @@
+"""Children of a NodeSet, built from scratch: slurmd worker pods, their PVCs, the sshd ConfigMap.
+
+The pod is Slinky's worker pod: configless dynamic slurmd (`-Z --conf-server`) registering with
+the NodeSet's feature, privileged, reachable by its short hostname through the cluster's shared
+headless Service, and customised by the user's `template`, `slurmd` and `logfile` overrides.
+The merged template is computed once per sync; each pod then only gets its identity.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import orjson
+
+from hooks import cluster, names
+from hooks.nodeset_spec import ControllerInfo, NodeSetSpec, SecretKeyRef
+from hooks.objects import child_metadata, component_labels, content_hash, selector_labels
+from hooks.podtemplate import apply_pod_template, merge_container
+
+JSON = dict[str, Any]
+
+SSH_CONFIG_KEY = "sshd_config"
+PRESTOP_COMMAND = "scontrol update nodename=$(hostname) state=down reason='slurm-operator: Pod is terminating';"
+_REVISION_FIELDS = ("template", "ordinalPadding", "oversubscribeNode", "slurmd", "extraConf", "logfile", "ssh")
+
+
+@dataclass(frozen=True)
+class PodSlot:
+    """The identity of one worker pod: its name, Slurm hostname, and where it belongs."""
+
+    name: str
+    hostname: str
+    ordinal: int | None = None
+    node: str | None = None
+    pin_node: str | None = None
+
+
+def revision_hash(parent: JSON) -> str:
+    """Hash of the pod-shaping spec fields (Slinky's revision data); 10 hex digits, label-safe."""
+    spec = parent.get("spec") or {}
+    data = {key: spec.get(key) for key in _REVISION_FIELDS}
+    return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()[:10]
+
+
+def padded_ordinal(spec: NodeSetSpec, ordinal: int) -> str:
+    return str(ordinal).zfill(spec.ordinal_padding)
+
+
+def statefulset_slot(spec: NodeSetSpec, ordinal: int, pin_node: str | None = None) -> PodSlot:
+    """`<nodeset>-<padded ordinal>`; the hostname uses the template hostname as prefix if set."""
+    padded = padded_ordinal(spec, ordinal)
+    name = f"{spec.name}-{padded}"
+    prefix = spec.template_spec.get("hostname")
+    return PodSlot(name=name, hostname=f"{prefix}{padded}" if prefix else name, ordinal=ordinal, pin_node=pin_node)
+
+
+def daemonset_slot(spec: NodeSetSpec, node: str, hostname: str) -> PodSlot:
+    """Metacontroller has no generateName, so the name is derived from the node's hostname."""
+    return PodSlot(name=f"{spec.name}-{hostname}", hostname=hostname, node=node, pin_node=node)
+
+
+def slurm_nodeset_name(spec: NodeSetSpec) -> str:
+    """The Slurm NodeSet/feature name: the template hostname without dashes at its ends, else the name."""
+    hostname = spec.template_spec.get("hostname")
+    return hostname.strip("-") if hostname else spec.name
+
+
+def conf_argument(spec: NodeSetSpec) -> str:
+    """The slurmd `--conf` value: features, topology and the user's extraConf items, sorted."""
+    items = parse_extra_conf(spec.extra_conf)
+    features = {slurm_nodeset_name(spec)}
+    for key in ("Feature", "Features"):
+        for value in items.pop(key, []):
+            features.update(v for v in value.split(",") if v)
+    topology = items.pop("Topology", None)
+    conf = {
+        "Features": ",".join(sorted(features)),
+        "Topology": ",".join(topology) if topology else "'\"$SLINKY_TOPOLOGY\"'",
+        **{key: ",".join(values) for key, values in items.items()},
+    }
+    return "'" + " ".join(f"{key}={conf[key]}" for key in sorted(conf)) + "'"
+
+
+def parse_extra_conf(extra_conf: str) -> dict[str, list[str]]:
+    """`Key=Value` tokens by capitalised key; a malformed string counts as empty (as Slinky)."""
+    items: dict[str, list[str]] = {}
+    for token in extra_conf.split():
+        key, sep, value = token.partition("=")
+        if not sep or not key:
+            return {}
+        items.setdefault(key[:1].upper() + key[1:], []).append(value)
+    return items
+
+
+def sshd_config(spec: NodeSetSpec) -> str:
+    lines = [
+        "#",
+        "### GENERAL ###",
+        "Include /etc/ssh/sshd_config.d/*.conf",
+        "UsePAM yes",
+        "Subsystem sftp internal-sftp",
+        "AuthenticationMethods publickey password",
+        "#",
+        "### EXTRA CONFIG ###",
+        spec.extra_sshd_config,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def ssh_config_name(spec: NodeSetSpec) -> str:
+    return f"{spec.name}-ssh-config"
+
+
+def ssh_config_map(parent: JSON, spec: NodeSetSpec) -> JSON:
+    labels = component_labels("slurmd", spec.name, "worker")
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": child_metadata(parent, ssh_config_name(spec), labels),
+        "data": {SSH_CONFIG_KEY: sshd_config(spec)},
+    }
+
+
+def claim_name(claim: str, pod_name: str) -> str:
+    """`<claim>-<nodeset>-<padded ordinal>` (StatefulSet) or `<claim>-<nodeset>-<hostname>` (DaemonSet)."""
+    return f"{claim}-{pod_name}"
+
+
+def claims_for(parent: JSON, spec: NodeSetSpec, pod_name: str) -> list[JSON]:
+    """The pod's PVCs from volumeClaimTemplates, labelled with the worker selector labels."""
+    result = []
+    for template in spec.volume_claim_templates:
+        meta = template["metadata"]
+        labels = {**(meta.get("labels") or {}), **selector_labels("slurmd", spec.name)}
+        result.append(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": child_metadata(parent, claim_name(meta["name"], pod_name), labels, meta.get("annotations")),
+                "spec": template["spec"],
+            }
+        )
+    return result
+
+
+class WorkerPodBuilder:
+    """Builds worker pods for one sync: the merged template once, then one identity per pod."""
+
+    def __init__(self, parent: JSON, spec: NodeSetSpec, controller: ControllerInfo, revision: str, sssd_data: bytes | None):
+        self.spec = spec
+        self.parent = parent
+        self.revision = revision
+        self._template = _finish_template(
+            spec, controller, apply_pod_template(_base_template(parent, spec, controller, sssd_data), spec.template)
+        )
+        self._template_bytes = orjson.dumps(self._template)
+
+    @property
+    def scheduling_spec(self) -> JSON:
+        """The merged pod spec, for checking which nodes it fits."""
+        return self._template["spec"]
+
+    def build(self, slot: PodSlot) -> JSON:
+        template = orjson.loads(self._template_bytes)
+        labels = {
+            **template["metadata"]["labels"],
+            names.LABEL_NODESET_POD_NAME: slot.name,
+            names.LABEL_NODESET_POD_HOSTNAME: slot.hostname,
+            names.LABEL_NODESET_SCALING_MODE: self.spec.scaling_mode,
+            names.LABEL_NODESET_REVISION: self.revision,
+        }
+        if slot.ordinal is not None:
+            labels[names.LABEL_NODESET_POD_INDEX] = padded_ordinal(self.spec, slot.ordinal)
+        pod_spec = template["spec"]
+        pod_spec["hostname"] = slot.hostname
+        pod_spec["volumes"] = [*pod_spec.get("volumes", []), *self._claim_volumes(slot, pod_spec)]
+        if slot.pin_node:
+            _pin_to_node(pod_spec, slot.pin_node)
+        metadata: JSON = {"name": slot.name, "labels": labels}
+        if template["metadata"].get("annotations"):
+            metadata["annotations"] = template["metadata"]["annotations"]
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+
+    def _claim_volumes(self, slot: PodSlot, pod_spec: JSON) -> list[JSON]:
+        taken = {v.get("name") for v in pod_spec.get("volumes", [])}
+        return [
+            {"name": c["metadata"]["name"], "persistentVolumeClaim": {"claimName": claim_name(c["metadata"]["name"], slot.name)}}
+            for c in self.spec.volume_claim_templates
+            if c["metadata"]["name"] not in taken
+        ]
+
+
+def _base_template(parent: JSON, spec: NodeSetSpec, controller: ControllerInfo, sssd_data: bytes | None) -> JSON:
+    labels = {**component_labels("slurmd", spec.name, "worker"), names.LABEL_CLUSTER: spec.controller_name}
+    annotations = {
+        names.ANNOTATION_DEFAULT_CONTAINER: "slurmd",
+        names.ANNOTATION_SSHD_CONF_HASH: content_hash({SSH_CONFIG_KEY: sshd_config(spec)} if spec.ssh_enabled else None),
+        names.ANNOTATION_SSSD_CONF_HASH: content_hash({"sssd.conf": sssd_data} if sssd_data is not None else None),
+    }
+    metadata = child_metadata(parent, spec.name, labels, annotations)
+    pod_spec: JSON = {
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "subdomain": cluster.worker_service_name(spec.controller_name),
+        "dnsConfig": {"searches": [cluster.worker_dns_search(spec.controller_name, spec.namespace)]},
+        "tolerations": [_worker_toleration()],
+        "containers": [_slurmd_container(spec, controller)],
+        "initContainers": [_logfile_container(spec)],
+        "volumes": _volumes(spec, controller),
+    }
+    return {"metadata": {"labels": metadata["labels"], "annotations": metadata.get("annotations", {})}, "spec": pod_spec}
+
+
+def _finish_template(spec: NodeSetSpec, controller: ControllerInfo, template: JSON) -> JSON:
+    """What the user's template must not take away: worker toleration, DNS search, anti-affinity."""
+    pod_spec = template["spec"]
+    pod_spec.pop("hostname", None)  # set per pod
+    if _worker_toleration() not in pod_spec.setdefault("tolerations", []):
+        pod_spec["tolerations"].append(_worker_toleration())
+    searches = pod_spec.setdefault("dnsConfig", {}).setdefault("searches", [])
+    if cluster.worker_dns_search(spec.controller_name, spec.namespace) not in searches:
+        searches.insert(0, cluster.worker_dns_search(spec.controller_name, spec.namespace))
+    if not spec.oversubscribe_node:
+        anti = pod_spec.setdefault("affinity", {}).setdefault("podAntiAffinity", {})
+        anti.setdefault("requiredDuringSchedulingIgnoredDuringExecution", []).append(
+            {
+                "topologyKey": "kubernetes.io/hostname",
+                "labelSelector": {"matchExpressions": [{"key": names.LABEL_NAME, "operator": "In", "values": ["slurmd"]}]},
+            }
+        )
+    return template
+
+
+def _pin_to_node(pod_spec: JSON, node: str) -> None:
+    """Require `metadata.name == node` in every node selector term (terms are ORed, so each needs it)."""
+    requirement = {"key": "metadata.name", "operator": "In", "values": [node]}
+    affinity = pod_spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+    required = affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = required.get("nodeSelectorTerms") or [{}]
+    for term in terms:
+        term["matchFields"] = [*term.get("matchFields", []), requirement]
+    required["nodeSelectorTerms"] = terms
+
+
+def _worker_toleration() -> JSON:
+    return {"key": names.TAINT_NODESET_WORKER, "operator": "Equal", "effect": "NoExecute"}
+
+
+def _slurmd_container(spec: NodeSetSpec, controller: ControllerInfo) -> JSON:
+    cpus, memory_mib = pod_limits(spec)
+    ports = [{"name": "slurmd", "containerPort": cluster.SLURMD_PORT, "protocol": "TCP"}]
+    mounts = [
+        {"name": "slurm-etc", "mountPath": "/etc/slurm", "readOnly": True},
+        {"name": "slurm-logfile", "mountPath": cluster.LOG_DIR},
+    ]
+    if spec.ssh_enabled:
+        ports.append({"name": "ssh", "containerPort": cluster.SSH_PORT, "protocol": "TCP"})
+        mounts += [
+            {"name": "ssh-config", "mountPath": "/etc/ssh/sshd_config", "subPath": SSH_CONFIG_KEY, "readOnly": True},
+            {"name": "sssd-conf", "mountPath": "/etc/sssd/sssd.conf", "subPath": "sssd.conf", "readOnly": True},
+        ]
+    topology_ref = f"metadata.annotations['{names.ANNOTATION_TOPOLOGY_SPEC}']"
+    base = {
+        "name": "slurmd",
+        "image": cluster.default_image("slurmd"),
+        "args": ["-Z", "--conf-server", controller.conf_server, "--conf", conf_argument(spec)],
+        "env": [
+            {"name": "SLINKY_TOPOLOGY", "valueFrom": {"fieldRef": {"fieldPath": topology_ref}}},
+            {"name": "POD_CPUS", "value": str(cpus)},
+            {"name": "POD_MEMORY", "value": str(memory_mib)},
+        ],
+        "ports": ports,
+        "startupProbe": _http_probe("/livez", failure_threshold=6, period=10),
+        "livenessProbe": _http_probe("/livez", failure_threshold=6, period=10),
+        "readinessProbe": _http_probe("/readyz"),
+        "securityContext": {"privileged": True, "capabilities": {"add": ["BPF", "NET_ADMIN", "SYS_ADMIN", "SYS_NICE"]}},
+        "lifecycle": {"preStop": {"exec": {"command": ["/usr/bin/sh", "-c", PRESTOP_COMMAND]}}},
+        "volumeMounts": mounts,
+    }
+    return merge_container(base, spec.slurmd)
+
+
+def _logfile_container(spec: NodeSetSpec) -> JSON:
+    return cluster.logfile_sidecar(f"{cluster.LOG_DIR}/slurmd.log", spec.logfile)
+
+
+def _http_probe(path: str, failure_threshold: int | None = None, period: int | None = None) -> JSON:
+    probe: JSON = {"httpGet": {"path": path, "port": "slurmd"}}
+    if failure_threshold is not None:
+        probe["failureThreshold"] = failure_threshold
+    if period is not None:
+        probe["periodSeconds"] = period
+    return probe
+
+
+def _volumes(spec: NodeSetSpec, controller: ControllerInfo) -> list[JSON]:
+    sources = [_secret_projection(controller.slurm_key_ref, "slurm.key")] if controller.slurm_key_ref else []
+    volumes: list[JSON] = [
+        {"name": "slurm-etc", "projected": {"defaultMode": 0o600, "sources": sources}},
+        {"name": "slurm-logfile", "emptyDir": {"medium": "Memory"}},
+    ]
+    if spec.ssh_enabled and spec.sssd_conf_ref:
+        volumes += [
+            {
+                "name": "ssh-config",
+                "configMap": {"name": ssh_config_name(spec), "items": [{"key": SSH_CONFIG_KEY, "path": SSH_CONFIG_KEY}], "defaultMode": 0o600},
+            },
+            {
+                "name": "sssd-conf",
+                "secret": {
+                    "secretName": spec.sssd_conf_ref.name,
+                    "items": [{"key": spec.sssd_conf_ref.key, "path": "sssd.conf"}],
+                    "defaultMode": 0o600,
+                },
+            },
+        ]
+    return volumes
+
+
+def _secret_projection(ref: SecretKeyRef, path: str) -> JSON:
+    return {"secret": {"name": ref.name, "items": [{"key": ref.key, "path": path}]}}
+
+
+def pod_limits(spec: NodeSetSpec) -> tuple[int, int]:
+    """(POD_CPUS, POD_MEMORY in MiB): the slurmd container's limit, else the pod-level limit, else 0."""
+    container = ((spec.slurmd.get("resources") or {}).get("limits")) or {}
+    pod = ((spec.template_spec.get("resources") or {}).get("limits")) or {}
+    cpu = parse_quantity(container.get("cpu", pod.get("cpu")))
+    memory = parse_quantity(container.get("memory", pod.get("memory")))
+    return _ceil(cpu), _ceil(memory) // 2**20
+
+
+_QUANTITY = re.compile(r"^([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))(?:([eE][+-]?[0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?)$")
+_SUFFIXES = {
+    None: Fraction(1), "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000),
+    "k": Fraction(10**3), "M": Fraction(10**6), "G": Fraction(10**9), "T": Fraction(10**12), "P": Fraction(10**15),
+    "E": Fraction(10**18), "Ki": Fraction(2**10), "Mi": Fraction(2**20), "Gi": Fraction(2**30), "Ti": Fraction(2**40),
+    "Pi": Fraction(2**50), "Ei": Fraction(2**60),
+}  # fmt: skip
+
+
+def parse_quantity(value: Any) -> Fraction:
+    """A Kubernetes resource quantity ('500m', '2Gi', '1e3', 4); 0 when absent or unreadable."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return Fraction(value)
+    match = _QUANTITY.match(value.strip()) if isinstance(value, str) else None
+    if not match:
+        return Fraction(0)
+    number = Fraction(match.group(1))
+    if match.group(2):
+        return number * Fraction(10) ** int(match.group(2)[1:])
+    return number * _SUFFIXES[match.group(3)]
+
+
+def _ceil(value: Fraction) -> int:
+    return -(-value.numerator // value.denominator)

@@ -1,0 +1,265 @@
+"""The NodeSet spec and its Controller, parsed once and checked field by field.
+
+Defaults follow Slinky v1beta1 (the CRD applies most of them, but a hook must not depend on
+that: a request built by hand or by an older CRD still gets the same answer). Anything that
+would make the hook compute the wrong pods is a 400 naming the field; Metacontroller then keeps
+every child as it is.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from hooks import names
+from hooks.contract import BadHookRequest, CompositeRequest
+
+JSON = dict[str, Any]
+
+STATEFULSET: str = "StatefulSet"
+DAEMONSET: str = "DaemonSet"
+ROLLING_UPDATE: str = "RollingUpdate"
+ON_DELETE: str = "OnDelete"
+SCHEDULED_UPDATE: str = "ScheduledUpdate"
+RETAIN: str = "Retain"
+DELETE: str = "Delete"
+
+CONTROLLER_TYPE_KEY = f"Controller.{names.API_VERSION}"
+NODE_TYPE_KEY = "Node.v1"
+SECRET_TYPE_KEY = "Secret.v1"
+POD_TYPE_KEY = "Pod.v1"
+PVC_TYPE_KEY = "PersistentVolumeClaim.v1"
+CONFIGMAP_TYPE_KEY = "ConfigMap.v1"
+
+SLURMCTLD_PORT = 6817
+_PERCENT = re.compile(r"^(0|[1-9][0-9]*)%$")
+_MAX_ORDINAL_PADDING = 10  # an int32 ordinal has at most 10 digits
+
+
+@dataclass(frozen=True)
+class SecretKeyRef:
+    name: str
+    key: str
+
+
+@dataclass(frozen=True)
+class NodeSetSpec:
+    """What the hook needs from a NodeSet, defaults applied."""
+
+    name: str
+    namespace: str
+    controller_name: str
+    replicas: int
+    scaling_mode: str
+    slurmd: JSON
+    logfile: JSON
+    template: JSON
+    extra_conf: str
+    ssh_enabled: bool
+    extra_sshd_config: str
+    sssd_conf_ref: SecretKeyRef | None
+    volume_claim_templates: tuple[JSON, ...]
+    update_type: str
+    max_unavailable: int | str
+    pvc_when_deleted: str
+    pvc_when_scaled: str
+    min_ready_seconds: int
+    ordinal_padding: int
+    pin_to_node: bool
+    oversubscribe_node: bool
+
+    @property
+    def template_spec(self) -> JSON:
+        return self.template.get("spec") or {}
+
+    @property
+    def wants_nodes(self) -> bool:
+        """DaemonSet mode places pods by Node; pinToNode checks that a remembered Node still fits."""
+        return self.scaling_mode == DAEMONSET or self.pin_to_node
+
+
+@dataclass(frozen=True)
+class ControllerInfo:
+    """The parts of the referenced Controller that shape worker pods."""
+
+    name: str
+    conf_server: str
+    slurm_key_ref: SecretKeyRef | None
+    deleting: bool
+
+
+def parse_nodeset(parent: JSON) -> NodeSetSpec:
+    """Parse and check `parent.spec`; raises BadHookRequest naming the field."""
+    meta = parent["metadata"]
+    spec = parent.get("spec") or {}
+    strategy = _object(spec, "updateStrategy")
+    rolling = _object(strategy, "rollingUpdate", "updateStrategy.")
+    retention = _object(spec, "persistentVolumeClaimRetentionPolicy")
+    ssh = _object(spec, "ssh")
+    ssh_enabled = _bool(ssh, "enabled", False, "ssh.")
+    return NodeSetSpec(
+        name=meta["name"],
+        namespace=meta.get("namespace") or "",
+        controller_name=_controller_name(spec),
+        replicas=_int(spec, "replicas", 1),
+        scaling_mode=_enum(spec, "scalingMode", STATEFULSET, (STATEFULSET, DAEMONSET)),
+        slurmd=_object(spec, "slurmd"),
+        logfile=_object(spec, "logfile"),
+        template=_template(spec),
+        extra_conf=_string(spec, "extraConf"),
+        ssh_enabled=ssh_enabled,
+        extra_sshd_config=_string(ssh, "extraSshdConfig", "ssh."),
+        sssd_conf_ref=_sssd_conf_ref(ssh, ssh_enabled),
+        volume_claim_templates=_claim_templates(spec),
+        update_type=_enum(strategy, "type", ROLLING_UPDATE, (ROLLING_UPDATE, ON_DELETE, SCHEDULED_UPDATE), "updateStrategy."),
+        max_unavailable=_max_unavailable(rolling),
+        pvc_when_deleted=_enum(retention, "whenDeleted", RETAIN, (RETAIN, DELETE), "persistentVolumeClaimRetentionPolicy."),
+        pvc_when_scaled=_enum(retention, "whenScaled", RETAIN, (RETAIN, DELETE), "persistentVolumeClaimRetentionPolicy."),
+        min_ready_seconds=_int(spec, "minReadySeconds", 0),
+        ordinal_padding=_int(spec, "ordinalPadding", 0, maximum=_MAX_ORDINAL_PADDING),
+        pin_to_node=_bool(spec, "pinToNode", False),
+        oversubscribe_node=_bool(spec, "oversubscribeNode", False),
+    )
+
+
+def find_controller(req: CompositeRequest, spec: NodeSetSpec) -> ControllerInfo | None:
+    """The Controller named by controllerRef in the NodeSet's namespace, or None if not observed."""
+    for obj in req.related_of(CONTROLLER_TYPE_KEY):
+        meta = obj["metadata"]
+        if meta.get("name") == spec.controller_name and meta.get("namespace", spec.namespace) == spec.namespace:
+            return _controller_info(obj, spec.namespace)
+    return None
+
+
+def _controller_info(obj: JSON, namespace: str) -> ControllerInfo:
+    name = obj["metadata"]["name"]
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    external = spec.get("external") is True
+    config = spec.get("externalConfig") if isinstance(spec.get("externalConfig"), dict) else {}
+    if external and config.get("host"):
+        conf_server = f"{config['host']}:{config.get('port') or SLURMCTLD_PORT}"
+    else:
+        conf_server = f"{name}-controller.{namespace}:{SLURMCTLD_PORT}"
+    key_ref = spec.get("slurmKeyRef") if isinstance(spec.get("slurmKeyRef"), dict) else {}
+    slurm_key = SecretKeyRef(key_ref["name"], key_ref["key"]) if key_ref.get("name") and key_ref.get("key") else None
+    return ControllerInfo(
+        name=name,
+        conf_server=conf_server,
+        slurm_key_ref=slurm_key,
+        deleting=bool(obj["metadata"].get("deletionTimestamp")),
+    )
+
+
+def _controller_name(spec: JSON) -> str:
+    ref = spec.get("controllerRef")
+    if not isinstance(ref, dict) or not isinstance(ref.get("name"), str) or not ref["name"]:
+        raise BadHookRequest("parent.spec.controllerRef.name must be a non-empty string")
+    return ref["name"]
+
+
+def _template(spec: JSON) -> JSON:
+    template = _object(spec, "template")
+    _object(template, "metadata", "template.")
+    template_spec = _object(template, "spec", "template.")
+    for key in ("containers", "initContainers", "volumes", "tolerations"):
+        if template_spec.get(key) is not None and not isinstance(template_spec[key], list):
+            raise BadHookRequest(f"parent.spec.template.spec.{key} must be a list")
+    selector = template_spec.get("nodeSelector")
+    if selector is not None and (not isinstance(selector, dict) or not all(isinstance(v, str) for v in selector.values())):
+        raise BadHookRequest("parent.spec.template.spec.nodeSelector must map label names to strings")
+    hostname = template_spec.get("hostname")
+    if hostname is not None and not isinstance(hostname, str):
+        raise BadHookRequest("parent.spec.template.spec.hostname must be a string")
+    return template
+
+
+def _sssd_conf_ref(ssh: JSON, enabled: bool) -> SecretKeyRef | None:
+    ref = _object(ssh, "sssdConfRef", "ssh.")
+    if not enabled:
+        return None
+    name, key = ref.get("name"), ref.get("key")
+    if not isinstance(name, str) or not name:
+        raise BadHookRequest("parent.spec.ssh.sssdConfRef.name must be set when ssh.enabled is true")
+    if not isinstance(key, str) or not key:
+        raise BadHookRequest("parent.spec.ssh.sssdConfRef.key must be set when ssh.enabled is true")
+    return SecretKeyRef(name, key)
+
+
+def _claim_templates(spec: JSON) -> tuple[JSON, ...]:
+    claims = spec.get("volumeClaimTemplates")
+    if claims is None:
+        return ()
+    if not isinstance(claims, list):
+        raise BadHookRequest("parent.spec.volumeClaimTemplates must be a list")
+    seen: set[str] = set()
+    for i, claim in enumerate(claims):
+        meta = claim.get("metadata") if isinstance(claim, dict) else None
+        name = meta.get("name") if isinstance(meta, dict) else None
+        if not isinstance(name, str) or not name:
+            raise BadHookRequest(f"parent.spec.volumeClaimTemplates[{i}].metadata.name must be a non-empty string")
+        if name in seen:
+            raise BadHookRequest(f"parent.spec.volumeClaimTemplates[{i}].metadata.name {name!r} is repeated")
+        if not isinstance(claim.get("spec"), dict):
+            raise BadHookRequest(f"parent.spec.volumeClaimTemplates[{i}].spec must be an object")
+        seen.add(name)
+    return tuple(claims)
+
+
+def _max_unavailable(rolling: JSON) -> int | str:
+    value = rolling.get("maxUnavailable", "25%")
+    field = "parent.spec.updateStrategy.rollingUpdate.maxUnavailable"
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise BadHookRequest(f"{field} must be an integer or a percentage string")
+    if isinstance(value, str) and not _PERCENT.match(value):
+        if not value.isdigit():
+            raise BadHookRequest(f"{field} must be an integer or a percentage like '25%', got {value!r}")
+        value = int(value)
+    if value in (0, "0%") or (isinstance(value, int) and value < 0):
+        raise BadHookRequest(f"{field} must be positive (0 would never update a pod), got {value!r}")
+    return value
+
+
+def _object(obj: JSON, key: str, prefix: str = "") -> JSON:
+    value = obj.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise BadHookRequest(f"parent.spec.{prefix}{key} must be an object")
+    return value
+
+
+def _string(obj: JSON, key: str, prefix: str = "") -> str:
+    value = obj.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise BadHookRequest(f"parent.spec.{prefix}{key} must be a string")
+    return value
+
+
+def _bool(obj: JSON, key: str, default: bool, prefix: str = "") -> bool:
+    value = obj.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise BadHookRequest(f"parent.spec.{prefix}{key} must be a boolean")
+    return value
+
+
+def _int(obj: JSON, key: str, default: int, maximum: int = 2**31 - 1) -> int:
+    value = obj.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= maximum:
+        raise BadHookRequest(f"parent.spec.{key} must be an integer between 0 and {maximum}, got {value!r}")
+    return value
+
+
+def _enum(obj: JSON, key: str, default: str, allowed: tuple[str, ...], prefix: str = "") -> str:
+    value = obj.get(key)
+    if value is None or value == "":
+        return default
+    if value not in allowed:
+        raise BadHookRequest(f"parent.spec.{prefix}{key} must be one of {', '.join(allowed)}, got {value!r}")
+    return value

@@ -1,0 +1,179 @@
+"""slurm.conf rendering (hooks/slurmconf.py): Slinky's sections and lines, determinism, injection checks."""
+
+from __future__ import annotations
+
+import pytest
+
+from hooks import slurmconf
+from hooks.contract import BadHookRequest
+from hooks.slurmconf import Endpoint, NodeSetConf, Scripts, SlurmConf
+
+PLAIN = """\
+#
+### GENERAL ###
+ClusterName=slurm_slurm
+SlurmUser=slurm
+SlurmctldHost=slurm-controller-0(slurm-controller-0.slurm-controller-internal.slurm)
+SlurmctldPort=6817
+SlurmctldAddr=slurm-controller.slurm
+StateSaveLocation=/var/spool/slurmctld/slurm_slurm
+SlurmdUser=root
+SlurmdPort=6818
+SlurmdSpoolDir=/var/spool/slurmd
+MaxNodeCount=1024
+#
+### LOGGING ###
+SlurmctldLogFile=/var/log/slurm/slurmctld.log
+SlurmSchedLogFile=/var/log/slurm/slurmctld.log
+SlurmdLogFile=/var/log/slurm/slurmd.log
+#
+### PLUGINS & PARAMETERS ###
+AuthType=auth/slurm
+CredType=cred/slurm
+AuthAltTypes=auth/jwt
+AuthAltParameters=jwt_key=/etc/slurm/jwt.key
+AuthInfo=use_client_ids
+SlurmctldParameters=enable_configless,reconfig_on_restart
+#
+### ACCOUNTING ###
+AccountingStorageType=accounting_storage/none
+"""
+
+
+def conf(**kwargs) -> SlurmConf:
+    return SlurmConf(**{"cluster_name": "slurm_slurm", "controller": "slurm", "namespace": "slurm", **kwargs})
+
+
+def test_plain_controller_is_exactly_slinkys_file():
+    assert slurmconf.render(conf()) == PLAIN
+
+
+def test_ha_writes_one_slurmctld_host_per_replica_in_order():
+    lines = slurmconf.render(conf(replicas=3)).splitlines()
+    hosts = [line for line in lines if line.startswith("SlurmctldHost=")]
+    assert hosts == [
+        f"SlurmctldHost=slurm-controller-{i}(slurm-controller-{i}.slurm-controller-internal.slurm)" for i in range(3)
+    ]
+
+
+def test_nodesets_and_partitions_in_name_order_whatever_the_input_order():
+    sets = [
+        NodeSetConf("nodeset-2", "MaxTime=UNLIMITED PreemptMode=REQUEUE"),
+        NodeSetConf("nodeset-0"),
+        NodeSetConf("nodeset-1", "MaxTime=UNLIMITED OverSubscribe=EXCLUSIVE"),
+    ]
+    text = slurmconf.render(conf(nodesets=tuple(sets)))
+    assert text == slurmconf.render(conf(nodesets=tuple(reversed(sets))))
+    section = text.split("### NODESET & PARTITION ###\n")[1]
+    assert section == (
+        "NodeSet=nodeset-0 Feature=nodeset-0\n"
+        "NodeSet=nodeset-1 Feature=nodeset-1\n"
+        "PartitionName=nodeset-1 Nodes=nodeset-1 MaxTime=UNLIMITED OverSubscribe=EXCLUSIVE\n"
+        "NodeSet=nodeset-2 Feature=nodeset-2\n"
+        "PartitionName=nodeset-2 Nodes=nodeset-2 MaxTime=UNLIMITED PreemptMode=REQUEUE\n"
+    )
+
+
+def test_partition_without_options_has_no_trailing_space():
+    text = slurmconf.render(conf(nodesets=(NodeSetConf("cpu", ""),)))
+    assert "PartitionName=cpu Nodes=cpu\n" in text
+
+
+def test_accounting_metrics_and_jwks_lines():
+    text = slurmconf.render(conf(accounting=Endpoint("acct-accounting.slurm", 6819), metrics=True, jwks=True))
+    assert (
+        "### ACCOUNTING ###\nAccountingStorageType=accounting_storage/slurmdbd\n"
+        "AccountingStorageHost=acct-accounting.slurm\nAccountingStoragePort=6819\n"
+    ) in text
+    assert "\nMetricsType=metrics/openmetrics\n" in text
+    assert "\nAuthAltParameters=jwt_key=/etc/slurm/jwt.key,jwks=/etc/slurm/jwks.json\n" in text
+
+
+def test_prolog_and_epilog_sections():
+    scripts = Scripts(prolog=("p0.sh", "p1.sh"), epilog=("e0.sh",), prolog_slurmctld=("pc.sh",), epilog_slurmctld=("ec.sh",))
+    text = slurmconf.render(conf(scripts=scripts))
+    assert (
+        "#\n### SLURMCTLD PROLOG & EPILOG ###\nPrologSlurmctld=/etc/slurm/pc.sh\nEpilogSlurmctld=/etc/slurm/ec.sh\n"
+        "#\n### PROLOG & EPILOG ###\nProlog=p0.sh\nProlog=p1.sh\nEpilog=e0.sh\n"
+    ) in text
+    assert text.index("### ACCOUNTING ###") < text.index("### SLURMCTLD PROLOG")
+
+
+def test_extra_config_then_merged_config_come_last():
+    extra = "SchedulerParameters=bf_continue\nslurmctldparameters=Enable_Stepmgr,reconfig_on_restart # comment\n"
+    text = slurmconf.render(conf(extra_conf=extra, nodesets=(NodeSetConf("cpu"),)))
+    assert text.endswith(
+        "#\n### EXTRA CONFIG ###\nSchedulerParameters=bf_continue\nslurmctldparameters=Enable_Stepmgr,reconfig_on_restart # comment\n"
+        "#\n### MERGED CONFIG ###\nSlurmctldParameters=enable_configless,enable_stepmgr,reconfig_on_restart\n"
+    )
+
+
+def test_merged_config_keeps_operator_options_on_key_collision():
+    text = slurmconf.render(conf(extra_conf="AuthAltParameters=jwt_key=/tmp/other,disable_token_creation"))
+    assert text.endswith("### MERGED CONFIG ###\nAuthAltParameters=disable_token_creation,jwt_key=/etc/slurm/jwt.key\n")
+
+
+def test_external_minimal_conf_is_exact():
+    text = slurmconf.render_external("_slurm", Endpoint("my-controller", 6817), None)
+    assert text == (
+        "#\n### GENERAL ###\nClusterName=_slurm\nSlurmUser=slurm\nSlurmctldHost=my-controller\nSlurmctldPort=6817\n"
+        "#\n### PLUGINS & PARAMETERS ###\nAuthType=auth/slurm\nCredType=cred/slurm\nAuthAltTypes=auth/jwt\n"
+        "#\n### ACCOUNTING ###\nAccountingStorageType=accounting_storage/none\n"
+    )
+    with_acct = slurmconf.render_external("_slurm", Endpoint("my-controller", 6817), Endpoint("slurm-accounting.ns", 6819))
+    assert with_acct.endswith(
+        "AccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost=slurm-accounting.ns\nAccountingStoragePort=6819\n"
+    )
+
+
+def nodeset(name: str, **spec) -> dict:
+    return {"metadata": {"name": name, "namespace": "slurm"}, "spec": {"controllerRef": {"name": "slurm"}, **spec}}
+
+
+def test_nodeset_conf_uses_trimmed_template_hostname_else_the_name():
+    assert slurmconf.nodeset_conf(nodeset("gpu"), "ns") == NodeSetConf("gpu")
+    hostname = nodeset("gpu", template={"spec": {"hostname": "slinky-"}}, partition={"enabled": True, "config": " MaxTime=1 "})
+    assert slurmconf.nodeset_conf(hostname, "ns") == NodeSetConf("slinky", "MaxTime=1")
+    assert slurmconf.nodeset_conf(nodeset("gpu", partition={"enabled": False, "config": "x"}), "ns") == NodeSetConf("gpu")
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"partition": {"enabled": True, "config": "MaxTime=1\nPartitionName=evil Nodes=ALL"}}, "spec.partition.config"),
+        ({"partition": {"enabled": True, "config": "MaxTime=1\rX=1"}}, "spec.partition.config"),
+        ({"partition": {"enabled": True, "config": ["MaxTime=1"]}}, "spec.partition.config"),
+        ({"template": {"spec": {"hostname": "a b"}}}, "spec.template.spec.hostname"),
+        ({"template": {"spec": {"hostname": "x\nNodeName=y"}}}, "spec.template.spec.hostname"),
+    ],
+)
+def test_nodeset_values_that_could_add_lines_are_rejected_naming_the_field(spec, field):
+    with pytest.raises(BadHookRequest, match=f"NodeSet 'n' {field.replace('.', '[.]')}"):
+        slurmconf.nodeset_conf(nodeset("n", **spec), "NodeSet 'n'")
+
+
+@pytest.mark.parametrize("value", ["A=1\r\nB=2", "A=1\x00", "A=1 \\\n", "A=1 \\"])
+def test_extra_conf_that_would_break_the_following_lines_is_rejected(value):
+    with pytest.raises(BadHookRequest, match="spec.extraConf"):
+        slurmconf.check_extra_conf(value, "spec.extraConf")
+
+
+def test_multi_line_extra_conf_with_inner_continuations_is_fine():
+    assert slurmconf.check_extra_conf("A=1 \\\n  B=2\nC=3\n", "spec.extraConf")
+
+
+@pytest.mark.parametrize("host", ["", "a b", "host\nX=1", "h,i", "h=i", "h(i)", None, 5])
+def test_bad_hosts_are_rejected(host):
+    with pytest.raises(BadHookRequest, match="spec.externalConfig.host"):
+        slurmconf.check_host(host, "spec.externalConfig.host")
+
+
+@pytest.mark.parametrize("host", ["db.example.com", "10.0.0.1", "[fd00::1]", "my_host-1"])
+def test_good_hosts_pass(host):
+    assert slurmconf.check_host(host, "h") == host
+
+
+@pytest.mark.parametrize("port", [0, 65536, "6819", True, None])
+def test_bad_ports_are_rejected(port):
+    with pytest.raises(BadHookRequest, match="port"):
+        slurmconf.check_port(port, "port")
