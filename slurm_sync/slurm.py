@@ -1,0 +1,485 @@
+"""The versioned slurmrestd client.
+
+One ``SlurmClient`` per Slurm cluster. It asks the server which REST data-parser versions it
+serves (``GET /openapi/v3``) and speaks the newest one we also know, so the same code runs
+against Slurm 25.05 (v0.0.43) up to 26.05 (v0.0.45).
+
+Safety rules, because slurm_sync acts on what it reads (DESIGN §4):
+
+* Every failure raises; nothing ever returns an empty result in place of an error. A 200 whose
+  body lists ``errors`` is an error; an unreadable body is ``SlurmUnavailable``.
+* Only requests that are safe to repeat are retried (GETs, and node updates that set a fixed
+  state). A job submit is never retried: a lost answer does not mean a lost job.
+* The JWT comes from a provider callable on every request (so it can be refreshed) and never
+  reaches a log record, an exception or a repr.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Final, Generic, TypeVar
+from urllib.parse import quote
+
+import httpx
+import orjson
+
+from slurm_sync.slurm_errors import (
+    NOT_FOUND_NUMBERS,
+    SlurmErrorDetail,
+    SlurmMalformed,
+    SlurmNotFound,
+    SlurmRejected,
+    SlurmUnavailable,
+    SlurmUnsupported,
+    is_transport_number,
+)
+from slurm_sync.slurm_types import (
+    JSON,
+    Job,
+    Listing,
+    Node,
+    NodeUpdate,
+    PingResult,
+    Reservation,
+    SubmitResult,
+    no_val_number,
+    object_list,
+    parse_job,
+    parse_node,
+    parse_ping,
+    parse_reservation,
+    parse_submit,
+)
+
+log = logging.getLogger(__name__)
+
+# Newest first: the order of preference.
+SUPPORTED_VERSIONS: Final = ("v0.0.45", "v0.0.44", "v0.0.43")
+_PATH_VERSION: Final = re.compile(r"^/slurm/(v\d+\.\d+\.\d+)/")
+_REDACTED: Final = "<redacted>"
+
+TokenProvider = Callable[[], str]
+K = TypeVar("K")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded retries with exponential backoff and full jitter (spreads out many clients)."""
+
+    attempts: int = 3
+    base_delay: float = 0.2
+    max_delay: float = 3.0
+
+    def delay(self, retry: int, jitter: float) -> float:
+        """Seconds to wait before retry number ``retry`` (0-based); ``jitter`` in [0, 1)."""
+        return jitter * min(self.max_delay, self.base_delay * 2**retry)
+
+
+@dataclass(frozen=True)
+class ApiInfo:
+    """What negotiation learned: the version we speak and what it can do."""
+
+    version: str
+    offered: tuple[str, ...]
+    node_update_fields: frozenset[str]
+    job_flags: frozenset[str]
+
+
+def choose_version(offered: Iterable[str], known: Sequence[str] = SUPPORTED_VERSIONS) -> str:
+    """The first of ``known`` (newest first) that the server offers."""
+    offered = set(offered)
+    for version in known:
+        if version in offered:
+            return version
+    raise SlurmUnsupported(
+        f"slurmrestd offers REST versions {', '.join(sorted(offered)) or '(none)'}; "
+        f"this client speaks {', '.join(known)}"
+    )
+
+
+def parse_openapi(spec: JSON, known: Sequence[str] = SUPPORTED_VERSIONS) -> ApiInfo:
+    """Negotiate from the server's OpenAPI document: its paths name the versions it serves."""
+    paths = spec.get("paths")
+    if not isinstance(paths, Mapping):
+        raise SlurmMalformed("GET /openapi/v3: no 'paths' object")
+    offered = tuple(sorted({m.group(1) for p in paths if (m := _PATH_VERSION.match(p))}))
+    version = choose_version(offered, known)
+    schemas = (spec.get("components") or {}).get("schemas") or {}
+    return ApiInfo(
+        version=version,
+        offered=offered,
+        node_update_fields=frozenset(_schema_properties(schemas, f"{version}_update_node_msg")),
+        job_flags=frozenset(_enum(schemas, f"{version}_job_desc_msg", "flags")),
+    )
+
+
+def _schema_properties(schemas: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    schema = schemas.get(name)
+    return (schema.get("properties") or {}) if isinstance(schema, Mapping) else {}
+
+
+def _enum(schemas: Mapping[str, Any], name: str, field: str) -> list[str]:
+    prop = _schema_properties(schemas, name).get(field) or {}
+    items = prop.get("items") or {}
+    if "$ref" in items:
+        items = schemas.get(items["$ref"].rsplit("/", 1)[-1]) or {}
+    return list(items.get("enum") or [])
+
+
+class SlurmClient:
+    """A slurmrestd client for one cluster (thread-safe for concurrent calls)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: TokenProvider,
+        *,
+        user_name: str | None = None,
+        timeout: float = 10.0,
+        retry: RetryPolicy = RetryPolicy(),
+        versions: Sequence[str] = SUPPORTED_VERSIONS,
+        sleep: Callable[[float], None] = time.sleep,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._token = token
+        self._user_name = user_name
+        self._retry = retry
+        self._versions = tuple(versions)
+        self._sleep = sleep
+        self._jitter = jitter
+        self._api: ApiInfo | None = None
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
+        )
+
+    def __repr__(self) -> str:
+        version = self._api.version if self._api else "not negotiated"
+        return f"SlurmClient({self.base_url!r}, {version})"
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> SlurmClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # --- version negotiation ----------------------------------------------------------------
+
+    @property
+    def api(self) -> ApiInfo:
+        """The negotiated API (negotiates on first use)."""
+        return self._api or self.negotiate()
+
+    def negotiate(self) -> ApiInfo:
+        """Ask the server again which versions it serves (it may have been upgraded)."""
+        self._api = parse_openapi(self._call("GET", "/openapi/v3", retry=True) or {}, self._versions)
+        log.info("slurmrestd %s: speaking %s (offered %s)", self.base_url, self._api.version, self._api.offered)
+        return self._api
+
+    def _path(self, *parts: str | int) -> str:
+        return f"/slurm/{self.api.version}/" + "/".join(quote(str(p), safe="") for p in parts)
+
+    # --- ping -------------------------------------------------------------------------------
+
+    def ping(self) -> PingResult:
+        """Each slurmctld's answer, and the Slurm version (``meta.slurm.version``)."""
+        return parse_ping(self._get(self._path("ping", "")))
+
+    # --- nodes ------------------------------------------------------------------------------
+
+    def list_nodes(self, since: int | None = None) -> Listing[Node]:
+        """All nodes, or (with ``since`` = a previous ``last_update``) ``unchanged`` when Slurm
+        saw no node change since then. Slurm never sends a partial list: any change gives all."""
+        return self._listing(self._path("nodes", ""), "nodes", parse_node, since)
+
+    def get_node(self, name: str) -> Node:
+        try:
+            body = self._get(self._path("node", name))
+        except SlurmRejected as exc:
+            # slurmrestd answers an unknown node with 200 and an error numbered 0 ("No error")
+            if exc.status == 200 and not exc.numbers - {0}:
+                raise SlurmNotFound(str(exc), status=exc.status, errors=exc.errors) from None
+            raise
+        for node in map(parse_node, object_list(body, "nodes", "node")):
+            if node.name == name:
+                return node
+        raise SlurmNotFound(f"node {name!r} is not in Slurm's answer", status=200)
+
+    def update_node(self, name: str, update: NodeUpdate) -> None:
+        """Apply ``update``; retried on outages only when repeating it cannot hurt."""
+        body = update.body()
+        unsupported = set(body) - self.api.node_update_fields
+        if unsupported:
+            raise SlurmUnsupported(f"REST {self.api.version} cannot update node field(s) {sorted(unsupported)}")
+        self._call("POST", self._path("node", name), body=body, retry=update.idempotent)
+
+    def delete_node(self, name: str) -> None:
+        self._call("DELETE", self._path("node", name), retry=False)
+
+    # --- jobs -------------------------------------------------------------------------------
+
+    def list_jobs(self, since: int | None = None) -> Listing[Job]:
+        """All jobs Slurm still holds; ``since`` works as for ``list_nodes``."""
+        return self._listing(self._path("jobs", ""), "jobs", parse_job, since)
+
+    def get_job(self, job_id: int) -> Job:
+        for job in map(parse_job, object_list(self._get(self._path("job", job_id)), "jobs", "job")):
+            if job.job_id == job_id:
+                return job
+        raise SlurmNotFound(f"job {job_id} is not in Slurm's answer", status=200)
+
+    def submit_job(self, job: Mapping[str, Any], script: str | None = None) -> SubmitResult:
+        """Submit once (never retried: after a timeout the job may exist; look it up)."""
+        body: dict[str, Any] = {"job": dict(job)}
+        if script is not None:
+            body["script"] = script
+        return parse_submit(self._call("POST", self._path("job", "submit"), body=body, retry=False) or {})
+
+    def submit_external_job(self, job: Mapping[str, Any]) -> SubmitResult:
+        """A script-less ``EXTERNAL_JOB`` placeholder (Slurm >= 25.05), as slurm-bridge submits."""
+        if "script" in job:
+            raise ValueError("an external job has no script; Slurm rejects one that does")
+        if "EXTERNAL_JOB" not in self.api.job_flags:
+            raise SlurmUnsupported(f"REST {self.api.version} has no EXTERNAL_JOB job flag")
+        flags = list(job.get("flags") or [])
+        if "EXTERNAL_JOB" not in flags:
+            flags.append("EXTERNAL_JOB")
+        return self.submit_job({**job, "flags": flags})
+
+    def update_job(self, job_id: int, changes: Mapping[str, Any]) -> None:
+        body = self._call("POST", self._path("job", job_id), body=dict(changes), retry=False) or {}
+        # slurmrestd sends "results": null when every job was updated
+        for result in object_list(body, "results", "job update") if body.get("results") else []:
+            code = result.get("error_code") or 0
+            if code:
+                detail = SlurmErrorDetail(str(result.get("error", "")), code, str(result.get("why", "")), "")
+                raise _rejected(f"POST job/{job_id}", 200, (detail,))
+
+    def cancel_job(self, job_id: int, signal: str | None = None) -> None:
+        """scancel (optionally with a signal); ``SlurmNotFound`` if Slurm does not know the job."""
+        params = {"signal": signal} if signal else None
+        body = self._call("DELETE", self._path("job", job_id), params=params, retry=False) or {}
+        details = []
+        for status in object_list(body, "status", "job cancel") if body.get("status") else []:
+            error = status.get("error") or {}
+            if isinstance(error, Mapping) and error.get("code"):
+                details.append(SlurmErrorDetail(str(error.get("string", "")), error["code"], "", ""))
+        if details:
+            raise _rejected(f"DELETE job/{job_id}", 200, tuple(details))
+
+    # --- reservations -----------------------------------------------------------------------
+
+    def list_reservations(self, since: int | None = None) -> Listing[Reservation]:
+        return self._listing(self._path("reservations", ""), "reservations", parse_reservation, since)
+
+    def create_reservation(self, reservation: Mapping[str, Any]) -> None:
+        """Create or update one reservation (a ``reservation_desc_msg``)."""
+        self._call("POST", self._path("reservation"), body=dict(reservation), retry=False)
+
+    def delete_reservation(self, name: str) -> None:
+        self._call("DELETE", self._path("reservation", name), retry=False)
+
+    # --- watches ----------------------------------------------------------------------------
+
+    def node_watch(self) -> ListingWatch[str, Node]:
+        return ListingWatch(self.list_nodes, lambda node: node.name)
+
+    def job_watch(self) -> ListingWatch[int, Job]:
+        return ListingWatch(self.list_jobs, lambda job: job.job_id)
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    def _get(self, path: str) -> JSON:
+        body = self._call("GET", path, retry=True)
+        if body is None:
+            raise SlurmMalformed(f"GET {path}: HTTP 304 without update_time")
+        return body
+
+    def _listing(self, path: str, key: str, parse: Callable[[JSON], T], since: int | None) -> Listing[T]:
+        params = {"update_time": since} if since is not None else None
+        body = self._call("GET", path, params=params, retry=True)
+        if body is None:  # 304: nothing changed (nodes)
+            return Listing((), since, unchanged=True)
+        items = object_list(body, key, key)
+        last_update = no_val_number(body, "last_update", key)
+        if since is not None and not items and not last_update:  # jobs say "no change" this way
+            return Listing((), since, unchanged=True)
+        return Listing(tuple(parse(item) for item in items), last_update, unchanged=False)
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: Any = None,
+        retry: bool,
+    ) -> JSON | None:
+        """One logical request: the parsed body, or None for 304 Not Modified."""
+        attempts = self._retry.attempts if retry else 1
+        for attempt in range(attempts):
+            try:
+                return self._once(method, path, params, body)
+            except SlurmUnavailable as exc:
+                if not exc.retryable or attempt + 1 >= attempts:
+                    raise
+                delay = self._retry.delay(attempt, self._jitter())
+                log.warning("%s (retry %d/%d in %.2fs)", exc, attempt + 1, attempts - 1, delay)
+                self._sleep(delay)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _once(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any) -> JSON | None:
+        token = self._token()
+        headers = {"X-SLURM-USER-TOKEN": token, "Accept": "application/json"}
+        if self._user_name:
+            headers["X-SLURM-USER-NAME"] = self._user_name
+        content = None
+        if body is not None:
+            content = orjson.dumps(body)
+            headers["Content-Type"] = "application/json"
+        where = f"{method} {self.base_url}{path}"
+        try:
+            response = self._http.request(method, path, params=params, content=content, headers=headers)
+        except httpx.TimeoutException as exc:
+            raise SlurmUnavailable(f"{where}: timed out ({type(exc).__name__})") from None
+        except httpx.HTTPError as exc:
+            raise SlurmUnavailable(_redact(f"{where}: {type(exc).__name__}: {exc}", token)) from None
+        try:
+            return interpret(where, response.status_code, response.content, token)
+        except SlurmUnavailable as exc:
+            if exc.status == 404:
+                self._api = None  # our version's paths are gone: negotiate again on the next call
+            raise
+
+
+def interpret(where: str, status: int, content: bytes, token: str = "") -> JSON | None:
+    """Turn one HTTP answer into a body, None (304) or the right exception."""
+    if status == 304:
+        return None
+    body = _decode(content)
+    errors = _errors(where, body) if body is not None else ()
+    for line in _warnings(body):
+        log.debug("%s: slurm warning: %s", where, line)
+    if any(is_transport_number(e.number) for e in errors):
+        raise SlurmUnavailable(f"{where}: HTTP {status}: {_describe(errors)}", status=status)
+    if status >= 500 and not errors:
+        raise SlurmUnavailable(f"{where}: HTTP {status}: {_excerpt(content, token)}", status=status)
+    if status == 404 and body is None:
+        raise SlurmUnavailable(
+            f"{where}: HTTP 404: endpoint not served (slurmrestd changed versions?); will renegotiate",
+            status=status,
+            retryable=False,
+        )
+    if status >= 400 or errors:
+        raise _rejected(where, status, errors, _excerpt(content, token))
+    if status != 200:
+        raise SlurmUnavailable(f"{where}: unexpected HTTP {status}", status=status, retryable=False)
+    if body is None:
+        raise SlurmMalformed(f"{where}: HTTP 200 body is not a JSON object: {_excerpt(content, token)}", status=status)
+    return body
+
+
+def _rejected(where: str, status: int, errors: tuple[SlurmErrorDetail, ...], fallback: str = "") -> SlurmRejected:
+    numbers = {e.number for e in errors}
+    not_found = status == 404 or bool(numbers & NOT_FOUND_NUMBERS)
+    kind = SlurmNotFound if not_found else SlurmRejected
+    return kind(f"{where}: HTTP {status}: {_describe(errors) or fallback}", status=status, errors=errors)
+
+
+def _decode(content: bytes) -> JSON | None:
+    try:
+        body = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _errors(where: str, body: JSON) -> tuple[SlurmErrorDetail, ...]:
+    raw = body.get("errors") or []
+    if not isinstance(raw, list) or not all(isinstance(e, Mapping) for e in raw):
+        raise SlurmMalformed(f"{where}: 'errors' is not a list of objects")
+    return tuple(
+        SlurmErrorDetail(
+            error=str(e.get("error", "")),
+            number=e["error_number"] if isinstance(e.get("error_number"), int) else None,
+            description=str(e.get("description", "")),
+            source=str(e.get("source", "")),
+        )
+        for e in raw
+    )
+
+
+def _warnings(body: JSON | None) -> list[str]:
+    raw = (body or {}).get("warnings") or []
+    if not isinstance(raw, list):
+        return []
+    return [str(w.get("description", w)) if isinstance(w, Mapping) else str(w) for w in raw]
+
+
+def _describe(errors: tuple[SlurmErrorDetail, ...]) -> str:
+    return "; ".join(map(str, errors))
+
+
+def _excerpt(content: bytes, token: str, limit: int = 200) -> str:
+    text = content[:limit].decode("utf-8", "replace").strip() or "(empty body)"
+    return _redact(text, token)
+
+
+def _redact(text: str, token: str) -> str:
+    return text.replace(token, _REDACTED) if token else text
+
+
+@dataclass(frozen=True)
+class Snapshot(Generic[K, T]):
+    """A complete, consistent view, plus what differs from the previous poll."""
+
+    items: Mapping[K, T]
+    last_update: int | None
+    changed: frozenset[K]  # new, or different from the previous view
+    removed: frozenset[K]  # in the previous view, gone now
+
+
+class ListingWatch(Generic[K, T]):
+    """Polls a listing cheaply: after the first full listing it passes Slurm's ``last_update``
+    back as ``update_time``, so an unchanged cluster answers with an empty 304/no-change reply,
+    and each poll still yields the complete picture and the keys that changed.
+
+    A failed poll raises and keeps the previous view, so the next poll starts from it.
+    """
+
+    def __init__(self, fetch: Callable[[int | None], Listing[T]], key: Callable[[T], K]) -> None:
+        self._fetch = fetch
+        self._key = key
+        self._last: Snapshot[K, T] | None = None
+
+    def poll(self) -> Snapshot[K, T]:
+        previous = self._last
+        listing = self._fetch(previous.last_update if previous else None)
+        if listing.unchanged and previous is not None:
+            snapshot = Snapshot(previous.items, previous.last_update, frozenset(), frozenset())
+        else:
+            items = {self._key(item): item for item in listing.items}
+            old: Mapping[K, T] = previous.items if previous else {}
+            snapshot = Snapshot(
+                items=MappingProxyType(items),
+                last_update=listing.last_update,
+                changed=frozenset(k for k, v in items.items() if old.get(k) != v),
+                removed=frozenset(old.keys() - items.keys()),
+            )
+        self._last = snapshot
+        return snapshot
+
+    def reset(self) -> None:
+        """Forget the view; the next poll lists everything again."""
+        self._last = None
