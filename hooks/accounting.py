@@ -12,11 +12,12 @@ In `external` mode slurmdbd runs outside Kubernetes and nothing is managed here.
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from hooks import cluster, names
-from hooks.cluster import JSON, KeyRef, Missing
-from hooks.contract import BadHookRequest, CompositeRequest, CustomizeRequest
+from hooks import cluster, names, slurmconf
+from hooks.cluster import JSON, InvalidSpec, KeyRef, Missing
+from hooks.contract import CompositeRequest, CustomizeRequest
 from hooks.objects import child_metadata, component_labels, content_hash, selector_labels, service
 from hooks.podtemplate import apply_pod_template, merge_container
 from hooks.status import condition
@@ -76,9 +77,9 @@ def parse(parent: JSON) -> AccountingSpec:
     if not external:
         storage = _parse_storage(cluster.opt_obj(spec, "storageConfig"))
         if cluster.key_ref(spec, "slurmKeyRef") is None:
-            raise BadHookRequest("spec.slurmKeyRef is required unless spec.external is true")
+            raise InvalidSpec("spec.slurmKeyRef is required unless spec.external is true")
         if cluster.jwt_key_ref(spec) is None:
-            raise BadHookRequest("spec.jwtKeyRef (or spec.jwtHs256KeyRef) is required unless spec.external is true")
+            raise InvalidSpec("spec.jwtKeyRef (or spec.jwtHs256KeyRef) is required unless spec.external is true")
     return AccountingSpec(
         name=parent["metadata"]["name"],
         namespace=cluster.namespace_of(parent),
@@ -89,7 +90,7 @@ def parse(parent: JSON) -> AccountingSpec:
         jwt_key=cluster.jwt_key_ref(spec),
         jwks=cluster.key_ref(spec, "jwksKeyRef"),
         storage=storage,
-        extra_conf=cluster.opt_str(spec, "extraConf"),
+        extra_conf=slurmconf.check_extra_conf(cluster.opt_str(spec, "extraConf"), "spec.extraConf"),
         slurmdbd=cluster.opt_obj(spec, "slurmdbd"),
         template=cluster.opt_obj(spec, "template"),
         service=cluster.opt_obj(spec, "service"),
@@ -100,10 +101,10 @@ def _parse_storage(storage: JSON) -> Storage:
     where = "spec.storageConfig"
     host = cluster.opt_str(storage, "host", where=where)
     if not host:
-        raise BadHookRequest(f"{where}.host is required")
+        raise InvalidSpec(f"{where}.host is required")
     password = cluster.key_ref(storage, "passwordKeyRef", where)
     if password is None:
-        raise BadHookRequest(f"{where}.passwordKeyRef is required")
+        raise InvalidSpec(f"{where}.passwordKeyRef is required")
     return Storage(
         host=cluster.conf_field(host, f"{where}.host"),
         port=cluster.opt_int(storage, "port", 3306, where, minimum=1),
@@ -114,12 +115,21 @@ def _parse_storage(storage: JSON) -> Storage:
 
 
 def customize(req: CustomizeRequest) -> JSON:
-    spec = parse(req.parent)
-    refs = spec.secret_refs()
-    rules = [cluster.secret_rule(spec.namespace, [ref.name for ref in refs])] if refs else []
-    return {"relatedResources": rules}
+    """The password and key Secrets; each reference on its own, so one invalid field leaves the others."""
+    ns, spec = cluster.namespace_of(req.parent), cluster.spec_of(req.parent)
+
+    def name(read: Callable[[], KeyRef | None]) -> Callable[[], list[str]]:
+        return lambda: [] if cluster.opt_bool(spec, "external", False) or (ref := read()) is None else [ref.name]
+
+    secrets = cluster.derivable(
+        name(lambda: cluster.key_ref(cluster.opt_obj(spec, "storageConfig"), "passwordKeyRef", "spec.storageConfig")),
+        name(lambda: cluster.key_ref(spec, "slurmKeyRef")),
+        name(lambda: cluster.jwt_key_ref(spec)),
+    )
+    return {"relatedResources": [cluster.secret_rule(ns, secrets)] if secrets else []}
 
 
+@cluster.reports_invalid_spec
 def sync(req: CompositeRequest) -> JSON:
     spec = parse(req.parent)
     if spec.external:

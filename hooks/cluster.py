@@ -11,9 +11,11 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from hooks import names
 from hooks.contract import BadHookRequest, CompositeRequest
@@ -21,6 +23,7 @@ from hooks.podtemplate import merge_container
 from hooks.status import condition
 
 JSON = dict[str, Any]
+T = TypeVar("T")
 
 CONTROLLER_TYPE = f"Controller.{names.API_VERSION}"
 SECRET_TYPE = "Secret.v1"
@@ -85,6 +88,14 @@ def accounting_host(accounting: str) -> str:
 # --- spec parsing ----------------------------------------------------------------------------------
 
 
+class InvalidSpec(BadHookRequest):
+    """A spec value (ours or a related CR's) the CRD schema let through but no child can be built from.
+
+    A subclass of BadHookRequest, so a hook that does not handle it still answers 400; the hooks
+    wrapped in `reports_invalid_spec` answer with a status condition instead.
+    """
+
+
 @dataclass(frozen=True)
 class KeyRef:
     """A SecretKeySelector or ConfigMapKeySelector from a spec."""
@@ -111,7 +122,7 @@ def opt_str(spec: JSON, field: str, default: str = "", where: str = "spec") -> s
     if value is None:
         return default
     if not isinstance(value, str):
-        raise BadHookRequest(f"{where}.{field} must be a string")
+        raise InvalidSpec(f"{where}.{field} must be a string")
     return value
 
 
@@ -119,7 +130,7 @@ def conf_field(value: str, field: str) -> str:
     """A spec value written into a Slurm config file; one that would change the file's meaning is refused."""
     written = conf_value(value)
     if written is None:
-        raise BadHookRequest(f"{field} cannot be written into a Slurm config file (line break, NUL, or a double quote with spaces)")
+        raise InvalidSpec(f"{field} cannot be written into a Slurm config file (line break, NUL, or a double quote with spaces)")
     return written
 
 
@@ -128,7 +139,7 @@ def opt_int(spec: JSON, field: str, default: int, where: str = "spec", minimum: 
     if value is None:
         return default
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise BadHookRequest(f"{where}.{field} must be an integer >= {minimum}")
+        raise InvalidSpec(f"{where}.{field} must be an integer >= {minimum}")
     return value
 
 
@@ -137,7 +148,7 @@ def opt_bool(spec: JSON, field: str, default: bool, where: str = "spec") -> bool
     if value is None:
         return default
     if not isinstance(value, bool):
-        raise BadHookRequest(f"{where}.{field} must be a boolean")
+        raise InvalidSpec(f"{where}.{field} must be a boolean")
     return value
 
 
@@ -146,7 +157,7 @@ def opt_obj(spec: JSON, field: str, where: str = "spec") -> JSON:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise BadHookRequest(f"{where}.{field} must be an object")
+        raise InvalidSpec(f"{where}.{field} must be an object")
     return value
 
 
@@ -155,7 +166,7 @@ def str_list(spec: JSON, field: str, where: str = "spec") -> list[str]:
     if value is None:
         return []
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise BadHookRequest(f"{where}.{field} must be a list of strings")
+        raise InvalidSpec(f"{where}.{field} must be a list of strings")
     return value
 
 
@@ -166,12 +177,12 @@ def key_ref(spec: JSON, field: str, where: str = "spec") -> KeyRef | None:
         return None
     path = f"{where}.{field}"
     if not isinstance(value, dict):
-        raise BadHookRequest(f"{path} must be an object")
+        raise InvalidSpec(f"{path} must be an object")
     name, key = value.get("name") or "", value.get("key")
     if not isinstance(name, str) or not name:
-        raise BadHookRequest(f"{path}.name must be a non-empty string")
+        raise InvalidSpec(f"{path}.name must be a non-empty string")
     if not isinstance(key, str) or not key:
-        raise BadHookRequest(f"{path}.key must be a non-empty string")
+        raise InvalidSpec(f"{path}.key must be a non-empty string")
     return KeyRef(name=name, key=key, optional=value.get("optional") is True)
 
 
@@ -189,7 +200,7 @@ def local_ref_name(spec: JSON, field: str, where: str = "spec") -> str:
 def required_ref_name(spec: JSON, field: str) -> str:
     name = local_ref_name(spec, field)
     if not name:
-        raise BadHookRequest(f"spec.{field}.name is required")
+        raise InvalidSpec(f"spec.{field}.name is required")
     return name
 
 
@@ -326,6 +337,49 @@ def references_condition(parent: JSON, missing: list[Missing]) -> JSON:
         return condition(parent, names.CONDITION_REFERENCES_RESOLVED, True, "Resolved", "every referenced object exists")
     message = "; ".join(m.message for m in missing) + "; children that need it are kept unchanged until it exists"
     return condition(parent, names.CONDITION_REFERENCES_RESOLVED, False, missing[0].reason, message)
+
+
+def reports_invalid_spec(sync: Callable[[CompositeRequest], JSON]) -> Callable[[CompositeRequest], JSON]:
+    """Wraps a sync hook: an InvalidSpec becomes a 200 that changes nothing (see `invalid_spec_response`)."""
+
+    @functools.wraps(sync)
+    def guarded(req: CompositeRequest) -> JSON:
+        try:
+            return sync(req)
+        except InvalidSpec as err:
+            return invalid_spec_response(req, err)
+
+    return guarded
+
+
+def invalid_spec_response(req: CompositeRequest, err: InvalidSpec) -> JSON:
+    """Every observed child exactly as last applied, the observed status plus a condition naming the field.
+
+    A 400 would leave the user with nothing but a Metacontroller event, and an empty child list
+    would delete the cluster; so nothing is created, changed or deleted until the spec is fixed
+    (a new generation syncs at once; the resync covers a related object being fixed).
+    """
+    children = [kept(child) for type_key in sorted(req.children) for child in req.children_of(type_key)]
+    status = dict(req.parent.get("status") or {})
+    others = [c for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type") != names.CONDITION_INVALID_SPEC]
+    message = f"{err}; every existing child is kept as last applied until this is fixed"
+    status["conditions"] = [*others, condition(req.parent, names.CONDITION_INVALID_SPEC, True, "InvalidValue", message)]
+    return {"status": status, "children": children, "resyncAfterSeconds": MISSING_REFERENCE_RESYNC_SECONDS}
+
+
+def derivable(*derive: Callable[[], list[T]]) -> list[T]:
+    """What customize can derive: each part on its own, a part an invalid spec value prevents left out.
+
+    Failing customize instead would stop Metacontroller from ever calling sync, which is where the
+    value is reported.
+    """
+    found: list[T] = []
+    for part in derive:
+        try:
+            found += part()
+        except InvalidSpec:
+            continue
+    return found
 
 
 def available_condition(parent: JSON, workload: JSON | None, desired: int) -> JSON:

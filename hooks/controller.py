@@ -28,7 +28,7 @@ from hooks import cluster, names, slurmconf
 from hooks.cluster import config_map_name, worker_service_name
 from hooks.contract import CompositeRequest, CustomizeRequest
 from hooks.controller_pod import APP_NAME, COMPONENT, internal_service_name, statefulset, statefulset_name
-from hooks.controller_spec import ControllerSpec, Resolved, parse_spec, resolve
+from hooks.controller_spec import ControllerSpec, Resolved, parse_spec, referenced_configmaps, resolve
 from hooks.objects import child_metadata, component_labels, content_hash, selector_labels, service
 from hooks.status import condition
 
@@ -46,24 +46,37 @@ def worker_pdb_name(controller: str) -> str:
 
 
 def customize(req: CustomizeRequest) -> JSON:
-    """Related objects by name or namespace only, from the spec alone (answers are cached per generation)."""
-    spec = parse_spec(req.parent)
-    ns = spec.namespace
-    rules: list[JSON] = []
-    if spec.accounting:
-        rules.append({"apiVersion": names.API_VERSION, "resource": "accountings", "namespace": ns, "names": [spec.accounting]})
-    if spec.external is not None:  # slurm.conf for clients names only slurmctld and slurmdbd
-        return {"relatedResources": rules}
-    rules.append({"apiVersion": names.API_VERSION, "resource": "nodesets", "namespace": ns})
-    secrets = sorted({ref.name for ref in (spec.slurm_key, spec.jwt_key) if ref is not None})
-    if secrets:
-        rules.append({"apiVersion": "v1", "resource": "secrets", "namespace": ns, "names": secrets})
-    configmaps = sorted({*spec.referenced_configmaps(), *([spec.jwks.name] if spec.jwks else [])})
-    if configmaps:
-        rules.append({"apiVersion": "v1", "resource": "configmaps", "namespace": ns, "names": configmaps})
-    return {"relatedResources": rules}
+    """Related objects by name or namespace only, from the spec alone (answers are cached per generation).
+
+    Each rule is derived on its own, so an invalid value in one field still leaves the others.
+    """
+    ns, spec = cluster.namespace_of(req.parent), cluster.spec_of(req.parent)
+
+    def in_cluster() -> bool:  # slurm.conf for clients of an external slurmctld names only it and slurmdbd
+        return not cluster.opt_bool(spec, "external", False)
+
+    def secrets() -> list[str]:
+        return [ref.name for ref in (cluster.key_ref(spec, "slurmKeyRef"), cluster.jwt_key_ref(spec)) if ref is not None]
+
+    def configmaps() -> list[str]:
+        jwks = cluster.key_ref(spec, "jwksKeyRef")
+        return [*referenced_configmaps(spec), *([jwks.name] if jwks else [])]
+
+    return {"relatedResources": cluster.derivable(
+        lambda: _by_name(names.API_VERSION, "accountings", ns, [cluster.local_ref_name(spec, "accountingRef")]),
+        lambda: [{"apiVersion": names.API_VERSION, "resource": "nodesets", "namespace": ns}] if in_cluster() else [],
+        lambda: _by_name("v1", "secrets", ns, secrets()) if in_cluster() else [],
+        lambda: _by_name("v1", "configmaps", ns, configmaps()) if in_cluster() else [],
+    )}
 
 
+def _by_name(api_version: str, resource: str, namespace: str, wanted: list[str]) -> list[JSON]:
+    """One rule for the named objects; none without names (an empty `names` would match every object)."""
+    present = sorted({n for n in wanted if n})
+    return [{"apiVersion": api_version, "resource": resource, "namespace": namespace, "names": present}] if present else []
+
+
+@cluster.reports_invalid_spec
 def sync(req: CompositeRequest) -> JSON:
     spec = parse_spec(req.parent)
     refs = resolve(req, spec)

@@ -1,8 +1,8 @@
 """A Controller's spec, parsed and checked once, and its references resolved from `related`.
 
 The CRD schema and its CEL rules reject most bad specs at admission, but a hook must not trust
-that (the CRD may be an older copy): anything it cannot build from answers 400 naming the field,
-which leaves every existing child untouched. References that do not exist (yet) are different:
+that (the CRD may be an older copy): anything it cannot build from raises InvalidSpec naming the
+field, which the hook answers with a status condition while every existing child stays untouched. References that do not exist (yet) are different:
 they are normal while a Helm release is being applied, so they are collected into `missing`
 for a status condition and the hook keeps what it already has.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hooks import cluster, names, slurmconf
-from hooks.cluster import KeyRef
+from hooks.cluster import InvalidSpec, KeyRef
 from hooks.contract import BadHookRequest, CompositeRequest
 
 JSON = dict[str, Any]
@@ -81,6 +81,11 @@ class ControllerSpec:
         return tuple(sorted({*self.config_files, *script_maps}))
 
 
+def referenced_configmaps(spec: JSON) -> tuple[str, ...]:
+    """`ControllerSpec.referenced_configmaps` from the raw spec, for customize (which parses only what it needs)."""
+    return tuple(sorted({name for field in ("configFileRefs", *_SCRIPT_FIELDS) for name in _local_refs(spec, field)}))
+
+
 @dataclass(frozen=True)
 class Resolved:
     """What `related` says about the references (only the ones present)."""
@@ -103,7 +108,7 @@ def parse_spec(parent: JSON) -> ControllerSpec:
     backups = cluster.opt_int(ha, "backups", 1, "spec.ha", minimum=1)
     persistence = _persistence(cluster.opt_obj(spec, "persistence"))
     if ha_enabled and not external and not (persistence.enabled and persistence.existing_claim):
-        raise BadHookRequest(
+        raise InvalidSpec(
             "spec.persistence.existingClaim is required (with persistence.enabled) when spec.ha.enabled: "
             "backups share StateSaveLocation through a ReadWriteMany claim"
         )
@@ -222,7 +227,7 @@ def _service_monitor(metrics: JSON) -> ServiceMonitorSpec | None:
         return None
     endpoints = sm.get("endpoints") or []
     if not isinstance(endpoints, list) or not all(isinstance(e, dict) and isinstance(e.get("path"), str) for e in endpoints):
-        raise BadHookRequest(f"{where}.endpoints must be a list of objects with a path")
+        raise InvalidSpec(f"{where}.endpoints must be a list of objects with a path")
     return ServiceMonitorSpec(
         labels=_str_map(sm, "labels", where),
         annotations=_str_map(sm, "annotations", where),
@@ -236,12 +241,12 @@ def _local_refs(spec: JSON, field: str) -> tuple[str, ...]:
     """Names of a list of LocalObjectReferences, in order, without duplicates."""
     refs = spec.get(field) or []
     if not isinstance(refs, list) or not all(isinstance(r, dict) and isinstance(r.get("name", ""), str) for r in refs):
-        raise BadHookRequest(f"spec.{field} must be a list of {{name: string}}")
+        raise InvalidSpec(f"spec.{field} must be a list of {{name: string}}")
     return tuple(dict.fromkeys(r["name"] for r in refs if r.get("name")))
 
 
 def _str_map(spec: JSON, field: str, where: str) -> dict[str, str]:
     value = spec.get(field) or {}
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-        raise BadHookRequest(f"{where}.{field} must map names to strings")
+        raise InvalidSpec(f"{where}.{field} must map names to strings")
     return value

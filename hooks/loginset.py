@@ -16,8 +16,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from hooks import cluster, names
-from hooks.cluster import JSON, ControllerView, KeyRef, Missing
-from hooks.contract import BadHookRequest, CompositeRequest, CustomizeRequest
+from hooks.cluster import JSON, ControllerView, InvalidSpec, KeyRef, Missing
+from hooks.contract import CompositeRequest, CustomizeRequest
 from hooks.objects import child_metadata, component_labels, content_hash, selector_labels, service
 from hooks.podtemplate import apply_pod_template, merge_container
 
@@ -66,9 +66,7 @@ class LoginSetSpec:
 
 def parse(parent: JSON) -> LoginSetSpec:
     spec = cluster.spec_of(parent)
-    sssd = cluster.key_ref(spec, "sssdConfRef")
-    if sssd is None:
-        raise BadHookRequest("spec.sssdConfRef is required")
+    sssd = _sssd_ref(spec)
     return LoginSetSpec(
         name=parent["metadata"]["name"],
         namespace=cluster.namespace_of(parent),
@@ -85,17 +83,23 @@ def parse(parent: JSON) -> LoginSetSpec:
     )
 
 
+def _sssd_ref(spec: JSON) -> KeyRef:
+    sssd = cluster.key_ref(spec, "sssdConfRef")
+    if sssd is None:
+        raise InvalidSpec("spec.sssdConfRef is required")
+    return sssd
+
+
 def customize(req: CustomizeRequest) -> JSON:
     """The Controller (conf server, slurm.key, worker domain) and the sssd.conf Secret."""
-    spec = parse(req.parent)
-    return {
-        "relatedResources": [
-            cluster.controller_rule(spec.namespace, spec.controller),
-            cluster.secret_rule(spec.namespace, [spec.sssd.name]),
-        ]
-    }
+    ns, spec = cluster.namespace_of(req.parent), cluster.spec_of(req.parent)
+    return {"relatedResources": cluster.derivable(
+        lambda: [cluster.controller_rule(ns, cluster.required_ref_name(spec, "controllerRef"))],
+        lambda: [cluster.secret_rule(ns, [_sssd_ref(spec).name])],
+    )}
 
 
+@cluster.reports_invalid_spec
 def sync(req: CompositeRequest) -> JSON:
     spec = parse(req.parent)
     host_keys = _host_keys(req, spec)

@@ -92,3 +92,25 @@ CONDITION_EXTERNAL: Final = "External"  # the daemon runs outside Kubernetes; no
 # Controller status condition types (with CONDITION_AVAILABLE, _REFERENCES_RESOLVED and _EXTERNAL).
 CONDITION_READY: Final = "Ready"  # every slurmctld pod is ready on the current template
 CONDITION_SERVICE_MONITOR_CREATED: Final = "ServiceMonitorCreated"  # only when metrics.serviceMonitor asks for one
+# Status condition of every kind but NodeSet while a spec value cannot be used (children are kept as they are).
+CONDITION_INVALID_SPEC: Final = "InvalidSpec"
+
+# The bridge hooks' intents for slurm_sync and its confirmations back (hooks/bridge/*, DESIGN §4).
+ANNOTATION_PLACEHOLDER_GROUP: Final = SCHEDULER_PREFIX + "placeholder-group"  # "<Kind>[.<group>]/<ns>/<name>" of the job's group
+ANNOTATION_JOB_RELEASED: Final = SCHEDULER_PREFIX + "job-released"  # slurm_sync: "<job id>" this pod no longer holds
+ANNOTATION_DESIRED_TAINT: Final = SCHEDULER_PREFIX + "desired-taint"  # "<key>=<value>:<effect>" slurm_sync applies
+ANNOTATION_DRAIN_INTENT: Final = SCHEDULER_PREFIX + "drain-reason"  # Slurm drain reason while the node is cordoned
+ANNOTATION_EXTERNAL_NODE_INTENT: Final = SCHEDULER_PREFIX + "external-node-registration"  # JSON, see hooks/bridge/node.py
+ANNOTATION_EXTERNAL_NODE_REGISTERED: Final = SCHEDULER_PREFIX + "external-node-registered"  # slurm_sync: Slurm node name
+ANNOTATION_NODE_ERROR: Final = SCHEDULER_PREFIX + "node-error"
+BRIDGE_DRAIN_REASON_PREFIX: Final = "slurm-bridge:"
+# Bridge settings, as annotations on the bridge DecoratorControllers (hooks get no config file).
+ANNOTATION_SETTING_PARTITION: Final = SCHEDULER_PREFIX + "default-partition"
+ANNOTATION_SETTING_MCS_LABEL: Final = SCHEDULER_PREFIX + "mcs-label"
+ANNOTATION_SETTING_SCHEDULER_NAME: Final = SCHEDULER_PREFIX + "scheduler-name"
+# Objects the bridge reads to find a pod's group (Kubernetes, JobSet, LWS and scheduler-plugins names).
+LABEL_COSCHEDULING_POD_GROUP: Final = "scheduling.x-k8s.io/pod-group"
+LABEL_LWS_NAME: Final = "leaderworkerset.sigs.k8s.io/name"
+LABEL_LWS_GROUP_KEY: Final = "leaderworkerset.sigs.k8s.io/group-key"
+LABEL_LWS_GROUP_INDEX: Final = "leaderworkerset.sigs.k8s.io/group-index"
+LABEL_JOBSET_NAME: Final = "jobset.sigs.k8s.io/jobset-name"

@@ -55,10 +55,12 @@ def parse(parent: JSON) -> RestApiSpec:
 
 def customize(req: CustomizeRequest) -> JSON:
     """The Controller: its accountingRef, config map and slurm.key name shape the Deployment."""
-    spec = parse(req.parent)
-    return {"relatedResources": [cluster.controller_rule(spec.namespace, spec.controller)]}
+    ns = cluster.namespace_of(req.parent)
+    controller = cluster.derivable(lambda: [cluster.required_ref_name(cluster.spec_of(req.parent), "controllerRef")])
+    return {"relatedResources": [cluster.controller_rule(ns, name) for name in controller]}
 
 
+@cluster.reports_invalid_spec
 def sync(req: CompositeRequest) -> JSON:
     spec = parse(req.parent)
     children = [build_service(req.parent, spec)]

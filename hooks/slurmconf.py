@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hooks import cluster
-from hooks.contract import BadHookRequest
+from hooks.cluster import InvalidSpec
 
 ETC_DIR = "/etc/slurm"
 STATE_SAVE_ROOT = "/var/spool/slurmctld"
@@ -125,44 +125,44 @@ def nodeset_conf(nodeset: Mapping[str, Any], where: str) -> NodeSetConf:
         return NodeSetConf(name)
     config = partition.get("config") or ""
     if not isinstance(config, str):
-        raise BadHookRequest(f"{where} spec.partition.config must be a string")
+        raise InvalidSpec(f"{where} spec.partition.config must be a string")
     return NodeSetConf(name, check_line(config.strip(), f"{where} spec.partition.config"))
 
 
 def check_line(value: str, where: str) -> str:
     """Several `Key=Value` options meant for one line: spaces are fine, line breaks are not."""
     if any(c in value for c in "\r\n\0"):
-        raise BadHookRequest(f"{where} must be a single line (no line break or NUL)")
+        raise InvalidSpec(f"{where} must be a single line (no line break or NUL)")
     return value
 
 
 def check_word(value: Any, where: str) -> str:
     """A Slurm name (cluster, NodeSet, file name): no separators slurm.conf would split on."""
     if not isinstance(value, str) or not _WORD.fullmatch(value):
-        raise BadHookRequest(f"{where} must be a non-empty name of letters, digits, '.', '_' or '-', got {value!r}")
+        raise InvalidSpec(f"{where} must be a non-empty name of letters, digits, '.', '_' or '-', got {value!r}")
     return value
 
 
 def check_host(value: Any, where: str) -> str:
     if not isinstance(value, str) or not _HOST.fullmatch(value):
-        raise BadHookRequest(f"{where} must be a host name or IP address, got {value!r}")
+        raise InvalidSpec(f"{where} must be a host name or IP address, got {value!r}")
     return value
 
 
 def check_port(value: Any, where: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not 0 < value < 65536:
-        raise BadHookRequest(f"{where} must be a port number (1-65535), got {value!r}")
+        raise InvalidSpec(f"{where} must be a port number (1-65535), got {value!r}")
     return value
 
 
 def check_extra_conf(value: Any, where: str) -> str:
     """Free-form lines, but no stray line breaks and no continuation swallowing our next line."""
     if not isinstance(value, str):
-        raise BadHookRequest(f"{where} must be a string")
+        raise InvalidSpec(f"{where} must be a string")
     if "\r" in value or "\x00" in value:
-        raise BadHookRequest(f"{where} must not contain carriage returns or NUL")
+        raise InvalidSpec(f"{where} must not contain carriage returns or NUL")
     if value.rstrip("\n").endswith("\\"):
-        raise BadHookRequest(f"{where} must not end with a '\\' line continuation")
+        raise InvalidSpec(f"{where} must not end with a '\\' line continuation")
     return value
 
 

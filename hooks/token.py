@@ -22,8 +22,8 @@ from decimal import Decimal
 import jwt
 
 from hooks import cluster
-from hooks.cluster import JSON, KeyRef, Missing
-from hooks.contract import BadHookRequest, CompositeRequest, CustomizeRequest
+from hooks.cluster import JSON, InvalidSpec, KeyRef, Missing
+from hooks.contract import CompositeRequest, CustomizeRequest
 from hooks.objects import child_metadata
 
 DEFAULT_LIFETIME = "15m"
@@ -65,20 +65,18 @@ def parse_duration(text: str, field: str) -> Decimal:
         total += Decimal(match.group(1)) * _DURATION_UNITS[match.group(2)]
         pos = match.end()
     if pos != len(text) or not text:
-        raise BadHookRequest(f"{field} must be a Go duration such as 15m, 1h30m or 90s, got {text!r}")
+        raise InvalidSpec(f"{field} must be a Go duration such as 15m, 1h30m or 90s, got {text!r}")
     return total
 
 
 def parse(parent: JSON) -> TokenSpec:
     spec = cluster.spec_of(parent)
     name = parent["metadata"]["name"]
-    key = cluster.jwt_key_ref(spec)
-    if key is None:
-        raise BadHookRequest("spec.jwtKeyRef (or the deprecated spec.jwtHs256KeyRef) is required")
+    key = _key_ref(spec)
     username = cluster.opt_str(spec, "username") or DEFAULT_USERNAME
     lifetime = int(parse_duration(cluster.opt_str(spec, "lifetime", DEFAULT_LIFETIME), "spec.lifetime"))
     if lifetime < 1:
-        raise BadHookRequest("spec.lifetime must be at least 1s")
+        raise InvalidSpec("spec.lifetime must be at least 1s")
     secret_ref = cluster.opt_obj(spec, "secretRef")
     return TokenSpec(
         name=name,
@@ -92,9 +90,17 @@ def parse(parent: JSON) -> TokenSpec:
     )
 
 
+def _key_ref(spec: JSON) -> KeyRef:
+    key = cluster.jwt_key_ref(spec)
+    if key is None:
+        raise InvalidSpec("spec.jwtKeyRef (or the deprecated spec.jwtHs256KeyRef) is required")
+    return key
+
+
 def customize(req: CustomizeRequest) -> JSON:
-    spec = parse(req.parent)
-    return {"relatedResources": [cluster.secret_rule(spec.namespace, [spec.key.name])]}
+    ns = cluster.namespace_of(req.parent)
+    key = cluster.derivable(lambda: [_key_ref(cluster.spec_of(req.parent)).name])
+    return {"relatedResources": [cluster.secret_rule(ns, key)] if key else []}
 
 
 def claims_for(spec: TokenSpec, issued_at: int) -> JSON:
@@ -118,6 +124,7 @@ def reusable_claims(token: str, spec: TokenSpec, key: bytes) -> JSON | None:
     return claims if exp - iat == spec.lifetime else None
 
 
+@cluster.reports_invalid_spec
 def sync(req: CompositeRequest) -> JSON:
     spec = parse(req.parent)
     secret = cluster.observed(req, SECRET_TYPE, spec.secret_name)

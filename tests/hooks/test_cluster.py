@@ -73,6 +73,41 @@ def condition_of(response: dict[str, Any], type_: str) -> dict[str, Any]:
     return next(c for c in response["status"]["conditions"] if c["type"] == type_)
 
 
+def assert_invalid_spec(
+    client: Any, segment: str, good: dict[str, Any], bad: dict[str, Any], rel: dict, needle: str, good_rel: dict | None = None
+) -> str:
+    """`bad` (a spec value the CRD let through but the hook cannot use) changes nothing and says why.
+
+    First sync: no children, an InvalidSpec condition naming the field, a resync. After `good` was
+    applied (with `good_rel`, default `rel`): every child comes back exactly as last applied and the observed status fields stay.
+    Customize still answers. Returns the condition message.
+    """
+    from tests.support.kube import validate_cr
+
+    fresh = client.post(f"/{segment}/sync", json=request(bad, rel=rel))
+    assert fresh.status_code == 200, fresh.get_json()
+    body = fresh.get_json()
+    assert body["children"] == [] and body["resyncAfterSeconds"] > 0
+    invalid = condition_of(body, names.CONDITION_INVALID_SPEC)
+    assert (invalid["status"], invalid["reason"]) == ("True", "InvalidValue") and needle in invalid["message"]
+    assert validate_cr({**good, "status": body["status"]}) == []  # the status schema (bad may break the spec schema)
+
+    applied = client.post(f"/{segment}/sync", json=request(good, rel=rel if good_rel is None else good_rel)).get_json()
+    with_status = {**bad, "status": applied["status"]}
+    later = client.post(f"/{segment}/sync", json=request(with_status, as_observed(applied["children"]), rel)).get_json()
+    assert sorted(later["children"], key=_identity) == sorted(applied["children"], key=_identity)
+    assert {k: v for k, v in later["status"].items() if k != "conditions"} == {
+        k: v for k, v in applied["status"].items() if k != "conditions"
+    }
+    assert [c for c in later["status"]["conditions"] if c["type"] != names.CONDITION_INVALID_SPEC] == applied["status"]["conditions"]
+    assert client.post(f"/{segment}/customize", json={"parent": bad}).status_code == 200
+    return invalid["message"]
+
+
+def _identity(child: dict[str, Any]) -> tuple[str, str]:
+    return child["kind"], child["metadata"]["name"]
+
+
 # --- tests of hooks/cluster.py ------------------------------------------------------------------------
 
 
@@ -177,6 +212,38 @@ def test_merged_config_unions_list_options_and_ours_win_on_key_collisions():
 )
 def test_conf_value_escapes_or_refuses(value, written):
     assert cluster.conf_value(value) == written
+
+
+def test_invalid_spec_keeps_children_status_and_other_conditions():
+    desired = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "b"}}
+    parent = cr("RestApi", "r", {})
+    parent["status"] = {
+        "replicas": 2,
+        "conditions": [
+            {"type": "Available", "status": "True", "reason": "Ready", "message": "m", "lastTransitionTime": "2024-01-01T00:00:00Z"},
+            {"type": names.CONDITION_INVALID_SPEC, "status": "True", "reason": "InvalidValue", "message": "old",
+             "lastTransitionTime": "2024-02-02T00:00:00Z"},
+        ],
+    }
+    req = parse_composite(request(parent, as_observed([desired])), "RestApi")
+    resp = cluster.invalid_spec_response(req, cluster.InvalidSpec("spec.replicas must be an integer >= 0"))
+    assert resp["children"] == [desired]
+    assert resp["status"]["replicas"] == 2
+    available, invalid = resp["status"]["conditions"]
+    assert available == parent["status"]["conditions"][0]
+    assert invalid["message"].startswith("spec.replicas must be an integer >= 0; ")
+    assert invalid["lastTransitionTime"] == "2024-02-02T00:00:00Z"  # still invalid: the transition time holds
+
+
+def test_an_invalid_spec_is_still_a_400_for_hooks_that_do_not_report_it():
+    assert issubclass(cluster.InvalidSpec, BadHookRequest)
+
+
+def test_derivable_leaves_out_only_the_parts_an_invalid_value_prevents():
+    def bad() -> list[str]:
+        raise cluster.InvalidSpec("spec.x")
+
+    assert cluster.derivable(lambda: ["a"], bad, lambda: ["b"]) == ["a", "b"]
 
 
 def test_conf_field_names_the_field():

@@ -10,7 +10,7 @@ import yaml
 
 from hooks import names
 from hooks.app import create_app
-from tests.hooks.test_cluster import NS, as_observed, by_kind, condition_of, cr, related, secret
+from tests.hooks.test_cluster import NS, as_observed, assert_invalid_spec, by_kind, condition_of, cr, related, secret
 from tests.support.kube import validate_builtin, validate_cr
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,13 +73,6 @@ def slurm_conf(resp: dict) -> str:
 
 def pod_template(resp: dict) -> dict:
     return by_kind(resp)[STS]["spec"]["template"]
-
-
-def bad_request(client, parent, rel=None) -> str:
-    body = {"controller": {}, "parent": parent, "children": {}, "related": rel or {}, "finalizing": False}
-    resp = post(client, "/controller/sync", body)
-    assert resp.status_code == 400, resp.get_json()
-    return resp.get_json()["error"]
 
 
 # --- slurm.conf ----------------------------------------------------------------------------------
@@ -181,8 +174,9 @@ def test_user_cgroup_conf_replaces_ours(client):
         (controller(prologScriptRefs="p"), None, "spec.prologScriptRefs"),
     ],
 )
-def test_input_that_could_inject_lines_or_cannot_be_built_is_refused_naming_the_field(client, parent, rel, field):
-    assert field in bad_request(client, parent, rel)
+def test_input_that_could_inject_lines_or_cannot_be_built_is_a_condition_and_changes_nothing(client, parent, rel, field):
+    rel = related(*keys()) | (rel or {})
+    assert_invalid_spec(client, "controller", controller(), parent, rel, field, good_rel=related(*keys()))
 
 
 # --- children ------------------------------------------------------------------------------------
@@ -519,3 +513,11 @@ def test_secret_with_wrong_key_is_reported_missing(client):
     assert STS in by_kind(resp)
     assert "'slurm.key'" in condition_of(resp, names.CONDITION_REFERENCES_RESOLVED)["message"]
     assert pod_template(resp)["metadata"]["annotations"][names.ANNOTATION_SLURM_KEY_HASH] == ""
+
+
+def test_customize_with_an_invalid_value_still_gives_every_rule_it_can_derive(client):
+    fine = post(client, "/controller/customize", {"parent": controller(configFileRefs=[{"name": "gres"}])}).get_json()
+    bad_name = post(client, "/controller/customize", {"parent": controller(configFileRefs=[{"name": "gres"}], clusterName="a b")})
+    assert bad_name.get_json() == fine  # clusterName shapes no rule
+    bad_refs = post(client, "/controller/customize", {"parent": controller(prologScriptRefs="p")}).get_json()
+    assert [r["resource"] for r in bad_refs["relatedResources"]] == ["nodesets", "secrets"]

@@ -7,7 +7,7 @@ import pytest
 from hooks import names, restapi
 from hooks.app import create_app
 from hooks.contract import parse_composite
-from tests.hooks.test_cluster import as_observed, by_kind, condition_of, cr, related, request
+from tests.hooks.test_cluster import as_observed, assert_invalid_spec, by_kind, condition_of, cr, related, request
 from tests.support.kube import validate_builtin
 
 SLURM_KEY = {"name": "slurm-auth", "key": "slurm.key"}
@@ -147,16 +147,24 @@ def test_customize_asks_for_the_controller_by_name(client):
         ({"controllerRef": {"name": "slurm"}, "template": []}, "spec.template"),
     ],
 )
-def test_bad_input_is_a_400_naming_the_field(client, spec, needle):
-    parent = cr("RestApi", "slurm", spec)
+def test_invalid_spec_is_a_condition_naming_the_field_and_changes_nothing(client, spec, needle):
     for rel in (related(controller()), {}):
-        resp = client.post("/restapi/sync", json=request(parent, rel=rel))
-        assert resp.status_code == 400
-        assert needle in resp.get_json()["error"]
+        assert_invalid_spec(client, "restapi", restapi_cr(), cr("RestApi", "slurm", spec), rel, needle)
 
 
-def test_parent_without_namespace_is_a_400(client):
+def test_invalid_value_in_the_related_controller_keeps_the_deployment_and_says_where(client):
+    applied = sync(client, restapi_cr(), rel=related(controller()))
+    bad = related(controller(slurmKeyRef={"name": "slurm-auth"}))
+    resp = sync(client, restapi_cr(), as_observed(applied["children"]), bad)
+    assert sorted(resp["children"], key=str) == sorted(applied["children"], key=str)
+    assert "related Controller 'slurm' spec.slurmKeyRef.key" in condition_of(resp, names.CONDITION_INVALID_SPEC)["message"]
+
+
+@pytest.mark.parametrize("path", ["/restapi/sync", "/restapi/customize"])
+def test_a_request_that_is_not_a_hook_request_is_still_a_400(client, path):
     parent = restapi_cr()
     del parent["metadata"]["namespace"]
-    resp = client.post("/restapi/customize", json={"parent": parent})
+    resp = client.post(path, json=request(parent))
     assert resp.status_code == 400 and "parent.metadata.namespace" in resp.get_json()["error"]
+    wrong_kind = client.post(path, json=request(cr("Token", "slurm", {})))
+    assert wrong_kind.status_code == 400 and "parent.kind" in wrong_kind.get_json()["error"]

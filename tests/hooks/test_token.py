@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 from decimal import Decimal
 
 import jwt
@@ -10,8 +11,9 @@ import pytest
 
 from hooks import names, token
 from hooks.app import create_app
-from hooks.contract import BadHookRequest, parse_composite
-from tests.hooks.test_cluster import as_observed, condition_of, cr, related, request, secret
+from hooks.cluster import InvalidSpec
+from hooks.contract import parse_composite
+from tests.hooks.test_cluster import as_observed, assert_invalid_spec, condition_of, cr, related, request, secret
 from tests.support.kube import validate_builtin
 
 KEY = b"0123456789abcdef0123456789abcdef"
@@ -194,17 +196,27 @@ def test_go_durations(text, seconds):
         ({"jwtKeyRef": None}, "spec.jwtKeyRef"),
     ],
 )
-def test_bad_input_is_a_400_naming_the_field(client, spec, needle):
-    resp = client.post("/token/sync", json=request(token_cr(**spec), rel=related(key_secret())))
-    assert resp.status_code == 400
-    assert needle in resp.get_json()["error"]
+def test_invalid_spec_is_a_condition_naming_the_field_and_changes_nothing(client, spec, needle):
+    assert_invalid_spec(client, "token", token_cr(), token_cr(**spec), related(key_secret()), needle)
 
 
 def test_parse_rejects_a_missing_key_ref():
-    with pytest.raises(BadHookRequest, match="spec.jwtKeyRef"):
+    with pytest.raises(InvalidSpec, match="spec.jwtKeyRef"):
         token.parse(cr("Token", "ci", {"username": "alice"}))
 
 
 def test_pure_sync_matches_http(clock, client):
     body = request(token_cr(), rel=related(key_secret()))
     assert token.sync(parse_composite(body, "Token")) == client.post("/token/sync", json=body).get_json()
+
+
+def test_still_valid_token_secret_is_byte_identical_across_repeated_syncs(client, clock):
+    first = client.post("/token/sync", json=request(token_cr(), rel=related(key_secret())))
+    (minted,) = first.get_json()["children"]
+    body = request(token_cr(), as_observed([minted]), related(key_secret()))
+    for now in (T0 + 1, T0 + 1, T0 + HOUR // 2, T0 + int(0.8 * HOUR) - 1):
+        clock.now = now
+        answers = [client.post("/token/sync", json=body) for _ in range(2)]
+        assert answers[0].data == answers[1].data  # same observed state, same instant: same bytes
+        (child,) = answers[0].get_json()["children"]
+        assert json.dumps(child, sort_keys=True) == json.dumps(minted, sort_keys=True)

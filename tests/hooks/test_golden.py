@@ -1,0 +1,123 @@
+"""Golden files: the full text of slurm.conf and slurmdbd.conf for representative CRs, byte for byte.
+
+Each case goes through the hook over HTTP (CR in, ConfigMap/Secret out), so the files pin what a
+user gets, not just the renderer. A golden is rewritten only on purpose:
+`UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/hooks/test_golden.py`, then review the diff.
+"""
+
+from __future__ import annotations
+
+import base64
+import difflib
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from hooks.app import create_app
+from tests.hooks.test_cluster import by_kind, cr, related, request, secret
+
+GOLDEN = Path(__file__).parent / "golden"
+KEYS = {"slurmKeyRef": {"name": "slurm-key", "key": "slurm.key"}, "jwtKeyRef": {"name": "jwt-key", "key": "jwt.key"}}
+DBD_SPEC = {
+    **KEYS,
+    "storageConfig": {"host": "mariadb", "username": "slurm", "passwordKeyRef": {"name": "mariadb", "key": "password"}},
+}
+
+
+def key_secrets() -> list[dict]:
+    return [secret("slurm-key", {"slurm.key": b"s" * 32}), secret("jwt-key", {"jwt.key": b"j" * 32})]
+
+
+def configmap(name: str, keys: list[str]) -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "slurm"}, "data": dict.fromkeys(keys, "#!/bin/sh\n")}
+
+
+def nodeset(name: str, **spec) -> dict:
+    return cr("NodeSet", name, {"controllerRef": {"name": "slurm"}, **spec})
+
+
+def slurm_conf(spec: dict, *objects: dict) -> Callable[[], str]:
+    def render() -> str:
+        body = request(cr("Controller", "slurm", {**KEYS, **spec}), rel=related(*key_secrets(), *objects))
+        resp = create_app().test_client().post("/controller/sync", json=body)
+        assert resp.status_code == 200, resp.get_json()
+        return by_kind(resp.get_json())["ConfigMap/slurm-config"]["data"]["slurm.conf"]
+
+    return render
+
+
+def slurmdbd_conf(spec: dict) -> Callable[[], str]:
+    def render() -> str:
+        rel = related(*key_secrets(), secret("mariadb", {"password": b"s3cr3t #pass"}))
+        resp = create_app().test_client().post("/accounting/sync", json=request(cr("Accounting", "slurm", {**DBD_SPEC, **spec}), rel=rel))
+        assert resp.status_code == 200, resp.get_json()
+        return base64.b64decode(by_kind(resp.get_json())["Secret/slurm-accounting"]["data"]["slurmdbd.conf"]).decode()
+
+    return render
+
+
+CASES: dict[str, Callable[[], str]] = {
+    "slurm.conf.plain": slurm_conf({}),
+    "slurm.conf.ha": slurm_conf({"ha": {"enabled": True, "backups": 2}, "persistence": {"existingClaim": "statesave"}}),
+    "slurm.conf.accounting": slurm_conf(
+        {"accountingRef": {"name": "acct"}, "metrics": {"enabled": True}}, cr("Accounting", "acct", DBD_SPEC)
+    ),
+    "slurm.conf.external": slurm_conf(
+        {"external": True, "externalConfig": {"host": "slurmctld.example.com", "port": 6817}, "clusterName": "site",
+         "accountingRef": {"name": "acct"}},
+        cr("Accounting", "acct", {"external": True, "externalConfig": {"host": "slurmdbd.example.com", "port": 6819}}),
+    ),  # fmt: skip
+    "slurm.conf.scripts": slurm_conf(
+        {
+            "prologScriptRefs": [{"name": "prolog"}],
+            "epilogScriptRefs": [{"name": "epilog"}],
+            "prologSlurmctldScriptRefs": [{"name": "ctld"}],
+            "epilogSlurmctldScriptRefs": [{"name": "ctld"}],
+        },
+        configmap("prolog", ["10-mounts.sh", "00-env.sh"]),
+        configmap("epilog", ["cleanup.sh"]),
+        configmap("ctld", ["audit.sh"]),
+    ),
+    "slurm.conf.merged": slurm_conf(
+        {
+            "jwksKeyRef": {"name": "jwks", "key": "jwks.json"},
+            "extraConf": "SchedulerParameters=bf_continue\nslurmctldparameters=enable_stepmgr # ours stay\n"
+            "AuthAltParameters=disable_token_creation\nAuthInfo=cred_expire=70\n",
+        },
+        configmap("jwks", ["jwks.json"]),
+    ),
+    "slurm.conf.nodesets": slurm_conf(
+        {},
+        nodeset("gpu", partition={"enabled": True, "config": "MaxTime=UNLIMITED State=UP"}),
+        nodeset("cpu"),
+        nodeset("login-like", template={"spec": {"hostname": "big-"}}, partition={"enabled": True}),
+        nodeset("debug", partition={"enabled": False, "config": "Default=YES"}),
+        nodeset("elsewhere", controllerRef={"name": "another"}),
+    ),
+    "slurmdbd.conf.plain": slurmdbd_conf({}),
+    "slurmdbd.conf.merged": slurmdbd_conf(
+        {
+            "jwksKeyRef": {"name": "jwks", "key": "jwks.json"},
+            "extraConf": "CommitDelay=1\nAuthInfo=cred_expire=70",
+            "storageConfig": {**DBD_SPEC["storageConfig"], "port": 3307, "database": "acct"},
+        }
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_config_matches_its_golden_file(name):
+    text = CASES[name]().encode()
+    path = GOLDEN / name
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        path.write_bytes(text)
+    assert path.is_file(), f"{path} is missing; create it with UPDATE_GOLDEN=1 and review it"
+    expected = path.read_bytes()
+    diff = "".join(difflib.unified_diff(expected.decode().splitlines(True), text.decode().splitlines(True), str(path), "rendered"))
+    assert text == expected, f"rendered text differs from {path} (UPDATE_GOLDEN=1 rewrites it on purpose):\n{diff}"
+
+
+def test_every_golden_file_has_a_case():
+    assert sorted(p.name for p in GOLDEN.iterdir()) == sorted(CASES)
