@@ -940,6 +940,9 @@ def bridge_pod(*, mutated: bool, named: bool, server_fields: bool) -> JSON:
             ]}}],
         },
     }
+    if mutated:  # the webhook adds the managed-node toleration with the scheduler name
+        pod["spec"]["tolerations"].append(
+            {"key": n.TAINT_MANAGED_NODE, "operator": "Equal", "value": n.BRIDGE_SCHEDULER_NAME, "effect": "NoExecute"})
     if server_fields:
         pod["status"] = {"phase": "Pending", "qosClass": "Guaranteed"}
     return pod
@@ -949,8 +952,6 @@ def managed_pod_sync() -> JSON:
     """A pending bridge pod: no real scheduler serves its schedulerName, so it has no conditions yet."""
     pod = bridge_pod(mutated=True, named=True, server_fields=True)
     pod["metadata"]["finalizers"] = [dc_finalizer("bridge-pod.yaml")]
-    pod["spec"]["tolerations"].append(
-        {"key": n.TAINT_MANAGED_NODE, "operator": "Equal", "value": n.BRIDGE_SCHEDULER_NAME, "effect": "NoExecute"})
     return pod
 
 
@@ -1121,8 +1122,10 @@ def requests() -> dict[str, JSON]:
                   ])
     out["bridge-node-sync.json"] = decorator("bridge-node-worker.yaml", worker, {}, finalizing=False)
     # An external node whose label was just removed: Metacontroller calls finalize (opt-out), the
-    # Slurm node must be drained and deleted before the finalizer goes.
-    external = node("kind-worker3", "172.18.0.5", {}, {n.ANNOTATION_EXTERNAL_NODE_PARTITIONS: "slurm-bridge"},
+    # Slurm node must be drained and deleted before the finalizer goes; slurm_sync still reports it
+    # registered, so the hook holds the node.
+    external = node("kind-worker3", "172.18.0.5", {}, {n.ANNOTATION_EXTERNAL_NODE_PARTITIONS: "slurm-bridge",
+                                                       n.ANNOTATION_EXTERNAL_NODE_REGISTERED: "kind-worker3"},
                     [dc_finalizer("bridge-node-external.yaml")])
     out["bridge-node-finalize.json"] = decorator("bridge-node-external.yaml", external, {}, finalizing=True)
 

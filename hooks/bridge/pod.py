@@ -1,0 +1,71 @@
+"""The bridge pod decorator: publish each pending pod's placeholder job for slurm_sync.
+
+Contract with slurm_sync (all on the pod; `names.*` spell the keys):
+
+* ANNOTATION_PLACEHOLDER_JOB: the job body (compact JSON, sorted keys) to submit as `{"job": …}`.
+  Every live pod of a group publishes the same body and ANNOTATION_PLACEHOLDER_GROUP (the group's
+  identity), so slurm_sync submits one job per group value and labels every member with
+  LABEL_SLURM_JOB_ID. While the job is PENDING, slurm_sync updates it when the body changes.
+  A pending job that no live labelled pod publishes any more (gang fell short, annotations broke)
+  is cancelled. Pods bound to a node, finished or being deleted are left as they are: once Slurm
+  allocated the job, its shape is fixed.
+* ANNOTATION_JOB_ERROR: why no job is published (a malformed `slurmjob.slinky.slurm.net/*`
+  annotation, a missing owner, a gang still short of pods). Exactly one of the job and the error
+  is set; fixing the cause removes the error.
+* Finalize (deletion, or the pod leaving the bridge): the job and error annotations go away and
+  the pod is held until it has no LABEL_SLURM_JOB_ID or slurm_sync sets ANNOTATION_JOB_RELEASED to
+  that job id: slurm_sync does so once this pod no longer needs the job, i.e. it has cancelled
+  the job (or seen it end) or other live pods of the group still run in it.
+"""
+
+from __future__ import annotations
+
+from hooks import names
+from hooks.bridge import annotations, job, quantity, resources, settings, workload
+from hooks.contract import JSON, CustomizeRequest, DecoratorRequest
+
+
+def sync(req: DecoratorRequest) -> JSON:
+    pod = req.object
+    if _settled(pod):
+        return {"annotations": {}}
+    return {"annotations": publish(req)}
+
+
+def customize(req: CustomizeRequest) -> JSON:
+    return {"relatedResources": workload.related_rules(req.parent)}
+
+
+def finalize(req: DecoratorRequest) -> JSON:
+    meta = req.object["metadata"]
+    job_id = (meta.get("labels") or {}).get(names.LABEL_SLURM_JOB_ID, "")
+    released = (meta.get("annotations") or {}).get(names.ANNOTATION_JOB_RELEASED)
+    return {"annotations": _withdrawn(), "finalized": not job_id or released == job_id}
+
+
+def publish(req: DecoratorRequest) -> dict[str, str | None]:
+    """The pod's job annotations: the placeholder job and its group, or the reason there is none."""
+    try:
+        group = workload.resolve(req)
+        parsed = annotations.parse(group.annotations, group.source)
+        pods = resources.of_group(group.members, group.base_cpus, group.base_memory_mib)
+    except (workload.GroupNotReady, annotations.BadAnnotations) as err:
+        return _withdrawn() | {names.ANNOTATION_JOB_ERROR: str(err)}
+    except quantity.BadQuantity as err:  # the API server validates pod resources; be explicit anyway
+        return _withdrawn() | {names.ANNOTATION_JOB_ERROR: f"unreadable resources in the group's pods: {err}"}
+    body = job.description(group, pods, parsed, settings.from_controller(req.controller))
+    return {
+        names.ANNOTATION_PLACEHOLDER_JOB: job.encode(body),
+        names.ANNOTATION_PLACEHOLDER_GROUP: group.key,
+        names.ANNOTATION_JOB_ERROR: None,
+    }
+
+
+def _settled(pod: JSON) -> bool:
+    """Bound, finished or deleting pods keep what they have: their job is decided or over."""
+    return bool((pod.get("spec") or {}).get("nodeName")) or not workload.is_live(pod)
+
+
+def _withdrawn() -> dict[str, str | None]:
+    return {names.ANNOTATION_PLACEHOLDER_JOB: None, names.ANNOTATION_PLACEHOLDER_GROUP: None,
+            names.ANNOTATION_JOB_ERROR: None}
