@@ -34,6 +34,8 @@ sys.path.insert(0, str(ROOT))
 import yaml  # noqa: E402
 
 from hooks import names as n  # noqa: E402
+from hooks.cluster import IMAGE_TAG  # noqa: E402
+from hooks.nodeset_pods import revision_hash  # noqa: E402
 
 OUT = Path(__file__).resolve().parent
 MANIFESTS = ROOT / "compositecontrollers"
@@ -43,11 +45,10 @@ JSON = dict[str, Any]
 NS = "slurm"
 CLUSTER = "slurm"
 BRIDGE_NS = "slurm-bridge"
-IMAGE_TAG = "26.05-ubuntu26.04"
 CREATED = "2025-06-02T09:00:00Z"
 LATER = "2025-06-02T09:00:41Z"
 DELETING = "2025-06-03T15:20:00Z"
-LAST_APPLIED = "metacontroller.k8s.io/last-applied-configuration"
+LAST_APPLIED = n.ANNOTATION_LAST_APPLIED
 
 
 # --------------------------------------------------------------------------- helpers
@@ -515,7 +516,7 @@ def worker_pod(ordinal: int, parent: JSON, slurm_states: list[tuple[str, str]], 
         n.LABEL_NODESET_POD_NAME: name,
         n.LABEL_NODESET_POD_INDEX: str(ordinal),
         n.LABEL_NODESET_POD_HOSTNAME: name,
-        n.LABEL_NODESET_REVISION: f"{NODESET_NAME}-6d5f8c7b9",
+        n.LABEL_NODESET_REVISION: revision_hash(parent),  # pods of the current spec: a steady state
         n.LABEL_NODESET_SCALING_MODE: "StatefulSet",
     }
     desired = {

@@ -290,3 +290,13 @@ def test_example_requests_get_a_computed_answer_or_501(example):
 
 def test_every_route_has_an_example_request():
     assert {p.stem for p in EXAMPLES} == {r.path.strip("/").replace("/", "-") for r in route_table()}
+
+
+def test_nodeset_example_is_a_steady_state():
+    """README's first curl shows a healthy cluster: nothing to create, nothing to drain."""
+    body = (Path(__file__).resolve().parents[2] / "examples" / "requests" / "nodeset-sync.json").read_bytes()
+    resp = create_app().test_client().post("/nodeset/sync", data=body).get_json()
+    observed = sorted(json.loads(body)["children"]["Pod.v1"])
+    assert sorted(f"slurm/{c['metadata']['name']}" for c in resp["children"] if c["kind"] == "Pod") == observed
+    assert resp["status"]["drainingPods"] == []
+    assert resp["status"]["updatedReplicas"] == resp["status"]["replicas"] == 2
