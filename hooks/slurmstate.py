@@ -56,6 +56,16 @@ def is_drained(states: Iterable[str]) -> bool:
     return is_drain(states) and not is_busy(states)
 
 
+def is_released(states: Iterable[str]) -> bool:
+    """Slurm runs no job on the node and will start none: drained, or DOWN with nothing completing.
+
+    A DOWN node is one whose slurmd Slurm gave up on; it has already ended or requeued that node's
+    jobs, so its pod holds nothing. Without this a condemned pod on a dead node would wait forever
+    for a drain that cannot finish (the DOWN reason is Slurm's, which we never override).
+    """
+    return not is_busy(states) and (is_drain(states) or base_state(states) == "DOWN")
+
+
 def is_draining(states: Iterable[str]) -> bool:
     """Drain requested but jobs still run: the pod must stay."""
     return is_drain(states) and is_busy(states)

@@ -104,3 +104,20 @@ def test_operator_reason_prefix() -> None:
     assert slurmstate.is_operator_reason(DRAIN_REASON_PREFIX + " Pod (ns/p) was cordoned")
     assert not slurmstate.is_operator_reason("maint")
     assert not slurmstate.is_operator_reason("")
+
+
+@pytest.mark.parametrize(
+    ("states", "released"),
+    [
+        (["IDLE", "DRAIN"], True),
+        (["DOWN"], True),
+        (["DOWN", "NOT_RESPONDING", "DRAIN"], True),
+        (["DOWN", "COMPLETING"], False),
+        (["ALLOCATED", "DRAIN"], False),
+        (["MIXED"], False),
+        (["IDLE"], False),
+        (["IDLE", "DRAIN", "UNDRAIN"], False),
+    ],
+)
+def test_released_means_no_job_now_and_none_will_start(states, released):
+    assert slurmstate.is_released(states) is released

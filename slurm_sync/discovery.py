@@ -1,0 +1,164 @@
+"""Which Slurm clusters to sync, where their slurmrestd is, and a token to talk to it.
+
+One cluster per ``Controller``. Its slurmrestd is the Service of its oldest ``RestApi`` (as
+Slinky's operator picks it); a URL override serves runs outside the cluster. The token is our
+own short-lived HS256 JWT minted from the cluster's JWT key, so nothing long-lived is stored.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import jwt
+
+from slurm_sync.kube import Kube
+from slurm_sync.logs import register_secret
+from slurm_sync.metrics import Metrics
+from slurm_sync.operator import OperatorLoop
+from slurm_sync.slurm import SlurmClient
+
+log = logging.getLogger(__name__)
+
+RESTAPI_PORT = 6820
+JSON = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ClusterRef:
+    namespace: str
+    controller: str
+    url: str
+    key_secret: str
+    key_name: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.namespace}/{self.controller}"
+
+
+def restapi_url(restapi: str, namespace: str) -> str:
+    return f"http://{restapi}-restapi.{namespace}:{RESTAPI_PORT}"
+
+
+def _meta(obj: JSON) -> JSON:
+    return obj.get("metadata") or {}
+
+
+def _jwt_ref(spec: JSON) -> tuple[str, str] | None:
+    for field in ("jwtKeyRef", "jwtHs256KeyRef"):
+        ref = spec.get(field)
+        if isinstance(ref, Mapping) and ref.get("name") and ref.get("key"):
+            return str(ref["name"]), str(ref["key"])
+    return None
+
+
+def first_restapi(controller: JSON, restapis: Iterable[JSON]) -> str | None:
+    """The oldest RestApi of the controller (ties by name), as Slinky's client map chooses."""
+    ns, name = _meta(controller).get("namespace"), _meta(controller).get("name")
+    mine = [
+        r for r in restapis
+        if _meta(r).get("namespace") == ns and ((r.get("spec") or {}).get("controllerRef") or {}).get("name") == name
+    ]  # fmt: skip
+    mine.sort(key=lambda r: (str(_meta(r).get("creationTimestamp") or ""), str(_meta(r).get("name"))))
+    return str(_meta(mine[0]).get("name")) if mine else None
+
+
+def plan_clusters(controllers: Iterable[JSON], restapis: Iterable[JSON], url_override: str | None) -> tuple[list[ClusterRef], list[str]]:
+    """Every Controller we can reach, and why the others are skipped."""
+    restapis = list(restapis)
+    refs, problems = [], []
+    for controller in controllers:
+        meta, spec = _meta(controller), controller.get("spec") or {}
+        where = f"Controller {meta.get('namespace')}/{meta.get('name')}"
+        key = _jwt_ref(spec)
+        restapi = first_restapi(controller, restapis)
+        if key is None:
+            problems.append(f"{where}: no jwtKeyRef, cannot mint a token")
+        elif url_override is None and restapi is None:
+            problems.append(f"{where}: no RestApi, no slurmrestd to talk to")
+        else:
+            url = url_override or restapi_url(str(restapi), str(meta["namespace"]))
+            refs.append(ClusterRef(str(meta["namespace"]), str(meta["name"]), url, *key))
+    return refs, problems
+
+
+class TokenSource:
+    """A JWT for ``user``, re-minted a fifth of its lifetime before expiry or when the key changes."""
+
+    def __init__(self, user: str, lifetime: int, clock: Callable[[], float] = time.time) -> None:
+        self.user = user
+        self.lifetime = lifetime
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._key: bytes | None = None
+        self._version = ""
+        self._token: str | None = None
+        self._refresh_at = 0.0
+
+    def set_key(self, key: bytes, version: str) -> None:
+        with self._lock:
+            if key != self._key or version != self._version:
+                self._key, self._version, self._token = key, version, None
+
+    def __call__(self) -> str:
+        with self._lock:
+            if self._key is None:
+                raise RuntimeError("no JWT key loaded yet")
+            now = self._clock()
+            if self._token is None or now >= self._refresh_at:
+                issued = int(now)
+                claims = {"iat": issued, "exp": issued + self.lifetime, "sun": self.user}
+                self._token = jwt.encode(claims, self._key, algorithm="HS256")
+                register_secret(self._token)
+                self._refresh_at = issued + self.lifetime * 4 / 5
+            return self._token
+
+
+@dataclass
+class ClusterHandle:
+    ref: ClusterRef
+    tokens: TokenSource
+    client: SlurmClient
+    loop: OperatorLoop
+
+
+class Clusters:
+    """The live set of clusters: one client, token source and loop each."""
+
+    def __init__(self, kube: Kube, metrics: Metrics, user: str, lifetime: int, slurm_timeout: float) -> None:
+        self.kube = kube
+        self.metrics = metrics
+        self.user = user
+        self.lifetime = lifetime
+        self.slurm_timeout = slurm_timeout
+        self.handles: dict[str, ClusterHandle] = {}
+
+    def update(self, refs: Iterable[ClusterRef]) -> None:
+        """Add new clusters, drop gone ones, rebuild those whose URL or key reference changed."""
+        wanted = {ref.name: ref for ref in refs}
+        for name in list(self.handles):
+            if name not in wanted or self.handles[name].ref != wanted[name]:
+                self.handles.pop(name).client.close()
+                log.info("cluster %s: removed", name)
+        for name, ref in wanted.items():
+            if name not in self.handles:
+                tokens = TokenSource(self.user, self.lifetime)
+                client = SlurmClient(ref.url, tokens, timeout=self.slurm_timeout)
+                loop = OperatorLoop(name, ref.namespace, ref.controller, client, self.kube, self.metrics)
+                self.handles[name] = ClusterHandle(ref, tokens, client, loop)
+                log.info("cluster %s: slurmrestd at %s", name, ref.url)
+
+    def load_key(self, handle: ClusterHandle) -> None:
+        """Read the JWT key each pass; a new resourceVersion re-mints the token."""
+        secret = self.kube.read_secret_key(handle.ref.namespace, handle.ref.key_secret, handle.ref.key_name)
+        handle.tokens.set_key(secret.data, secret.resource_version)
+
+    def close(self) -> None:
+        for handle in self.handles.values():
+            handle.client.close()
+        self.handles.clear()

@@ -1,0 +1,89 @@
+"""The Kubernetes API as slurm_sync uses it, through the official client.
+
+Reads come back as plain JSON dicts (``_preload_content=False``), the same shape the hooks see,
+so the views never depend on the client's model classes. Writes are patches with the smallest
+body: strategic merge for pods (the client's default for a dict body), JSON merge for our CRs.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from kubernetes import client
+
+from hooks import names
+
+JSON = dict[str, Any]
+WriteCounter = Callable[[str, str], None]  # (kind, verb)
+
+
+@dataclass(frozen=True)
+class SecretValue:
+    data: bytes
+    resource_version: str
+
+
+def selector(labels: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+class Kube:
+    """Typed reads and counted writes over one ``ApiClient``."""
+
+    def __init__(self, api: client.ApiClient, count_write: WriteCounter = lambda kind, verb: None) -> None:
+        self.core = client.CoreV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+        self._count = count_write
+
+    @staticmethod
+    def _json(response: Any) -> JSON:
+        return orjson.loads(response.data)
+
+    # --- reads ----------------------------------------------------------------------------
+
+    def list_custom(self, plural: str, namespace: str | None) -> list[JSON]:
+        if namespace is None:
+            body = self.custom.list_cluster_custom_object(names.GROUP, names.VERSION, plural)
+        else:
+            body = self.custom.list_namespaced_custom_object(names.GROUP, names.VERSION, namespace, plural)
+        return list(body.get("items") or [])
+
+    def list_pods(self, namespace: str, labels: dict[str, str]) -> list[JSON]:
+        response = self.core.list_namespaced_pod(namespace, label_selector=selector(labels), _preload_content=False)
+        return list(self._json(response).get("items") or [])
+
+    def read_pod(self, namespace: str, name: str) -> JSON:
+        return self._json(self.core.read_namespaced_pod(name, namespace, _preload_content=False))
+
+    def list_nodes(self) -> list[JSON]:
+        return list(self._json(self.core.list_node(_preload_content=False)).get("items") or [])
+
+    def read_secret_key(self, namespace: str, name: str, key: str) -> SecretValue:
+        """One key of a Secret, decoded; KeyError when the key is missing."""
+        secret = self._json(self.core.read_namespaced_secret(name, namespace, _preload_content=False))
+        data = (secret.get("data") or {})[key]
+        return SecretValue(base64.b64decode(data), str(secret["metadata"].get("resourceVersion", "")))
+
+    # --- writes ---------------------------------------------------------------------------
+
+    def patch_pod(self, namespace: str, name: str, body: JSON, subresource: str = "") -> None:
+        """Strategic merge patch of a pod or its status (a dict body makes the client send
+        ``application/strategic-merge-patch+json``)."""
+        if subresource == "status":
+            self.core.patch_namespaced_pod_status(name, namespace, body, _preload_content=False)
+            self._count("pod_status", "patch")
+        else:
+            self.core.patch_namespaced_pod(name, namespace, body, _preload_content=False)
+            self._count("pod", "patch")
+
+    def annotate_nodeset(self, namespace: str, name: str, key: str, value: str) -> None:
+        """JSON merge patch (custom resources have no strategic merge)."""
+        body = {"metadata": {"annotations": {key: value}}}
+        self.custom.patch_namespaced_custom_object(
+            names.GROUP, names.VERSION, namespace, "nodesets", name, body, _preload_content=False
+        )
+        self._count("nodeset", "patch")

@@ -1,0 +1,204 @@
+"""One pass of the operator loop for one cluster: read both sides, plan, execute.
+
+Execution order keeps the protocol safe when a write fails half-way: each pod's Kubernetes
+patches go first, so a drained mark is always cleared before its drain is lifted; an undrain
+is skipped when that pod's patches failed. A 409 is retried from a fresh read of the pod.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kubernetes.client.exceptions import ApiException
+
+from hooks import names
+from slurm_sync import plan as planning
+from slurm_sync.kube import Kube
+from slurm_sync.metrics import Metrics
+from slurm_sync.plan import PodPlan, PodState, SlurmView
+from slurm_sync.slurm import ListingWatch, SlurmClient
+from slurm_sync.slurm_errors import SlurmError
+from slurm_sync.slurm_types import Node
+from slurm_sync.view import (
+    ClusterView,
+    PodView,
+    nodeset_controller,
+    read_controller_pod,
+    read_kube_node,
+    read_nodeset,
+    read_pod,
+)
+
+log = logging.getLogger(__name__)
+
+CONFLICT_ATTEMPTS = 3
+CONTROLLER_APP = "slurmctld"
+
+
+def utc_now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class PassResult:
+    cluster: str
+    slurm_ok: bool  # listing and ping answered: readiness
+    errors: tuple[str, ...]
+    kube_writes: int
+    slurm_writes: int
+
+    @property
+    def ok(self) -> bool:
+        return self.slurm_ok and not self.errors
+
+
+def read_cluster(kube: Kube, namespace: str, controller: str) -> ClusterView:
+    """The cluster's worker pods (by the cluster label), its NodeSets, Nodes and slurmctld pods."""
+    pods = [v for obj in kube.list_pods(namespace, {names.LABEL_CLUSTER: controller}) if (v := read_pod(obj))]
+    nodesets = [read_nodeset(o) for o in kube.list_custom("nodesets", namespace) if nodeset_controller(o) == controller]
+    node_names = {p.node_name for p in pods if p.node_name}
+    kube_nodes = [read_kube_node(o) for o in kube.list_nodes()] if node_names else []
+    ctl_labels = {names.LABEL_NAME: CONTROLLER_APP, names.LABEL_INSTANCE: controller}
+    return ClusterView(
+        namespace=namespace,
+        controller=controller,
+        pods=tuple(pods),
+        nodesets={n.name: n for n in nodesets},
+        kube_nodes={n.name: n for n in kube_nodes if n.name in node_names},
+        controller_pods=tuple(read_controller_pod(o) for o in kube.list_pods(namespace, ctl_labels)),
+    )
+
+
+@dataclass
+class Tally:
+    """What one pass did and what went wrong (mutable: filled in while executing)."""
+
+    errors: list[str] = field(default_factory=list)
+    kube_writes: int = 0
+    slurm_writes: int = 0
+
+
+class OperatorLoop:
+    """The Slurm <-> Kubernetes loop for one cluster; keeps only the node watch between passes."""
+
+    def __init__(
+        self,
+        name: str,
+        namespace: str,
+        controller: str,
+        slurm: SlurmClient,
+        kube: Kube,
+        metrics: Metrics,
+        now: Callable[[], str] = utc_now,
+    ) -> None:
+        self.name = name
+        self.namespace = namespace
+        self.controller = controller
+        self.slurm = slurm
+        self.kube = kube
+        self.metrics = metrics
+        self._now = now
+        self._watch: ListingWatch[str, Node] = slurm.node_watch()
+
+    def read_slurm(self, tally: Tally) -> SlurmView:
+        nodes = ping = None
+        try:
+            nodes = self._watch.poll().items
+        except SlurmError as exc:
+            self._slurm_error(tally, "list nodes", exc)
+        try:
+            ping = self.slurm.ping()
+        except SlurmError as exc:
+            self._slurm_error(tally, "ping", exc)
+        return SlurmView(nodes=nodes, ping=ping)
+
+    def run_pass(self) -> PassResult:
+        started = time.perf_counter()
+        tally = Tally()
+        slurm = self.read_slurm(tally)
+        slurm_ok = slurm.nodes is not None and slurm.ping is not None
+        try:
+            cluster = read_cluster(self.kube, self.namespace, self.controller)
+        except ApiException as exc:
+            tally.errors.append(f"reading Kubernetes objects: HTTP {exc.status} {exc.reason}")
+            log.error("cluster %s: reading Kubernetes objects failed: HTTP %s %s", self.name, exc.status, exc.reason)
+        else:
+            self._execute(cluster, slurm, tally)
+        self.metrics.poll_seconds.labels(self.name).observe(time.perf_counter() - started)
+        self.metrics.cluster_up.labels(self.name).set(1 if slurm_ok else 0)
+        return PassResult(self.name, slurm_ok, tuple(tally.errors), tally.kube_writes, tally.slurm_writes)
+
+    def _execute(self, cluster: ClusterView, slurm: SlurmView, tally: Tally) -> None:
+        now = self._now()
+        states: dict[str, PodState] = {}
+        for pod in cluster.pods:
+            states[pod.name] = self._apply_pod(planning.plan_pod(pod, cluster, slurm, now), cluster, slurm, now, tally)
+        for patch in planning.controller_patches(cluster.controller_pods, slurm.ping):
+            self._kube_write(tally, f"pod {patch.name}", lambda p=patch: self.kube.patch_pod(p.namespace, p.name, p.body))
+        for touch in planning.nodeset_touches(cluster, states):
+            self._kube_write(
+                tally,
+                f"nodeset {touch.name}",
+                lambda t=touch: self.kube.annotate_nodeset(t.namespace, t.name, names.ANNOTATION_SLURM_OBSERVED, t.value),
+            )
+
+    def _apply_pod(self, pod_plan: PodPlan, cluster: ClusterView, slurm: SlurmView, now: str, tally: Tally) -> PodState:
+        """Patches (retried from a fresh read on 409), then Slurm updates; the hook-visible state."""
+        for attempt in range(CONFLICT_ATTEMPTS):
+            try:
+                for patch in pod_plan.patches:
+                    self.kube.patch_pod(patch.namespace, patch.name, patch.body, patch.subresource)
+                    tally.kube_writes += 1
+                break
+            except ApiException as exc:
+                if exc.status == 409 and attempt + 1 < CONFLICT_ATTEMPTS:
+                    log.info("pod %s/%s: conflict, retrying from fresh state", pod_plan.pod.namespace, pod_plan.pod.name)
+                    fresh = self._reread(pod_plan.pod, tally)
+                    if fresh is None:
+                        return planning.observed_state(pod_plan.pod)
+                    pod_plan = planning.plan_pod(fresh, cluster, slurm, now)
+                    continue
+                tally.errors.append(f"patch pod {pod_plan.pod.name}: HTTP {exc.status}")
+                log.error("pod %s/%s: patch failed: HTTP %s %s", pod_plan.pod.namespace, pod_plan.pod.name, exc.status, exc.reason)
+                self._slurm_updates(pod_plan, tally, lifts_allowed=False)
+                return planning.observed_state(pod_plan.pod)
+        self._slurm_updates(pod_plan, tally, lifts_allowed=True)
+        return pod_plan.state
+
+    def _reread(self, pod: PodView, tally: Tally) -> PodView | None:
+        try:
+            return read_pod(self.kube.read_pod(pod.namespace, pod.name))
+        except ApiException as exc:
+            tally.errors.append(f"read pod {pod.name}: HTTP {exc.status}")
+            return None
+
+    def _slurm_updates(self, pod_plan: PodPlan, tally: Tally, lifts_allowed: bool) -> None:
+        for action in pod_plan.slurm:
+            if action.lifts_drain and not lifts_allowed:
+                continue
+            what = ",".join(action.update.state) or "comment"
+            try:
+                self.slurm.update_node(action.node, action.update)
+            except SlurmError as exc:
+                self._slurm_error(tally, f"update node {action.node} ({what})", exc)
+                continue
+            tally.slurm_writes += 1
+            self.metrics.slurm_writes.labels(self.name, what).inc()
+            log.info("cluster %s: node %s: %s %s", self.name, action.node, what, action.update.reason or "")
+
+    def _kube_write(self, tally: Tally, what: str, write: Callable[[], None]) -> None:
+        try:
+            write()
+            tally.kube_writes += 1
+        except ApiException as exc:
+            tally.errors.append(f"{what}: HTTP {exc.status}")
+            log.error("cluster %s: %s: HTTP %s %s", self.name, what, exc.status, exc.reason)
+
+    def _slurm_error(self, tally: Tally, what: str, exc: SlurmError) -> None:
+        self.metrics.count_slurm_error(self.name, exc)
+        tally.errors.append(f"{what}: {exc}")
+        log.warning("cluster %s: %s failed: %s", self.name, what, exc)

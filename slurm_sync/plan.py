@@ -1,0 +1,273 @@
+"""One pass of the operator loop as a pure function: (Slurm's answer, Kubernetes views) -> writes.
+
+Safety rules (DESIGN §4), all decided here so they are unit-testable:
+
+* ``SlurmView.nodes is None`` means the listing failed: no node-derived write at all (no mark
+  set or cleared, no drain lifted, no condition touched). Unknown is not false.
+* A node missing from a successful, complete listing is "absent"; only then the absent mark.
+* We lift only drains whose reason starts with our prefix and whose intent is gone, and never
+  touch a node whose reason is someone else's (an administrator's or Slurm's own).
+* Every write is the difference between desired and observed; equal state plans nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import unicodedata
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from hooks import names, slurmstate
+from slurm_sync.slurm_types import Node, NodeUpdate, PingResult
+from slurm_sync.view import JSON, ClusterView, ControllerPodView, NodeSetView, PodView
+
+MAX_REASON = 256
+_WHITESPACE_CONTROLS = str.maketrans({"\t": " ", "\r": " ", "\n": " "})
+
+
+@dataclass(frozen=True)
+class SlurmView:
+    """What Slurm told us this pass; None where the call failed (unknown, never empty)."""
+
+    nodes: Mapping[str, Node] | None
+    ping: PingResult | None
+
+
+@dataclass(frozen=True)
+class SlurmAction:
+    node: str
+    update: NodeUpdate
+    lifts_drain: bool  # UNDRAIN/RESUME: only after the pod's marks were cleared
+
+
+@dataclass(frozen=True)
+class PodPatch:
+    """A strategic-merge patch of a pod (``subresource`` "status" for conditions)."""
+
+    namespace: str
+    name: str
+    subresource: str
+    body: JSON
+
+
+@dataclass(frozen=True)
+class NodeSetTouch:
+    namespace: str
+    name: str
+    value: str
+
+
+@dataclass(frozen=True)
+class PodState:
+    """What the NodeSet hook reads from a pod, after this pass's writes."""
+
+    drained: bool
+    absent: bool
+    states: tuple[str, ...]  # SlurmNodeState* condition types
+
+
+@dataclass(frozen=True)
+class PodPlan:
+    pod: PodView
+    patches: tuple[PodPatch, ...]
+    slurm: tuple[SlurmAction, ...]
+    state: PodState
+
+
+# --- reasons --------------------------------------------------------------------------------
+
+
+def sanitize_reason(text: str) -> str:
+    """Slinky's rule for the node-cordon-reason annotation: tab/CR/LF become spaces, other
+    control characters go, then trim and cut to 256 characters (Slurm stores one line)."""
+    text = text.translate(_WHITESPACE_CONTROLS)
+    text = "".join(ch for ch in text if unicodedata.category(ch) != "Cc")
+    return text.strip()[:MAX_REASON].strip()
+
+
+def operator_reason(reason: str) -> str:
+    """Our reasons carry the prefix so that we can tell our drains from everyone else's."""
+    return reason if slurmstate.is_operator_reason(reason) else f"{names.DRAIN_REASON_PREFIX} {reason}"
+
+
+def drain_intent(pod: PodView, cluster: ClusterView) -> str | None:
+    """Why the pod's Slurm node must be drained (prefixed), or None: node cordon, NodeSet intent, pod cordon."""
+    node = cluster.kube_nodes.get(pod.node_name or "")
+    if node is not None and node.unschedulable:
+        reason = sanitize_reason(node.cordon_reason or "")
+        return operator_reason(reason or f"Node ({node.name}) was cordoned, Pod ({pod.namespace}/{pod.name}) must be cordoned")
+    nodeset = cluster.nodesets.get(pod.nodeset or "")
+    if nodeset is not None and pod.name in nodeset.intents:
+        return operator_reason(nodeset.intents[pod.name])
+    if pod.cordoned:
+        return operator_reason(f"Pod ({pod.namespace}/{pod.name}) was cordoned")
+    return None
+
+
+def drain_action(pod: PodView, node: Node, intent: str | None) -> SlurmAction | None:
+    """DRAIN for an intent, UNDRAIN/RESUME for our own drain without one; never someone else's."""
+    if pod.terminating or (node.reason and not slurmstate.is_operator_reason(node.reason)):
+        return None
+    if intent is not None:
+        if slurmstate.is_drain(node.state) and node.reason == intent:
+            return None
+        return SlurmAction(node.name, NodeUpdate(state=("DRAIN",), reason=intent), lifts_drain=False)
+    if not node.reason:
+        return None
+    if slurmstate.is_drain(node.state):
+        return SlurmAction(node.name, NodeUpdate(state=("UNDRAIN",)), lifts_drain=True)
+    # our DOWN (the pod's preStop): back to service once the new pod runs
+    if node.base_state == "DOWN" and "NOT_RESPONDING" not in node.state and pod.healthy:
+        return SlurmAction(node.name, NodeUpdate(state=("RESUME",)), lifts_drain=True)
+    return None
+
+
+# --- pod writes -----------------------------------------------------------------------------
+
+
+def pod_comment(pod: PodView, nodeset: NodeSetView | None) -> str:
+    """The Slurm node comment linking back to the pod (Slinky's podInfo JSON)."""
+    info = {
+        "namespace": pod.namespace,
+        "podName": pod.name,
+        "node": pod.node_name or "",
+        "nodeSetName": nodeset.name if nodeset else (pod.nodeset or ""),
+        "nodeSetUID": nodeset.uid if nodeset else "",
+    }
+    return json.dumps(info, separators=(",", ":"))
+
+
+def conditions_patch(pod: PodView, desired: list[dict[str, Any]], now: str) -> JSON | None:
+    """Strategic merge on ``status.conditions`` (merge key ``type``): changed ones, and a
+    ``$patch: delete`` for each stale SlurmNodeState* condition. Other conditions are untouched."""
+    items: list[dict[str, Any]] = []
+    wanted = {c["type"] for c in desired}
+    for cond in desired:
+        seen = pod.state_conditions.get(cond["type"])
+        if seen is None or seen.get("status") != cond["status"]:
+            items.append({**cond, "lastTransitionTime": now})
+        elif seen.get("message", "") != cond["message"]:
+            items.append({"type": cond["type"], "message": cond["message"]})
+    items += [{"type": t, "$patch": "delete"} for t in sorted(pod.state_conditions) if t not in wanted]
+    return {"status": {"conditions": items}} if items else None
+
+
+def metadata_patch(pod: PodView, labels: Mapping[str, str | None], annotations: Mapping[str, str | None]) -> JSON | None:
+    """Only the keys whose value differs; None deletes (strategic merge treats null as delete)."""
+    meta: dict[str, Any] = {}
+    for field, current, wanted in (("labels", pod.labels, labels), ("annotations", pod.annotations, annotations)):
+        diff = {k: v for k, v in wanted.items() if current.get(k) != v}
+        if diff:
+            meta[field] = diff
+    return {"metadata": meta} if meta else None
+
+
+def _flag(value: bool) -> str | None:
+    return "true" if value else None
+
+
+def observed_state(pod: PodView) -> PodState:
+    """The hook's inputs as they are on the pod now."""
+    return PodState(
+        drained=pod.annotations.get(names.ANNOTATION_DRAINED) == "true",
+        absent=pod.annotations.get(names.ANNOTATION_SLURM_NODE_ABSENT) == "true",
+        states=tuple(sorted(pod.state_conditions)),
+    )
+
+
+def plan_pod(pod: PodView, cluster: ClusterView, slurm: SlurmView, now: str) -> PodPlan:
+    """Everything one pod needs this pass. Without a listing: nothing."""
+    if slurm.nodes is None:
+        return PodPlan(pod, (), (), observed_state(pod))
+    node = slurm.nodes.get(pod.slurm_node)
+    nodeset = cluster.nodesets.get(pod.nodeset or "")
+    actions: list[SlurmAction] = []
+    if node is None:
+        desired: list[dict[str, Any]] = []
+        drained = busy = False
+    else:
+        desired = slurmstate.node_conditions(node.state, node.reason)
+        busy = node.busy
+        action = drain_action(pod, node, drain_intent(pod, cluster))
+        # a drain being lifted no longer holds, even though the listing still shows it
+        drained = slurmstate.is_released(node.state) and not (action is not None and action.lifts_drain)
+        if action is not None:
+            actions.append(action)
+        comment = pod_comment(pod, nodeset)
+        if pod.healthy and pod.node_name and node.comment != comment:
+            actions.append(SlurmAction(node.name, NodeUpdate(comment=comment), lifts_drain=False))
+    protect = busy and (nodeset.protect if nodeset else True)
+    patches = []
+    status = conditions_patch(pod, desired, now)
+    if status is not None:
+        patches.append(PodPatch(pod.namespace, pod.name, "status", status))
+    meta = metadata_patch(
+        pod,
+        {names.LABEL_POD_PROTECT: _flag(protect)},
+        {names.ANNOTATION_DRAINED: _flag(drained), names.ANNOTATION_SLURM_NODE_ABSENT: _flag(node is None)},
+    )
+    if meta is not None:
+        patches.append(PodPatch(pod.namespace, pod.name, "", meta))
+    state = PodState(drained=drained, absent=node is None, states=tuple(sorted(c["type"] for c in desired)))
+    return PodPlan(pod, tuple(patches), tuple(actions), state)
+
+
+# --- NodeSet touch and the active controller ------------------------------------------------
+
+
+def observed_hash(states: Iterable[tuple[str, PodState]]) -> str:
+    """A digest of what the NodeSet hook reads from its pods (marks and Slurm states)."""
+    data = [[name, s.drained, s.absent, list(s.states)] for name, s in sorted(states, key=lambda item: item[0])]
+    return hashlib.sha256(json.dumps(data, separators=(",", ":")).encode()).hexdigest()[:16]
+
+
+def nodeset_touches(cluster: ClusterView, states: Mapping[str, PodState]) -> tuple[NodeSetTouch, ...]:
+    """Annotate each NodeSet whose pods' hook inputs changed, so Metacontroller re-syncs it."""
+    touches = []
+    for nodeset in sorted(cluster.nodesets.values(), key=lambda n: n.name):
+        mine = [(p.name, states[p.name]) for p in cluster.pods if p.nodeset == nodeset.name and p.name in states]
+        value = observed_hash(mine)
+        if value != nodeset.observed_hash:
+            touches.append(NodeSetTouch(nodeset.namespace, nodeset.name, value))
+    return tuple(touches)
+
+
+def active_hostname(ping: PingResult) -> str | None:
+    """The slurmctld in charge: the responding one that says it is primary, else the first responding."""
+    responding = ping.responding
+    primary = [c for c in responding if c.primary]
+    chosen = (primary or list(responding))[:1]
+    return chosen[0].hostname if chosen else None
+
+
+def controller_patches(pods: Iterable[ControllerPodView], ping: PingResult | None) -> tuple[PodPatch, ...]:
+    """Move the active label to the answering slurmctld; without an answer, leave it where it is."""
+    active = active_hostname(ping) if ping is not None else None
+    if active is None:
+        return ()
+    patches = []
+    for pod in pods:
+        wanted = pod.hostname == active
+        if wanted != pod.active:
+            body = {"metadata": {"labels": {names.LABEL_ACTIVE_CONTROLLER: _flag(wanted)}}}
+            patches.append(PodPatch(pod.namespace, pod.name, "", body))
+    return tuple(patches)
+
+
+@dataclass(frozen=True)
+class Plan:
+    pods: tuple[PodPlan, ...]
+    controllers: tuple[PodPatch, ...]
+
+    @property
+    def writes(self) -> int:
+        return sum(len(p.patches) + len(p.slurm) for p in self.pods) + len(self.controllers)
+
+
+def plan_cluster(cluster: ClusterView, slurm: SlurmView, now: str) -> Plan:
+    return Plan(
+        pods=tuple(plan_pod(pod, cluster, slurm, now) for pod in cluster.pods),
+        controllers=controller_patches(cluster.controller_pods, slurm.ping),
+    )

@@ -1,0 +1,135 @@
+"""The slurm_sync service: discover clusters, run a pass over each, serve health and metrics.
+
+A failing cluster never stops the others: each pass is isolated, and its outcome feeds
+readiness, which is false before the first successful pass and while any cluster's Slurm is
+unreachable (so an operator sees at once that drains are on hold).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from kubernetes.client.exceptions import ApiException
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from slurm_sync.discovery import ClusterHandle, Clusters, plan_clusters
+from slurm_sync.kube import Kube
+from slurm_sync.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Config:
+    namespace: str | None  # None: every namespace
+    poll_interval: float = 10.0
+    slurm_url: str | None = None
+    token_user: str = "slurm"
+    token_lifetime: int = 300
+    slurm_timeout: float = 10.0
+    bind: str = "127.0.0.1:8081"
+
+
+class Health:
+    """Readiness: a successful pass happened, and no cluster is failing now."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._passed = False
+        self._failing: frozenset[str] = frozenset()
+
+    def record(self, failing: Iterable[str]) -> None:
+        with self._lock:
+            self._failing = frozenset(failing)
+            self._passed = self._passed or not self._failing
+
+    def ready(self) -> tuple[bool, str]:
+        with self._lock:
+            if not self._passed:
+                return False, "no successful pass yet" + (f"; failing: {', '.join(sorted(self._failing))}" if self._failing else "")
+            if self._failing:
+                return False, f"failing: {', '.join(sorted(self._failing))}"
+            return True, "ok"
+
+
+class Service:
+    def __init__(self, config: Config, kube: Kube, metrics: Metrics) -> None:
+        self.config = config
+        self.kube = kube
+        self.metrics = metrics
+        self.health = Health()
+        self.clusters = Clusters(kube, metrics, config.token_user, config.token_lifetime, config.slurm_timeout)
+
+    def run_pass(self) -> bool:
+        """One pass over every cluster; True only if every cluster's pass succeeded."""
+        try:
+            controllers = self.kube.list_custom("controllers", self.config.namespace)
+            restapis = self.kube.list_custom("restapis", self.config.namespace)
+        except ApiException as exc:
+            log.error("discovery failed: HTTP %s %s", exc.status, exc.reason)
+            self.health.record(["discovery"])
+            return False
+        refs, problems = plan_clusters(controllers, restapis, self.config.slurm_url)
+        for problem in problems:
+            log.warning("skipping %s", problem)
+        self.clusters.update(refs)
+        failing = [name for name, handle in sorted(self.clusters.handles.items()) if not self._sync_one(handle)]
+        self.health.record(failing)
+        return not failing
+
+    def _sync_one(self, handle: ClusterHandle) -> bool:
+        name = handle.ref.name
+        try:
+            self.clusters.load_key(handle)
+            result = handle.loop.run_pass()
+        except ApiException as exc:
+            log.error("cluster %s: JWT key Secret %s: HTTP %s %s", name, handle.ref.key_secret, exc.status, exc.reason)
+            return False
+        except Exception:  # one cluster's bug must not stop the others
+            log.exception("cluster %s: pass crashed", name)
+            return False
+        level = logging.INFO if result.ok else logging.WARNING
+        log.log(level, "cluster %s: pass %s (kube writes %d, slurm writes %d)%s", name, "ok" if result.ok else "failed",
+                result.kube_writes, result.slurm_writes, "; " + "; ".join(result.errors) if result.errors else "")
+        return result.ok
+
+    def run_forever(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            self.run_pass()
+            stop.wait(self.config.poll_interval)
+
+    def close(self) -> None:
+        self.clusters.close()
+
+
+def health_server(bind: str, health: Health, metrics: Metrics) -> ThreadingHTTPServer:
+    """``/healthz``, ``/readyz`` and ``/metrics`` on ``host:port`` (serve_forever in a thread)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            if self.path == "/healthz":
+                self._send(200, b"ok\n", "text/plain")
+            elif self.path == "/readyz":
+                ok, why = health.ready()
+                self._send(200 if ok else 503, why.encode() + b"\n", "text/plain")
+            elif self.path == "/metrics":
+                self._send(200, generate_latest(metrics.registry), CONTENT_TYPE_LATEST)
+            else:
+                self._send(404, b"not found\n", "text/plain")
+
+        def _send(self, code: int, body: bytes, content_type: str) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - probes are not news
+            log.debug("health %s", format % args)
+
+    host, _, port = bind.rpartition(":")
+    return ThreadingHTTPServer((host.strip("[]") or "127.0.0.1", int(port)), Handler)

@@ -1,0 +1,167 @@
+"""What one pass knows about a cluster's Kubernetes objects, read defensively into frozen views.
+
+Objects come from the apiserver as plain JSON dicts (camelCase). Reading never fails: a field
+that cannot be read takes the value that makes slurm_sync do nothing (no intent, not ours).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from hooks import names, slurmstate
+
+JSON = Mapping[str, Any]
+
+# NodeSet.spec.workloadDisruptionProtection defaults to true (the CRD's default).
+DEFAULT_PROTECTION = True
+
+
+@dataclass(frozen=True)
+class PodView:
+    """A NodeSet worker pod: its identity, its Slurm node, and what slurm_sync last wrote on it."""
+
+    namespace: str
+    name: str
+    slurm_node: str
+    node_name: str | None
+    nodeset: str | None
+    phase: str
+    ready: bool
+    terminating: bool
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    state_conditions: Mapping[str, JSON]  # SlurmNodeState* conditions by type
+
+    @property
+    def cordoned(self) -> bool:
+        return self.annotations.get(names.ANNOTATION_POD_CORDON) == "true"
+
+    @property
+    def healthy(self) -> bool:
+        return self.phase == "Running" and self.ready and not self.terminating
+
+
+@dataclass(frozen=True)
+class NodeSetView:
+    namespace: str
+    name: str
+    uid: str
+    protect: bool  # workloadDisruptionProtection
+    intents: Mapping[str, str]  # status.drainingPods: pod name -> reason
+    observed_hash: str | None  # our ANNOTATION_SLURM_OBSERVED
+
+
+@dataclass(frozen=True)
+class KubeNodeView:
+    name: str
+    unschedulable: bool
+    cordon_reason: str | None
+
+
+@dataclass(frozen=True)
+class ControllerPodView:
+    namespace: str
+    name: str
+    hostname: str  # the SlurmctldHost name slurmctld answers ping with
+    active: bool
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """The Kubernetes side of one Slurm cluster (one Controller)."""
+
+    namespace: str
+    controller: str
+    pods: tuple[PodView, ...]
+    nodesets: Mapping[str, NodeSetView]
+    kube_nodes: Mapping[str, KubeNodeView]
+    controller_pods: tuple[ControllerPodView, ...]
+
+
+def _map(value: Any) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        return {}
+    return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def _obj(value: Any) -> JSON:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _nodeset_owner(meta: JSON) -> str | None:
+    for ref in meta.get("ownerReferences") or []:
+        if isinstance(ref, Mapping) and ref.get("kind") == "NodeSet" and ref.get("controller") is True:
+            return _str(ref.get("name")) or None
+    return None
+
+
+def read_pod(obj: JSON) -> PodView | None:
+    """A worker pod, or None when it is not one (no NodeSet owner or hostname label)."""
+    meta, spec, status = _obj(obj.get("metadata")), _obj(obj.get("spec")), _obj(obj.get("status"))
+    labels = _map(meta.get("labels"))
+    name = _str(meta.get("name"))
+    nodeset = _nodeset_owner(meta)
+    if not name or nodeset is None and names.LABEL_NODESET_POD_HOSTNAME not in labels:
+        return None
+    conditions = [c for c in status.get("conditions") or [] if isinstance(c, Mapping) and isinstance(c.get("type"), str)]
+    ready = any(c["type"] == "Ready" and c.get("status") == "True" for c in conditions)
+    return PodView(
+        namespace=_str(meta.get("namespace")),
+        name=name,
+        slurm_node=labels.get(names.LABEL_NODESET_POD_HOSTNAME) or _str(spec.get("hostname")) or name,
+        node_name=_str(spec.get("nodeName")) or None,
+        nodeset=nodeset,
+        phase=_str(status.get("phase")) or "Unknown",
+        ready=ready,
+        terminating=bool(meta.get("deletionTimestamp")),
+        labels=labels,
+        annotations=_map(meta.get("annotations")),
+        state_conditions={c["type"]: c for c in conditions if slurmstate.is_state_condition(c["type"])},
+    )
+
+
+def read_nodeset(obj: JSON) -> NodeSetView:
+    meta, spec, status = _obj(obj.get("metadata")), _obj(obj.get("spec")), _obj(obj.get("status"))
+    protect = spec.get("workloadDisruptionProtection")
+    intents = {}
+    for item in status.get(names.STATUS_DRAINING_PODS) or []:
+        if isinstance(item, Mapping) and isinstance(item.get("name"), str):
+            intents[item["name"]] = _str(item.get("reason")) or "drain requested"
+    return NodeSetView(
+        namespace=_str(meta.get("namespace")),
+        name=_str(meta.get("name")),
+        uid=_str(meta.get("uid")),
+        protect=protect if isinstance(protect, bool) else DEFAULT_PROTECTION,
+        intents=intents,
+        observed_hash=_map(meta.get("annotations")).get(names.ANNOTATION_SLURM_OBSERVED),
+    )
+
+
+def nodeset_controller(obj: JSON) -> str:
+    return _str(_obj(_obj(obj.get("spec")).get("controllerRef")).get("name"))
+
+
+def read_kube_node(obj: JSON) -> KubeNodeView:
+    meta, spec = _obj(obj.get("metadata")), _obj(obj.get("spec"))
+    return KubeNodeView(
+        name=_str(meta.get("name")),
+        unschedulable=spec.get("unschedulable") is True,
+        cordon_reason=_map(meta.get("annotations")).get(names.ANNOTATION_NODE_CORDON_REASON),
+    )
+
+
+def read_controller_pod(obj: JSON) -> ControllerPodView:
+    meta, spec = _obj(obj.get("metadata")), _obj(obj.get("spec"))
+    name = _str(meta.get("name"))
+    return ControllerPodView(
+        namespace=_str(meta.get("namespace")),
+        name=name,
+        hostname=_str(spec.get("hostname")) or name,
+        active=_map(meta.get("labels")).get(names.LABEL_ACTIVE_CONTROLLER) == "true",
+    )

@@ -1,0 +1,125 @@
+"""Builders for Kubernetes objects as the apiserver returns them, a stand-in Slurm for the
+mock tests, and the official client pointed at a pytest-httpserver."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from kubernetes import client
+
+from hooks import names, slurmstate
+from slurm_sync.slurm import Snapshot
+from slurm_sync.slurm_errors import SlurmError
+from slurm_sync.slurm_types import Node, NodeUpdate, PingResult, SlurmVersion, ControllerPing, parse_node
+
+NS = "slurm"
+CLUSTER = "slurm"
+NODESET = "gpu"
+NODESET_UID = "uid-gpu"
+NOW = "2026-01-02T03:04:05Z"
+
+
+def api_client(url: str) -> client.ApiClient:
+    config = client.Configuration()
+    config.host = url.rstrip("/")
+    return client.ApiClient(config)
+
+
+def node(name: str, *state: str, reason: str = "", comment: str = "") -> Node:
+    return parse_node({"name": name, "state": list(state), "reason": reason, "comment": comment})
+
+
+def pod(
+    name: str,
+    hostname: str | None = None,
+    *,
+    node_name: str | None = "k1",
+    annotations: Mapping[str, str] | None = None,
+    labels: Mapping[str, str] | None = None,
+    states: tuple[str, ...] = (),
+    reason: str = "",
+    phase: str = "Running",
+    terminating: bool = False,
+) -> dict[str, Any]:
+    """A NodeSet worker pod; ``states`` become the SlurmNodeState* conditions slurm_sync wrote."""
+    conditions = [{"type": "Ready", "status": "True"}]
+    conditions += [dict(c, lastTransitionTime="2026-01-01T00:00:00Z") for c in slurmstate.node_conditions(states, reason)]
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": NS,
+        "resourceVersion": "7",
+        "labels": {
+            names.LABEL_CLUSTER: CLUSTER,
+            names.LABEL_NODESET_POD_HOSTNAME: hostname or name,
+            **(labels or {}),
+        },
+        "annotations": dict(annotations or {}),
+        "ownerReferences": [{"apiVersion": names.API_VERSION, "kind": "NodeSet", "name": NODESET, "uid": NODESET_UID, "controller": True}],
+    }
+    if terminating:
+        meta["deletionTimestamp"] = "2026-01-02T00:00:00Z"
+    spec: dict[str, Any] = {"hostname": hostname or name}
+    if node_name:
+        spec["nodeName"] = node_name
+    return {"metadata": meta, "spec": spec, "status": {"phase": phase, "conditions": conditions}}
+
+
+def nodeset(intents: Mapping[str, str] | None = None, protect: bool | None = None, observed: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": NODESET, "namespace": NS, "uid": NODESET_UID}
+    if observed is not None:
+        meta["annotations"] = {names.ANNOTATION_SLURM_OBSERVED: observed}
+    spec: dict[str, Any] = {"controllerRef": {"name": CLUSTER}}
+    if protect is not None:
+        spec["workloadDisruptionProtection"] = protect
+    status = {names.STATUS_DRAINING_PODS: [{"name": k, "reason": v} for k, v in sorted((intents or {}).items())]}
+    return {"apiVersion": names.API_VERSION, "kind": "NodeSet", "metadata": meta, "spec": spec, "status": status}
+
+
+def kube_node(name: str = "k1", unschedulable: bool = False, cordon_reason: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if cordon_reason is not None:
+        meta["annotations"] = {names.ANNOTATION_NODE_CORDON_REASON: cordon_reason}
+    return {"metadata": meta, "spec": {"unschedulable": True} if unschedulable else {}}
+
+
+def controller_pod(name: str, active: bool = False) -> dict[str, Any]:
+    labels = {names.LABEL_NAME: "slurmctld", names.LABEL_INSTANCE: CLUSTER}
+    if active:
+        labels[names.LABEL_ACTIVE_CONTROLLER] = "true"
+    return {"metadata": {"name": name, "namespace": NS, "labels": labels}, "spec": {"hostname": name}}
+
+
+def ping(*hosts: tuple[str, bool, bool]) -> PingResult:
+    """(hostname, responding, primary) per slurmctld."""
+    return PingResult(
+        tuple(ControllerPing(h, r, p, 100, None) for h, r, p in hosts), SlurmVersion(26, 5, 5)
+    )
+
+
+@dataclass
+class FakeSlurm:
+    """The three calls the loop makes, with a switch to fail them."""
+
+    nodes: dict[str, Node]
+    pings: PingResult = field(default_factory=lambda: ping(("slurm-controller-0", True, True)))
+    fail: SlurmError | None = None
+    updates: list[tuple[str, NodeUpdate]] = field(default_factory=list)
+
+    def node_watch(self) -> FakeSlurm:
+        return self
+
+    def poll(self) -> Snapshot[str, Node]:
+        if self.fail:
+            raise self.fail
+        return Snapshot(MappingProxyType(dict(self.nodes)), 1, frozenset(), frozenset())
+
+    def ping(self) -> PingResult:
+        if self.fail:
+            raise self.fail
+        return self.pings
+
+    def update_node(self, name: str, update: NodeUpdate) -> None:
+        self.updates.append((name, update))

@@ -1,0 +1,212 @@
+"""The loop's Kubernetes side against pytest-httpserver with the official client: every request
+pinned (method, path, query, content type, body), and an unchanged cluster makes zero writes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from pytest_httpserver import HTTPServer
+
+from hooks import names
+from slurm_sync.kube import Kube
+from slurm_sync.metrics import Metrics
+from slurm_sync.operator import OperatorLoop
+from slurm_sync.plan import observed_hash, PodState
+from slurm_sync.slurm_errors import SlurmUnavailable
+from tests.slurm_sync.kubefixtures import (
+    CLUSTER,
+    NODESET_UID,
+    NOW,
+    NS,
+    FakeSlurm,
+    api_client,
+    controller_pod,
+    kube_node,
+    node,
+    nodeset,
+    ping,
+    pod,
+)
+
+SMP = "application/strategic-merge-patch+json"
+MERGE = "application/merge-patch+json"
+POD_SELECTOR = {"labelSelector": f"{names.LABEL_CLUSTER}={CLUSTER}"}
+CTL_SELECTOR = {"labelSelector": f"{names.LABEL_INSTANCE}={CLUSTER},{names.LABEL_NAME}=slurmctld"}
+COMMENT = f'{{"namespace":"{NS}","podName":"gpu-0","node":"k1","nodeSetName":"gpu","nodeSetUID":"{NODESET_UID}"}}'
+
+
+@pytest.fixture
+def server(httpserver: HTTPServer) -> Iterator[HTTPServer]:
+    yield httpserver
+    httpserver.clear()
+
+
+def items(*objs: dict[str, Any]) -> dict[str, Any]:
+    return {"kind": "List", "apiVersion": "v1", "items": list(objs)}
+
+
+def expect_reads(server: HTTPServer, pods: list[dict], nodesets: list[dict], nodes: list[dict] | None, controllers: list[dict]) -> None:
+    server.expect_ordered_request(f"/api/v1/namespaces/{NS}/pods", "GET", query_string=POD_SELECTOR).respond_with_json(items(*pods))
+    server.expect_ordered_request(f"/apis/slinky.slurm.net/v1beta1/namespaces/{NS}/nodesets", "GET").respond_with_json(
+        items(*nodesets)
+    )
+    if nodes is not None:
+        server.expect_ordered_request("/api/v1/nodes", "GET").respond_with_json(items(*nodes))
+    server.expect_ordered_request(f"/api/v1/namespaces/{NS}/pods", "GET", query_string=CTL_SELECTOR).respond_with_json(
+        items(*controllers)
+    )
+
+
+def expect_patch(server: HTTPServer, path: str, content_type: str, body: dict[str, Any], status: int = 200) -> None:
+    server.expect_ordered_request(path, "PATCH", headers={"Content-Type": content_type}, json=body).respond_with_json(
+        {} if status == 200 else {"kind": "Status", "code": status}, status=status
+    )
+
+
+def loop(server: HTTPServer, slurm: FakeSlurm, metrics: Metrics | None = None) -> OperatorLoop:
+    metrics = metrics or Metrics()
+    kube = Kube(api_client(server.url_for("/")), metrics.count_kube_write)
+    return OperatorLoop(CLUSTER, NS, CLUSTER, slurm, kube, metrics, now=lambda: NOW)  # type: ignore[arg-type]
+
+
+def settled_hash(*pods: tuple[str, PodState]) -> str:
+    return observed_hash(pods)
+
+
+IDLE_STATE = PodState(drained=False, absent=False, states=("SlurmNodeStateIdle",))
+
+
+def steady_pod() -> dict[str, Any]:
+    return pod("gpu-0", states=("IDLE",))
+
+
+def run(server: HTTPServer, looper: OperatorLoop):
+    result = looper.run_pass()
+    server.check_assertions()
+    assert not server.ordered_handlers, "expected requests were not made"
+    return result
+
+
+def test_unchanged_state_makes_zero_writes(server: HTTPServer) -> None:
+    slurm = FakeSlurm({"gpu-0": node("gpu-0", "IDLE", comment=COMMENT)})
+    expect_reads(server, [steady_pod()], [nodeset(observed=settled_hash(("gpu-0", IDLE_STATE)))], [kube_node()],
+                 [controller_pod("slurm-controller-0", active=True)])
+    metrics = Metrics()
+    result = run(server, loop(server, slurm, metrics))
+    assert result.ok and result.kube_writes == 0 and result.slurm_writes == 0
+    assert [r.method for r, _ in server.log] == ["GET"] * 4
+    assert slurm.updates == []
+    assert metrics.registry.get_sample_value("slurm_sync_kube_writes_total", {"kind": "pod", "verb": "patch"}) is None
+
+
+def test_pod_conditions_are_a_strategic_merge_status_patch(server: HTTPServer) -> None:
+    """New condition with a transition time, changed message only, stale one deleted by merge key."""
+    observed = pod("gpu-0", states=("IDLE", "NOT_RESPONDING"), reason="old")
+    slurm = FakeSlurm({"gpu-0": node("gpu-0", "IDLE", "DRAIN", reason="maint", comment=COMMENT)})
+    drained = PodState(drained=True, absent=False, states=("SlurmNodeStateDrain", "SlurmNodeStateIdle"))
+    expect_reads(server, [observed], [nodeset(observed=settled_hash(("gpu-0", drained)))], [kube_node()],
+                 [controller_pod("slurm-controller-0", active=True)])
+    expect_patch(server, f"/api/v1/namespaces/{NS}/pods/gpu-0/status", SMP, {"status": {"conditions": [
+        {"type": "SlurmNodeStateIdle", "message": "maint"},
+        {"type": "SlurmNodeStateDrain", "status": "True", "message": "maint", "lastTransitionTime": NOW},
+        {"type": "SlurmNodeStateNotResponding", "$patch": "delete"},
+    ]}})
+    expect_patch(server, f"/api/v1/namespaces/{NS}/pods/gpu-0", SMP, {"metadata": {"annotations": {names.ANNOTATION_DRAINED: "true"}}})
+    result = run(server, loop(server, slurm))
+    assert result.ok and result.kube_writes == 2
+    assert slurm.updates == [], "an administrator's drain is neither changed nor lifted"
+
+
+def test_busy_pod_gets_protect_label_and_nodeset_is_touched(server: HTTPServer) -> None:
+    slurm = FakeSlurm({"gpu-0": node("gpu-0", "ALLOCATED", comment=COMMENT)})
+    allocated = PodState(drained=False, absent=False, states=("SlurmNodeStateAllocated",))
+    expect_reads(server, [steady_pod()], [nodeset(observed=settled_hash(("gpu-0", IDLE_STATE)))], [kube_node()], [])
+    expect_patch(server, f"/api/v1/namespaces/{NS}/pods/gpu-0/status", SMP, {"status": {"conditions": [
+        {"type": "SlurmNodeStateAllocated", "status": "True", "message": "", "lastTransitionTime": NOW},
+        {"type": "SlurmNodeStateIdle", "$patch": "delete"},
+    ]}})
+    expect_patch(server, f"/api/v1/namespaces/{NS}/pods/gpu-0", SMP, {"metadata": {"labels": {names.LABEL_POD_PROTECT: "true"}}})
+    expect_patch(server, f"/apis/slinky.slurm.net/v1beta1/namespaces/{NS}/nodesets/gpu", MERGE,
+                 {"metadata": {"annotations": {names.ANNOTATION_SLURM_OBSERVED: settled_hash(("gpu-0", allocated))}}})
+    metrics = Metrics()
+    result = run(server, loop(server, slurm, metrics))
+    assert result.ok and result.kube_writes == 3
+    assert metrics.registry.get_sample_value("slurm_sync_kube_writes_total", {"kind": "nodeset", "verb": "patch"}) == 1
+    assert metrics.registry.get_sample_value("slurm_sync_kube_writes_total", {"kind": "pod_status", "verb": "patch"}) == 1
+
+
+def test_protection_off_removes_the_label_with_null(server: HTTPServer) -> None:
+    slurm = FakeSlurm({"gpu-0": node("gpu-0", "MIXED", comment=COMMENT)})
+    mixed = PodState(drained=False, absent=False, states=("SlurmNodeStateMixed",))
+    observed = pod("gpu-0", states=("MIXED",), labels={names.LABEL_POD_PROTECT: "true"})
+    expect_reads(server, [observed], [nodeset(protect=False, observed=settled_hash(("gpu-0", mixed)))], [kube_node()], [])
+    expect_patch(server, f"/api/v1/namespaces/{NS}/pods/gpu-0", SMP, {"metadata": {"labels": {names.LABEL_POD_PROTECT: None}}})
+    assert run(server, loop(server, slurm)).kube_writes == 1
+
+
+def test_absent_node_marks_pod_and_clears_conditions(server: HTTPServer) -> None:
+    slurm = FakeSlurm({"other": node("other", "IDLE")})
+    absent = PodState(drained=False, absent=True, states=())
+    observed = pod("gpu-0", states=("IDLE",), annotations={names.ANNOTATION_DRAINED: "true"})
+    expect_reads(server, [observed], [nodeset(observed=settled_hash(("gpu-0", absent)))], [kube_node()], [])
+    expect_patch(server, f"/api/v1/namespaces/{NS}/pods/gpu-0/status", SMP,
+                 {"status": {"conditions": [{"type": "SlurmNodeStateIdle", "$patch": "delete"}]}})
+    expect_patch(server, f"/api/v1/namespaces/{NS}/pods/gpu-0", SMP, {"metadata": {"annotations": {
+        names.ANNOTATION_DRAINED: None, names.ANNOTATION_SLURM_NODE_ABSENT: "true"}}})
+    assert run(server, loop(server, slurm)).kube_writes == 2
+
+
+def test_slurm_down_makes_no_pod_write(server: HTTPServer) -> None:
+    """Fail closed: marks stay as they are (unknown is not false), nothing else is written."""
+    slurm = FakeSlurm({}, fail=SlurmUnavailable("connection refused"))
+    observed = pod("gpu-0", states=("IDLE", "DRAIN"), annotations={names.ANNOTATION_DRAINED: "true"})
+    state = PodState(drained=True, absent=False, states=("SlurmNodeStateDrain", "SlurmNodeStateIdle"))
+    expect_reads(server, [observed], [nodeset(observed=settled_hash(("gpu-0", state)))], [kube_node()],
+                 [controller_pod("slurm-controller-0", active=True)])
+    metrics = Metrics()
+    result = run(server, loop(server, slurm, metrics))
+    assert not result.slurm_ok and not result.ok and result.kube_writes == 0
+    assert metrics.registry.get_sample_value("slurm_sync_slurm_errors_total", {"cluster": CLUSTER, "kind": "unavailable"}) == 2
+    assert metrics.registry.get_sample_value("slurm_sync_cluster_up", {"cluster": CLUSTER}) == 0
+
+
+def test_conflict_is_retried_from_a_fresh_read(server: HTTPServer) -> None:
+    slurm = FakeSlurm({"gpu-0": node("gpu-0", "IDLE", "DRAIN", reason="maint", comment=COMMENT)})
+    drained = PodState(drained=True, absent=False, states=("SlurmNodeStateDrain", "SlurmNodeStateIdle"))
+    expect_reads(server, [pod("gpu-0", states=("IDLE",), reason="maint")],
+                 [nodeset(observed=settled_hash(("gpu-0", drained)))], [kube_node()], [])
+    status_body = {"status": {"conditions": [
+        {"type": "SlurmNodeStateDrain", "status": "True", "message": "maint", "lastTransitionTime": NOW}]}}
+    expect_patch(server, f"/api/v1/namespaces/{NS}/pods/gpu-0/status", SMP, status_body, status=409)
+    # meanwhile someone else wrote the Drain condition: the fresh plan sends only the mark
+    fresh = pod("gpu-0", states=("IDLE", "DRAIN"), reason="maint")
+    server.expect_ordered_request(f"/api/v1/namespaces/{NS}/pods/gpu-0", "GET").respond_with_json(fresh)
+    expect_patch(server, f"/api/v1/namespaces/{NS}/pods/gpu-0", SMP, {"metadata": {"annotations": {names.ANNOTATION_DRAINED: "true"}}})
+    result = run(server, loop(server, slurm))
+    assert result.ok and result.kube_writes == 1
+
+
+def test_active_controller_label_follows_ping(server: HTTPServer) -> None:
+    slurm = FakeSlurm({"gpu-0": node("gpu-0", "IDLE", comment=COMMENT)})
+    slurm.pings = ping(("slurm-controller-0", False, False), ("slurm-controller-1", True, True))
+    expect_reads(server, [steady_pod()], [nodeset(observed=settled_hash(("gpu-0", IDLE_STATE)))], [kube_node()],
+                 [controller_pod("slurm-controller-0", active=True), controller_pod("slurm-controller-1")])
+    expect_patch(server, f"/api/v1/namespaces/{NS}/pods/slurm-controller-0", SMP,
+                 {"metadata": {"labels": {names.LABEL_ACTIVE_CONTROLLER: None}}})
+    expect_patch(server, f"/api/v1/namespaces/{NS}/pods/slurm-controller-1", SMP,
+                 {"metadata": {"labels": {names.LABEL_ACTIVE_CONTROLLER: "true"}}})
+    assert run(server, loop(server, slurm)).kube_writes == 2
+
+
+def test_pod_write_failure_blocks_the_undrain(server: HTTPServer) -> None:
+    """The drained mark must be gone before our drain is lifted; if clearing it fails, no UNDRAIN."""
+    slurm = FakeSlurm({"gpu-0": node("gpu-0", "IDLE", "DRAIN", reason="slurm-operator: scale-in", comment=COMMENT)})
+    observed = pod("gpu-0", states=("IDLE", "DRAIN"), reason="slurm-operator: scale-in", annotations={names.ANNOTATION_DRAINED: "true"})
+    state = PodState(drained=True, absent=False, states=("SlurmNodeStateDrain", "SlurmNodeStateIdle"))
+    expect_reads(server, [observed], [nodeset(observed=settled_hash(("gpu-0", state)))], [kube_node()], [])
+    expect_patch(server, f"/api/v1/namespaces/{NS}/pods/gpu-0", SMP, {"metadata": {"annotations": {names.ANNOTATION_DRAINED: None}}},
+                 status=500)
+    result = run(server, loop(server, slurm))
+    assert not result.ok and slurm.updates == []

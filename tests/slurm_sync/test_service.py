@@ -1,0 +1,159 @@
+"""Discovery, token minting, the service's pass isolation, health endpoints, --once and logs."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import logging
+import threading
+
+import httpx
+import jwt
+import pytest
+from pytest_httpserver import HTTPServer
+
+from slurm_sync import __main__ as cli
+from slurm_sync import logs
+from slurm_sync.discovery import TokenSource, plan_clusters
+from slurm_sync.kube import Kube
+from slurm_sync.metrics import Metrics
+from slurm_sync.service import Config, Health, Service, health_server
+from tests.slurm_sync.fakekube import FakeKube
+from tests.slurm_sync.kubefixtures import NS, api_client
+
+KEY = b"k" * 32
+
+
+def controller(name: str, ns: str = NS, ref: str = "jwtKeyRef") -> dict:
+    return {"metadata": {"name": name, "namespace": ns}, "spec": {ref: {"name": f"{name}-jwt", "key": "jwt.key"}}}
+
+
+def restapi(name: str, ctrl: str, created: str, ns: str = NS) -> dict:
+    return {"metadata": {"name": name, "namespace": ns, "creationTimestamp": created}, "spec": {"controllerRef": {"name": ctrl}}}
+
+
+def test_discovery_takes_the_oldest_restapi_and_either_key_ref() -> None:
+    controllers = [controller("a"), controller("b", ref="jwtHs256KeyRef"), controller("c"), {"metadata": {"name": "d", "namespace": NS}, "spec": {}}]
+    restapis = [
+        restapi("a-new", "a", "2026-02-01T00:00:00Z"),
+        restapi("a-old", "a", "2026-01-01T00:00:00Z"),
+        restapi("b", "b", "2026-01-01T00:00:00Z"),
+        restapi("c-elsewhere", "c", "2026-01-01T00:00:00Z", ns="other"),
+    ]
+    refs, problems = plan_clusters(controllers, restapis, None)
+    assert [(r.controller, r.url, r.key_secret) for r in refs] == [
+        ("a", f"http://a-old-restapi.{NS}:6820", "a-jwt"),
+        ("b", f"http://b-restapi.{NS}:6820", "b-jwt"),
+    ]
+    assert [p.split(":")[0] for p in problems] == [f"Controller {NS}/c", f"Controller {NS}/d"]
+    refs, _ = plan_clusters(controllers[2:3], [], "http://127.0.0.1:16820")
+    assert refs[0].url == "http://127.0.0.1:16820"
+
+
+def test_token_is_short_lived_refreshed_before_expiry_and_on_key_change() -> None:
+    now = [1_000_000.0]
+    tokens = TokenSource("slurm", 300, clock=lambda: now[0])
+    with pytest.raises(RuntimeError):
+        tokens()
+    tokens.set_key(KEY, "1")
+    first = tokens()
+    claims = jwt.decode(first, KEY, algorithms=["HS256"], options={"verify_exp": False})
+    assert claims == {"iat": 1_000_000, "exp": 1_000_300, "sun": "slurm"}
+    now[0] += 239
+    assert tokens() == first
+    now[0] += 1  # four fifths of the lifetime
+    second = tokens()
+    assert second != first
+    tokens.set_key(KEY, "1")
+    assert tokens() == second
+    tokens.set_key(b"n" * 32, "2")
+    jwt.decode(tokens(), b"n" * 32, algorithms=["HS256"], options={"verify_exp": False})
+
+
+def test_logs_are_json_lines_without_tokens() -> None:
+    stream = io.StringIO()
+    logs.configure("DEBUG", stream)
+    try:
+        tokens = TokenSource("slurm", 300)
+        tokens.set_key(KEY, "1")
+        token = tokens()
+        log = logging.getLogger("slurm_sync.test")
+        log.info("minted %s for %s", token, "slurm")
+        log.warning("header X-SLURM-USER-TOKEN: %s", "eyJhbGciOiJIUzI1NiJ9.eyJzdW4iOiJ4In0.c2ln")
+        try:
+            raise ValueError(token)
+        except ValueError:
+            log.exception("boom")
+    finally:
+        logging.getLogger().handlers.clear()
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [line["level"] for line in lines] == ["info", "warning", "error"]
+    assert lines[0]["message"] == "minted <redacted> for slurm"
+    assert "eyJ" not in stream.getvalue() and token not in stream.getvalue()
+
+
+def test_health_reports_readiness_and_metrics() -> None:
+    health, metrics = Health(), Metrics()
+    server = health_server("127.0.0.1:0", health, metrics)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        assert httpx.get(base + "/healthz").status_code == 200
+        assert httpx.get(base + "/readyz").status_code == 503
+        health.record([])
+        assert httpx.get(base + "/readyz").status_code == 200
+        health.record(["ns/a"])
+        ready = httpx.get(base + "/readyz")
+        assert ready.status_code == 503 and "ns/a" in ready.text
+        metrics.count_kube_write("pod", "patch")
+        assert 'slurm_sync_kube_writes_total{kind="pod",verb="patch"} 1.0' in httpx.get(base + "/metrics").text
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _kube_with_two_clusters(server: HTTPServer) -> FakeKube:
+    kube = FakeKube()
+    for name in ("good", "bad"):
+        kube.add("controllers", controller(name))
+        kube.add("restapis", restapi(name, name, "2026-01-01T00:00:00Z"))
+    kube.add("secrets", {"metadata": {"name": "good-jwt", "namespace": NS}, "data": {"jwt.key": base64.b64encode(KEY).decode()}})
+    # no "bad-jwt" Secret: that cluster fails, the other still runs
+    kube.install(server)
+    return kube
+
+
+def test_a_failing_cluster_does_not_stop_the_others(httpserver: HTTPServer) -> None:
+    kube = _kube_with_two_clusters(httpserver)
+    metrics = Metrics()
+    # the "good" cluster's slurmrestd is unreachable too, but its pass is attempted and recorded
+    service = Service(Config(namespace=NS, slurm_url="http://127.0.0.1:9", slurm_timeout=1), Kube(api_client(httpserver.url_for("/"))), metrics)
+    try:
+        assert not service.run_pass()
+        assert set(service.clusters.handles) == {f"{NS}/good", f"{NS}/bad"}
+    finally:
+        service.close()
+    assert metrics.registry.get_sample_value("slurm_sync_slurm_errors_total", {"cluster": f"{NS}/good", "kind": "unavailable"}) == 2
+    assert service.health.ready()[0] is False
+    assert kube.writes == []
+
+
+def test_once_exit_code(httpserver: HTTPServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    kube = FakeKube()
+    kube.install(httpserver)
+    monkeypatch.setattr(cli, "kube_client", lambda _: api_client(httpserver.url_for("/")))
+    monkeypatch.setattr(logs, "configure", lambda level: None)
+    assert cli.main(["--once", "--namespace", NS]) == 0  # no cluster: nothing failed
+    kube.add("controllers", controller("good"))
+    kube.add("restapis", restapi("good", "good", "2026-01-01T00:00:00Z"))
+    assert cli.main(["--once", "--namespace", NS, "--slurm-url", "http://127.0.0.1:9", "--slurm-timeout", "1"]) == 1
+
+
+def test_flags_default_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLURM_SYNC_NAMESPACE", "hpc")
+    monkeypatch.setenv("SLURM_SYNC_POLL_INTERVAL", "3")
+    monkeypatch.setenv("SLURM_SYNC_BIND", "0.0.0.0:9000")
+    args = cli.parse_args([])
+    assert (args.namespace, args.poll_interval, args.bind, args.token_user) == ("hpc", 3.0, "0.0.0.0:9000", "slurm")
+    assert cli.parse_args(["--namespace", "x"]).namespace == "x"
