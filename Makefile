@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 HOOKS_BIND ?= 127.0.0.1:8080
 
-.PHONY: run test venv lock slurm-up slurm-down slurm-purge crds clean
+.PHONY: run test bench venv lock slurm-up slurm-down slurm-purge crds clean
 
 venv: $(STAMP)
 
@@ -28,6 +28,13 @@ test: $(STAMP)
 	else echo "make test: the Slurm harness did not start (exit $$rc); running the suite anyway so the Slurm tests say why" >&2; \
 	  $(PY) -m pytest $(PYTEST_ARGS); rc=1; fi; \
 	hack/slurm/down.sh || true; exit $$rc
+
+## Benchmarks with the budgets of DESIGN §7 (ratios against a floor or peer); non-zero if a budget is violated.
+bench: $(STAMP)
+	@command -v wrk >/dev/null || { echo "make bench: installing wrk (load generator) with apt" >&2; \
+	  (apt-get install -y -qq wrk >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq wrk; } >/dev/null 2>&1) \
+	  || echo "make bench: could not install wrk; the HTTP benchmark falls back to bench/loadgen.py" >&2; }
+	$(PY) -m bench $(BENCH_ARGS)
 
 ## Re-pin every dependency from a fresh resolve of pyproject.toml.
 lock:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
+
+import orjson
 
 from hooks import names
 from hooks.contract import BadHookRequest, CompositeRequest
@@ -303,13 +304,16 @@ def kept(child: JSON) -> JSON:
 
     Metacontroller records what it applied in an annotation; returning exactly that changes nothing.
     Without it (server-side apply), the observed object minus server-owned fields is returned.
+    The annotation is read as strict JSON (orjson: no NaN or Infinity to leak into a response),
+    and believed only when it names this very object. A NodeSet resync keeps every pod this way,
+    so the parse is on the hot path.
     """
     annotations = child["metadata"].get("annotations") or {}
     raw = annotations.get(names.ANNOTATION_LAST_APPLIED)
     if isinstance(raw, str):
         try:
-            applied = json.loads(raw)
-        except ValueError:
+            applied = orjson.loads(raw)
+        except orjson.JSONDecodeError:
             applied = None
         if (
             isinstance(applied, dict)

@@ -23,9 +23,9 @@ import base64
 import binascii
 from typing import Any
 
-from hooks import names, slurmstate
+
+from hooks import cluster, names, slurmstate
 from hooks.contract import CompositeRequest, CustomizeRequest
-from hooks.cluster import kept
 from hooks.nodeset_observe import ObservedPod, observe_pod, parse_time
 from hooks.nodeset_plan import Context, Plan, plan_daemonset, plan_finalize, plan_hold, plan_statefulset
 from hooks.nodeset_pods import WorkerPodBuilder, claims_for, revision_hash, ssh_config_map, ssh_config_name, statefulset_slot
@@ -128,9 +128,9 @@ def _hold(req: CompositeRequest, spec: NodeSetSpec, pods: list[ObservedPod]) -> 
     """No Controller: keep every child as it is, keep the published drain intents, create nothing."""
     draining = _published_draining(req.parent)
     plan = plan_hold(pods, _published_reasons(req.parent))
-    children = [kept(p.obj) for p in pods if p.name]
+    children = [cluster.kept(p.obj) for p in pods if p.name]
     for type_key in (PVC_TYPE_KEY, CONFIGMAP_TYPE_KEY):
-        children += [kept(obj) for obj in req.children_of(type_key)]
+        children += [cluster.kept(obj) for obj in req.children_of(type_key)]
     ctx = Context(spec=spec, revision=revision_hash(req.parent), draining=draining, now=_request_clock(req, spec))
     status = _status(req.parent, spec, pods, plan, ctx, controller_condition(req.parent, spec, None))
     return _response(status, children, plan)
@@ -143,7 +143,7 @@ def _observed_pods(req: CompositeRequest, nodeset: str) -> list[ObservedPod]:
 
 def _pod_children(pods: list[ObservedPod], plan: Plan) -> list[JSON]:
     """Every observed pod stays, except a condemned one slurm_sync marked drained or absent."""
-    return [kept(p.obj) for p in pods if p.name and not (p.name in plan.condemned and p.removable)]
+    return [cluster.kept(p.obj) for p in pods if p.name and not (p.name in plan.condemned and p.removable)]
 
 
 def _claim_owners(spec: NodeSetSpec, pods: list[ObservedPod], plan: Plan, pod_children: list[JSON]) -> list[str]:
@@ -162,7 +162,7 @@ def _claims(req: CompositeRequest, spec: NodeSetSpec, owners: list[str], retain:
             wanted.setdefault(claim["metadata"]["name"], claim)
     if retain:
         for observed in req.children_of(PVC_TYPE_KEY):
-            wanted.setdefault(observed["metadata"]["name"], kept(observed))
+            wanted.setdefault(observed["metadata"]["name"], cluster.kept(observed))
     return list(wanted.values())
 
 
@@ -171,7 +171,7 @@ def _finalize_claims(req: CompositeRequest, spec: NodeSetSpec, pods: list[Observ
     remaining = {p.name for p in pods if p.ours and not (p.name in plan.condemned and p.removable)}
     owned = {claim["metadata"]["name"] for owner in remaining for claim in claims_for(req.parent, spec, owner)}
     retain = spec.pvc_when_deleted == RETAIN
-    return [kept(pvc) for pvc in req.children_of(PVC_TYPE_KEY) if retain or pvc["metadata"]["name"] in owned]
+    return [cluster.kept(pvc) for pvc in req.children_of(PVC_TYPE_KEY) if retain or pvc["metadata"]["name"] in owned]
 
 
 def _ssh_config(parent: JSON, spec: NodeSetSpec, pod_children: list[JSON], keep: bool) -> list[JSON]:

@@ -12,6 +12,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 from typing import Any
 
 import orjson
@@ -148,16 +149,27 @@ def claims_for(parent: JSON, spec: NodeSetSpec, pod_name: str) -> list[JSON]:
 
 
 class WorkerPodBuilder:
-    """Builds worker pods for one sync: the merged template once, then one identity per pod."""
+    """Builds worker pods for one sync: the merged template once, then one identity per pod.
+
+    The template is merged on first use only: a steady-state StatefulSet-mode sync creates no pod
+    and never needs it (the merge was a third of a 10-pod sync).
+    """
 
     def __init__(self, parent: JSON, spec: NodeSetSpec, controller: ControllerInfo, revision: str, sssd_data: bytes | None):
         self.spec = spec
         self.parent = parent
         self.revision = revision
-        self._template = _finish_template(
-            spec, controller, apply_pod_template(_base_template(parent, spec, controller, sssd_data), spec.template)
-        )
-        self._template_bytes = orjson.dumps(self._template)
+        self._controller = controller
+        self._sssd_data = sssd_data
+
+    @cached_property
+    def _template(self) -> JSON:
+        base = _base_template(self.parent, self.spec, self._controller, self._sssd_data)
+        return _finish_template(self.spec, self._controller, apply_pod_template(base, self.spec.template))
+
+    @cached_property
+    def _template_bytes(self) -> bytes:
+        return orjson.dumps(self._template)
 
     @property
     def scheduling_spec(self) -> JSON:

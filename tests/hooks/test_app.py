@@ -300,3 +300,29 @@ def test_nodeset_example_is_a_steady_state():
     assert sorted(f"slurm/{c['metadata']['name']}" for c in resp["children"] if c["kind"] == "Pod") == observed
     assert resp["status"]["drainingPods"] == []
     assert resp["status"]["updatedReplicas"] == resp["status"]["replicas"] == 2
+
+
+def test_the_garbage_collector_is_paused_during_a_hook_and_back_on_after_it():
+    import gc
+
+    seen: list[bool] = []
+
+    def handler(_req):
+        seen.append(gc.isenabled())
+        return {"children": []}
+
+    def failing(_req):
+        raise RuntimeError("boom")
+
+    client = create_app(handlers={"/nodeset/sync": handler, "/loginset/sync": failing}).test_client()
+    assert gc.isenabled()
+    assert client.post("/nodeset/sync", json={"parent": NODESET}).status_code == 200
+    assert seen == [False] and gc.isenabled()
+    assert client.post("/loginset/sync", json={"parent": {**NODESET, "kind": "LoginSet"}}).status_code == 500
+    assert gc.isenabled()
+    gc.disable()  # a caller that turned it off itself keeps it off
+    try:
+        client.post("/nodeset/sync", json={"parent": NODESET})
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -180,6 +180,24 @@ def test_kept_returns_the_last_applied_object_or_strips_server_fields():
     }
 
 
+@pytest.mark.parametrize(
+    "annotation",
+    [
+        '{"apiVersion":"v1","kind":"Service","metadata":{"name":"other"}}',  # another object's: not believed
+        '{"apiVersion":"v1","kind":"Service","metadata":{"name":"s"},"spec":{"x":NaN}}',  # not strict JSON
+        '{"kind":"Service","metadata":{"name":"s"}}',  # no apiVersion
+        "not json",
+    ],
+)
+def test_kept_falls_back_to_the_observed_object_when_the_annotation_cannot_be_believed(annotation):
+    desired = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"ports": []}}
+    (observed,) = as_observed([desired])["Service.v1"].values()
+    observed["metadata"]["annotations"][names.ANNOTATION_LAST_APPLIED] = annotation
+    kept = cluster.kept(observed)
+    assert kept["metadata"]["name"] == "s" and kept["spec"] == {"ports": []}
+    assert names.ANNOTATION_LAST_APPLIED not in kept["metadata"].get("annotations", {})
+
+
 def test_merged_config_unions_list_options_and_ours_win_on_key_collisions():
     ours = {"AuthAltParameters": ["jwt_key=/etc/slurm/jwt.key"], "AuthInfo": ["use_client_ids"]}
     assert cluster.merged_config(ours, "") == []

@@ -538,3 +538,5 @@ def test_desired_fed_back_as_observed_is_a_fixed_point(client, spec):
     second = sync(client, request(nodeset(status=first["status"], **spec), pods=kinds["Pod"], pvcs=kinds["PersistentVolumeClaim"], configmaps=kinds["ConfigMap"], nodes=fleet))
     assert second["children"] == first["children"]
     assert second["status"][names.STATUS_DRAINING_PODS] == []
+
+

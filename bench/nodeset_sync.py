@@ -1,0 +1,301 @@
+"""NodeSet sync latency for 10 … 5,000 pods against the JSON floor (DESIGN §7, issue 4).
+
+The request is a steady-state resync as Metacontroller sends it: the NodeSet with the status of
+the previous sync, its Controller, and N running worker pods that the hook itself created
+(first sync), then "observed" the way the API server, the kubelet, Metacontroller and slurm_sync
+leave them: defaulted spec, scheduler's nodeName, full metadata (uid, resourceVersion,
+ownerReferences, the `metacontroller.k8s.io/last-applied-configuration` annotation written as Go
+writes JSON, managedFields of three managers) and a status with the kubelet's conditions plus the
+SlurmNodeState* conditions.
+
+* hook:  the Flask app's full request path (test client POST: parse, hook, response check,
+  serialise) on the request bytes.
+* floor: `orjson.loads` of the same request bytes plus `orjson.dumps` of the same response as
+  plain JSON data (the response bytes parsed back), with the garbage collector paused: the
+  least any implementation must do.
+* ratio = hook median / floor median; the 1,000-pod ratio must be at most 2 (DESIGN §7).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import uuid
+from typing import Any
+
+import orjson
+
+from bench.measure import Budget, Report, compare, fmt_ns, fmt_ratio, gc_paused
+from hooks import names
+
+JSON = dict[str, Any]
+
+TITLE = "NodeSet sync latency vs JSON floor (orjson parse + serialise)"
+SIZES = (10, 100, 1_000, 5_000)
+BUDGET_PODS = 1_000
+BUDGET_RATIO = 2.0
+
+NS = "slurm"
+NODESET = "gpu"
+CLUSTER = "slurm"
+CREATED = "2025-06-02T09:00:00Z"
+LATER = "2025-06-02T09:00:41Z"
+SLURM_UPDATE = "2025-06-02T09:05:12Z"
+IMAGE = "ghcr.io/slinkyproject/slurmd:26.05-ubuntu26.04"
+SYNC_PATH = "/nodeset/sync"
+
+
+def uid(*parts: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, "slinky-bench/" + "/".join(parts)))
+
+
+PARENT_UID = uid("NodeSet", NS, NODESET)
+
+
+def go_json(obj: Any) -> str:
+    """JSON as Go's encoding/json writes an unstructured object: sorted keys, compact, HTML-safe."""
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def fields_v1(obj: Any) -> JSON:
+    """A managedFields `fieldsV1` set covering every field of `obj` (lists keyed by name/type)."""
+    if not isinstance(obj, dict):
+        return {}
+    out: JSON = {".": {}} if obj else {}
+    for key, value in obj.items():
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            merge_key = next((k for k in ("name", "type", "key", "ip", "containerPort") if k in value[0]), None)
+            if merge_key is None:
+                out[f"f:{key}"] = {}
+            else:
+                out[f"f:{key}"] = {
+                    ".": {},
+                    **{f"k:{json.dumps({merge_key: v.get(merge_key)}, separators=(',', ':'))}": fields_v1(v) for v in value},
+                }
+        else:
+            out[f"f:{key}"] = fields_v1(value)
+    return out
+
+
+def nodeset_parent(replicas: int, status: JSON | None = None) -> JSON:
+    spec = {
+        "controllerRef": {"name": CLUSTER},
+        "replicas": replicas,
+        "scalingMode": "StatefulSet",
+        "slurmd": {"image": IMAGE, "resources": {"limits": {"cpu": "64", "memory": "256Gi"}}},
+        "logfile": {"image": "docker.io/library/alpine:latest"},
+        "extraConf": "Gres=gpu:8 Weight=10",
+        "partition": {"enabled": True, "config": "Default=YES MaxTime=UNLIMITED State=UP"},
+        "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%"}},
+        "template": {"spec": {"nodeSelector": {"node.kubernetes.io/instance-type": "gpu-8x"}, "priorityClassName": "slurm-workers"}},
+    }
+    parent: JSON = {
+        "apiVersion": names.API_VERSION,
+        "kind": "NodeSet",
+        "metadata": {
+            "name": NODESET,
+            "namespace": NS,
+            "uid": PARENT_UID,
+            "resourceVersion": "90210",
+            "generation": 3,
+            "creationTimestamp": CREATED,
+            "labels": {"app.kubernetes.io/managed-by": "Helm", "helm.sh/chart": "slurm-1.0.0"},
+            "annotations": {"meta.helm.sh/release-name": "slurm", "meta.helm.sh/release-namespace": NS},
+            "finalizers": ["metacontroller.io/compositecontroller-slurm-operator-nodeset"],
+        },
+        "spec": spec,
+    }
+    parent["metadata"]["managedFields"] = [
+        {"manager": "helm", "operation": "Update", "apiVersion": names.API_VERSION, "time": CREATED,
+         "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": fields_v1(spec)}},
+        {"manager": "metacontroller", "operation": "Update", "apiVersion": names.API_VERSION, "time": LATER,
+         "fieldsType": "FieldsV1", "fieldsV1": {"f:status": fields_v1(status or {})}, "subresource": "status"},
+    ]  # fmt: skip
+    if status is not None:
+        parent["status"] = status
+    return parent
+
+
+def controller_cr() -> JSON:
+    return {
+        "apiVersion": names.API_VERSION,
+        "kind": "Controller",
+        "metadata": {"name": CLUSTER, "namespace": NS, "uid": uid("Controller", NS, CLUSTER), "resourceVersion": "3001",
+                     "generation": 1, "creationTimestamp": CREATED},
+        "spec": {"slurmKeyRef": {"name": "slurm-key", "key": "slurm.key"}, "jwtKeyRef": {"name": "slurm-jwt", "key": "jwt.key"}},
+        "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready", "message": "", "lastTransitionTime": LATER}]},
+    }  # fmt: skip
+
+
+def observed_pod(desired: JSON, index: int) -> JSON:
+    """One pod the hook returned, as Metacontroller observes it once scheduled and running."""
+    pod = copy.deepcopy(desired)
+    meta = pod["metadata"]
+    name = meta["name"]
+    meta["annotations"] = {**meta.get("annotations", {}), names.ANNOTATION_LAST_APPLIED: go_json(desired)}
+    meta["labels"]["controller-uid"] = PARENT_UID
+    busy = index % 3 == 1
+    if busy:  # slurm_sync protects pods whose node runs jobs
+        meta["labels"][names.LABEL_POD_PROTECT] = "true"
+    meta.update(
+        namespace=NS,
+        uid=uid("Pod", NS, name),
+        resourceVersion=str(100000 + 7 * index),
+        creationTimestamp=LATER,
+        ownerReferences=[{"apiVersion": names.API_VERSION, "kind": "NodeSet", "name": NODESET, "uid": PARENT_UID,
+                          "controller": True, "blockOwnerDeletion": True}],
+    )  # fmt: skip
+    spec = pod["spec"]
+    node = f"gpu-node-{index:05d}"
+    spec |= {
+        "nodeName": node,
+        "restartPolicy": "Always",
+        "dnsPolicy": "ClusterFirst",
+        "schedulerName": "default-scheduler",
+        "serviceAccountName": "default",
+        "serviceAccount": "default",
+        "securityContext": {},
+        "terminationGracePeriodSeconds": 30,
+        "preemptionPolicy": "PreemptLowerPriority",
+        "priority": 1000,
+    }
+    spec["tolerations"] = [
+        *spec.get("tolerations", []),
+        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+    ]
+    for container in [*spec.get("initContainers", []), *spec.get("containers", [])]:
+        container.setdefault("imagePullPolicy", "IfNotPresent")
+        container.setdefault("resources", {})
+        container |= {"terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File"}
+        for probe_key in ("startupProbe", "livenessProbe", "readinessProbe"):
+            if probe_key in container:
+                probe = container[probe_key]
+                probe["httpGet"].setdefault("scheme", "HTTP")
+                probe.setdefault("failureThreshold", 3)
+                probe.setdefault("periodSeconds", 10)
+                probe |= {"timeoutSeconds": 1, "successThreshold": 1}
+    ip = f"10.{(index >> 16) & 255}.{(index >> 8) & 255}.{index & 255}"
+    host_ip = f"172.18.{(index >> 8) & 255}.{index & 255}"
+    slurm_state = ("Allocated" if index % 2 else "Mixed") if busy else "Idle"
+    kubelet_conditions = [
+        {"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": LATER}
+        for t in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")
+    ]
+    slurm_conditions = [
+        {"type": names.CONDITION_SLURM_NODE_STATE_PREFIX + slurm_state, "status": "True", "lastProbeTime": None,
+         "lastTransitionTime": SLURM_UPDATE, "message": ""}
+    ]  # fmt: skip
+    digest = hashlib.sha256(name.encode()).hexdigest()
+    status = {
+        "phase": "Running",
+        "conditions": kubelet_conditions + slurm_conditions,
+        "hostIP": host_ip,
+        "hostIPs": [{"ip": host_ip}],
+        "podIP": ip,
+        "podIPs": [{"ip": ip}],
+        "qosClass": "Burstable",
+        "startTime": LATER,
+        "initContainerStatuses": [
+            {"name": c["name"], "ready": True, "started": True, "restartCount": 0, "image": c["image"],
+             "imageID": f"{c['image']}@sha256:{digest}", "containerID": f"containerd://{digest}",
+             "state": {"running": {"startedAt": LATER}}}
+            for c in spec.get("initContainers", [])
+        ],
+        "containerStatuses": [
+            {"name": c["name"], "ready": True, "started": True, "restartCount": 0, "image": c["image"],
+             "imageID": f"{c['image']}@sha256:{digest}", "containerID": f"containerd://{digest[::-1]}",
+             "lastState": {}, "state": {"running": {"startedAt": LATER}}}
+            for c in spec.get("containers", [])
+        ],
+    }  # fmt: skip
+    pod["status"] = status
+    meta["managedFields"] = [
+        {"manager": "metacontroller", "operation": "Update", "apiVersion": "v1", "time": LATER, "fieldsType": "FieldsV1",
+         "fieldsV1": {"f:metadata": fields_v1({k: meta[k] for k in ("labels", "annotations", "ownerReferences")}),
+                      "f:spec": fields_v1(desired["spec"])}},
+        {"manager": "kubelet", "operation": "Update", "apiVersion": "v1", "time": LATER, "fieldsType": "FieldsV1",
+         "fieldsV1": {"f:status": fields_v1({k: v for k, v in status.items() if k != "conditions"}
+                                            | {"conditions": kubelet_conditions})}, "subresource": "status"},
+        {"manager": "slurm-sync", "operation": "Update", "apiVersion": "v1", "time": SLURM_UPDATE, "fieldsType": "FieldsV1",
+         "fieldsV1": {"f:status": fields_v1({"conditions": slurm_conditions})}, "subresource": "status"},
+    ]  # fmt: skip
+    return pod
+
+
+def build_request(pods: int, client: Any) -> bytes:
+    """A steady-state resync with `pods` running worker pods, as request bytes."""
+    related = {
+        f"Controller.{names.API_VERSION}": {f"{NS}/{CLUSTER}": controller_cr()},
+        "Secret.v1": {},
+    }
+    first = _post(client, {"controller": {}, "parent": nodeset_parent(pods), "children": {}, "related": related})
+    desired = sorted((c for c in first["children"] if c["kind"] == "Pod"), key=lambda c: c["metadata"]["name"])
+    observed = {f"{NS}/{c['metadata']['name']}": observed_pod(c, i) for i, c in enumerate(desired)}
+    body = {
+        "controller": {"metadata": {"name": "slurm-operator-nodeset"}},
+        "parent": nodeset_parent(pods, status=first["status"]),
+        "children": {"Pod.v1": observed, "PersistentVolumeClaim.v1": {}, "ConfigMap.v1": {}},
+        "related": related,
+        "finalizing": False,
+    }
+    return orjson.dumps(body)
+
+
+def _post(client: Any, body: JSON | bytes) -> JSON:
+    data = body if isinstance(body, bytes) else orjson.dumps(body)
+    resp = client.post(SYNC_PATH, data=data, content_type="application/json")
+    if resp.status_code != 200:
+        raise RuntimeError(f"{SYNC_PATH} answered {resp.status_code}: {resp.data[:500]!r}")
+    return orjson.loads(resp.data)
+
+
+def run(quick: bool = False) -> Report:
+    from hooks.app import create_app
+
+    client = create_app().test_client()
+    report = Report(
+        title=TITLE,
+        columns=["pods", "request", "response", "hook p50", "hook p90", "floor p50", "floor p90", "ratio p50", "samples"],
+    )
+    for pods in SIZES:
+        body = build_request(pods, client)
+        response = _post(client, body)
+        kept = [c for c in response["children"] if c["kind"] == "Pod"]
+        if len(kept) != pods or response["status"][names.STATUS_DRAINING_PODS]:
+            raise RuntimeError(f"steady-state request with {pods} pods did not keep every pod as is")
+        response_bytes = orjson.dumps(response)
+
+        def hook(body: bytes = body) -> bytes:
+            return client.post(SYNC_PATH, data=body, content_type="application/json").data
+
+        def floor(body: bytes = body, response: JSON = response) -> bytes:
+            orjson.loads(body)
+            return orjson.dumps(response)
+
+        min_samples = 5 if pods >= 5_000 else 9
+        hook_stats, floor_stats = compare(
+            hook, gc_paused(floor), min_samples=3 if quick else min_samples, max_seconds=1.0 if quick else 3.0
+        )
+        ratio = hook_stats.median / floor_stats.median
+        report.rows.append(
+            [
+                f"{pods:,}",
+                f"{len(body) / 1e6:.2f} MB",
+                f"{len(response_bytes) / 1e6:.2f} MB",
+                fmt_ns(hook_stats.median),
+                fmt_ns(hook_stats.p90),
+                fmt_ns(floor_stats.median),
+                fmt_ns(floor_stats.p90),
+                fmt_ratio(ratio),
+                str(hook_stats.n),
+            ]
+        )
+        if pods == BUDGET_PODS:
+            report.budgets.append(Budget(f"NodeSet sync with {pods:,} pods, hook/floor (p50)", ratio, BUDGET_RATIO))
+        del body, response, response_bytes, hook, floor
+    report.notes.append("hook = Flask test client POST /nodeset/sync (parse, hook, response check, serialise);")
+    report.notes.append("floor = orjson.loads(request) + orjson.dumps(response as plain JSON), GC paused, interleaved with the hook.")
+    return report
