@@ -15,7 +15,7 @@ import base64
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from hooks import cluster, names, slurmconf
+from hooks import cluster, contract, names, slurmconf
 from hooks.cluster import JSON, InvalidSpec, KeyRef, Missing
 from hooks.contract import CompositeRequest, CustomizeRequest
 from hooks.objects import child_metadata, component_labels, content_hash, selector_labels, service
@@ -25,8 +25,8 @@ from hooks.status import condition
 APP = "slurmdbd"
 COMPONENT = "accounting"
 CONF = "slurmdbd.conf"
-STATEFULSET_TYPE = "StatefulSet.apps/v1"
-SECRET_TYPE = "Secret.v1"
+STATEFULSET_TYPE = contract.TYPE_STATEFULSET
+SECRET_TYPE = contract.TYPE_SECRET
 JWT_KEY_PATH = "/etc/slurm/jwt.key"
 JWKS_PATH = "/etc/slurm/jwks.json"
 

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from hooks import names
+from hooks import contract, names
 from hooks.contract import BadHookRequest, CompositeRequest
 from hooks.podtemplate import merge_container
 from hooks.status import condition
@@ -26,8 +26,8 @@ from hooks.status import condition
 JSON = dict[str, Any]
 T = TypeVar("T")
 
-CONTROLLER_TYPE = f"Controller.{names.API_VERSION}"
-SECRET_TYPE = "Secret.v1"
+CONTROLLER_TYPE = contract.TYPE_CONTROLLER
+SECRET_TYPE = contract.TYPE_SECRET
 
 SLURMCTLD_PORT = 6817
 SLURMD_PORT = 6818

@@ -13,8 +13,23 @@ from typing import Any
 
 import orjson
 
+from hooks import names
+
 JSON = dict[str, Any]
 ObjectMap = dict[str, dict[str, JSON]]  # {"Pod.v1": {"ns/name" or "name": object}}
+
+# Metacontroller's type keys (`Kind.apiVersion`) of the objects our hooks observe.
+TYPE_POD = "Pod.v1"
+TYPE_NODE = "Node.v1"
+TYPE_SECRET = "Secret.v1"
+TYPE_CONFIGMAP = "ConfigMap.v1"
+TYPE_SERVICE = "Service.v1"
+TYPE_PVC = "PersistentVolumeClaim.v1"
+TYPE_STATEFULSET = "StatefulSet.apps/v1"
+TYPE_DEPLOYMENT = "Deployment.apps/v1"
+TYPE_CONTROLLER = f"Controller.{names.API_VERSION}"
+TYPE_NODESET = f"NodeSet.{names.API_VERSION}"
+TYPE_ACCOUNTING = f"Accounting.{names.API_VERSION}"
 
 
 class BadHookRequest(ValueError):

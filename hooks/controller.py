@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hooks import cluster, names, slurmconf
+from hooks import cluster, contract, names, slurmconf
 from hooks.cluster import config_map_name, worker_service_name
 from hooks.contract import CompositeRequest, CustomizeRequest
 from hooks.controller_pod import APP_NAME, COMPONENT, internal_service_name, statefulset, statefulset_name
@@ -34,8 +34,8 @@ from hooks.status import condition
 
 JSON = dict[str, Any]
 
-CONFIGMAP = "ConfigMap.v1"
-STATEFULSET = "StatefulSet.apps/v1"
+CONFIGMAP = contract.TYPE_CONFIGMAP
+STATEFULSET = contract.TYPE_STATEFULSET
 SERVICE_MONITOR_API = "monitoring.coreos.com/v1"
 DEFAULT_METRICS_PATHS = ("/metrics/jobs", "/metrics/nodes", "/metrics/partitions", "/metrics/scheduler")
 WORKER_APP_NAME = "slurmd"

@@ -12,15 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hooks import cluster, names, slurmconf
+from hooks import cluster, contract, slurmconf
 from hooks.cluster import InvalidSpec, KeyRef
 from hooks.contract import BadHookRequest, CompositeRequest
 
 JSON = dict[str, Any]
 
-CONFIGMAP = "ConfigMap.v1"
-NODESET = f"NodeSet.{names.API_VERSION}"
-ACCOUNTING = f"Accounting.{names.API_VERSION}"
+CONFIGMAP = contract.TYPE_CONFIGMAP
+NODESET = contract.TYPE_NODESET
+ACCOUNTING = contract.TYPE_ACCOUNTING
 
 # Inline PersistentVolumeClaimSpec fields of `persistence`, and what a claim needs at minimum.
 _CLAIM_FIELDS = (

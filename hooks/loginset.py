@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
-from hooks import cluster, names
+from hooks import cluster, contract, names
 from hooks.cluster import JSON, ControllerView, InvalidSpec, KeyRef, Missing
 from hooks.contract import CompositeRequest, CustomizeRequest
 from hooks.objects import child_metadata, component_labels, content_hash, selector_labels, service
@@ -23,8 +23,8 @@ from hooks.podtemplate import apply_pod_template, merge_container
 
 APP = "login"
 COMPONENT = "login"
-DEPLOYMENT_TYPE = "Deployment.apps/v1"
-SECRET_TYPE = "Secret.v1"
+DEPLOYMENT_TYPE = contract.TYPE_DEPLOYMENT
+SECRET_TYPE = contract.TYPE_SECRET
 HOST_KEY_TYPES = ("rsa", "ed25519", "ecdsa")
 HOST_KEY_FILES = tuple(f"ssh_host_{t}_key{ext}" for t in HOST_KEY_TYPES for ext in ("", ".pub"))
 # Copies the slurm.key into the writable /etc/slurm with the owner and modes Slurm demands.

@@ -42,7 +42,6 @@ ANNOTATION_POD_CORDON: Final = NODESET_PREFIX + "pod-cordon"
 ANNOTATION_POD_DELETION_COST: Final = "controller.kubernetes.io/pod-deletion-cost"
 ANNOTATION_POD_DEADLINE: Final = NODESET_PREFIX + "pod-deadline"
 ANNOTATION_NODE_CORDON_REASON: Final = NODESET_PREFIX + "node-cordon-reason"
-ANNOTATION_DRAIN_REQUESTED: Final = NODESET_PREFIX + "drain-requested"
 # slurm_sync's word that Slurm runs no job on the pod's node and will start none (hooks/slurmstate.is_released).
 ANNOTATION_DRAINED: Final = NODESET_PREFIX + "drained"
 ANNOTATION_SLURM_NODE_ABSENT: Final = NODESET_PREFIX + "slurm-node-absent"
@@ -115,3 +114,6 @@ LABEL_LWS_NAME: Final = "leaderworkerset.sigs.k8s.io/name"
 LABEL_LWS_GROUP_KEY: Final = "leaderworkerset.sigs.k8s.io/group-key"
 LABEL_LWS_GROUP_INDEX: Final = "leaderworkerset.sigs.k8s.io/group-index"
 LABEL_JOBSET_NAME: Final = "jobset.sigs.k8s.io/jobset-name"
+# slurm_sync: digest of the placeholder body its job was last submitted or updated with (a changed
+# published body of a PENDING job is sent again; survives restarts).
+ANNOTATION_PLACEHOLDER_APPLIED: Final = SCHEDULER_PREFIX + "placeholder-applied"

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from hooks import names
+from hooks import contract
 from hooks.contract import BadHookRequest, CompositeRequest
 
 JSON = dict[str, Any]
@@ -25,12 +25,12 @@ SCHEDULED_UPDATE: str = "ScheduledUpdate"
 RETAIN: str = "Retain"
 DELETE: str = "Delete"
 
-CONTROLLER_TYPE_KEY = f"Controller.{names.API_VERSION}"
-NODE_TYPE_KEY = "Node.v1"
-SECRET_TYPE_KEY = "Secret.v1"
-POD_TYPE_KEY = "Pod.v1"
-PVC_TYPE_KEY = "PersistentVolumeClaim.v1"
-CONFIGMAP_TYPE_KEY = "ConfigMap.v1"
+CONTROLLER_TYPE_KEY = contract.TYPE_CONTROLLER
+NODE_TYPE_KEY = contract.TYPE_NODE
+SECRET_TYPE_KEY = contract.TYPE_SECRET
+POD_TYPE_KEY = contract.TYPE_POD
+PVC_TYPE_KEY = contract.TYPE_PVC
+CONFIGMAP_TYPE_KEY = contract.TYPE_CONFIGMAP
 
 SLURMCTLD_PORT = 6817
 _PERCENT = re.compile(r"^(0|[1-9][0-9]*)%$")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hooks import cluster, names
+from hooks import cluster, contract, names
 from hooks.cluster import JSON, ControllerView, Missing
 from hooks.contract import CompositeRequest, CustomizeRequest
 from hooks.objects import child_metadata, component_labels, selector_labels, service
@@ -19,8 +19,8 @@ from hooks.podtemplate import apply_pod_template, merge_container
 APP = "slurmrestd"
 COMPONENT = "restapi"
 NOBODY = 65534
-DEPLOYMENT_TYPE = "Deployment.apps/v1"
-SERVICE_TYPE = "Service.v1"
+DEPLOYMENT_TYPE = contract.TYPE_DEPLOYMENT
+SERVICE_TYPE = contract.TYPE_SERVICE
 
 
 @dataclass(frozen=True)

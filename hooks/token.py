@@ -21,7 +21,7 @@ from decimal import Decimal
 
 import jwt
 
-from hooks import cluster
+from hooks import cluster, contract
 from hooks.cluster import JSON, InvalidSpec, KeyRef, Missing
 from hooks.contract import CompositeRequest, CustomizeRequest
 from hooks.objects import child_metadata
@@ -31,7 +31,7 @@ DEFAULT_USERNAME = "nobody"
 DEFAULT_SECRET_KEY = "SLURM_JWT"
 # Slurm treats MaxInt32-1 seconds as "infinite"; longer lifetimes are clamped to it.
 MAX_LIFETIME_SECONDS = 2**31 - 2
-SECRET_TYPE = "Secret.v1"
+SECRET_TYPE = contract.TYPE_SECRET
 _DURATION_UNITS = {"ns": Decimal("1e-9"), "us": Decimal("1e-6"), "µs": Decimal("1e-6"), "ms": Decimal("1e-3"),
                    "s": Decimal(1), "m": Decimal(60), "h": Decimal(3600)}  # fmt: skip
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)")
