@@ -23,6 +23,7 @@ from bench.measure import Report, print_report
 SUITES: dict[str, str] = {
     "nodeset": "bench.nodeset_sync",
     "http": "bench.http_p99",
+    "slurm_sync": "bench.slurm_sync",
 }
 
 

@@ -8,9 +8,11 @@ is skipped when that pod's patches failed. A 409 is retried from a fresh read of
 from __future__ import annotations
 
 import datetime
+import gc
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from kubernetes.client.exceptions import ApiException
@@ -41,6 +43,27 @@ CONTROLLER_APP = "slurmctld"
 
 def utc_now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Automatic garbage collection off for one pass (as the hooks do per request).
+
+    A pass parses the cluster's list responses (5,000 pods are ~75 MB of JSON: millions of
+    containers), and the collector would trace them over and over while they are built: 60% of
+    an unchanged 5,000-node pass (1.8 s with it, 0.7 s without; `make bench`). JSON holds no
+    reference cycles, so reference counting frees it when the pass ends; anything cyclic left
+    over goes in the next automatic collection. Whoever disabled the collector re-enables it, so
+    loops running in threads never leave it off.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 @dataclass(frozen=True)
@@ -117,6 +140,10 @@ class OperatorLoop:
         return SlurmView(nodes=nodes, ping=ping)
 
     def run_pass(self) -> PassResult:
+        with collector_paused():
+            return self._run_pass()
+
+    def _run_pass(self) -> PassResult:
         started = time.perf_counter()
         tally = Tally()
         slurm = self.read_slurm(tally)
