@@ -3,12 +3,20 @@
 Each POST route parses its request strictly (400 naming the field), runs a pure handler, checks
 the response (500 if Metacontroller would misread it) and answers strict JSON. Nothing here does
 network I/O; hooks are pure functions of the request.
+
+With `HOOKS_AUTH_TOKEN_FILE` set, every POST route demands `Authorization: Bearer <token>` with the
+file's content (Metacontroller >= 4.16 sends it from a Secret: `authorization` or
+`endpointConfigs`). The file is read on each request so a rotated Secret takes effect without a
+restart; if it cannot be read, hooks answer 503 rather than run unauthenticated. Health and metrics
+stay open for probes and scrapers.
 """
 
 from __future__ import annotations
 
 import gc
+import hmac
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -38,13 +46,36 @@ def create_app(handlers: dict[str, Handler] | None = None) -> Flask:
 def _hook_view(route: Route) -> Callable[[], Response]:
     def view() -> Response:
         started = time.perf_counter()
-        with _collector_paused():
-            response = _answer(route)
+        denied = _unauthorized()
+        if denied is not None:
+            response = denied
+        else:
+            with _collector_paused():
+                response = _answer(route)
         metrics.observe(route.path, response.status_code, time.perf_counter() - started)
         return response
 
     view.__name__ = "hook_" + route.path.strip("/").replace("/", "_")
     return view
+
+
+def _unauthorized() -> Response | None:
+    """None when the request may proceed: no token configured, or the right bearer token sent."""
+    path = os.environ.get("HOOKS_AUTH_TOKEN_FILE")
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as f:
+            token = f.read().strip()
+    except OSError as err:
+        log.error("cannot read HOOKS_AUTH_TOKEN_FILE %s: %s", path, err.strerror)
+        return _error(503, "the hook server cannot read its authentication token; see its log")
+    sent = request.headers.get("Authorization", "").encode()
+    if token and hmac.compare_digest(sent, b"Bearer " + token):
+        return None
+    response = _error(401, "missing or wrong bearer token")
+    response.headers["WWW-Authenticate"] = 'Bearer realm="slinky-hooks"'
+    return response
 
 
 def _answer(route: Route) -> Response:

@@ -6,14 +6,17 @@ An AdmissionReview carries no namespace labels and the hooks read no config, so 
 come from the webhook configuration itself:
 
 * the MutatingWebhookConfiguration's `namespaceSelector` selects the managed namespaces (a list
-  becomes `kubernetes.io/metadata.name In [...]`, a selector is used as is); with no query
-  parameters, every pod the webhook receives is managed;
-* `?namespaces=a,b` makes the webhook itself apply Slinky's rule (for a configuration that sends
-  more namespaces, e.g. everything but kube-system, so that pods naming the bridge scheduler are
-  handled anywhere); `?namespaces=` (empty) manages only pods that name the bridge scheduler;
-* `?schedulerName=x` overrides names.BRIDGE_SCHEDULER_NAME.
+  becomes `kubernetes.io/metadata.name In [...]`, a selector is used as is); with
+  BRIDGE_MANAGED_NAMESPACES unset, every pod the webhook receives is managed;
+* `BRIDGE_MANAGED_NAMESPACES=a,b` in the hook server's environment makes the webhook itself apply
+  Slinky's rule (for a configuration that sends more namespaces, e.g. everything but kube-system,
+  so that pods naming the bridge scheduler are handled anywhere); set but empty, it manages only
+  pods that name the bridge scheduler;
+* `BRIDGE_SCHEDULER_NAME` overrides names.BRIDGE_SCHEDULER_NAME.
 
-Kubernetes allows a query string in `clientConfig.service.path`, so these need no second route.
+The API server forbids a query string in `clientConfig.service.path`, so these settings cannot
+travel with the request; they are deployment settings of the bridge's hook server, read on each
+call (so tests and restarts see the current value).
 
 Mutation (managed pods): on CREATE, `spec.nodeName` is cleared and a `default-scheduler` (or
 unset) scheduler name becomes the bridge's; a pod that ends up with the bridge scheduler gets the
@@ -29,10 +32,10 @@ recognised by their effect (container resources changed), so they are refused ho
 from __future__ import annotations
 
 import base64
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import flask
 import orjson
 
 from hooks import names
@@ -49,11 +52,11 @@ class AdmissionSettings:
 
 
 def mutate(req: AdmissionRequest) -> JSON:
-    return mutate_with(req, _query_settings())
+    return mutate_with(req, _env_settings())
 
 
 def validate(req: AdmissionRequest) -> JSON:
-    return validate_with(req, _query_settings())
+    return validate_with(req, _env_settings())
 
 
 def mutate_with(req: AdmissionRequest, cfg: AdmissionSettings) -> JSON:
@@ -203,13 +206,10 @@ def _review(response: JSON) -> JSON:
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
 
 
-def _query_settings() -> AdmissionSettings:
-    """Settings from the webhook URL's query string (defaults outside a request)."""
-    if not flask.has_request_context():
-        return AdmissionSettings()
-    args = flask.request.args
-    namespaces = args.get("namespaces")
+def _env_settings() -> AdmissionSettings:
+    """Settings from the hook server's environment (see the module docstring)."""
+    namespaces = os.environ.get("BRIDGE_MANAGED_NAMESPACES")
     return AdmissionSettings(
-        scheduler_name=args.get("schedulerName") or names.BRIDGE_SCHEDULER_NAME,
-        namespaces=None if namespaces is None else frozenset(ns for ns in namespaces.split(",") if ns),
+        scheduler_name=os.environ.get("BRIDGE_SCHEDULER_NAME") or names.BRIDGE_SCHEDULER_NAME,
+        namespaces=None if namespaces is None else frozenset(ns.strip() for ns in namespaces.split(",") if ns.strip()),
     )

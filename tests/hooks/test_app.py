@@ -326,3 +326,27 @@ def test_the_garbage_collector_is_paused_during_a_hook_and_back_on_after_it():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_bearer_token_is_enforced_when_configured(tmp_path, monkeypatch):
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    monkeypatch.setenv("HOOKS_AUTH_TOKEN_FILE", str(token))
+    client = create_app(handlers={"/nodeset/sync": _count_children}).test_client()
+    body = {"parent": NODESET}
+    assert client.post("/nodeset/sync", json=body).status_code == 401
+    wrong = client.post("/nodeset/sync", json=body, headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 401 and wrong.headers["WWW-Authenticate"].startswith("Bearer")
+    assert "s3cret" not in wrong.get_data(as_text=True)
+    assert client.post("/nodeset/sync", json=body, headers={"Authorization": "Bearer s3cret"}).status_code == 200
+    assert client.get("/healthz").status_code == 200  # probes stay open
+    token.write_text("rotated")  # a rotated Secret applies without a restart
+    assert client.post("/nodeset/sync", json=body, headers={"Authorization": "Bearer s3cret"}).status_code == 401
+    assert client.post("/nodeset/sync", json=body, headers={"Authorization": "Bearer rotated"}).status_code == 200
+
+
+def test_unreadable_token_file_fails_closed(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOOKS_AUTH_TOKEN_FILE", str(tmp_path / "missing"))
+    client = create_app(handlers={"/nodeset/sync": _count_children}).test_client()
+    resp = client.post("/nodeset/sync", json={"parent": NODESET}, headers={"Authorization": "Bearer x"})
+    assert resp.status_code == 503

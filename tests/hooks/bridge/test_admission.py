@@ -234,14 +234,16 @@ def _review_body(pod, uid="u-42"):
             "request": {"uid": uid, "operation": "CREATE", "namespace": pod["metadata"]["namespace"], "object": pod}}
 
 
-def test_http_response_shape_and_query_settings():
+def test_http_response_shape_and_environment_settings(monkeypatch):
     client = create_app().test_client()
-    resp = client.post("/bridge/admission/mutate?namespaces=slurm-bridge&schedulerName=sb",
-                       json=_review_body(new_pod(ns=OTHER)))
+    monkeypatch.setenv("BRIDGE_MANAGED_NAMESPACES", "slurm-bridge, other-managed")
+    monkeypatch.setenv("BRIDGE_SCHEDULER_NAME", "sb")
+    resp = client.post("/bridge/admission/mutate", json=_review_body(new_pod(ns=OTHER)))
     assert resp.status_code == 200
     assert resp.get_json() == {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                                "response": {"uid": "u-42", "allowed": True}}
-    resp = client.post("/bridge/admission/mutate?schedulerName=sb", json=_review_body(new_pod(ns=OTHER)))
+    monkeypatch.delenv("BRIDGE_MANAGED_NAMESPACES")
+    resp = client.post("/bridge/admission/mutate", json=_review_body(new_pod(ns=OTHER)))
     ops = json.loads(base64.b64decode(resp.get_json()["response"]["patch"]))
     assert {"op": "add", "path": "/spec/schedulerName", "value": "sb"} in ops
 
