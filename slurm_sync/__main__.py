@@ -12,10 +12,15 @@ from collections.abc import Sequence
 
 from kubernetes import client, config
 
+from hooks import names
 from slurm_sync import logs
+from slurm_sync.bridge import BridgeLoop, token_file
+from slurm_sync.bridge_kube import BridgeKube
+from slurm_sync.discovery import TokenSource
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
 from slurm_sync.service import Config, Service, health_server
+from slurm_sync.slurm import SlurmClient
 
 log = logging.getLogger("slurm_sync")
 ENV_PREFIX = "SLURM_SYNC_"
@@ -36,6 +41,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--bind", default=_env("BIND", "127.0.0.1:8081"), help="host:port for /healthz, /readyz, /metrics")
     p.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"))
     p.add_argument("--kubeconfig", default=_env("KUBECONFIG", os.environ.get("KUBECONFIG")), help="default: in-cluster, else ~/.kube/config")
+    p.add_argument("--mode", choices=("operator", "bridge", "both"), default=_env("MODE", "operator"),
+                   help="operator: Slinky operator side; bridge: slurm-bridge loop against --slurm-url; both")
+    p.add_argument("--token-file", default=_env("TOKEN_FILE"), help="bridge: file holding the Slurm JWT (read on every request)")
+    p.add_argument("--jwt-key-file", default=_env("JWT_KEY_FILE"), help="bridge: HS256 key to mint tokens for --token-user")
+    p.add_argument("--managed-namespaces", default=_env("MANAGED_NAMESPACES", "slurm-bridge"),
+                   help="bridge: comma-separated namespaces whose pods Slurm schedules")
+    p.add_argument("--scheduler-name", default=_env("SCHEDULER_NAME", names.BRIDGE_SCHEDULER_NAME),
+                   help="bridge: pods with this schedulerName are ours; also the managed-node taint value")
+    p.add_argument("--job-list-interval", type=float, default=float(_env("JOB_LIST_INTERVAL", "30")),
+                   help="bridge: seconds between full job listings (orphan jobs; adoption after a crash)")
     p.add_argument("--once", action="store_true", default=_env("ONCE", "") == "1", help="one pass, then exit (0 = every cluster ok)")
     return p.parse_args(argv)
 
@@ -51,6 +66,25 @@ def kube_client(kubeconfig: str | None) -> client.ApiClient:
         return config.new_client_from_config()
 
 
+def bridge_loop(args: argparse.Namespace, kube: Kube, metrics: Metrics) -> BridgeLoop:
+    """The bridge talks to one Slurm: --slurm-url with --token-file, or a key to mint tokens from."""
+    if not args.slurm_url:
+        raise SystemExit("--mode bridge needs --slurm-url")
+    if args.token_file:
+        tokens = token_file(args.token_file)
+    elif args.jwt_key_file:
+        source = TokenSource(args.token_user, args.token_lifetime)
+        with open(args.jwt_key_file, "rb") as handle:
+            source.set_key(handle.read(), "file")
+        tokens = source
+    else:
+        raise SystemExit("--mode bridge needs --token-file or --jwt-key-file")
+    namespaces = [n.strip() for n in args.managed_namespaces.split(",") if n.strip()]
+    slurm = SlurmClient(args.slurm_url, tokens, timeout=args.slurm_timeout)
+    return BridgeLoop(slurm, BridgeKube(kube, metrics.count_kube_write), metrics, namespaces, args.scheduler_name,
+                      args.job_list_interval)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logs.configure(args.log_level)
@@ -63,8 +97,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         token_lifetime=args.token_lifetime,
         slurm_timeout=args.slurm_timeout,
         bind=args.bind,
+        mode=args.mode,
     )
-    service = Service(cfg, Kube(kube_client(args.kubeconfig), metrics.count_kube_write), metrics)
+    kube = Kube(kube_client(args.kubeconfig), metrics.count_kube_write)
+    bridge = bridge_loop(args, kube, metrics) if args.mode in ("bridge", "both") else None
+    service = Service(cfg, kube, metrics, bridge)
     try:
         if args.once:
             return 0 if service.run_pass() else 1

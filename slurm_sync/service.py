@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from slurm_sync.bridge import BridgeLoop
 from slurm_sync.discovery import ClusterHandle, Clusters, plan_clusters
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
@@ -32,6 +33,11 @@ class Config:
     token_lifetime: int = 300
     slurm_timeout: float = 10.0
     bind: str = "127.0.0.1:8081"
+    mode: str = "operator"  # operator | bridge | both
+
+    @property
+    def operator(self) -> bool:
+        return self.mode in ("operator", "both")
 
 
 class Health:
@@ -57,29 +63,46 @@ class Health:
 
 
 class Service:
-    def __init__(self, config: Config, kube: Kube, metrics: Metrics) -> None:
+    def __init__(self, config: Config, kube: Kube, metrics: Metrics, bridge: BridgeLoop | None = None) -> None:
         self.config = config
         self.kube = kube
         self.metrics = metrics
+        self.bridge = bridge
         self.health = Health()
         self.clusters = Clusters(kube, metrics, config.token_user, config.token_lifetime, config.slurm_timeout)
 
     def run_pass(self) -> bool:
-        """One pass over every cluster; True only if every cluster's pass succeeded."""
+        """One pass over every cluster and the bridge; True only if every one succeeded."""
+        failing = self._operator_pass() if self.config.operator else []
+        if self.bridge is not None and not self._bridge_pass(self.bridge):
+            failing.append("bridge")
+        self.health.record(failing)
+        return not failing
+
+    def _bridge_pass(self, bridge: BridgeLoop) -> bool:
+        try:
+            result = bridge.run_pass()
+        except Exception:  # a bug must not stop the operator side
+            log.exception("bridge: pass crashed")
+            return False
+        level = logging.INFO if result.ok else logging.WARNING
+        log.log(level, "bridge: pass %s (kube writes %d, slurm writes %d)%s", "ok" if result.ok else "failed",
+                result.kube_writes, result.slurm_writes, "; " + "; ".join(result.errors) if result.errors else "")
+        return result.ok
+
+    def _operator_pass(self) -> list[str]:
+        """The failing clusters (or "discovery")."""
         try:
             controllers = self.kube.list_custom("controllers", self.config.namespace)
             restapis = self.kube.list_custom("restapis", self.config.namespace)
         except ApiException as exc:
             log.error("discovery failed: HTTP %s %s", exc.status, exc.reason)
-            self.health.record(["discovery"])
-            return False
+            return ["discovery"]
         refs, problems = plan_clusters(controllers, restapis, self.config.slurm_url)
         for problem in problems:
             log.warning("skipping %s", problem)
         self.clusters.update(refs)
-        failing = [name for name, handle in sorted(self.clusters.handles.items()) if not self._sync_one(handle)]
-        self.health.record(failing)
-        return not failing
+        return [name for name, handle in sorted(self.clusters.handles.items()) if not self._sync_one(handle)]
 
     def _sync_one(self, handle: ClusterHandle) -> bool:
         name = handle.ref.name
@@ -104,6 +127,8 @@ class Service:
 
     def close(self) -> None:
         self.clusters.close()
+        if self.bridge is not None:
+            self.bridge.slurm.close()
 
 
 def health_server(bind: str, health: Health, metrics: Metrics) -> ThreadingHTTPServer:

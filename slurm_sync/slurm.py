@@ -227,6 +227,17 @@ class SlurmClient:
     def delete_node(self, name: str) -> None:
         self._call("DELETE", self._path("node", name), retry=False)
 
+    def create_node(self, node_conf: str) -> None:
+        """Register a node from a slurm.conf ``NodeName=...`` line (``POST new/node``, Slurm >= 25.11;
+        the cluster needs room for dynamic nodes, ``MaxNodeCount``). Not retried: a lost answer
+        may still have created it; the next listing tells."""
+        self._call("POST", self._path("new", "node", ""), body={"node_conf": node_conf}, retry=False)
+
+    def partition_names(self) -> frozenset[str]:
+        """Every partition Slurm has (to check an external node's partitions before registering it)."""
+        body = self._get(self._path("partitions", ""))
+        return frozenset(_partition_name(p) for p in object_list(body, "partitions", "partitions"))
+
     # --- jobs -------------------------------------------------------------------------------
 
     def list_jobs(self, since: int | None = None) -> Listing[Job]:
@@ -361,6 +372,13 @@ class SlurmClient:
             if exc.status == 404:
                 self._api = None  # our version's paths are gone: negotiate again on the next call
             raise
+
+
+def _partition_name(partition: JSON) -> str:
+    name = partition.get("name")
+    if not isinstance(name, str) or not name:
+        raise SlurmMalformed(f"partition without a name: {dict(partition)!r:.200}")
+    return name
 
 
 def interpret(where: str, status: int, content: bytes, token: str = "") -> JSON | None:

@@ -1,0 +1,27 @@
+# One image for both processes:
+#   hook server: gunicorn -c hooks/gunicorn_conf.py 'hooks.app:create_app()'   (the default)
+#   slurm_sync:  python -m slurm_sync
+# Runs as a non-root user and writes nothing outside /tmp and PROMETHEUS_MULTIPROC_DIR, so it works
+# with readOnlyRootFilesystem (the charts mount emptyDirs there).
+FROM docker.io/library/python:3.11-slim-bookworm
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    HOOKS_BIND=0.0.0.0:8080
+
+WORKDIR /app
+
+# Exact pins first, so a code change does not reinstall dependencies.
+COPY requirements.lock ./
+RUN pip install --no-deps -r requirements.lock
+
+COPY hooks/ hooks/
+COPY slurm_sync/ slurm_sync/
+# Byte-compile at build time: the root filesystem is read-only at run time.
+RUN python -m compileall -q hooks slurm_sync
+
+USER 65532:65532
+EXPOSE 8080 8081
+CMD ["gunicorn", "-c", "hooks/gunicorn_conf.py", "hooks.app:create_app()"]

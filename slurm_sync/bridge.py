@@ -1,0 +1,307 @@
+"""One pass of the bridge loop: read Slurm and Kubernetes, plan (bridge_plan, bridge_nodes), execute.
+
+Cost does not grow with the number of jobs in Slurm: the full job listing (for adoption after a
+crash and for orphan jobs) goes through ``job_watch`` (``update_time``: one small answer while
+Slurm is unchanged) and is refreshed only at start, after a submit whose answer was lost, and
+every ``list_interval`` seconds; the jobs our pods carry are read one GET each.
+
+Fail closed: a failed job read plans no pod action at all (no submit, cancel, delete or bind); a
+failed node listing plans no node action. Kubernetes read failures end the pass.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+import orjson
+from kubernetes.client.exceptions import ApiException
+
+from hooks import names
+from slurm_sync import bridge_nodes, bridge_plan
+from slurm_sync.bridge_kube import BridgeKube, label_body, release_body, taint_body
+from slurm_sync.bridge_plan import Cancel, PodActions
+from slurm_sync.bridge_view import BridgeNode, BridgePod, read_node, read_pod
+from slurm_sync.metrics import Metrics
+from slurm_sync.slurm import SlurmClient
+from slurm_sync.slurm_errors import ESLURM_ALREADY_DONE, SlurmError, SlurmNotFound, SlurmRejected, SlurmUnavailable
+from slurm_sync.slurm_types import Job, Node, parse_job
+
+log = logging.getLogger(__name__)
+NAME = "bridge"
+
+
+def token_file(path: str) -> Callable[[], str]:
+    """The JWT in ``path``, read on every request (rotation); an optional ``SLURM_JWT=`` prefix goes."""
+
+    def read() -> str:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().strip().removeprefix("SLURM_JWT=")
+
+    return read
+
+
+def utc_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+@dataclass(frozen=True)
+class BridgeResult:
+    slurm_ok: bool
+    errors: tuple[str, ...]
+    kube_writes: int
+    slurm_writes: int
+
+    @property
+    def ok(self) -> bool:
+        return self.slurm_ok and not self.errors
+
+
+@dataclass
+class _Tally:
+    errors: list[str] = field(default_factory=list)
+    kube_writes: int = 0
+    slurm_writes: int = 0
+    slurm_ok: bool = True
+
+
+@dataclass(frozen=True)
+class KubeState:
+    pods: tuple[BridgePod, ...]  # ours: our scheduler name
+    existing: frozenset[str]  # "ns/name" of every managed pod, any scheduler
+    nodes: Mapping[str, BridgeNode]
+
+
+class BridgeLoop:
+    """Keeps between passes only what Slurm and Kubernetes can rebuild: the job index."""
+
+    def __init__(
+        self,
+        slurm: SlurmClient,
+        kube: BridgeKube,
+        metrics: Metrics,
+        namespaces: Iterable[str],
+        scheduler: str = names.BRIDGE_SCHEDULER_NAME,
+        list_interval: float = 30.0,
+        now: Callable[[], datetime.datetime] = utc_now,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.slurm = slurm
+        self.kube = kube
+        self.metrics = metrics
+        self.namespaces = frozenset(namespaces)
+        self.scheduler = scheduler
+        self.list_interval = list_interval
+        self._now = now
+        self._clock = clock
+        self._jobs = slurm.job_watch()
+        self._nodes = slurm.node_watch()
+        self._index: dict[int, Job] = {}
+        self._listed_at: float | None = None  # None: the index must be (re)built before any submit
+
+    # --- reads ------------------------------------------------------------------------------
+
+    def _refresh_index(self, tally: _Tally) -> bool | None:
+        """True: listed now (fresh); False: the index is recent enough; None: listing failed."""
+        if self._listed_at is not None and self._clock() - self._listed_at < self.list_interval:
+            return False
+        try:
+            snapshot = self._jobs.poll()
+        except SlurmError as exc:
+            self._slurm_error(tally, "list jobs", exc)
+            return None
+        self._index = {i: j for i, j in snapshot.items.items() if bridge_plan.bridge_pods_of(j) is not None}
+        self._listed_at = self._clock()
+        return True
+
+    def read_kube(self) -> KubeState:
+        pods: list[BridgePod] = []
+        for namespace in sorted(self.namespaces):
+            pods.extend(read_pod(obj) for obj in self.kube.list_pods(namespace))
+        nodes = [read_node(obj) for obj in self.kube.list_nodes()]
+        return KubeState(
+            pods=tuple(p for p in pods if p.scheduler == self.scheduler),
+            existing=frozenset(p.key for p in pods),
+            nodes={n.name: n for n in nodes},
+        )
+
+    def read_jobs(self, ids: Iterable[int], tally: _Tally) -> dict[int, Job | None] | None:
+        """One GET per job; None (for all) when any read failed: unknown is not gone."""
+        jobs: dict[int, Job | None] = {}
+        for job_id in sorted(ids):
+            try:
+                jobs[job_id] = self.slurm.get_job(job_id)
+            except SlurmNotFound:
+                jobs[job_id] = None
+            except SlurmError as exc:
+                self._slurm_error(tally, f"get job {job_id}", exc)
+                return None
+        return jobs
+
+    # --- the pass ---------------------------------------------------------------------------
+
+    def run_pass(self) -> BridgeResult:
+        started = time.perf_counter()
+        tally = _Tally()
+        fresh = self._refresh_index(tally)
+        try:
+            state = self.read_kube()
+        except ApiException as exc:
+            tally.errors.append(f"reading Kubernetes objects: HTTP {exc.status} {exc.reason}")
+            log.error("bridge: reading Kubernetes objects failed: HTTP %s %s", exc.status, exc.reason)
+        else:
+            if fresh is not None:
+                self._pod_path(state, fresh, tally)
+            self._node_path(state, tally)
+        self.metrics.poll_seconds.labels(NAME).observe(time.perf_counter() - started)
+        self.metrics.cluster_up.labels(NAME).set(1 if tally.slurm_ok else 0)
+        return BridgeResult(tally.slurm_ok, tuple(tally.errors), tally.kube_writes, tally.slurm_writes)
+
+    def _pod_path(self, state: KubeState, fresh: bool, tally: _Tally) -> None:
+        labelled = {p.job_id for p in state.pods if p.job_id is not None}
+        jobs = self.read_jobs(labelled | bridge_plan.adoption_candidates(state.pods, self._index), tally)
+        if jobs is None:
+            return
+        actions = bridge_plan.plan_pods(state.pods, state.nodes, jobs, self._index, self._now())
+        tally.errors.extend(actions.errors)
+        for error in actions.errors:
+            log.warning("bridge: %s", error)
+        self._execute_pods(actions, tally)
+        if fresh:
+            tracked = labelled | {a.job_id for a in actions.labels}
+            for job_id in bridge_plan.orphans(self._index, set(state.existing), self.namespaces, tracked):
+                self._cancel(Cancel(job_id, True, (), "orphan: none of its pods exists"), tally)
+
+    def _execute_pods(self, actions: PodActions, tally: _Tally) -> None:
+        for cancel in actions.cancels:
+            self._cancel(cancel, tally)
+        for delete in actions.deletes:
+            log.info("bridge: deleting pod %s: %s", delete.pod.key, delete.why)
+            self._kube(tally, f"delete pod {delete.pod.key}", lambda d=delete: self.kube.delete_pod(d.pod))
+        for bind in actions.binds:
+            self._bind(bind, tally)
+        for update in actions.updates:
+            self._update(update, tally)
+        for label in actions.labels:
+            self._label(label.job_id, label.digest, label.pods, tally)
+        for submit in actions.submits:
+            self._submit(submit, tally)
+
+    def _cancel(self, cancel: Cancel, tally: _Tally) -> None:
+        if cancel.needed:
+            try:
+                self.slurm.cancel_job(cancel.job_id)
+                tally.slurm_writes += 1
+                log.info("bridge: cancelled job %d: %s", cancel.job_id, cancel.why)
+            except SlurmRejected as exc:
+                if not (isinstance(exc, SlurmNotFound) or ESLURM_ALREADY_DONE in exc.numbers):
+                    self._slurm_error(tally, f"cancel job {cancel.job_id}", exc)
+                    return
+            except SlurmError as exc:
+                self._slurm_error(tally, f"cancel job {cancel.job_id}", exc)
+                return
+        for pod in cancel.release:
+            self._kube(tally, f"release pod {pod.key}", lambda p=pod: self.kube.patch_pod(p, release_body(p, cancel.job_id)))
+
+    def _bind(self, bind: bridge_plan.Bind, tally: _Tally) -> None:
+        """Annotate the node first (Slinky's order): a failed binding keeps the choice for next time."""
+        pod = bind.pod
+        if pod.slurm_node != bind.node:
+            body = {"metadata": {"annotations": {names.ANNOTATION_SLURM_NODE: bind.node}}}
+            if not self._kube(tally, f"annotate pod {pod.key}", lambda: self.kube.patch_pod(pod, body)):
+                return
+        if self._kube(tally, f"bind pod {pod.key}", lambda: self.kube.bind(pod, bind.node)):
+            log.info("bridge: bound pod %s to node %s (Slurm %s)", pod.key, bind.node, bind.slurm_node)
+
+    def _update(self, update: bridge_plan.UpdateJob, tally: _Tally) -> None:
+        try:
+            self.slurm.update_job(update.job_id, orjson.loads(update.body))
+        except SlurmError as exc:  # e.g. it started meanwhile (2073): its shape is fixed now
+            self._slurm_error(tally, f"update job {update.job_id}", exc)
+            return
+        tally.slurm_writes += 1
+        self._label(update.job_id, bridge_plan.digest(update.body), update.pods, tally)
+
+    def _label(self, job_id: int, applied: str, pods: Iterable[BridgePod], tally: _Tally) -> None:
+        for pod in pods:
+            self._kube(tally, f"label pod {pod.key}", lambda p=pod: self.kube.patch_pod(p, label_body(p, job_id, applied)))
+
+    def _submit(self, submit: bridge_plan.Submit, tally: _Tally) -> None:
+        body = orjson.loads(submit.body)
+        try:
+            result = self.slurm.submit_external_job(body)
+        except SlurmUnavailable as exc:
+            self._listed_at = None  # the job may exist: list again before submitting this group anew
+            self._slurm_error(tally, f"submit job for {submit.group}", exc)
+            return
+        except SlurmError as exc:
+            self._slurm_error(tally, f"submit job for {submit.group}", exc)
+            return
+        tally.slurm_writes += 1
+        log.info("bridge: submitted job %d for %s", result.job_id, submit.group)
+        # until the next listing, the index must know this job, or a failed label would submit again
+        self._index[result.job_id] = parse_job({"job_id": result.job_id, "job_state": ["PENDING"],
+                                                "flags": ["EXTERNAL_JOB"], "admin_comment": body.get("admin_comment", "")})  # fmt: skip
+        self._label(result.job_id, bridge_plan.digest(submit.body), submit.pods, tally)
+
+    # --- nodes ------------------------------------------------------------------------------
+
+    def _node_path(self, state: KubeState, tally: _Tally) -> None:
+        bridge_nodes_ = [n for n in state.nodes.values() if n.desired_taint or n.registration or n.registered or _has_our_taint(n)]
+        if not bridge_nodes_:
+            return
+        try:
+            slurm_nodes: Mapping[str, Node] = self._nodes.poll().items
+            partitions = self.slurm.partition_names() if bridge_nodes.needs_partitions(bridge_nodes_) else None
+        except SlurmError as exc:
+            self._slurm_error(tally, "list nodes", exc)
+            return
+        actions = bridge_nodes.plan_nodes(bridge_nodes_, slurm_nodes, partitions)
+        tally.errors.extend(actions.errors)
+        for taint in actions.taints:
+            self._kube(tally, f"taint node {taint.node.name}", lambda t=taint: self.kube.patch_node(t.node, taint_body(t.node, t.taints)))
+        for change in actions.slurm:
+            self._slurm_write(tally, f"update node {change.name} {change.update.body()}",
+                              lambda c=change: self.slurm.update_node(c.name, c.update))  # fmt: skip
+        for create in actions.creates:
+            self._slurm_write(tally, f"register node {create.name}", lambda c=create: self.slurm.create_node(c.node_conf))
+        for delete in actions.deletes:
+            self._slurm_write(tally, f"delete node {delete.name}", lambda d=delete: self.slurm.delete_node(d.name))
+        for mark in actions.marks:
+            body = {"metadata": {"annotations": {names.ANNOTATION_EXTERNAL_NODE_REGISTERED: mark.value}}}
+            self._kube(tally, f"mark node {mark.node.name}", lambda m=mark, b=body: self.kube.patch_node(m.node, b))
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    def _kube(self, tally: _Tally, what: str, write: Callable[[], None]) -> bool:
+        try:
+            write()
+        except ApiException as exc:
+            tally.errors.append(f"{what}: HTTP {exc.status}")
+            log.error("bridge: %s: HTTP %s %s", what, exc.status, exc.reason)
+            return False
+        tally.kube_writes += 1
+        return True
+
+    def _slurm_write(self, tally: _Tally, what: str, write: Callable[[], None]) -> None:
+        try:
+            write()
+        except SlurmError as exc:
+            self._slurm_error(tally, what, exc)
+            return
+        tally.slurm_writes += 1
+        log.info("bridge: %s", what)
+
+    def _slurm_error(self, tally: _Tally, what: str, exc: SlurmError) -> None:
+        self.metrics.count_slurm_error(NAME, exc)
+        tally.errors.append(f"{what}: {exc}")
+        if isinstance(exc, SlurmUnavailable):
+            tally.slurm_ok = False
+        log.warning("bridge: %s failed: %s", what, exc)
+
+
+def _has_our_taint(node: BridgeNode) -> bool:
+    return any(t.get("key") == names.TAINT_MANAGED_NODE for t in node.taints)

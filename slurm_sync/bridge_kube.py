@@ -1,0 +1,86 @@
+"""The Kubernetes writes of the bridge loop, each one request with the smallest exact body.
+
+Pod and node patches that rewrite a list (finalizers, taints) carry the resourceVersion they were
+computed from, so the apiserver refuses them (409) if someone changed the object meanwhile; the
+next pass recomputes. Deletes carry the pod's uid, so a pod re-created under the same name is safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from kubernetes import client
+
+from hooks import names
+from slurm_sync.bridge_view import BridgeNode, BridgePod
+from slurm_sync.kube import Kube, WriteCounter
+
+JSON = dict[str, Any]
+# The generated client sends no Content-Type for create-binding and delete bodies; the apiserver needs one.
+_JSON_BODY = {"Content-Type": "application/json"}
+
+
+def label_body(pod: BridgePod, job_id: int, applied: str) -> JSON:
+    finalizers = list(pod.finalizers) + ([] if names.FINALIZER_SCHEDULER in pod.finalizers else [names.FINALIZER_SCHEDULER])
+    meta: JSON = {
+        "resourceVersion": pod.resource_version,
+        "labels": {names.LABEL_SLURM_JOB_ID: str(job_id)},
+        "finalizers": finalizers,
+    }
+    if applied:
+        meta["annotations"] = {names.ANNOTATION_PLACEHOLDER_APPLIED: applied}
+    return {"metadata": meta}
+
+
+def release_body(pod: BridgePod, job_id: int) -> JSON:
+    return {"metadata": {
+        "resourceVersion": pod.resource_version,
+        "annotations": {names.ANNOTATION_JOB_RELEASED: str(job_id)},
+        "finalizers": [f for f in pod.finalizers if f != names.FINALIZER_SCHEDULER],
+    }}  # fmt: skip
+
+
+def binding_body(pod: BridgePod, node: str) -> JSON:
+    return {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
+
+
+def taint_body(node: BridgeNode, taints: Sequence[JSON]) -> JSON:
+    return {"metadata": {"resourceVersion": node.resource_version}, "spec": {"taints": [dict(t) for t in taints]}}
+
+
+class BridgeKube:
+    def __init__(self, kube: Kube, count_write: WriteCounter = lambda kind, verb: None) -> None:
+        self.kube = kube
+        self.core = kube.core
+        self.count = count_write
+
+    def list_pods(self, namespace: str) -> list[JSON]:
+        return self.kube.list_pods(namespace, {names.LABEL_BRIDGE_MANAGED: "true"})
+
+    def list_nodes(self) -> list[JSON]:
+        return self.kube.list_nodes()
+
+    def patch_pod(self, pod: BridgePod, body: JSON) -> None:
+        self.kube.patch_pod(pod.namespace, pod.name, body)
+
+    def bind(self, pod: BridgePod, node: str) -> None:
+        self.core.create_namespaced_pod_binding(pod.name, pod.namespace, binding_body(pod, node), _preload_content=False,
+                                               _headers=dict(_JSON_BODY))
+        self.count("pod_binding", "create")
+
+    def delete_pod(self, pod: BridgePod) -> None:
+        options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=pod.uid))
+        self.core.delete_namespaced_pod(pod.name, pod.namespace, body=options, _preload_content=False,
+                                       _headers=dict(_JSON_BODY))
+        self.count("pod", "delete")
+
+    def patch_node(self, node: BridgeNode, body: JSON) -> None:
+        """Strategic merge patch of a Node (``application/strategic-merge-patch+json``)."""
+        self.core.patch_node(node.name, body, _preload_content=False)
+        self.count("node", "patch")

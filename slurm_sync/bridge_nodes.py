@@ -1,0 +1,175 @@
+"""The bridge's node path as a pure function: (Kubernetes nodes, Slurm nodes, partitions) -> actions.
+
+It executes what the node decorator published (hooks/bridge/node.py):
+
+* the managed-node taint, only on nodes Slurm knows (vector 22), removed when the intent goes;
+* DRAIN for a cordoned node; UNDRAIN only a drain that is ours (reason `slurm-bridge:` or empty),
+  never an administrator's (vector 23);
+* external registration (vector 24): `new/node` once every partition exists, features and
+  topology updated in place, drain-wait-delete-re-add when cpus or memory differ, drain then
+  delete when the intent goes; a node that is not EXTERNAL in Slurm is never deleted.
+
+The caller plans nothing when the Slurm node listing failed (fail closed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from hooks import names, slurmstate
+from slurm_sync.bridge_view import BridgeNode
+from slurm_sync.slurm_types import Node, NodeUpdate
+
+JSON = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class TaintPatch:
+    node: BridgeNode
+    taints: tuple[JSON, ...]  # the node's complete new taint list
+
+
+@dataclass(frozen=True)
+class SlurmNodeChange:
+    name: str
+    update: NodeUpdate
+
+
+@dataclass(frozen=True)
+class CreateNode:
+    name: str
+    node_conf: str
+
+
+@dataclass(frozen=True)
+class DeleteNode:
+    name: str
+
+
+@dataclass(frozen=True)
+class MarkRegistered:
+    node: BridgeNode
+    value: str | None  # the Slurm name, or None to remove the annotation
+
+
+@dataclass
+class NodeActions:
+    taints: list[TaintPatch] = field(default_factory=list)
+    slurm: list[SlurmNodeChange] = field(default_factory=list)
+    creates: list[CreateNode] = field(default_factory=list)
+    deletes: list[DeleteNode] = field(default_factory=list)
+    marks: list[MarkRegistered] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def is_ours(reason: str) -> bool:
+    return not reason or reason.startswith(names.BRIDGE_DRAIN_REASON_PREFIX)
+
+
+def parse_taint(text: str) -> JSON | None:
+    """``<key>=<value>:<effect>`` for our key only (we never manage anyone else's taint)."""
+    key, _, rest = text.partition("=")
+    value, _, effect = rest.rpartition(":")
+    if key != names.TAINT_MANAGED_NODE or not effect:
+        return None
+    return {"key": key, "value": value, "effect": effect}
+
+
+def plan_nodes(nodes: Iterable[BridgeNode], slurm: Mapping[str, Node], partitions: frozenset[str] | None) -> NodeActions:
+    """``partitions``: None when not read (then no registration that needs them is attempted)."""
+    out = NodeActions()
+    for node in sorted(nodes, key=lambda n: n.name):
+        _taint(node, slurm.get(node.slurm_name), out)
+        registering = _registration(node, slurm, partitions, out)
+        if not registering and node.desired_taint and node.slurm_name in slurm:
+            _drain(node, slurm[node.slurm_name], out)
+    return out
+
+
+def _taint(node: BridgeNode, slurm_node: Node | None, out: NodeActions) -> None:
+    want = parse_taint(node.desired_taint) if node.desired_taint and slurm_node is not None else None
+    others = tuple(t for t in node.taints if t.get("key") != names.TAINT_MANAGED_NODE)
+    ours = [dict(t) for t in node.taints if t.get("key") == names.TAINT_MANAGED_NODE]
+    if ours != ([want] if want else []):
+        out.taints.append(TaintPatch(node, others + ((want,) if want else ())))
+
+
+def _drain(node: BridgeNode, slurm_node: Node, out: NodeActions) -> None:
+    drain = slurmstate.is_drain(slurm_node.state)
+    if node.drain_reason and not drain:
+        out.slurm.append(SlurmNodeChange(slurm_node.name, NodeUpdate(state=("DRAIN",), reason=node.drain_reason)))
+    elif not node.drain_reason and drain and is_ours(slurm_node.reason):
+        out.slurm.append(SlurmNodeChange(slurm_node.name, NodeUpdate(state=("UNDRAIN",))))
+
+
+def _registration(node: BridgeNode, slurm: Mapping[str, Node], partitions: frozenset[str] | None, out: NodeActions) -> bool:
+    """External registration; True while it drains or removes the node (drain rules then wait)."""
+    if node.registration is None:
+        return _unregister(node, slurm, out)
+    try:
+        intent = orjson.loads(node.registration)
+        name, conf = str(intent["name"]), str(intent["node_conf"])
+        features = tuple(sorted(intent.get("features") or ()))
+    except (orjson.JSONDecodeError, KeyError, TypeError) as err:
+        out.errors.append(f"node {node.name}: unreadable registration intent: {err}")
+        return False
+    existing = slurm.get(name)
+    if existing is None:
+        if _partitions_ok(node, features, partitions, out):
+            out.creates.append(CreateNode(name, conf))
+        return False
+    if "EXTERNAL" not in existing.state:
+        out.errors.append(f"node {node.name}: Slurm node {name} exists and is not EXTERNAL; not registering it")
+        return False
+    if (existing.cpus, existing.real_memory) != (intent.get("cpus"), intent.get("real_memory")):
+        _remove(existing, f"re-creating external node {name} (cpus or memory changed)", out)
+        return True
+    update = NodeUpdate(
+        features=features if tuple(sorted(existing.features)) != features else None,
+        features_act=features if tuple(sorted(existing.features)) != features else None,
+        topology_str=intent.get("topology") or "" if existing.topology != (intent.get("topology") or "") else None,
+    )
+    if update.body() and (update.features is None or _partitions_ok(node, features, partitions, out)):
+        out.slurm.append(SlurmNodeChange(name, update))
+    if node.registered != name:
+        out.marks.append(MarkRegistered(node, name))
+    return False
+
+
+def _unregister(node: BridgeNode, slurm: Mapping[str, Node], out: NodeActions) -> bool:
+    if node.registered is None:
+        return False
+    existing = slurm.get(node.registered)
+    if existing is not None and "EXTERNAL" in existing.state:
+        _remove(existing, f"removing external node {existing.name}", out)
+        return True
+    out.marks.append(MarkRegistered(node, None))  # gone, or not ours to delete
+    return False
+
+
+def _remove(existing: Node, why: str, out: NodeActions) -> None:
+    """Drain, wait until nothing runs, then delete."""
+    if not slurmstate.is_drain(existing.state):
+        reason = f"{names.BRIDGE_DRAIN_REASON_PREFIX} {why}"
+        out.slurm.append(SlurmNodeChange(existing.name, NodeUpdate(state=("DRAIN",), reason=reason)))
+    elif not slurmstate.is_busy(existing.state):
+        out.deletes.append(DeleteNode(existing.name))
+
+
+def _partitions_ok(node: BridgeNode, wanted: tuple[str, ...], partitions: frozenset[str] | None, out: NodeActions) -> bool:
+    if partitions is None:
+        out.errors.append(f"node {node.name}: Slurm partitions unknown; not registering")
+        return False
+    missing = sorted(set(wanted) - partitions)
+    if missing:
+        out.errors.append(f"node {node.name}: could not validate partition(s) {', '.join(missing)}: not found in Slurm")
+        return False
+    return True
+
+
+def needs_partitions(nodes: Iterable[BridgeNode]) -> bool:
+    return any(n.registration for n in nodes)

@@ -1,0 +1,316 @@
+"""The bridge's pod path as a pure function: (pods, nodes, jobs Slurm reported) -> actions.
+
+Safety rules (DESIGN §4, bridge.md §4.2, §8), all decided here so they are unit-testable:
+
+* The caller passes ``jobs`` only when every job it asked about answered: a job is "gone" only
+  when Slurm said so (``None`` in ``jobs``), never because a read failed.
+* One job per group: a group gets a new job only when no member holds a live one and no live job
+  in Slurm already lists a member in its ``admin_comment`` (a crash between submit and label
+  adopts that job instead of submitting twice), and only when every member publishes the same
+  body naming exactly the members (the hook may be half-way through a membership change).
+* An unbound pod is never deleted; a bound pod is deleted once its job is not RUNNING.
+* A pod that ended (terminal phase; deleted before binding; deleted past its grace period; on a
+  node that vanished) releases its job; the last one to go cancels it. A RUNNING job is never
+  changed; only a PENDING job is updated with a changed body.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import orjson
+
+from hooks import names
+from slurm_sync.bridge_view import ENDED_PHASES, BridgeNode, BridgePod
+from slurm_sync.slurm_types import Job
+
+# A deleted pod whose kubelet never reports it terminal (node gone dark) stops holding its job
+# this long after its grace period ended (slurm-bridge #49).
+DELETION_SLACK = datetime.timedelta(seconds=30)
+FINISHED_STATES = frozenset({"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
+                             "DEADLINE", "OUT_OF_MEMORY"})  # fmt: skip
+_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
+
+
+@dataclass(frozen=True)
+class Submit:
+    group: str
+    body: str  # the published JSON
+    pods: tuple[BridgePod, ...]
+
+
+@dataclass(frozen=True)
+class Label:
+    """Record ``job_id`` on pods (label, finalizer, applied digest)."""
+
+    job_id: int
+    digest: str
+    pods: tuple[BridgePod, ...]
+
+
+@dataclass(frozen=True)
+class UpdateJob:
+    job_id: int
+    body: str
+    pods: tuple[BridgePod, ...]  # their applied digest follows
+
+
+@dataclass(frozen=True)
+class Bind:
+    pod: BridgePod
+    node: str  # Kubernetes node
+    slurm_node: str
+
+
+@dataclass(frozen=True)
+class DeletePod:
+    pod: BridgePod
+    why: str
+
+
+@dataclass(frozen=True)
+class Cancel:
+    """Cancel ``job_id`` (unless ``needed`` is False: already over), then release ``release``."""
+
+    job_id: int
+    needed: bool
+    release: tuple[BridgePod, ...]
+    why: str
+
+
+@dataclass(frozen=True)
+class PodActions:
+    submits: tuple[Submit, ...]
+    labels: tuple[Label, ...]
+    updates: tuple[UpdateJob, ...]
+    binds: tuple[Bind, ...]
+    deletes: tuple[DeletePod, ...]
+    cancels: tuple[Cancel, ...]
+    errors: tuple[str, ...]
+
+
+# --- small facts ---------------------------------------------------------------------------
+
+
+def digest(body: str) -> str:
+    return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
+def is_active(job: Job | None) -> bool:
+    """Slurm still holds resources (or a queue slot) for the job."""
+    return job is not None and not (job.state & FINISHED_STATES)
+
+
+def is_running(job: Job | None) -> bool:
+    return job is not None and "RUNNING" in job.state
+
+
+def is_pending(job: Job | None) -> bool:
+    return job is not None and "PENDING" in job.state
+
+
+def bridge_pods_of(job: Job) -> tuple[str, ...] | None:
+    """The ``ns/name`` list of one of our jobs (EXTERNAL_JOB, admin_comment ``{"pods":[...]}``), else None."""
+    if not job.external:
+        return None
+    try:
+        comment = orjson.loads(job.admin_comment)
+    except orjson.JSONDecodeError:
+        return None
+    pods = comment.get("pods") if isinstance(comment, dict) else None
+    if not isinstance(pods, list) or not all(isinstance(p, str) for p in pods):
+        return None
+    return tuple(pods)
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """Slurm's hostlist (``n[1-3,07],gpu5``) as names, in order."""
+    hosts: list[str] = []
+    depth, start = 0, 0
+    for index, char in enumerate(text + ","):
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            if part := text[start:index].strip():
+                hosts.extend(_expand_one(part))
+            start = index + 1
+    return hosts
+
+
+def _expand_one(part: str) -> list[str]:
+    if "[" not in part:
+        return [part]
+    prefix, _, rest = part.partition("[")
+    ranges, _, suffix = rest.partition("]")
+    out: list[str] = []
+    for item in ranges.split(","):
+        match = _RANGE.match(item.strip())
+        if not match:
+            raise ValueError(f"unreadable hostlist {part!r}")
+        low, high = match.group(1), match.group(2) or match.group(1)
+        out.extend(f"{prefix}{n:0{len(low)}d}" for n in range(int(low), int(high) + 1))
+    return [name + tail for name in out for tail in _expand_one(suffix)] if suffix else out
+
+
+def ended(pod: BridgePod, nodes: Mapping[str, BridgeNode], now: datetime.datetime) -> bool:
+    """The pod no longer needs its job: it will never run (again) in the allocation."""
+    if pod.phase in ENDED_PHASES:
+        return True
+    if pod.node_name and pod.node_name not in nodes:
+        return True  # its node vanished: nothing will report this pod terminal
+    if pod.deletion is None:
+        return False
+    return not pod.node_name or now >= pod.deletion + DELETION_SLACK
+
+
+# --- the plan ------------------------------------------------------------------------------
+
+
+def plan_pods(
+    pods: Iterable[BridgePod],
+    nodes: Mapping[str, BridgeNode],
+    jobs: Mapping[int, Job | None],
+    index: Mapping[int, Job],
+    now: datetime.datetime,
+) -> PodActions:
+    """``jobs``: each job id asked about this pass (labels and adoption candidates) -> Job, or
+    None when Slurm says it does not exist. ``index``: bridge jobs from the last full listing."""
+    pods = sorted(pods, key=lambda p: p.key)
+    out = _Builder()
+    by_job: dict[int, list[BridgePod]] = defaultdict(list)
+    for pod in pods:
+        if pod.job_id is not None:
+            by_job[pod.job_id].append(pod)
+        elif pod.node_name and not ended(pod, nodes, now) and pod.deletion is None:
+            out.deletes.append(DeletePod(pod, "bound without a Slurm job id label"))
+    for job_id, members in sorted(by_job.items()):
+        _plan_job(job_id, members, jobs.get(job_id), nodes, now, out)
+    groups: dict[str, list[BridgePod]] = defaultdict(list)
+    for pod in pods:
+        if pod.group and not pod.node_name and not ended(pod, nodes, now) and pod.deletion is None:
+            groups[pod.group].append(pod)
+    for group, members in sorted(groups.items()):
+        _plan_group(group, members, jobs, index, out)
+    return out.build()
+
+
+@dataclass
+class _Builder:
+    submits: list[Submit] = field(default_factory=list)
+    labels: list[Label] = field(default_factory=list)
+    updates: list[UpdateJob] = field(default_factory=list)
+    binds: list[Bind] = field(default_factory=list)
+    deletes: list[DeletePod] = field(default_factory=list)
+    cancels: list[Cancel] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def build(self) -> PodActions:
+        return PodActions(*(tuple(getattr(self, f)) for f in
+                            ("submits", "labels", "updates", "binds", "deletes", "cancels", "errors")))  # fmt: skip
+
+
+def _plan_job(job_id: int, members: list[BridgePod], job: Job | None, nodes: Mapping[str, BridgeNode],
+              now: datetime.datetime, out: _Builder) -> None:
+    live = [p for p in members if not ended(p, nodes, now)]
+    unreleased = tuple(p for p in members if p not in live and _holds(p, job_id))
+    if not live:
+        if is_active(job) or unreleased:
+            out.cancels.append(Cancel(job_id, is_active(job), unreleased, "every pod of the job ended"))
+        return
+    if unreleased:  # the others still run in the job
+        out.cancels.append(Cancel(job_id, False, unreleased, "pod ended, others still use the job"))
+    for pod in live:
+        if pod.node_name and pod.deletion is None and not is_running(job):
+            out.deletes.append(DeletePod(pod, f"its Slurm job {job_id} is {_describe(job)}"))
+    unbound = [p for p in live if not p.node_name and p.deletion is None]
+    if is_pending(job) and unbound and not any(p.job_body for p in live):
+        out.cancels.append(Cancel(job_id, True, (), "no pod publishes the pending job any more"))
+    elif is_running(job) and unbound:
+        _plan_binds(job_id, job, live, unbound, nodes, out)
+
+
+def _holds(pod: BridgePod, job_id: int) -> bool:
+    """The pod still waits for our word that it let go of the job."""
+    return pod.released != str(job_id) or names.FINALIZER_SCHEDULER in pod.finalizers
+
+
+def _describe(job: Job | None) -> str:
+    return "gone" if job is None else ",".join(sorted(job.state)) or "in no state"
+
+
+def _plan_binds(job_id: int, job: Job, live: list[BridgePod], unbound: list[BridgePod],
+                nodes: Mapping[str, BridgeNode], out: _Builder) -> None:
+    """Each unbound pod to a distinct allocated node (its annotated one if still free)."""
+    try:
+        allocated = expand_hostlist(job.nodes)
+    except ValueError as err:
+        out.errors.append(f"job {job_id}: {err}")
+        return
+    by_slurm = {n.slurm_name: n.name for n in nodes.values()}
+    unmapped = [s for s in allocated if s not in by_slurm]
+    if unmapped:
+        out.errors.append(f"job {job_id}: Slurm node(s) {', '.join(unmapped)} map to no Kubernetes node; not binding")
+        return
+    kube_nodes = [by_slurm[s] for s in allocated]
+    free = [n for n in kube_nodes if n not in {p.node_name for p in live if p.node_name}]
+    chosen = {p.key: p.slurm_node for p in unbound if p.slurm_node in free}
+    free = [n for n in free if n not in chosen.values()]
+    for pod in unbound:
+        node = chosen.get(pod.key) or (free.pop(0) if free else None)
+        if node is None:
+            out.errors.append(f"job {job_id}: no allocated node left for pod {pod.key}")
+            continue
+        out.binds.append(Bind(pod, node, nodes[node].slurm_name))
+
+
+def _plan_group(group: str, members: list[BridgePod], jobs: Mapping[int, Job | None], index: Mapping[int, Job],
+                out: _Builder) -> None:
+    held = sorted({p.job_id for p in members if p.job_id is not None and is_active(jobs.get(p.job_id))})
+    bodies = {p.job_body for p in members}
+    body = bodies.pop() if len(bodies) == 1 else None
+    if held:
+        job_id = held[0]
+        strays = tuple(p for p in members if p.job_id != job_id)
+        if strays:
+            out.labels.append(Label(job_id, digest(body) if body else "", strays))
+        if body and is_pending(jobs.get(job_id)) and any(p.applied != digest(body) for p in members):
+            out.updates.append(UpdateJob(job_id, body, tuple(members)))
+        return
+    if body is None or not _names_members(body, members):
+        return  # the hook is still settling the group; wait for one agreed body
+    keys = {p.key for p in members}
+    for job_id, job in sorted(index.items()):
+        if job_id in jobs and set(bridge_pods_of(job) or ()) & keys and is_active(jobs[job_id]):
+            out.labels.append(Label(job_id, digest(body), tuple(members)))
+            return
+    out.submits.append(Submit(group, body, tuple(members)))
+
+
+def _names_members(body: str, members: list[BridgePod]) -> bool:
+    try:
+        comment = orjson.loads(orjson.loads(body).get("admin_comment", ""))
+    except (orjson.JSONDecodeError, AttributeError):
+        return False
+    return isinstance(comment, dict) and sorted(comment.get("pods") or []) == sorted(p.key for p in members)
+
+
+def adoption_candidates(pods: Iterable[BridgePod], index: Mapping[int, Job]) -> set[int]:
+    """Live jobs in the index that list an unlabelled published pod: read them before adopting."""
+    keys = {p.key for p in pods if p.group and p.job_id is None}
+    return {job_id for job_id, job in index.items() if is_active(job) and set(bridge_pods_of(job) or ()) & keys}
+
+
+def orphans(index: Mapping[int, Job], existing: set[str], namespaces: frozenset[str], tracked: set[int]) -> list[int]:
+    """Our active jobs whose pods (all in namespaces we manage) no longer exist (vector 28)."""
+    out = []
+    for job_id, job in sorted(index.items()):
+        listed = bridge_pods_of(job)
+        if listed is None or job_id in tracked or not is_active(job) or not ("PENDING" in job.state or "RUNNING" in job.state):
+            continue
+        if listed and all(p.split("/", 1)[0] in namespaces for p in listed) and not set(listed) & existing:
+            out.append(job_id)
+    return out

@@ -1,0 +1,168 @@
+"""Deriving the RBAC a component needs from its code: every Kubernetes client call, found with `ast`
+and mapped through tests/charts/rbac_table.yaml to (apiGroup, resource, verb)."""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hooks import names
+
+REPO = Path(__file__).resolve().parents[2]
+TABLE_FILE = Path(__file__).with_name("rbac_table.yaml")
+Rule = tuple[str, str, str]  # (apiGroup, resource, verb)
+Obj = dict[str, Any]
+
+
+@functools.cache
+def table() -> Obj:
+    return yaml.safe_load(TABLE_FILE.read_text())
+
+
+@dataclass(frozen=True)
+class Call:
+    path: Path
+    line: int
+    method: str
+    rule: Rule
+
+
+def component_files(component: str) -> list[Path]:
+    spec = table()["components"][component]
+    excluded = {p for pattern in spec["exclude"] for p in REPO.glob(pattern)}
+    return sorted({p for pattern in spec["code"] for p in REPO.glob(pattern)} - excluded)
+
+
+def _parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:
+    return {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+
+def _enclosing_function(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> ast.FunctionDef | None:
+    while node in parents:
+        node = parents[node]
+        if isinstance(node, ast.FunctionDef):
+            return node
+    return None
+
+
+def _argument(call: ast.Call, index: int, keyword: str) -> ast.expr | None:
+    if index < len(call.args):
+        return call.args[index]
+    return next((kw.value for kw in call.keywords if kw.arg == keyword), None)
+
+
+def _literal(node: ast.expr | None) -> str | None:
+    """A string literal, or `names.X` resolved through hooks.names (the one place names are spelt)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "names":
+        value = getattr(names, node.attr, None)
+        return value if isinstance(value, str) else None
+    return None
+
+
+def _callers_literals(function: ast.FunctionDef, param: str, trees: dict[Path, ast.Module]) -> set[str]:
+    """The literal values callers pass for `param` of `function` (called as obj.function(...))."""
+    params = [a.arg for a in function.args.args]
+    position = params.index(param) - (1 if params and params[0] == "self" else 0)
+    found: set[str] = set()
+    for tree in trees.values():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == function.name:
+                value = _literal(_argument(node, position, param))
+                if value is None:
+                    raise AssertionError(f"a call of {function.name}() passes a non-literal {param}; the RBAC derivation cannot resolve it")
+                found.add(value)
+    return found
+
+
+def _resolve(node: ast.expr | None, where: ast.Call, parents: dict[ast.AST, ast.AST], trees: dict[Path, ast.Module]) -> set[str]:
+    value = _literal(node)
+    if value is not None:
+        return {value}
+    function = _enclosing_function(where, parents)
+    if isinstance(node, ast.Name) and function is not None and node.id in [a.arg for a in function.args.args]:
+        return _callers_literals(function, node.id, trees)
+    raise AssertionError(f"line {where.lineno}: cannot resolve {ast.unparse(node) if node else '<missing>'} to literal values")
+
+
+@functools.cache
+def _wrapper_functions() -> dict[str, list[tuple[Path, ast.FunctionDef, ast.Module]]]:
+    """Methods of the thin client wrappers (slurm_sync/kube.py, bridge_kube.py) by name: a call of one
+    of these names from a component counts as the client calls inside it. Matching is by name, so two
+    wrappers with one method name both count (an over-approximation, never an under-one)."""
+    found: dict[str, list[tuple[Path, ast.FunctionDef, ast.Module]]] = {}
+    for pattern in table()["wrappers"]:
+        for path in sorted(REPO.glob(pattern)):
+            module = ast.parse(path.read_text(), str(path))
+            for node in ast.walk(module):
+                if isinstance(node, ast.FunctionDef):
+                    found.setdefault(node.name, []).append((path, node, module))
+    return found
+
+
+def _calls_in(path: Path, root: ast.AST, module: ast.Module, trees: dict[Path, ast.Module], seen: set[int]) -> Iterator[Call]:
+    """Client calls under `root` (a node of `module`), following calls into the wrappers."""
+    typed, custom = table()["typed"], table()["custom"]
+    wrappers = _wrapper_functions()
+    parents = _parents(module)
+    for node in ast.walk(root):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        method = node.func.attr
+        if method in typed:
+            yield Call(path, node.lineno, method, tuple(typed[method]))  # type: ignore[arg-type]
+        elif method in custom:
+            verb, index = custom[method]
+            groups = _resolve(_argument(node, 0, "group"), node, parents, trees)
+            plurals = _resolve(_argument(node, index, "plural"), node, parents, trees)
+            subresource = "/status" if method.endswith("_status") else ""
+            for group in groups:
+                for plural in plurals:
+                    yield Call(path, node.lineno, method, (group, plural + subresource, verb))
+        for wrapper_path, function, wrapper_module in wrappers.get(method, []):
+            if id(function) not in seen:
+                seen.add(id(function))
+                yield from _calls_in(wrapper_path, function, wrapper_module, trees, seen)
+
+
+def kubernetes_methods_called(paths: Iterable[Path]) -> set[str]:
+    """Every attribute call on a kubernetes client API object that looks like an API verb, known or not."""
+    verbs = ("list_", "read_", "patch_", "create_", "delete_", "replace_", "get_", "watch_", "connect_")
+    found: set[str] = set()
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Attribute):
+                receiver = node.func.value.attr
+                if receiver in ("core", "custom", "apps", "policy", "coordination") and node.func.attr.startswith(verbs):
+                    found.add(node.func.attr)
+    return found
+
+
+def derived_calls(component: str) -> list[Call]:
+    trees = {path: ast.parse(path.read_text(), str(path)) for path in component_files(component)}
+    seen: set[int] = set()
+    return [call for path, tree in trees.items() for call in _calls_in(path, tree, tree, trees, seen)]
+
+
+def derived_rules(component: str) -> set[Rule]:
+    return {call.rule for call in derived_calls(component)}
+
+
+def planned_methods(component: str) -> list[str]:
+    return list((table().get("planned") or {}).get(component) or [])
+
+
+def planned_rules(component: str) -> set[Rule]:
+    return {tuple(table()["typed"][m]) for m in planned_methods(component)}  # type: ignore[misc]
+
+
+def expand(rules: Iterable[Obj]) -> set[Rule]:
+    """RBAC PolicyRules as (apiGroup, resource, verb) triples."""
+    return {(g, r, v) for rule in rules for g in rule.get("apiGroups", []) for r in rule.get("resources", []) for v in rule.get("verbs", [])}

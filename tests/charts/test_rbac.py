@@ -1,0 +1,75 @@
+"""The charts grant exactly what the code calls: the rules each chart renders for a component equal
+the rules derived from that component's Kubernetes client calls (tests/charts/rbac.py), plus, for
+the bridge loop that is not written yet, the calls listed as planned in rbac_table.yaml."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.charts import helm, rbac
+from tests.charts.rbac import Rule
+
+Obj = dict[str, Any]
+HOOK_PACKAGES = ("hooks",)
+
+
+def _rendered_rules(docs: list[Obj], role_name: str) -> tuple[set[Rule], set[Rule]]:
+    """(ClusterRole rules, Role rules) of the roles named role_name."""
+    cluster = rbac.expand(r for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == role_name for r in d["rules"])
+    namespaced = rbac.expand(r for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == role_name for r in d["rules"])
+    return cluster, namespaced
+
+
+def test_every_client_call_in_slurm_sync_is_in_the_table() -> None:
+    # A call the table does not know would otherwise be silently left out of the derived set.
+    table = rbac.table()
+    known = set(table["typed"]) | set(table["custom"])
+    files = rbac.component_files("operator") + rbac.component_files("bridge")
+    assert rbac.kubernetes_methods_called(files) - known == set()
+
+
+def test_the_derivation_sees_the_operator_calls() -> None:
+    # Guards the scanner itself: these calls exist in slurm_sync/kube.py today.
+    rules = rbac.derived_rules("operator")
+    assert ("", "pods/status", "patch") in rules
+    assert ("slinky.slurm.net", "nodesets", "patch") in rules
+
+
+def test_operator_chart_grants_exactly_what_slurm_sync_calls() -> None:
+    docs = helm.render("slurm-operator")
+    cluster, namespaced = _rendered_rules(docs, "slurm-operator-slurm-sync")
+    assert namespaced == set()
+    assert cluster == rbac.derived_rules("operator")
+
+
+def test_operator_chart_in_one_namespace_moves_namespaced_rules_to_a_role() -> None:
+    docs = helm.render("slurm-operator", {"slurmSync": {"namespace": "slurm"}})
+    cluster, namespaced = _rendered_rules(docs, "slurm-operator-slurm-sync")
+    assert cluster | namespaced == rbac.derived_rules("operator")
+    assert {resource for _, resource, _ in cluster} == {"nodes"}, "only cluster-scoped resources stay cluster-wide"
+    (role,) = [d for d in docs if d["kind"] == "Role"]
+    assert role["metadata"]["namespace"] == "slurm"
+
+
+def test_bridge_chart_grants_exactly_the_bridge_calls_derived_and_planned() -> None:
+    docs = helm.render("slurm-bridge", {"slurmSync": {"enabled": True}}, "slurm-bridge-system")
+    cluster, namespaced = _rendered_rules(docs, "slurm-bridge-slurm-sync")
+    assert namespaced == set()
+    assert cluster == rbac.derived_rules("bridge") | rbac.planned_rules("bridge")
+
+
+def test_planned_bridge_calls_are_not_in_the_code_yet() -> None:
+    # Once the bridge loop makes one of these calls, the entry must leave `planned` (it is derived now).
+    called = {call.method for call in rbac.derived_calls("bridge")}
+    assert called & set(rbac.planned_methods("bridge")) == set()
+
+
+def test_hook_server_needs_no_kubernetes_api() -> None:
+    # The hooks' ServiceAccounts get no role and no token; that is only right while hooks/ never
+    # imports the Kubernetes client (DESIGN §2: hooks do no network I/O).
+    import ast
+
+    for path in sorted((rbac.REPO / "hooks").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not any(m == "kubernetes" or m.startswith("kubernetes.") for m in modules), f"{path} imports the Kubernetes client"

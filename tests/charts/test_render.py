@@ -1,0 +1,117 @@
+"""Every chart, rendered by real helm with every values set, yields only documents that validate
+strictly; `helm lint --strict` passes; a few properties the issue asks for hold in every render."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pytest
+
+from tests.charts import helm
+from tests.charts.cases import CASES, Case
+from tests.charts.validation import validate
+
+Obj = dict[str, Any]
+
+
+@functools.cache
+def rendered(case: Case) -> tuple[Obj, ...]:
+    return tuple(helm.render(case.chart, case.values, case.namespace, case.api_versions))
+
+
+def _name(doc: Obj) -> str:
+    return f"{doc.get('kind')} {doc.get('metadata', {}).get('name')}"
+
+
+def of_kind(case: Case, kind: str) -> list[Obj]:
+    return [d for d in rendered(case) if d.get("kind") == kind]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_every_document_validates(case: Case) -> None:
+    docs = rendered(case)
+    assert docs, "rendered nothing"
+    problems = {_name(doc): errors for doc in docs if (errors := validate(doc))}
+    assert problems == {}
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_lint_strict(case: Case) -> None:
+    helm.lint(case.chart, case.values)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_names_are_unique(case: Case) -> None:
+    keys = [(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]) for d in rendered(case)]
+    assert len(keys) == len(set(keys))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_no_wildcards_in_rbac(case: Case) -> None:
+    for doc in of_kind(case, "ClusterRole") + of_kind(case, "Role"):
+        for rule in doc["rules"]:
+            for field in ("apiGroups", "resources", "verbs", "resourceNames"):
+                assert "*" not in rule.get(field, []), f"{_name(doc)}: '*' in {field}"
+
+
+def _pod_specs(case: Case) -> list[tuple[str, Obj]]:
+    return [(_name(d), d["spec"]["template"]["spec"]) for d in of_kind(case, "Deployment")]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_workloads_run_non_root_on_a_read_only_root(case: Case) -> None:
+    for name, spec in _pod_specs(case):
+        assert spec["securityContext"]["runAsNonRoot"] is True, name
+        for container in spec["containers"]:
+            sc = container["securityContext"]
+            assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False, name
+            assert sc["capabilities"]["drop"] == ["ALL"], name
+            # Only /tmp and the metrics/TLS/token mounts are writable or present: all from volumes.
+            mounts = {m["mountPath"] for m in container.get("volumeMounts", [])}
+            assert "/tmp" in mounts, f"{name}: gunicorn and Python need a writable /tmp"
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.chart != "slurm"], ids=lambda c: c.id)
+def test_hook_servers_have_probes_and_no_api_token(case: Case) -> None:
+    hooks = [d for d in of_kind(case, "Deployment") if d["metadata"]["name"].endswith("-hooks")]
+    assert len(hooks) == 1
+    spec = hooks[0]["spec"]["template"]["spec"]
+    assert spec["automountServiceAccountToken"] is False
+    for container in spec["containers"]:
+        assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+        assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    bound = {s["name"] for b in of_kind(case, "RoleBinding") + of_kind(case, "ClusterRoleBinding") for s in b["subjects"]}
+    assert spec["serviceAccountName"] not in bound
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.chart != "slurm"], ids=lambda c: c.id)
+def test_metacontroller_hooks_call_the_release_hook_service(case: Case) -> None:
+    services = {(d["metadata"]["name"], d["metadata"]["namespace"]): d for d in of_kind(case, "Service")}
+    controllers = of_kind(case, "CompositeController") + of_kind(case, "DecoratorController")
+    for doc in controllers:
+        for hook in doc["spec"]["hooks"].values():
+            target = hook["webhook"]["service"]
+            service = services.get((target["name"], target["namespace"]))
+            assert service is not None, f"{_name(doc)} calls a Service the chart does not render"
+            assert target["port"] in [p["port"] for p in service["spec"]["ports"]]
+
+
+def test_servicemonitors_only_with_monitoring_api() -> None:
+    by_id = {c.id: c for c in CASES}
+    assert of_kind(by_id["slurm-operator-metrics-servicemonitors"], "ServiceMonitor")
+    assert not of_kind(by_id["slurm-operator-defaults"], "ServiceMonitor")
+    controller = next(d for d in of_kind(by_id["slurm-operator-metrics-servicemonitors"], "CompositeController") if d["spec"]["parentResource"]["resource"] == "controllers")
+    assert {"apiVersion": "monitoring.coreos.com/v1", "resource": "servicemonitors", "updateStrategy": {"method": "InPlace"}} in controller["spec"]["childResources"]
+    plain = next(d for d in of_kind(by_id["slurm-operator-defaults"], "CompositeController") if d["spec"]["parentResource"]["resource"] == "controllers")
+    assert all(c["resource"] != "servicemonitors" for c in plain["spec"]["childResources"])
+
+
+def test_hook_auth_sends_a_bearer_token_from_the_chart_secret() -> None:
+    case = next(c for c in CASES if c.name == "auth-networkpolicy")
+    secret = next(d for d in of_kind(case, "Secret") if d["metadata"]["name"].endswith("-hook-token"))
+    for doc in of_kind(case, "CompositeController"):
+        (config,) = doc["spec"]["endpointConfigs"]
+        assert config["host"] == "slurm-operator-hooks.slinky:8080"
+        assert config["authorization"] == {"type": "Bearer", "secretRef": {"name": secret["metadata"]["name"], "namespace": "slinky", "key": "token"}}
+    assert of_kind(case, "NetworkPolicy")
