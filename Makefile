@@ -15,8 +15,8 @@ venv: $(STAMP)
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): $(VENV)/bin/python requirements.lock pyproject.toml
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
+$(STAMP): $(VENV)/bin/python requirements.lock requirements-test.lock pyproject.toml
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock -r requirements-test.lock
 	touch $@
 
 ## Serve the hooks with gunicorn on $(HOOKS_BIND) (Ctrl-C stops it).
@@ -38,10 +38,14 @@ bench: $(STAMP)
 	  || echo "make bench: could not install wrk; the HTTP benchmark falls back to bench/loadgen.py" >&2; }
 	$(PY) -m bench $(BENCH_ARGS)
 
-## Re-pin every dependency from a fresh resolve of pyproject.toml.
+## Re-pin every dependency from a fresh resolve of pyproject.toml: requirements.lock holds what the
+## image runs (the Dockerfile installs only it), requirements-test.lock what the tests add.
 lock:
-	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv && .lock-venv/bin/pip install --quiet '.[test]' \
-	  && .lock-venv/bin/pip freeze --exclude slinky-metacontroller > requirements.lock; rm -rf .lock-venv
+	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv && .lock-venv/bin/pip install --quiet . \
+	  && .lock-venv/bin/pip freeze --exclude slinky-metacontroller | sort > requirements.lock \
+	  && .lock-venv/bin/pip install --quiet '.[test]' \
+	  && .lock-venv/bin/pip freeze --exclude slinky-metacontroller | sort | comm -13 requirements.lock - > requirements-test.lock; \
+	rm -rf .lock-venv
 
 slurm-up:
 	hack/slurm/up.sh
