@@ -24,6 +24,7 @@ SUITES: dict[str, str] = {
     "nodeset": "bench.nodeset_sync",
     "http": "bench.http_p99",
     "slurm_sync": "bench.slurm_sync",
+    "bridge": "bench.bridge",
 }
 
 

@@ -92,7 +92,7 @@ CONDITION_EXTERNAL: Final = "External"  # the daemon runs outside Kubernetes; no
 # Controller status condition types (with CONDITION_AVAILABLE, _REFERENCES_RESOLVED and _EXTERNAL).
 CONDITION_READY: Final = "Ready"  # every slurmctld pod is ready on the current template
 CONDITION_SERVICE_MONITOR_CREATED: Final = "ServiceMonitorCreated"  # only when metrics.serviceMonitor asks for one
-# Status condition of every kind but NodeSet while a spec value cannot be used (children are kept as they are).
+# Status condition of every kind while a spec value cannot be used (children are kept as they are).
 CONDITION_INVALID_SPEC: Final = "InvalidSpec"
 
 # The bridge hooks' intents for slurm_sync and its confirmations back (hooks/bridge/*, DESIGN §4).
@@ -117,3 +117,11 @@ LABEL_JOBSET_NAME: Final = "jobset.sigs.k8s.io/jobset-name"
 # slurm_sync: digest of the placeholder body its job was last submitted or updated with (a changed
 # published body of a PENDING job is sent again; survives restarts).
 ANNOTATION_PLACEHOLDER_APPLIED: Final = SCHEDULER_PREFIX + "placeholder-applied"
+# slurm_sync on a pod: why its published job is not submitted (fewer mapped bridge nodes than the group
+# needs, Slurm refused the job); removed when the job is submitted or adopted. Not the hook's
+# ANNOTATION_JOB_ERROR: the pod decorator owns that key and would clear ours.
+ANNOTATION_SUBMIT_ERROR: Final = SCHEDULER_PREFIX + "submit-error"
+# The built-in (Workload API) PodGroup condition slurm_sync sets once every member pod is bound (vector 18).
+CONDITION_POD_GROUP_SCHEDULED: Final = "PodGroupScheduled"
+# NodeSet finalize: PVCs kept for whenDeleted=Retain until slurm_sync removed the NodeSet's ownerReference.
+CONDITION_RETAINED_CLAIMS: Final = "RetainedClaimsOwned"

@@ -10,25 +10,47 @@ PVC retention under Metacontroller, where leaving a child out deletes it:
 * whenScaled=Retain keeps returning every observed PVC; whenScaled=Delete returns only the PVCs
   of pods still wanted (and of ordinals below replicas, so a pod replaced by a rolling update
   finds its data again);
-* during finalize, whenDeleted=Delete drops a PVC once its pod is gone; whenDeleted=Retain keeps
-  returning them, but Metacontroller owns every child it creates, so garbage collection still
-  removes them with the NodeSet: truly retaining them needs the owner reference removed first.
+* during finalize, whenDeleted=Delete drops a PVC once its pod is gone. whenDeleted=Retain (the
+  default) keeps returning every observed PVC, because Metacontroller owns every child it creates
+  and garbage collection would delete them with the NodeSet: slurm_sync removes the NodeSet's
+  ownerReference from them (slurm_sync/operator.py). An orphaned PVC is no longer observed (a
+  parent being deleted adopts nothing) and is not returned (that would make Metacontroller create
+  it again); the NodeSet is finalized once no pod and no owned retained PVC is left.
 updateStrategy ScheduledUpdate (a Slurm maintenance reservation) is not implemented here: old
 pods are left alone as with OnDelete.
+
+**A spec value the hook cannot use** (the CRD let it through: an older CRD, a hand-made request)
+never answers 400, which would leave nothing but a Metacontroller event. sync keeps every
+observed child exactly as last applied and the observed status (drainingPods included: drains
+in flight continue) and adds an `InvalidSpec` condition naming the field; customize asks for
+what the valid fields still name. finalize needs no spec beyond the Controller's name and the
+retention policy, so it deletes anyway: every pod is drained and goes once drained, PVCs and
+the ConfigMap are kept until no pod is left, and whenDeleted is read leniently (only an
+explicit `Delete` deletes, as slurm_sync reads it).
+
+**The clock.** A pod is available once Ready for minReadySeconds, which is a statement about
+time: judging it against timestamps in the request (as an earlier version did) never advances
+on a plain resync, so a RollingUpdate could wait forever. `now()` is therefore the NodeSet
+hook's one clock read, made only when minReadySeconds > 0 (tests pin it). The output stays
+byte-stable between crossings: availability (and with it status and the rolling-update budget)
+changes only when a pod passes its threshold, and only `resyncAfterSeconds` (which
+Metacontroller stores nowhere) counts down to that instant, so Metacontroller calls back on time.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import time
 from typing import Any
 
 
 from hooks import cluster, names, slurmstate
+from hooks.cluster import InvalidSpec
 from hooks.contract import CompositeRequest, CustomizeRequest
-from hooks.nodeset_observe import ObservedPod, observe_pod, parse_time
+from hooks.nodeset_observe import ObservedPod, observe_pod
 from hooks.nodeset_plan import Context, Plan, plan_daemonset, plan_finalize, plan_hold, plan_statefulset
-from hooks.nodeset_pods import WorkerPodBuilder, claims_for, revision_hash, ssh_config_map, ssh_config_name, statefulset_slot
+from hooks.nodeset_pods import PodSlot, WorkerPodBuilder, claims_for, revision_hash, ssh_config_map, ssh_config_name, statefulset_slot
 from hooks.nodeset_scheduling import node_fit
 from hooks.nodeset_spec import (
     CONFIGMAP_TYPE_KEY,
@@ -40,8 +62,14 @@ from hooks.nodeset_spec import (
     SECRET_TYPE_KEY,
     ControllerInfo,
     NodeSetSpec,
+    check_pod_identity,
+    controller_ref_name,
     find_controller,
+    find_controller_named,
+    lenient_when_deleted,
     parse_nodeset,
+    related_nodes_selector,
+    sssd_secret_name,
 )
 from hooks.objects import selector_labels
 from hooks.status import condition
@@ -49,22 +77,38 @@ from hooks.status import condition
 JSON = dict[str, Any]
 
 DRAIN_RESYNC_SECONDS = 10
+CONDITION_RETAINED_CLAIMS = names.CONDITION_RETAINED_CLAIMS
+
+
+def now() -> float:
+    """Seconds since the epoch: the NodeSet hook's only clock read (see the module docstring; tests pin it)."""
+    return time.time()
 
 
 def customize(req: CustomizeRequest) -> JSON:
-    """The Controller by name; Nodes for DaemonSet mode or pinToNode; the sssd.conf Secret."""
-    spec = parse_nodeset(req.parent)
-    rules: list[JSON] = [
-        {"apiVersion": names.API_VERSION, "resource": "controllers", "namespace": spec.namespace, "names": [spec.controller_name]}
-    ]
-    if spec.wants_nodes:
-        # A nodeSelector is a hard requirement, so Nodes failing it are never needed.
-        rules.append({"apiVersion": "v1", "resource": "nodes", "labelSelector": {"matchLabels": dict(spec.template_spec.get("nodeSelector") or {})}})
-    if spec.sssd_conf_ref:
-        rules.append({"apiVersion": "v1", "resource": "secrets", "namespace": spec.namespace, "names": [spec.sssd_conf_ref.name]})
-    return {"relatedResources": rules}
+    """The Controller by name; Nodes for DaemonSet mode or pinToNode; the sssd.conf Secret.
+
+    Each rule is derived on its own: an invalid field drops only the rule it shapes, so sync (and
+    finalize, which needs the Controller) still runs and reports the field.
+    """
+    parent = req.parent
+    namespace = parent["metadata"].get("namespace") or ""
+
+    def controller() -> list[JSON]:
+        return [{"apiVersion": names.API_VERSION, "resource": "controllers", "namespace": namespace, "names": [controller_ref_name(parent)]}]
+
+    def nodes() -> list[JSON]:
+        selector = related_nodes_selector(parent)
+        return [] if selector is None else [{"apiVersion": "v1", "resource": "nodes", "labelSelector": selector}]
+
+    def sssd() -> list[JSON]:
+        name = sssd_secret_name(parent)
+        return [{"apiVersion": "v1", "resource": "secrets", "namespace": namespace, "names": [name]}] if name else []
+
+    return {"relatedResources": cluster.derivable(controller, nodes, sssd)}
 
 
+@cluster.reports_invalid_spec
 def sync(req: CompositeRequest) -> JSON:
     spec = parse_nodeset(req.parent)
     pods = _observed_pods(req, spec.name)
@@ -73,7 +117,7 @@ def sync(req: CompositeRequest) -> JSON:
         return _hold(req, spec, pods)
     revision = revision_hash(req.parent)
     builder = WorkerPodBuilder(req.parent, spec, controller, revision, _sssd_data(req, spec))
-    ctx = Context(spec=spec, revision=revision, draining=_published_draining(req.parent), now=_request_clock(req, spec))
+    ctx = Context(spec=spec, revision=revision, draining=_published_draining(req.parent), now=_clock(spec))
     nodes = req.related_of(NODE_TYPE_KEY)
     ordinal_to_node = _ordinal_to_node(req.parent, spec, pods)
     if spec.scaling_mode == DAEMONSET:
@@ -81,6 +125,8 @@ def sync(req: CompositeRequest) -> JSON:
     else:
         fits = {n["metadata"]["name"]: node_fit(n, builder.scheduling_spec) for n in nodes} if spec.pin_to_node else {}
         plan = plan_statefulset(ctx, pods, ordinal_to_node, fits)
+    for slot in plan.create:
+        _check_identity(spec, slot)
     pod_children = _pod_children(pods, plan) + [builder.build(slot) for slot in plan.create]
     claim_owners = _claim_owners(spec, pods, plan, pod_children)
     children = pod_children + _claims(req, spec, claim_owners, retain=spec.pvc_when_scaled == RETAIN)
@@ -88,31 +134,115 @@ def sync(req: CompositeRequest) -> JSON:
     status = _status(req.parent, spec, pods, plan, ctx, controller_condition(req.parent, spec, controller))
     if spec.pin_to_node:
         status[names.STATUS_ORDINAL_TO_NODE] = ordinal_to_node
-    return _response(status, children, plan)
+    return _response(status, children, plan, ctx.seconds_until_available(pods))
 
 
 def finalize(req: CompositeRequest) -> JSON:
-    """Drain every pod, delete each once drained; finished when no pod is left.
+    """Drain every pod, delete each once drained; finished when no pod and no owned retained PVC is left.
 
     If the Controller is gone (or being deleted) there is no slurmctld to drain through and no
-    job left to protect, so the pods are released at once and the NodeSet is finalized.
+    job left to protect, so the pods are released at once. Retained PVCs are still kept until
+    slurm_sync has orphaned them (see the module docstring).
     """
-    spec = parse_nodeset(req.parent)
+    try:
+        spec = parse_nodeset(req.parent)
+    except InvalidSpec as err:
+        return _finalize_invalid(req, err)
     pods = _observed_pods(req, spec.name)
     controller = find_controller(req, spec)
-    ctx = Context(spec=spec, revision=revision_hash(req.parent), draining=_published_draining(req.parent), now=_request_clock(req, spec))
+    ctx = Context(spec=spec, revision=revision_hash(req.parent), draining=_published_draining(req.parent), now=_clock(spec))
+    retained = _retained_claims(req, spec.pvc_when_deleted)
     if controller is None or controller.deleting:
         plan = Plan()
         status = _status(req.parent, spec, pods, plan, ctx, controller_condition(req.parent, spec, controller))
-        return {"status": status, "children": [], "finalized": True}
+        status["conditions"].append(_retained_condition(req.parent, retained))
+        return _finalize_response(status, retained, plan, pods_left=False, retained=retained)
     plan = plan_finalize(pods)
     pod_children = _pod_children(pods, plan)
     children = pod_children + _finalize_claims(req, spec, pods, plan)
     children += _ssh_config(req.parent, spec, pod_children, keep=False)
     status = _status(req.parent, spec, pods, plan, ctx, controller_condition(req.parent, spec, controller))
+    status["conditions"].append(_retained_condition(req.parent, retained))
+    return _finalize_response(status, children, plan, pods_left=bool(pods), retained=retained)
+
+
+def _finalize_invalid(req: CompositeRequest, err: InvalidSpec) -> JSON:
+    """Deleting with a spec we cannot use: drain and delete anyway, from the pods alone.
+
+    The observed status is kept, with this finalize's drain intents and an InvalidSpec condition.
+    PVCs and the ConfigMap stay while any pod is left (which PVC belongs to which pod needs the
+    claim templates); then whenDeleted, read leniently, decides. An unreadable controllerRef
+    (the CRD forbids it) finds no Controller, and slurm_sync serves no such NodeSet, so the pods
+    are released at once, as when the Controller is gone.
+    """
+    parent = req.parent
+    namespace = parent["metadata"].get("namespace") or ""
+    pods = _observed_pods(req, parent["metadata"]["name"])
+    try:
+        controller = find_controller_named(req, namespace, controller_ref_name(parent))
+    except InvalidSpec:
+        controller = None
+    released = controller is None or controller.deleting
+    plan = Plan() if released else plan_finalize(pods)
+    pod_children = [] if released else _pod_children(pods, plan)
+    retained = _retained_claims(req, lenient_when_deleted(parent))
+    if pod_children:
+        children = pod_children + [cluster.kept(obj) for t in (PVC_TYPE_KEY, CONFIGMAP_TYPE_KEY) for obj in req.children_of(t)]
+    else:
+        children = list(retained)
+    status = dict(parent.get("status") or {})
+    draining = [{"name": name, "reason": plan.condemned[name]} for name in sorted(plan.condemned)]
+    status[names.STATUS_DRAINING_PODS] = draining
+    replaced = (names.CONDITION_INVALID_SPEC, names.CONDITION_PODS_DRAINING, CONDITION_RETAINED_CLAIMS)
+    others = [c for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type") not in replaced]
+    message = f"{err}; the NodeSet is deleted anyway: every pod is drained before it goes"
+    status["conditions"] = [
+        *others,
+        _draining_condition(parent, draining),
+        _retained_condition(parent, retained),
+        condition(parent, names.CONDITION_INVALID_SPEC, True, "InvalidValue", message),
+    ]
+    return _finalize_response(status, children, plan, pods_left=bool(pods) and not released, retained=retained)
+
+
+def _finalize_response(status: JSON, children: list[JSON], plan: Plan, pods_left: bool, retained: list[JSON]) -> JSON:
     response = _response(status, children, plan)
-    response["finalized"] = not pods
+    if retained and "resyncAfterSeconds" not in response:
+        response["resyncAfterSeconds"] = DRAIN_RESYNC_SECONDS
+    response["finalized"] = not pods_left and not retained
     return response
+
+
+def _retained_claims(req: CompositeRequest, when_deleted: str) -> list[JSON]:
+    """whenDeleted=Retain: every PVC still owned (observed), kept until slurm_sync orphans it."""
+    return [cluster.kept(pvc) for pvc in req.children_of(PVC_TYPE_KEY)] if when_deleted == RETAIN else []
+
+
+def _retained_condition(parent: JSON, retained: list[JSON]) -> JSON:
+    if not retained:
+        return condition(parent, CONDITION_RETAINED_CLAIMS, False, "NoneOwned", "no retained PersistentVolumeClaim is owned by this NodeSet")
+    listing = ", ".join(c["metadata"]["name"] for c in retained)
+    message = (
+        f"{len(retained)} PersistentVolumeClaim(s) are kept (whenDeleted: Retain) until slurm_sync removes this NodeSet's "
+        f"ownerReference from them: {listing}. Without slurm_sync for this cluster, remove it by hand or set whenDeleted: Delete"
+    )
+    return condition(parent, CONDITION_RETAINED_CLAIMS, True, "WaitingForOrphaning", message)
+
+
+def _clock(spec: NodeSetSpec) -> float | None:
+    """The clock, read only when availability depends on it."""
+    return now() if spec.min_ready_seconds > 0 else None
+
+
+def _check_identity(spec: NodeSetSpec, slot: PodSlot) -> None:
+    """A pod the API server would reject (name or hostname over 63 characters) is an InvalidSpec, never sent."""
+    if slot.node is not None:
+        source = f"metadata.name with Node {slot.node!r} (its name, or its {names.ANNOTATION_HOSTNAME_OVERRIDE} annotation)"
+    elif spec.template_spec.get("hostname"):
+        source = f"spec.template.spec.hostname (ordinal {slot.ordinal})"
+    else:
+        source = f"metadata.name (ordinal {slot.ordinal})"
+    check_pod_identity(slot.name, slot.hostname, source)
 
 
 def controller_condition(parent: JSON, spec: NodeSetSpec, controller: ControllerInfo | None) -> JSON:
@@ -131,9 +261,9 @@ def _hold(req: CompositeRequest, spec: NodeSetSpec, pods: list[ObservedPod]) -> 
     children = [cluster.kept(p.obj) for p in pods if p.name]
     for type_key in (PVC_TYPE_KEY, CONFIGMAP_TYPE_KEY):
         children += [cluster.kept(obj) for obj in req.children_of(type_key)]
-    ctx = Context(spec=spec, revision=revision_hash(req.parent), draining=draining, now=_request_clock(req, spec))
+    ctx = Context(spec=spec, revision=revision_hash(req.parent), draining=draining, now=_clock(spec))
     status = _status(req.parent, spec, pods, plan, ctx, controller_condition(req.parent, spec, None))
-    return _response(status, children, plan)
+    return _response(status, children, plan, ctx.seconds_until_available(pods))
 
 
 def _observed_pods(req: CompositeRequest, nodeset: str) -> list[ObservedPod]:
@@ -183,11 +313,13 @@ def _ssh_config(parent: JSON, spec: NodeSetSpec, pod_children: list[JSON], keep:
     return [ssh_config_map(parent, spec)] if mounted or (keep and spec.ssh_enabled) else []
 
 
-def _response(status: JSON, children: list[JSON], plan: Plan) -> JSON:
+def _response(status: JSON, children: list[JSON], plan: Plan, until_available: int | None = None) -> JSON:
+    """`resyncAfterSeconds`: the drain poll while pods are condemned, sooner if a pod becomes available first."""
     children.sort(key=lambda c: (c["kind"], c["metadata"]["name"]))
     response: JSON = {"status": status, "children": children}
-    if plan.condemned:
-        response["resyncAfterSeconds"] = DRAIN_RESYNC_SECONDS
+    waits = [w for w in (DRAIN_RESYNC_SECONDS if plan.condemned else None, until_available) if w is not None]
+    if waits:
+        response["resyncAfterSeconds"] = min(waits)
     return response
 
 
@@ -271,22 +403,3 @@ def _sssd_data(req: CompositeRequest, spec: NodeSetSpec) -> bytes | None:
             except binascii.Error:
                 return None
     return None
-
-
-def _request_clock(req: CompositeRequest, spec: NodeSetSpec) -> float | None:
-    """The newest timestamp in the request: a deterministic stand-in for "now" (a lower bound).
-
-    Only minReadySeconds needs a clock; without it, this is not computed.
-    """
-    if spec.min_ready_seconds == 0:
-        return None
-    times: list[float | None] = []
-    for obj in [req.parent, *req.children_of(POD_TYPE_KEY)]:
-        meta = obj.get("metadata") or {}
-        times.append(parse_time(meta.get("creationTimestamp")))
-        times += [parse_time(f.get("time")) for f in meta.get("managedFields") or [] if isinstance(f, dict)]
-        status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
-        times += [parse_time(c.get("lastTransitionTime")) for c in status.get("conditions") or [] if isinstance(c, dict)]
-    known = [t for t in times if t is not None]
-    return max(known) if known else None
-

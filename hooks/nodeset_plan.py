@@ -46,19 +46,30 @@ class Context:
     spec: NodeSetSpec
     revision: str
     draining: frozenset[str]  # pods listed in the last published status.drainingPods
-    now: float | None  # the newest time the request shows (no wall clock; see available())
+    now: float | None  # the hook's clock (hooks/nodeset.now); None when minReadySeconds is 0 (not read)
 
     def available(self, pod: ObservedPod) -> bool:
-        """Ready for minReadySeconds, judged against the request's own newest timestamp.
+        """Healthy, and Ready for at least minReadySeconds by the hook's clock.
 
-        A hook has no clock of its own (same request, same answer), so a pod whose readiness
-        is younger than minReadySeconds as far as the request can tell is not yet available.
+        A pod Ready without a readable transition time is not available while minReadySeconds
+        is set (the time it became ready is unknown).
         """
         if not pod.healthy:
             return False
         if self.spec.min_ready_seconds == 0:
             return True
         return pod.ready_since is not None and self.now is not None and pod.ready_since + self.spec.min_ready_seconds <= self.now
+
+    def seconds_until_available(self, pods: Iterable[ObservedPod]) -> int | None:
+        """Whole seconds until the next healthy pod reaches minReadySeconds (at least 1); None if none will."""
+        if self.spec.min_ready_seconds == 0 or self.now is None:
+            return None
+        waits = [
+            pod.ready_since + self.spec.min_ready_seconds - self.now
+            for pod in pods
+            if pod.healthy and pod.ready_since is not None and not self.available(pod)
+        ]
+        return max(1, math.ceil(min(waits))) if waits else None
 
     def order(self, pod: ObservedPod, ordinal: int | None = None) -> tuple[Any, ...]:
         return victim_order(pod, ordinal, self.draining)

@@ -1,9 +1,14 @@
 """The NodeSet spec and its Controller, parsed once and checked field by field.
 
 Defaults follow Slinky v1beta1 (the CRD applies most of them, but a hook must not depend on
-that: a request built by hand or by an older CRD still gets the same answer). Anything that
-would make the hook compute the wrong pods is a 400 naming the field; Metacontroller then keeps
-every child as it is.
+that: a request built by hand or by an older CRD still gets the same answer). A value the hook
+cannot build pods from raises `cluster.InvalidSpec` naming the field: the hooks answer with every
+child kept as last applied and an `InvalidSpec` condition (hooks/nodeset.py), never with a 400,
+which would only leave a Metacontroller event behind.
+
+Names: the NodeSet name is the `app.kubernetes.io/instance` label of every child, and each pod's
+name is its `pod-name` label and (StatefulSet mode) its hostname, so both are bounded by the
+63-character limit of label values and DNS labels (`check_pod_identity`).
 """
 
 from __future__ import annotations
@@ -12,8 +17,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from hooks import contract
-from hooks.contract import BadHookRequest, CompositeRequest
+from hooks import contract, names
+from hooks.cluster import InvalidSpec
+from hooks.contract import CompositeRequest
 
 JSON = dict[str, Any]
 
@@ -35,6 +41,8 @@ CONFIGMAP_TYPE_KEY = contract.TYPE_CONFIGMAP
 SLURMCTLD_PORT = 6817
 _PERCENT = re.compile(r"^(0|[1-9][0-9]*)%$")
 _MAX_ORDINAL_PADDING = 10  # an int32 ordinal has at most 10 digits
+MAX_LABEL_VALUE = 63  # label values and DNS labels (pod hostnames)
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -90,9 +98,11 @@ class ControllerInfo:
 
 
 def parse_nodeset(parent: JSON) -> NodeSetSpec:
-    """Parse and check `parent.spec`; raises BadHookRequest naming the field."""
+    """Parse and check `parent.spec`; raises InvalidSpec naming the field."""
     meta = parent["metadata"]
     spec = parent.get("spec") or {}
+    if len(meta["name"]) > MAX_LABEL_VALUE:
+        raise InvalidSpec(f"metadata.name must be at most {MAX_LABEL_VALUE} characters: it is the {names.LABEL_INSTANCE} label of every child")
     strategy = _object(spec, "updateStrategy")
     rolling = _object(strategy, "rollingUpdate", "updateStrategy.")
     retention = _object(spec, "persistentVolumeClaimRetentionPolicy")
@@ -123,12 +133,62 @@ def parse_nodeset(parent: JSON) -> NodeSetSpec:
     )
 
 
+def controller_ref_name(parent: JSON) -> str:
+    """spec.controllerRef.name alone (customize and finalize need it even when another field is invalid)."""
+    return _controller_name(parent.get("spec") or {})
+
+
+def related_nodes_selector(parent: JSON) -> JSON | None:
+    """The Node label selector DaemonSet mode and pinToNode need; None when Nodes are not needed."""
+    spec = parent.get("spec") or {}
+    mode = _enum(spec, "scalingMode", STATEFULSET, (STATEFULSET, DAEMONSET))
+    if mode != DAEMONSET and not _bool(spec, "pinToNode", False):
+        return None
+    # A nodeSelector is a hard requirement, so Nodes failing it are never needed.
+    return {"matchLabels": dict(_template(spec).get("spec", {}).get("nodeSelector") or {})}
+
+
+def sssd_secret_name(parent: JSON) -> str | None:
+    spec = parent.get("spec") or {}
+    ssh = _object(spec, "ssh")
+    ref = _sssd_conf_ref(ssh, _bool(ssh, "enabled", False, "ssh."))
+    return ref.name if ref else None
+
+
+def lenient_when_deleted(parent: JSON) -> str:
+    """whenDeleted for a spec that does not parse: only an explicit Delete deletes (slurm_sync reads it alike)."""
+    spec = parent.get("spec") if isinstance(parent.get("spec"), dict) else {}
+    policy = spec.get("persistentVolumeClaimRetentionPolicy")
+    return DELETE if isinstance(policy, dict) and policy.get("whenDeleted") == DELETE else RETAIN
+
+
+def check_pod_identity(name: str, hostname: str, source: str) -> None:
+    """A pod name is its pod-name label value and a hostname a DNS label: both at most 63 characters.
+
+    `source` names what shapes them (a spec field, or the Node in DaemonSet mode).
+    """
+    if len(name) > MAX_LABEL_VALUE:
+        raise InvalidSpec(
+            f"{source} gives pod {name!r} a {len(name)}-character name, but its {names.LABEL_NODESET_POD_NAME} "
+            f"label allows {MAX_LABEL_VALUE}"
+        )
+    if len(hostname) > MAX_LABEL_VALUE or not _DNS_LABEL.match(hostname):
+        raise InvalidSpec(
+            f"{source} gives pod {name!r} the hostname {hostname!r}, which is not a DNS label "
+            f"(at most {MAX_LABEL_VALUE} lower-case letters, digits and '-')"
+        )
+
+
 def find_controller(req: CompositeRequest, spec: NodeSetSpec) -> ControllerInfo | None:
     """The Controller named by controllerRef in the NodeSet's namespace, or None if not observed."""
+    return find_controller_named(req, spec.namespace, spec.controller_name)
+
+
+def find_controller_named(req: CompositeRequest, namespace: str, name: str) -> ControllerInfo | None:
     for obj in req.related_of(CONTROLLER_TYPE_KEY):
         meta = obj["metadata"]
-        if meta.get("name") == spec.controller_name and meta.get("namespace", spec.namespace) == spec.namespace:
-            return _controller_info(obj, spec.namespace)
+        if meta.get("name") == name and meta.get("namespace", namespace) == namespace:
+            return _controller_info(obj, namespace)
     return None
 
 
@@ -154,7 +214,7 @@ def _controller_info(obj: JSON, namespace: str) -> ControllerInfo:
 def _controller_name(spec: JSON) -> str:
     ref = spec.get("controllerRef")
     if not isinstance(ref, dict) or not isinstance(ref.get("name"), str) or not ref["name"]:
-        raise BadHookRequest("parent.spec.controllerRef.name must be a non-empty string")
+        raise InvalidSpec("spec.controllerRef.name must be a non-empty string")
     return ref["name"]
 
 
@@ -164,13 +224,13 @@ def _template(spec: JSON) -> JSON:
     template_spec = _object(template, "spec", "template.")
     for key in ("containers", "initContainers", "volumes", "tolerations"):
         if template_spec.get(key) is not None and not isinstance(template_spec[key], list):
-            raise BadHookRequest(f"parent.spec.template.spec.{key} must be a list")
+            raise InvalidSpec(f"spec.template.spec.{key} must be a list")
     selector = template_spec.get("nodeSelector")
     if selector is not None and (not isinstance(selector, dict) or not all(isinstance(v, str) for v in selector.values())):
-        raise BadHookRequest("parent.spec.template.spec.nodeSelector must map label names to strings")
+        raise InvalidSpec("spec.template.spec.nodeSelector must map label names to strings")
     hostname = template_spec.get("hostname")
     if hostname is not None and not isinstance(hostname, str):
-        raise BadHookRequest("parent.spec.template.spec.hostname must be a string")
+        raise InvalidSpec("spec.template.spec.hostname must be a string")
     return template
 
 
@@ -180,9 +240,9 @@ def _sssd_conf_ref(ssh: JSON, enabled: bool) -> SecretKeyRef | None:
         return None
     name, key = ref.get("name"), ref.get("key")
     if not isinstance(name, str) or not name:
-        raise BadHookRequest("parent.spec.ssh.sssdConfRef.name must be set when ssh.enabled is true")
+        raise InvalidSpec("spec.ssh.sssdConfRef.name must be set when ssh.enabled is true")
     if not isinstance(key, str) or not key:
-        raise BadHookRequest("parent.spec.ssh.sssdConfRef.key must be set when ssh.enabled is true")
+        raise InvalidSpec("spec.ssh.sssdConfRef.key must be set when ssh.enabled is true")
     return SecretKeyRef(name, key)
 
 
@@ -191,32 +251,32 @@ def _claim_templates(spec: JSON) -> tuple[JSON, ...]:
     if claims is None:
         return ()
     if not isinstance(claims, list):
-        raise BadHookRequest("parent.spec.volumeClaimTemplates must be a list")
+        raise InvalidSpec("spec.volumeClaimTemplates must be a list")
     seen: set[str] = set()
     for i, claim in enumerate(claims):
         meta = claim.get("metadata") if isinstance(claim, dict) else None
         name = meta.get("name") if isinstance(meta, dict) else None
         if not isinstance(name, str) or not name:
-            raise BadHookRequest(f"parent.spec.volumeClaimTemplates[{i}].metadata.name must be a non-empty string")
+            raise InvalidSpec(f"spec.volumeClaimTemplates[{i}].metadata.name must be a non-empty string")
         if name in seen:
-            raise BadHookRequest(f"parent.spec.volumeClaimTemplates[{i}].metadata.name {name!r} is repeated")
+            raise InvalidSpec(f"spec.volumeClaimTemplates[{i}].metadata.name {name!r} is repeated")
         if not isinstance(claim.get("spec"), dict):
-            raise BadHookRequest(f"parent.spec.volumeClaimTemplates[{i}].spec must be an object")
+            raise InvalidSpec(f"spec.volumeClaimTemplates[{i}].spec must be an object")
         seen.add(name)
     return tuple(claims)
 
 
 def _max_unavailable(rolling: JSON) -> int | str:
     value = rolling.get("maxUnavailable", "25%")
-    field = "parent.spec.updateStrategy.rollingUpdate.maxUnavailable"
+    field = "spec.updateStrategy.rollingUpdate.maxUnavailable"
     if isinstance(value, bool) or not isinstance(value, int | str):
-        raise BadHookRequest(f"{field} must be an integer or a percentage string")
+        raise InvalidSpec(f"{field} must be an integer or a percentage string")
     if isinstance(value, str) and not _PERCENT.match(value):
         if not value.isdigit():
-            raise BadHookRequest(f"{field} must be an integer or a percentage like '25%', got {value!r}")
+            raise InvalidSpec(f"{field} must be an integer or a percentage like '25%', got {value!r}")
         value = int(value)
     if value in (0, "0%") or (isinstance(value, int) and value < 0):
-        raise BadHookRequest(f"{field} must be positive (0 would never update a pod), got {value!r}")
+        raise InvalidSpec(f"{field} must be positive (0 would never update a pod), got {value!r}")
     return value
 
 
@@ -225,7 +285,7 @@ def _object(obj: JSON, key: str, prefix: str = "") -> JSON:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise BadHookRequest(f"parent.spec.{prefix}{key} must be an object")
+        raise InvalidSpec(f"spec.{prefix}{key} must be an object")
     return value
 
 
@@ -234,7 +294,7 @@ def _string(obj: JSON, key: str, prefix: str = "") -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise BadHookRequest(f"parent.spec.{prefix}{key} must be a string")
+        raise InvalidSpec(f"spec.{prefix}{key} must be a string")
     return value
 
 
@@ -243,7 +303,7 @@ def _bool(obj: JSON, key: str, default: bool, prefix: str = "") -> bool:
     if value is None:
         return default
     if not isinstance(value, bool):
-        raise BadHookRequest(f"parent.spec.{prefix}{key} must be a boolean")
+        raise InvalidSpec(f"spec.{prefix}{key} must be a boolean")
     return value
 
 
@@ -252,7 +312,7 @@ def _int(obj: JSON, key: str, default: int, maximum: int = 2**31 - 1) -> int:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= maximum:
-        raise BadHookRequest(f"parent.spec.{key} must be an integer between 0 and {maximum}, got {value!r}")
+        raise InvalidSpec(f"spec.{key} must be an integer between 0 and {maximum}, got {value!r}")
     return value
 
 
@@ -261,5 +321,5 @@ def _enum(obj: JSON, key: str, default: str, allowed: tuple[str, ...], prefix: s
     if value is None or value == "":
         return default
     if value not in allowed:
-        raise BadHookRequest(f"parent.spec.{prefix}{key} must be one of {', '.join(allowed)}, got {value!r}")
+        raise InvalidSpec(f"spec.{prefix}{key} must be one of {', '.join(allowed)}, got {value!r}")
     return value

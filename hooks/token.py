@@ -1,7 +1,7 @@
 """Token → a Secret holding a Slurm JWT (HS256, signed with the cluster's jwt.key).
 
-A token has to be re-issued before it expires, so this is the one hook that reads a clock, and it
-does so only through `now()` (tests pin it). Its output stays byte-stable between refresh points:
+A token has to be re-issued before it expires, so this hook reads a clock (as the NodeSet hook
+does for minReadySeconds, and nothing else), only through `now()` (tests pin it). Its output stays byte-stable between refresh points:
 while the observed token still verifies against the key and matches the spec, the same token is
 returned, and only `resyncAfterSeconds` (which Metacontroller never writes anywhere) counts down
 to the refresh instant `exp - lifetime/5`. At that instant a new token is minted.
@@ -38,7 +38,7 @@ _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)
 
 
 def now() -> int:
-    """Whole seconds since the epoch: the only clock any hook reads (tests replace it)."""
+    """Whole seconds since the epoch: this hook's only clock read (tests replace it)."""
     return int(time.time())
 
 

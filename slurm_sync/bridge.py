@@ -6,24 +6,33 @@ Slurm is unchanged) and is refreshed only at start, after a submit whose answer 
 every ``list_interval`` seconds; the jobs our pods carry are read one GET each.
 
 Fail closed: a failed job read plans no pod action at all (no submit, cancel, delete or bind); a
-failed node listing plans no node action. Kubernetes read failures end the pass.
+failed node listing plans no node action and no new submission. Kubernetes read failures end the pass.
+
+Readiness (``BridgeResult.ready``) follows only whether Slurm and Kubernetes could be read. What
+users or administrators got wrong (an unknown partition, a Slurm node no Kubernetes node maps to,
+a group needing more nodes than exist, a job Slurm refuses) is logged, counted in
+``slurm_sync_bridge_user_errors_total{kind}`` and, where a pod waits because of it, written on the
+pod (ANNOTATION_SUBMIT_ERROR); it does not make the service unready.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import logging
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import orjson
 from kubernetes.client.exceptions import ApiException
+from prometheus_client import Counter
 
 from hooks import names
 from slurm_sync import bridge_nodes, bridge_plan
-from slurm_sync.bridge_kube import BridgeKube, label_body, release_body, taint_body
-from slurm_sync.bridge_plan import Cancel, PodActions
+from slurm_sync.bridge_kube import BridgeKube, label_body, pod_group_scheduled_body, release_body, submit_error_body, taint_body
+from slurm_sync.bridge_plan import Cancel, PodActions, Problem
 from slurm_sync.bridge_view import BridgeNode, BridgePod, read_node, read_pod
 from slurm_sync.metrics import Metrics
 from slurm_sync.slurm import SlurmClient
@@ -32,6 +41,16 @@ from slurm_sync.slurm_types import Job, Node, parse_job
 
 log = logging.getLogger(__name__)
 NAME = "bridge"
+_USER_ERRORS: weakref.WeakKeyDictionary[Metrics, Counter] = weakref.WeakKeyDictionary()
+
+
+def user_errors(metrics: Metrics) -> Counter:
+    """``slurm_sync_bridge_user_errors_total{kind}`` in ``metrics``' registry (created once per registry)."""
+    if metrics not in _USER_ERRORS:
+        _USER_ERRORS[metrics] = Counter(
+            "slurm_sync_bridge_user_errors", "Bridge problems caused by objects or configuration, not by failing reads",
+            ["kind"], registry=metrics.registry)
+    return _USER_ERRORS[metrics]
 
 
 def token_file(path: str) -> Callable[[], str]:
@@ -50,14 +69,21 @@ def utc_now() -> datetime.datetime:
 
 @dataclass(frozen=True)
 class BridgeResult:
-    slurm_ok: bool
-    errors: tuple[str, ...]
+    slurm_ok: bool  # slurmrestd answered
+    errors: tuple[str, ...]  # everything that went wrong, user problems included
     kube_writes: int
     slurm_writes: int
+    read_ok: bool = True  # Slurm and Kubernetes could both be read
+    user_errors: int = 0  # how many of ``errors`` are problems of the objects (Problem)
 
     @property
     def ok(self) -> bool:
         return self.slurm_ok and not self.errors
+
+    @property
+    def ready(self) -> bool:
+        """Readiness: Slurm and Kubernetes could be read (user mistakes do not count)."""
+        return self.slurm_ok and self.read_ok
 
 
 @dataclass
@@ -66,6 +92,9 @@ class _Tally:
     kube_writes: int = 0
     slurm_writes: int = 0
     slurm_ok: bool = True
+    read_ok: bool = True
+    user_errors: int = 0
+    bound: dict[str, str] = field(default_factory=dict)  # pod key -> node, bound in this pass
 
 
 @dataclass(frozen=True)
@@ -101,6 +130,8 @@ class BridgeLoop:
         self._nodes = slurm.node_watch()
         self._index: dict[int, Job] = {}
         self._listed_at: float | None = None  # None: the index must be (re)built before any submit
+        self._scheduled: set[tuple[str, str]] = set()  # PodGroups known to carry PodGroupScheduled=True
+        self._user_errors = user_errors(metrics)
 
     # --- reads ------------------------------------------------------------------------------
 
@@ -111,7 +142,7 @@ class BridgeLoop:
         try:
             snapshot = self._jobs.poll()
         except SlurmError as exc:
-            self._slurm_error(tally, "list jobs", exc)
+            self._slurm_error(tally, "list jobs", exc, read=True)
             return None
         self._index = {i: j for i, j in snapshot.items.items() if bridge_plan.bridge_pods_of(j) is not None}
         self._listed_at = self._clock()
@@ -137,7 +168,7 @@ class BridgeLoop:
             except SlurmNotFound:
                 jobs[job_id] = None
             except SlurmError as exc:
-                self._slurm_error(tally, f"get job {job_id}", exc)
+                self._slurm_error(tally, f"get job {job_id}", exc, read=True)
                 return None
         return jobs
 
@@ -150,30 +181,70 @@ class BridgeLoop:
         try:
             state = self.read_kube()
         except ApiException as exc:
+            tally.read_ok = False
             tally.errors.append(f"reading Kubernetes objects: HTTP {exc.status} {exc.reason}")
             log.error("bridge: reading Kubernetes objects failed: HTTP %s %s", exc.status, exc.reason)
         else:
+            slurm_nodes = self._read_slurm_nodes(state, tally)
             if fresh is not None:
-                self._pod_path(state, fresh, tally)
-            self._node_path(state, tally)
+                self._pod_path(state, fresh, slurm_nodes, tally)
+            if slurm_nodes is not None:
+                self._node_path(state, slurm_nodes, tally)
         self.metrics.poll_seconds.labels(NAME).observe(time.perf_counter() - started)
         self.metrics.cluster_up.labels(NAME).set(1 if tally.slurm_ok else 0)
-        return BridgeResult(tally.slurm_ok, tuple(tally.errors), tally.kube_writes, tally.slurm_writes)
+        return BridgeResult(tally.slurm_ok, tuple(tally.errors), tally.kube_writes, tally.slurm_writes, tally.read_ok,
+                            tally.user_errors)
 
-    def _pod_path(self, state: KubeState, fresh: bool, tally: _Tally) -> None:
+    def _read_slurm_nodes(self, state: KubeState, tally: _Tally) -> Mapping[str, Node] | None:
+        """Slurm's nodes (one small answer while unchanged: ``update_time``), when any pod or bridge node needs them."""
+        if not state.pods and not _bridge_nodes(state):
+            return {}
+        try:
+            return self._nodes.poll().items
+        except SlurmError as exc:
+            self._slurm_error(tally, "list nodes", exc, read=True)
+            return None
+
+    def _pod_path(self, state: KubeState, fresh: bool, slurm_nodes: Mapping[str, Node] | None, tally: _Tally) -> None:
         labelled = {p.job_id for p in state.pods if p.job_id is not None}
         jobs = self.read_jobs(labelled | bridge_plan.adoption_candidates(state.pods, self._index), tally)
         if jobs is None:
             return
-        actions = bridge_plan.plan_pods(state.pods, state.nodes, jobs, self._index, self._now())
-        tally.errors.extend(actions.errors)
-        for error in actions.errors:
-            log.warning("bridge: %s", error)
+        placeable = None if slurm_nodes is None else frozenset(
+            n.name for n in state.nodes.values() if n.bridge and n.slurm_name in slurm_nodes)
+        now = self._now()
+        actions = bridge_plan.plan_pods(state.pods, state.nodes, jobs, self._index, now, placeable)
+        for problem in actions.errors:
+            self._user_error(tally, problem)
         self._execute_pods(actions, tally)
         if fresh:
             tracked = labelled | {a.job_id for a in actions.labels}
             for job_id in bridge_plan.orphans(self._index, set(state.existing), self.namespaces, tracked):
                 self._cancel(Cancel(job_id, True, (), "orphan: none of its pods exists"), tally)
+        self._mark_pod_groups(state, now, tally)
+
+    def _mark_pod_groups(self, state: KubeState, now: datetime.datetime, tally: _Tally) -> None:
+        """PodGroupScheduled=True on each built-in PodGroup whose pods are all bound (vector 18).
+        A PodGroup is read once when it becomes fully bound, patched only if the condition is not
+        there yet, and remembered: a steady pass makes no request for it."""
+        pods = [dataclasses.replace(p, node_name=tally.bound[p.key]) if p.key in tally.bound else p for p in state.pods]
+        scheduled = bridge_plan.scheduled_pod_groups(pods, state.nodes, now)
+        self._scheduled &= scheduled
+        stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        for namespace, name in sorted(scheduled - self._scheduled):
+            what = f"PodGroup {namespace}/{name}"
+            try:
+                pod_group = self.kube.read_pod_group(namespace, name)
+            except ApiException as exc:
+                tally.errors.append(f"read {what}: HTTP {exc.status}")
+                log.error("bridge: read %s: HTTP %s %s", what, exc.status, exc.reason)
+                continue
+            if pod_group is None:
+                continue  # gone (or no Workload API): nothing to mark
+            body = pod_group_scheduled_body(pod_group, stamp)
+            if body is None or self._kube(tally, f"mark {what} scheduled",
+                                          lambda b=body: self.kube.patch_pod_group_status(namespace, name, b)):  # fmt: skip
+                self._scheduled.add((namespace, name))
 
     def _execute_pods(self, actions: PodActions, tally: _Tally) -> None:
         for cancel in actions.cancels:
@@ -189,6 +260,14 @@ class BridgeLoop:
             self._label(label.job_id, label.digest, label.pods, tally)
         for submit in actions.submits:
             self._submit(submit, tally)
+        for blocked in actions.blocked:
+            self._tell(blocked.pods, blocked.why, tally)
+
+    def _tell(self, pods: Iterable[BridgePod], why: str, tally: _Tally) -> None:
+        """Say on each pod why its job is not submitted (written only when it changes)."""
+        for pod in pods:
+            if pod.submit_error != why:
+                self._kube(tally, f"annotate pod {pod.key}", lambda p=pod: self.kube.patch_pod(p, submit_error_body(why)))
 
     def _cancel(self, cancel: Cancel, tally: _Tally) -> None:
         if cancel.needed:
@@ -214,6 +293,7 @@ class BridgeLoop:
             if not self._kube(tally, f"annotate pod {pod.key}", lambda: self.kube.patch_pod(pod, body)):
                 return
         if self._kube(tally, f"bind pod {pod.key}", lambda: self.kube.bind(pod, bind.node)):
+            tally.bound[pod.key] = bind.node
             log.info("bridge: bound pod %s to node %s (Slurm %s)", pod.key, bind.node, bind.slurm_node)
 
     def _update(self, update: bridge_plan.UpdateJob, tally: _Tally) -> None:
@@ -237,6 +317,11 @@ class BridgeLoop:
             self._listed_at = None  # the job may exist: list again before submitting this group anew
             self._slurm_error(tally, f"submit job for {submit.group}", exc)
             return
+        except SlurmRejected as exc:  # the job itself is wrong (unknown partition, account, QOS ...)
+            self.metrics.count_slurm_error(NAME, exc)
+            self._user_error(tally, Problem(f"submit job for {submit.group}: Slurm refused it: {exc}", "job_refused"))
+            self._tell(submit.pods, f"Slurm refused the job: {exc}", tally)
+            return
         except SlurmError as exc:
             self._slurm_error(tally, f"submit job for {submit.group}", exc)
             return
@@ -249,25 +334,26 @@ class BridgeLoop:
 
     # --- nodes ------------------------------------------------------------------------------
 
-    def _node_path(self, state: KubeState, tally: _Tally) -> None:
-        bridge_nodes_ = [n for n in state.nodes.values() if n.desired_taint or n.registration or n.registered or _has_our_taint(n)]
+    def _node_path(self, state: KubeState, slurm_nodes: Mapping[str, Node], tally: _Tally) -> None:
+        bridge_nodes_ = _bridge_nodes(state)
         if not bridge_nodes_:
             return
         try:
-            slurm_nodes: Mapping[str, Node] = self._nodes.poll().items
             partitions = self.slurm.partition_names() if bridge_nodes.needs_partitions(bridge_nodes_) else None
         except SlurmError as exc:
-            self._slurm_error(tally, "list nodes", exc)
+            self._slurm_error(tally, "list partitions", exc, read=True)
             return
         actions = bridge_nodes.plan_nodes(bridge_nodes_, slurm_nodes, partitions)
-        tally.errors.extend(actions.errors)
+        for problem in actions.errors:
+            self._user_error(tally, problem)
         for taint in actions.taints:
             self._kube(tally, f"taint node {taint.node.name}", lambda t=taint: self.kube.patch_node(t.node, taint_body(t.node, t.taints)))
         for change in actions.slurm:
             self._slurm_write(tally, f"update node {change.name} {change.update.body()}",
                               lambda c=change: self.slurm.update_node(c.name, c.update))  # fmt: skip
         for create in actions.creates:
-            self._slurm_write(tally, f"register node {create.name}", lambda c=create: self.slurm.create_node(c.node_conf))
+            self._slurm_write(tally, f"register node {create.name}", lambda c=create: self.slurm.create_node(c.node_conf),
+                              refused="node_refused")
         for delete in actions.deletes:
             self._slurm_write(tally, f"delete node {delete.name}", lambda d=delete: self.slurm.delete_node(d.name))
         for mark in actions.marks:
@@ -286,21 +372,43 @@ class BridgeLoop:
         tally.kube_writes += 1
         return True
 
-    def _slurm_write(self, tally: _Tally, what: str, write: Callable[[], None]) -> None:
+    def _slurm_write(self, tally: _Tally, what: str, write: Callable[[], None], refused: str | None = None) -> None:
+        """``refused``: the user-error kind of a SlurmRejected answer (the request itself was wrong)."""
         try:
             write()
+        except SlurmRejected as exc:
+            if refused is None:
+                self._slurm_error(tally, what, exc)
+            else:
+                self.metrics.count_slurm_error(NAME, exc)
+                self._user_error(tally, Problem(f"{what}: Slurm refused it: {exc}", refused))
+            return
         except SlurmError as exc:
             self._slurm_error(tally, what, exc)
             return
         tally.slurm_writes += 1
         log.info("bridge: %s", what)
 
-    def _slurm_error(self, tally: _Tally, what: str, exc: SlurmError) -> None:
+    def _slurm_error(self, tally: _Tally, what: str, exc: SlurmError, read: bool = False) -> None:
+        """``read``: Slurm could not be read (readiness); a failed write alone does not count."""
         self.metrics.count_slurm_error(NAME, exc)
         tally.errors.append(f"{what}: {exc}")
         if isinstance(exc, SlurmUnavailable):
             tally.slurm_ok = False
+        if read:
+            tally.read_ok = False
         log.warning("bridge: %s failed: %s", what, exc)
+
+    def _user_error(self, tally: _Tally, problem: Problem) -> None:
+        """A problem of the objects or the configuration: logged and counted, not a readiness matter."""
+        self._user_errors.labels(problem.kind).inc()
+        tally.errors.append(problem)
+        tally.user_errors += 1
+        log.warning("bridge: %s", problem)
+
+
+def _bridge_nodes(state: KubeState) -> list[BridgeNode]:
+    return [n for n in state.nodes.values() if n.desired_taint or n.registration or n.registered or _has_our_taint(n)]
 
 
 def _has_our_taint(node: BridgeNode) -> bool:

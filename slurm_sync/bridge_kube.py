@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from hooks import names
 from slurm_sync.bridge_view import BridgeNode, BridgePod
@@ -28,9 +30,33 @@ def label_body(pod: BridgePod, job_id: int, applied: str) -> JSON:
         "labels": {names.LABEL_SLURM_JOB_ID: str(job_id)},
         "finalizers": finalizers,
     }
+    annotations: dict[str, str | None] = {}
     if applied:
-        meta["annotations"] = {names.ANNOTATION_PLACEHOLDER_APPLIED: applied}
+        annotations[names.ANNOTATION_PLACEHOLDER_APPLIED] = applied
+    if pod.submit_error is not None:
+        annotations[names.ANNOTATION_SUBMIT_ERROR] = None  # submitted (or adopted) now
+    if annotations:
+        meta["annotations"] = annotations
     return {"metadata": meta}
+
+
+def submit_error_body(why: str) -> JSON:
+    return {"metadata": {"annotations": {names.ANNOTATION_SUBMIT_ERROR: why}}}
+
+
+def pod_group_scheduled_body(pod_group: JSON, now: str) -> JSON | None:
+    """The status merge patch that sets PodGroupScheduled=True (reason Scheduled), or None when it
+    is already so. A merge patch replaces the whole list, so the other conditions are carried and
+    the resourceVersion makes the apiserver refuse it (409) if the PodGroup changed meanwhile."""
+    conditions = list((pod_group.get("status") or {}).get("conditions") or [])
+    ours = next((c for c in conditions if c.get("type") == names.CONDITION_POD_GROUP_SCHEDULED), None)
+    if ours is not None and ours.get("status") == "True" and ours.get("reason") == "Scheduled":
+        return None
+    condition = {"type": names.CONDITION_POD_GROUP_SCHEDULED, "status": "True", "reason": "Scheduled",
+                 "message": "every pod of the group is bound to a node Slurm allocated", "lastTransitionTime": now}
+    others = [c for c in conditions if c.get("type") != names.CONDITION_POD_GROUP_SCHEDULED]
+    return {"metadata": {"resourceVersion": (pod_group.get("metadata") or {}).get("resourceVersion")},
+            "status": {"conditions": [*others, condition]}}
 
 
 def release_body(pod: BridgePod, job_id: int) -> JSON:
@@ -79,6 +105,24 @@ class BridgeKube:
         self.core.delete_namespaced_pod(pod.name, pod.namespace, body=options, _preload_content=False,
                                        _headers=dict(_JSON_BODY))
         self.count("pod", "delete")
+
+    def read_pod_group(self, namespace: str, name: str) -> JSON | None:
+        """A built-in PodGroup (hooks.bridge.workload.POD_GROUP), None when it does not exist."""
+        try:
+            response = self.kube.custom.get_namespaced_custom_object(
+                "scheduling.k8s.io", "v1alpha2", namespace, "podgroups", name, _preload_content=False)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return orjson.loads(response.data)
+
+    def patch_pod_group_status(self, namespace: str, name: str, body: JSON) -> None:
+        """JSON merge patch of the PodGroup's status subresource."""
+        self.kube.custom.patch_namespaced_custom_object_status(
+            "scheduling.k8s.io", "v1alpha2", namespace, "podgroups", name, body, _preload_content=False,
+            _content_type="application/merge-patch+json")
+        self.count("podgroup_status", "patch")
 
     def patch_node(self, node: BridgeNode, body: JSON) -> None:
         """Strategic merge patch of a Node (``application/strategic-merge-patch+json``)."""

@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from hooks import names, slurmstate
+from slurm_sync.bridge_plan import Problem
 from slurm_sync.bridge_view import BridgeNode
 from slurm_sync.slurm_types import Node, NodeUpdate
 
@@ -63,7 +64,7 @@ class NodeActions:
     creates: list[CreateNode] = field(default_factory=list)
     deletes: list[DeleteNode] = field(default_factory=list)
     marks: list[MarkRegistered] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
+    errors: list[Problem] = field(default_factory=list)
 
 
 def is_ours(reason: str) -> bool:
@@ -115,7 +116,7 @@ def _registration(node: BridgeNode, slurm: Mapping[str, Node], partitions: froze
         name, conf = str(intent["name"]), str(intent["node_conf"])
         features = tuple(sorted(intent.get("features") or ()))
     except (orjson.JSONDecodeError, KeyError, TypeError) as err:
-        out.errors.append(f"node {node.name}: unreadable registration intent: {err}")
+        out.errors.append(Problem(f"node {node.name}: unreadable registration intent: {err}", "bad_registration"))
         return False
     existing = slurm.get(name)
     if existing is None:
@@ -123,7 +124,8 @@ def _registration(node: BridgeNode, slurm: Mapping[str, Node], partitions: froze
             out.creates.append(CreateNode(name, conf))
         return False
     if "EXTERNAL" not in existing.state:
-        out.errors.append(f"node {node.name}: Slurm node {name} exists and is not EXTERNAL; not registering it")
+        out.errors.append(Problem(f"node {node.name}: Slurm node {name} exists and is not EXTERNAL; not registering it",
+                                  "slurm_node_not_external"))
         return False
     if (existing.cpus, existing.real_memory) != (intent.get("cpus"), intent.get("real_memory")):
         _remove(existing, f"re-creating external node {name} (cpus or memory changed)", out)
@@ -162,11 +164,12 @@ def _remove(existing: Node, why: str, out: NodeActions) -> None:
 
 def _partitions_ok(node: BridgeNode, wanted: tuple[str, ...], partitions: frozenset[str] | None, out: NodeActions) -> bool:
     if partitions is None:
-        out.errors.append(f"node {node.name}: Slurm partitions unknown; not registering")
+        out.errors.append(Problem(f"node {node.name}: Slurm partitions unknown; not registering", "partitions_unknown"))
         return False
     missing = sorted(set(wanted) - partitions)
     if missing:
-        out.errors.append(f"node {node.name}: could not validate partition(s) {', '.join(missing)}: not found in Slurm")
+        out.errors.append(Problem(f"node {node.name}: could not validate partition(s) {', '.join(missing)}: not found in Slurm",
+                                  "unknown_partition"))
         return False
     return True
 

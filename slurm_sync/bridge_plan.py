@@ -9,6 +9,9 @@ Safety rules (DESIGN §4, bridge.md §4.2, §8), all decided here so they are un
   adopts that job instead of submitting twice), and only when every member publishes the same
   body naming exactly the members (the hook may be half-way through a membership change).
 * An unbound pod is never deleted; a bound pod is deleted once its job is not RUNNING.
+* A group of N pods is submitted only when at least N Kubernetes nodes can take its pods (bridge
+  nodes whose Slurm node exists; each pod binds to a distinct node): otherwise Slurm could start a
+  job no binding can follow (vector 17). The pods say why (ANNOTATION_SUBMIT_ERROR).
 * A pod that ended (terminal phase; deleted before binding; deleted past its grace period; on a
   node that vanished) releases its job; the last one to go cancels it. A RUNNING job is never
   changed; only a PENDING job is updated with a changed body.
@@ -20,7 +23,7 @@ import datetime
 import hashlib
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set as AbstractSet
 from dataclasses import dataclass, field
 
 import orjson
@@ -35,6 +38,18 @@ DELETION_SLACK = datetime.timedelta(seconds=30)
 FINISHED_STATES = frozenset({"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
                              "DEADLINE", "OUT_OF_MEMORY"})  # fmt: skip
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
+
+
+class Problem(str):
+    """A plan error caused by the objects (user or administrator input), not by failing to read:
+    the text, plus a low-cardinality ``kind`` for the metric."""
+
+    kind: str
+
+    def __new__(cls, text: str, kind: str) -> Problem:
+        self = super().__new__(cls, text)
+        self.kind = kind
+        return self
 
 
 @dataclass(frozen=True)
@@ -84,6 +99,15 @@ class Cancel:
 
 
 @dataclass(frozen=True)
+class Blocked:
+    """The group's job is not submitted: ``why`` goes on each pod that does not say so already."""
+
+    group: str
+    why: str
+    pods: tuple[BridgePod, ...]
+
+
+@dataclass(frozen=True)
 class PodActions:
     submits: tuple[Submit, ...]
     labels: tuple[Label, ...]
@@ -91,7 +115,8 @@ class PodActions:
     binds: tuple[Bind, ...]
     deletes: tuple[DeletePod, ...]
     cancels: tuple[Cancel, ...]
-    errors: tuple[str, ...]
+    errors: tuple[Problem, ...]
+    blocked: tuple[Blocked, ...] = ()
 
 
 # --- small facts ---------------------------------------------------------------------------
@@ -176,9 +201,12 @@ def plan_pods(
     jobs: Mapping[int, Job | None],
     index: Mapping[int, Job],
     now: datetime.datetime,
+    placeable: AbstractSet[str] | None,
 ) -> PodActions:
     """``jobs``: each job id asked about this pass (labels and adoption candidates) -> Job, or
-    None when Slurm says it does not exist. ``index``: bridge jobs from the last full listing."""
+    None when Slurm says it does not exist. ``index``: bridge jobs from the last full listing.
+    ``placeable``: the Kubernetes nodes a pod can be bound to (bridge nodes whose Slurm node
+    exists), or None when Slurm's node listing failed (then nothing new is submitted)."""
     pods = sorted(pods, key=lambda p: p.key)
     out = _Builder()
     by_job: dict[int, list[BridgePod]] = defaultdict(list)
@@ -194,7 +222,7 @@ def plan_pods(
         if pod.group and not pod.node_name and not ended(pod, nodes, now) and pod.deletion is None:
             groups[pod.group].append(pod)
     for group, members in sorted(groups.items()):
-        _plan_group(group, members, jobs, index, out)
+        _plan_group(group, members, jobs, index, placeable, out)
     return out.build()
 
 
@@ -206,11 +234,12 @@ class _Builder:
     binds: list[Bind] = field(default_factory=list)
     deletes: list[DeletePod] = field(default_factory=list)
     cancels: list[Cancel] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
+    errors: list[Problem] = field(default_factory=list)
+    blocked: list[Blocked] = field(default_factory=list)
 
     def build(self) -> PodActions:
         return PodActions(*(tuple(getattr(self, f)) for f in
-                            ("submits", "labels", "updates", "binds", "deletes", "cancels", "errors")))  # fmt: skip
+                            ("submits", "labels", "updates", "binds", "deletes", "cancels", "errors", "blocked")))  # fmt: skip
 
 
 def _plan_job(job_id: int, members: list[BridgePod], job: Job | None, nodes: Mapping[str, BridgeNode],
@@ -248,12 +277,13 @@ def _plan_binds(job_id: int, job: Job, live: list[BridgePod], unbound: list[Brid
     try:
         allocated = expand_hostlist(job.nodes)
     except ValueError as err:
-        out.errors.append(f"job {job_id}: {err}")
+        out.errors.append(Problem(f"job {job_id}: {err}", "unreadable_hostlist"))
         return
     by_slurm = {n.slurm_name: n.name for n in nodes.values()}
     unmapped = [s for s in allocated if s not in by_slurm]
     if unmapped:
-        out.errors.append(f"job {job_id}: Slurm node(s) {', '.join(unmapped)} map to no Kubernetes node; not binding")
+        out.errors.append(Problem(f"job {job_id}: Slurm node(s) {', '.join(unmapped)} map to no Kubernetes node; not binding",
+                                  "unmapped_slurm_node"))
         return
     kube_nodes = [by_slurm[s] for s in allocated]
     free = [n for n in kube_nodes if n not in {p.node_name for p in live if p.node_name}]
@@ -262,13 +292,13 @@ def _plan_binds(job_id: int, job: Job, live: list[BridgePod], unbound: list[Brid
     for pod in unbound:
         node = chosen.get(pod.key) or (free.pop(0) if free else None)
         if node is None:
-            out.errors.append(f"job {job_id}: no allocated node left for pod {pod.key}")
+            out.errors.append(Problem(f"job {job_id}: no allocated node left for pod {pod.key}", "no_node_left"))
             continue
         out.binds.append(Bind(pod, node, nodes[node].slurm_name))
 
 
 def _plan_group(group: str, members: list[BridgePod], jobs: Mapping[int, Job | None], index: Mapping[int, Job],
-                out: _Builder) -> None:
+                placeable: AbstractSet[str] | None, out: _Builder) -> None:
     held = sorted({p.job_id for p in members if p.job_id is not None and is_active(jobs.get(p.job_id))})
     bodies = {p.job_body for p in members}
     body = bodies.pop() if len(bodies) == 1 else None
@@ -287,7 +317,19 @@ def _plan_group(group: str, members: list[BridgePod], jobs: Mapping[int, Job | N
         if job_id in jobs and set(bridge_pods_of(job) or ()) & keys and is_active(jobs[job_id]):
             out.labels.append(Label(job_id, digest(body), tuple(members)))
             return
+    if placeable is None:
+        return  # which nodes exist is unknown this pass: submit nothing new
+    if len(placeable) < len(members):  # vector 17
+        why = (f"the group needs {len(members)} distinct nodes but only {len(placeable)} Kubernetes node(s) are bridge "
+               f"nodes mapped to a Slurm node{_few(placeable)}; its job is not submitted")
+        out.errors.append(Problem(f"group {group}: {why}", "too_few_nodes"))
+        out.blocked.append(Blocked(group, why, tuple(members)))
+        return
     out.submits.append(Submit(group, body, tuple(members)))
+
+
+def _few(nodes: AbstractSet[str]) -> str:
+    return f" ({', '.join(sorted(nodes))})" if 0 < len(nodes) <= 8 else ""
 
 
 def _names_members(body: str, members: list[BridgePod]) -> bool:
@@ -314,3 +356,13 @@ def orphans(index: Mapping[int, Job], existing: set[str], namespaces: frozenset[
         if listed and all(p.split("/", 1)[0] in namespaces for p in listed) and not set(listed) & existing:
             out.append(job_id)
     return out
+
+
+def scheduled_pod_groups(pods: Iterable[BridgePod], nodes: Mapping[str, BridgeNode], now: datetime.datetime) -> set[tuple[str, str]]:
+    """Built-in PodGroups (namespace, name) whose live member pods are all bound (vector 18)."""
+    state: dict[tuple[str, str], bool] = {}
+    for pod in pods:
+        if pod.pod_group and not ended(pod, nodes, now) and pod.deletion is None:
+            key = (pod.namespace, pod.pod_group)
+            state[key] = state.get(key, True) and bool(pod.node_name)
+    return {key for key, bound in state.items() if bound}

@@ -34,6 +34,8 @@ class BridgePod:
     released: str | None  # ANNOTATION_JOB_RELEASED
     slurm_node: str | None  # ANNOTATION_SLURM_NODE
     finalizers: tuple[str, ...]
+    pod_group: str | None = None  # spec.schedulingGroup.podGroupName: a built-in (Workload API) PodGroup
+    submit_error: str | None = None  # ANNOTATION_SUBMIT_ERROR: why slurm_sync does not submit its job
 
     @property
     def key(self) -> str:
@@ -50,6 +52,7 @@ class BridgeNode:
     drain_reason: str | None
     registration: str | None  # ANNOTATION_EXTERNAL_NODE_INTENT (JSON)
     registered: str | None  # ANNOTATION_EXTERNAL_NODE_REGISTERED
+    bridge: bool = False  # labelled a bridge worker or an external node: pods may be bound here
 
 
 def parse_time(text: str | None) -> datetime.datetime | None:
@@ -81,6 +84,8 @@ def read_pod(obj: JSON) -> BridgePod:
         released=annotations.get(names.ANNOTATION_JOB_RELEASED),
         slurm_node=annotations.get(names.ANNOTATION_SLURM_NODE),
         finalizers=tuple(meta.get("finalizers") or ()),
+        pod_group=((spec.get("schedulingGroup") or {}).get("podGroupName")) or None,
+        submit_error=annotations.get(names.ANNOTATION_SUBMIT_ERROR),
     )
 
 
@@ -97,4 +102,5 @@ def read_node(obj: JSON) -> BridgeNode:
         drain_reason=annotations.get(names.ANNOTATION_DRAIN_INTENT),
         registration=annotations.get(names.ANNOTATION_EXTERNAL_NODE_INTENT),
         registered=annotations.get(names.ANNOTATION_EXTERNAL_NODE_REGISTERED),
+        bridge=names.LABEL_BRIDGE_WORKER in labels or names.LABEL_EXTERNAL_NODE in labels,
     )

@@ -2,7 +2,8 @@
 
 Reads come back as plain JSON dicts (``_preload_content=False``), the same shape the hooks see,
 so the views never depend on the client's model classes. Writes are patches with the smallest
-body: strategic merge for pods (the client's default for a dict body), JSON merge for our CRs.
+body: strategic merge for pods (the client's default for a dict body), JSON merge for our CRs,
+JSON patch (a list body) for a PVC's ownerReferences.
 """
 
 from __future__ import annotations
@@ -59,6 +60,10 @@ class Kube:
     def read_pod(self, namespace: str, name: str) -> JSON:
         return self._json(self.core.read_namespaced_pod(name, namespace, _preload_content=False))
 
+    def list_pvcs(self, namespace: str, labels: dict[str, str]) -> list[JSON]:
+        response = self.core.list_namespaced_persistent_volume_claim(namespace, label_selector=selector(labels), _preload_content=False)
+        return list(self._json(response).get("items") or [])
+
     def list_nodes(self) -> list[JSON]:
         return list(self._json(self.core.list_node(_preload_content=False)).get("items") or [])
 
@@ -87,3 +92,8 @@ class Kube:
             names.GROUP, names.VERSION, namespace, "nodesets", name, body, _preload_content=False
         )
         self._count("nodeset", "patch")
+
+    def patch_pvc(self, namespace: str, name: str, operations: list[JSON]) -> None:
+        """JSON patch (a list body makes the client send ``application/json-patch+json``)."""
+        self.core.patch_namespaced_persistent_volume_claim(name, namespace, operations, _preload_content=False)
+        self._count("pvc", "patch")

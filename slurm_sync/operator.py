@@ -3,6 +3,10 @@
 Execution order keeps the protocol safe when a write fails half-way: each pod's Kubernetes
 patches go first, so a drained mark is always cleared before its drain is lifted; an undrain
 is skipped when that pod's patches failed. A 409 is retried from a fresh read of the pod.
+
+The PVCs of a NodeSet being deleted with whenDeleted=Retain are orphaned (its ownerReference
+removed) so that they outlive it; they are listed only for such NodeSets, so a steady pass
+reads nothing more.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import dataclass, field
 from kubernetes.client.exceptions import ApiException
 
 from hooks import names
+from hooks.objects import selector_labels
 from slurm_sync import plan as planning
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
@@ -27,6 +32,7 @@ from slurm_sync.slurm_errors import SlurmError
 from slurm_sync.slurm_types import Node
 from slurm_sync.view import (
     ClusterView,
+    NodeSetView,
     PodView,
     nodeset_controller,
     read_controller_pod,
@@ -39,6 +45,8 @@ log = logging.getLogger(__name__)
 
 CONFLICT_ATTEMPTS = 3
 CONTROLLER_APP = "slurmctld"
+WORKER_APP = "slurmd"  # NodeSet children carry selector_labels(WORKER_APP, <nodeset>)
+UNPROCESSABLE = 422  # a JSON patch whose test op failed: the object changed since it was read
 
 
 def utc_now() -> str:
@@ -69,14 +77,20 @@ def collector_paused() -> Iterator[None]:
 @dataclass(frozen=True)
 class PassResult:
     cluster: str
-    slurm_ok: bool  # listing and ping answered: readiness
-    errors: tuple[str, ...]
+    slurm_ok: bool  # listing and ping answered
+    errors: tuple[str, ...]  # everything that went wrong, refused writes included
     kube_writes: int
     slurm_writes: int
+    kube_ok: bool = True  # the cluster's Kubernetes objects could be read
 
     @property
     def ok(self) -> bool:
         return self.slurm_ok and not self.errors
+
+    @property
+    def ready(self) -> bool:
+        """Readiness: Slurm and Kubernetes could be read; a refused write is logged, not unready."""
+        return self.slurm_ok and self.kube_ok
 
 
 def read_cluster(kube: Kube, namespace: str, controller: str) -> ClusterView:
@@ -94,6 +108,36 @@ def read_cluster(kube: Kube, namespace: str, controller: str) -> ClusterView:
         kube_nodes={n.name: n for n in kube_nodes if n.name in node_names},
         controller_pods=tuple(read_controller_pod(o) for o in kube.list_pods(namespace, ctl_labels)),
     )
+
+
+def release_retained_claims(kube: Kube, nodeset: NodeSetView, tally: Tally) -> None:
+    """Remove a deleted NodeSet's ownerReference from its PVCs (whenDeleted=Retain).
+
+    Needs no Slurm: the service also runs it for NodeSets whose Controller is already gone, whose
+    deletion would otherwise wait forever on claims nobody releases.
+    """
+    try:
+        claims = kube.list_pvcs(nodeset.namespace, selector_labels(WORKER_APP, nodeset.name))
+    except ApiException as exc:
+        tally.errors.append(f"list PVCs of nodeset {nodeset.name}: HTTP {exc.status}")
+        log.error("listing PVCs of nodeset %s/%s failed: HTTP %s %s", nodeset.namespace, nodeset.name, exc.status, exc.reason)
+        return
+    for claim in claims:
+        operations = planning.claim_release_patch(claim, nodeset.uid)
+        if operations is None:
+            continue
+        name = str(claim["metadata"].get("name"))
+        try:
+            kube.patch_pvc(nodeset.namespace, name, operations)
+        except ApiException as exc:
+            if exc.status == UNPROCESSABLE:
+                log.info("pvc %s/%s: ownerReferences changed since read; retrying next pass", nodeset.namespace, name)
+                continue
+            tally.errors.append(f"release pvc {name}: HTTP {exc.status}")
+            log.error("releasing pvc %s/%s failed: HTTP %s %s", nodeset.namespace, name, exc.status, exc.reason)
+            continue
+        tally.kube_writes += 1
+        log.info("pvc %s/%s released from deleted nodeset %s (whenDeleted: Retain)", nodeset.namespace, name, nodeset.name)
 
 
 @dataclass
@@ -148,16 +192,18 @@ class OperatorLoop:
         tally = Tally()
         slurm = self.read_slurm(tally)
         slurm_ok = slurm.nodes is not None and slurm.ping is not None
+        kube_ok = True
         try:
             cluster = read_cluster(self.kube, self.namespace, self.controller)
         except ApiException as exc:
+            kube_ok = False
             tally.errors.append(f"reading Kubernetes objects: HTTP {exc.status} {exc.reason}")
             log.error("cluster %s: reading Kubernetes objects failed: HTTP %s %s", self.name, exc.status, exc.reason)
         else:
             self._execute(cluster, slurm, tally)
         self.metrics.poll_seconds.labels(self.name).observe(time.perf_counter() - started)
         self.metrics.cluster_up.labels(self.name).set(1 if slurm_ok else 0)
-        return PassResult(self.name, slurm_ok, tuple(tally.errors), tally.kube_writes, tally.slurm_writes)
+        return PassResult(self.name, slurm_ok, tuple(tally.errors), tally.kube_writes, tally.slurm_writes, kube_ok)
 
     def _execute(self, cluster: ClusterView, slurm: SlurmView, tally: Tally) -> None:
         now = self._now()
@@ -172,6 +218,9 @@ class OperatorLoop:
                 f"nodeset {touch.name}",
                 lambda t=touch: self.kube.annotate_nodeset(t.namespace, t.name, names.ANNOTATION_SLURM_OBSERVED, t.value),
             )
+        for nodeset in sorted(cluster.nodesets.values(), key=lambda n: n.name):
+            if nodeset.releases_claims:
+                release_retained_claims(self.kube, nodeset, tally)
 
     def _apply_pod(self, pod_plan: PodPlan, cluster: ClusterView, slurm: SlurmView, now: str, tally: Tally) -> PodState:
         """Patches (retried from a fresh read on 409), then Slurm updates; the hook-visible state."""

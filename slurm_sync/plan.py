@@ -8,6 +8,9 @@ Safety rules (DESIGN §4), all decided here so they are unit-testable:
 * We lift only drains whose reason starts with our prefix and whose intent is gone, and never
   touch a node whose reason is someone else's (an administrator's or Slurm's own).
 * Every write is the difference between desired and observed; equal state plans nothing.
+* A deleted NodeSet's retained PVCs (whenDeleted=Retain) lose its ownerReference by a JSON patch
+  whose `test` op pins the whole ownerReferences list as read: a concurrent change makes the
+  apiserver refuse the patch (422) instead of our write clobbering it; the next pass re-reads.
 """
 
 from __future__ import annotations
@@ -212,6 +215,32 @@ def plan_pod(pod: PodView, cluster: ClusterView, slurm: SlurmView, now: str) -> 
         patches.append(PodPatch(pod.namespace, pod.name, "", meta))
     state = PodState(drained=drained, absent=node is None, states=tuple(sorted(c["type"] for c in desired)))
     return PodPlan(pod, tuple(patches), tuple(actions), state)
+
+
+# --- retained PVCs of a deleted NodeSet ---------------------------------------------------------
+
+
+def claim_release_patch(claim: JSON, owner_uid: str) -> list[dict[str, Any]] | None:
+    """JSON patch removing the ownerReference with `owner_uid` from a PVC; None when it has none.
+
+    Metacontroller owns every child it creates, so garbage collection would delete the PVCs with
+    their NodeSet; without the reference they outlive it (the NodeSet hook keeps returning them
+    until then, and a parent being deleted adopts no orphan).
+    """
+    refs = _obj_list((claim.get("metadata") or {}).get("ownerReferences"))
+    if refs is None or not owner_uid:
+        return None
+    keep = [r for r in refs if not (isinstance(r, Mapping) and r.get("uid") == owner_uid)]
+    if len(keep) == len(refs):
+        return None
+    change: dict[str, Any] = (
+        {"op": "replace", "path": "/metadata/ownerReferences", "value": keep} if keep else {"op": "remove", "path": "/metadata/ownerReferences"}
+    )
+    return [{"op": "test", "path": "/metadata/ownerReferences", "value": refs}, change]
+
+
+def _obj_list(value: Any) -> list[Any] | None:
+    return value if isinstance(value, list) else None
 
 
 # --- NodeSet touch and the active controller ------------------------------------------------

@@ -2,7 +2,9 @@
 
 A failing cluster never stops the others: each pass is isolated, and its outcome feeds
 readiness, which is false before the first successful pass and while any cluster's Slurm is
-unreachable (so an operator sees at once that drains are on hold).
+unreachable (so an operator sees at once that drains are on hold). The bridge counts only as
+failing while it cannot read Slurm or Kubernetes; its users' mistakes (an unknown partition, an
+unmapped Slurm node) are logged and counted (slurm_sync_bridge_user_errors_total), not unready.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from slurm_sync.bridge import BridgeLoop
 from slurm_sync.discovery import ClusterHandle, Clusters, plan_clusters
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
+from slurm_sync.operator import Tally, release_retained_claims
+from slurm_sync.view import read_nodeset
 
 log = logging.getLogger(__name__)
 
@@ -72,53 +76,76 @@ class Service:
         self.clusters = Clusters(kube, metrics, config.token_user, config.token_lifetime, config.slurm_timeout)
 
     def run_pass(self) -> bool:
-        """One pass over every cluster and the bridge; True only if every one succeeded."""
-        failing = self._operator_pass() if self.config.operator else []
-        if self.bridge is not None and not self._bridge_pass(self.bridge):
-            failing.append("bridge")
-        self.health.record(failing)
-        return not failing
+        """One pass over every cluster and the bridge; True only if every one did all it meant to.
 
-    def _bridge_pass(self, bridge: BridgeLoop) -> bool:
+        Readiness is narrower: only what could not be read (Slurm, Kubernetes) makes us unready;
+        a refused write or a user's mistake is logged and counted, and fails `--once`.
+        """
+        outcomes = self._operator_pass() if self.config.operator else {}
+        if self.bridge is not None:
+            outcomes["bridge"] = self._bridge_pass(self.bridge)
+        self.health.record(name for name, (ready, _) in outcomes.items() if not ready)
+        return all(ok for _, ok in outcomes.values())
+
+    def _bridge_pass(self, bridge: BridgeLoop) -> tuple[bool, bool]:
+        """(ready, ok) of one bridge pass."""
         try:
             result = bridge.run_pass()
         except Exception:  # a bug must not stop the operator side
             log.exception("bridge: pass crashed")
-            return False
+            return False, False
         level = logging.INFO if result.ok else logging.WARNING
-        log.log(level, "bridge: pass %s (kube writes %d, slurm writes %d)%s", "ok" if result.ok else "failed",
+        outcome = "ok" if result.ok else "failed" if not result.ready else f"done with {len(result.errors)} problem(s)"
+        log.log(level, "bridge: pass %s (kube writes %d, slurm writes %d)%s", outcome,
                 result.kube_writes, result.slurm_writes, "; " + "; ".join(result.errors) if result.errors else "")
-        return result.ok
+        return result.ready, result.ok
 
-    def _operator_pass(self) -> list[str]:
-        """The failing clusters (or "discovery")."""
+    def _operator_pass(self) -> dict[str, tuple[bool, bool]]:
+        """(ready, ok) per cluster (or for "discovery" when the clusters cannot be listed)."""
         try:
             controllers = self.kube.list_custom("controllers", self.config.namespace)
             restapis = self.kube.list_custom("restapis", self.config.namespace)
         except ApiException as exc:
             log.error("discovery failed: HTTP %s %s", exc.status, exc.reason)
-            return ["discovery"]
+            return {"discovery": (False, False)}
         refs, problems = plan_clusters(controllers, restapis, self.config.slurm_url)
         for problem in problems:
             log.warning("skipping %s", problem)
         self.clusters.update(refs)
-        return [name for name, handle in sorted(self.clusters.handles.items()) if not self._sync_one(handle)]
+        outcomes = {name: self._sync_one(handle) for name, handle in sorted(self.clusters.handles.items())}
+        outcomes.update(self._release_orphaned_claims())
+        return outcomes
 
-    def _sync_one(self, handle: ClusterHandle) -> bool:
+    def _release_orphaned_claims(self) -> dict[str, tuple[bool, bool]]:
+        """Retained PVCs of deleted NodeSets whose Controller is gone (no cluster pass covers them)."""
+        try:
+            nodesets = [read_nodeset(o) for o in self.kube.list_custom("nodesets", self.config.namespace)]
+        except ApiException as exc:
+            log.error("listing nodesets failed: HTTP %s %s", exc.status, exc.reason)
+            return {"nodesets": (False, False)}
+        covered = {(h.ref.namespace, h.ref.controller) for h in self.clusters.handles.values()}
+        tally = Tally()
+        for nodeset in nodesets:
+            if nodeset.releases_claims and (nodeset.namespace, nodeset.controller) not in covered:
+                release_retained_claims(self.kube, nodeset, tally)
+        return {"orphaned nodesets": (True, not tally.errors)} if tally.errors else {}
+
+    def _sync_one(self, handle: ClusterHandle) -> tuple[bool, bool]:
+        """(ready, ok) of one cluster's pass."""
         name = handle.ref.name
         try:
             self.clusters.load_key(handle)
             result = handle.loop.run_pass()
         except ApiException as exc:
             log.error("cluster %s: JWT key Secret %s: HTTP %s %s", name, handle.ref.key_secret, exc.status, exc.reason)
-            return False
+            return False, False
         except Exception:  # one cluster's bug must not stop the others
             log.exception("cluster %s: pass crashed", name)
-            return False
+            return False, False
         level = logging.INFO if result.ok else logging.WARNING
         log.log(level, "cluster %s: pass %s (kube writes %d, slurm writes %d)%s", name, "ok" if result.ok else "failed",
                 result.kube_writes, result.slurm_writes, "; " + "; ".join(result.errors) if result.errors else "")
-        return result.ok
+        return result.ready, result.ok
 
     def run_forever(self, stop: threading.Event) -> None:
         while not stop.is_set():

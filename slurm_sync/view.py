@@ -51,6 +51,14 @@ class NodeSetView:
     protect: bool  # workloadDisruptionProtection
     intents: Mapping[str, str]  # status.drainingPods: pod name -> reason
     observed_hash: str | None  # our ANNOTATION_SLURM_OBSERVED
+    deleting: bool = False  # metadata.deletionTimestamp is set (the hook's finalize runs)
+    retain_claims: bool = True  # persistentVolumeClaimRetentionPolicy.whenDeleted is not Delete
+    controller: str = ""  # spec.controllerRef.name
+
+    @property
+    def releases_claims(self) -> bool:
+        """Being deleted with whenDeleted=Retain: its PVCs must lose its ownerReference first."""
+        return self.deleting and self.retain_claims
 
 
 @dataclass(frozen=True)
@@ -140,6 +148,10 @@ def read_nodeset(obj: JSON) -> NodeSetView:
         protect=protect if isinstance(protect, bool) else DEFAULT_PROTECTION,
         intents=intents,
         observed_hash=_map(meta.get("annotations")).get(names.ANNOTATION_SLURM_OBSERVED),
+        deleting=bool(meta.get("deletionTimestamp")),
+        # Read as the NodeSet hook reads a spec it cannot parse: only an explicit Delete deletes.
+        retain_claims=_obj(spec.get("persistentVolumeClaimRetentionPolicy")).get("whenDeleted") != "Delete",
+        controller=nodeset_controller(obj),
     )
 
 

@@ -125,6 +125,8 @@ SlurmctldTimeout=30
 SlurmdTimeout=300
 KillWait=5
 MinJobAge=300
+# room for dynamic nodes (POST /new/node, the bridge's external nodes): 4 static + 12 dynamic
+MaxNodeCount=16
 EOF
   i=0
   for n in $NODES; do

@@ -40,7 +40,8 @@ SUITE=sid
 PACKAGES="slurmctld slurmd slurmrestd slurm-client slurm-wlm-jwt-plugin munge procps curl"
 STAMP="format=1 suite=$SUITE packages=$PACKAGES"   # a change here forces a rebuild
 REST_URL=http://127.0.0.1:$REST_PORT
-SETTINGS="ctld=$CTLD_PORT rest=$REST_PORT slurmd=$SLURMD_PORT cpus=$CPUS mem=$MEM_MB"  # a change restarts the lab
+# A change restarts the lab, and so does a change of the config cluster.sh writes.
+SETTINGS="ctld=$CTLD_PORT rest=$REST_PORT slurmd=$SLURMD_PORT cpus=$CPUS mem=$MEM_MB config=$(sha256sum "$SLURM_HACK_DIR/cluster.sh" | cut -c1-12)"
 
 mkdir -p "$LAB" 2>/dev/null || true   # may fail for non-root; the root check below says why
 LOG_FILE=$LAB/up.log

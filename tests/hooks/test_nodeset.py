@@ -13,7 +13,9 @@ import orjson
 import pytest
 
 from hooks import names
+from hooks import nodeset as nodeset_hook
 from hooks.app import create_app
+from hooks.nodeset_observe import parse_time
 from tests.support.kube import validate_builtin, validate_cr
 
 NS = "slurm"
@@ -111,19 +113,43 @@ def observed(
     return obj
 
 
+# The kubelet's Ready transition in `observed` pods; the pinned clock starts a minute later.
+READY_AT = parse_time("2025-01-01T00:01:00Z")
+T0 = READY_AT + 60
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+        self.reads = 0
+
+    def __call__(self) -> float:
+        self.reads += 1
+        return self.now
+
+
+@pytest.fixture(autouse=True)
+def clock(monkeypatch):
+    """Pins hooks.nodeset.now() (the NodeSet hook's one clock read); set `clock.now` to move time."""
+    pinned = Clock()
+    monkeypatch.setattr(nodeset_hook, "now", pinned)
+    return pinned
+
+
 @pytest.fixture()
-def client():
+def client(clock):
     return create_app().test_client()
 
 
-def post(client, path: str, body: dict) -> dict:
+def post(client, path: str, body: dict, status_parent: dict | None = None) -> dict:
+    """`status_parent`: a parent the CRD accepts, for checking the status of a parent it would refuse."""
     resp = client.post(path, data=orjson.dumps(body), content_type="application/json")
     assert resp.status_code == 200, resp.get_json()
     result = resp.get_json()
     for child in result.get("children", []):
         assert validate_builtin(child) == [], child["metadata"]["name"]
     if "status" in result:  # the status must survive the apiserver's validation of our CRD
-        assert validate_cr({**body["parent"], "status": result["status"]}) == []
+        assert validate_cr({**(status_parent or body["parent"]), "status": result["status"]}) == []
     return result
 
 
@@ -310,13 +336,43 @@ def test_on_delete_leaves_old_pods_alone(client):
     assert children(resp)["gpu-1"]["spec"]["containers"][0]["image"] == "slurmd:2"
 
 
-def test_min_ready_seconds_counts_availability_against_the_request_time(client):
+def test_min_ready_seconds_counts_availability_by_the_clock_and_calls_back_when_it_is_reached(client, clock):
     pods = children(sync(client, request(nodeset(replicas=1))))
-    pod = observed(pods["gpu-0"])  # Ready since 00:01:00; newest time in the request is that
-    parent = nodeset(replicas=1, minReadySeconds=30)
-    assert sync(client, request(parent, pods=[pod]))["status"]["availableReplicas"] == 0
-    parent["metadata"]["managedFields"] = [{"manager": "metacontroller", "time": "2025-01-01T00:02:00Z"}]
-    assert sync(client, request(parent, pods=[pod]))["status"]["availableReplicas"] == 1
+    pod = observed(pods["gpu-0"])  # Ready since READY_AT
+    body = request(nodeset(replicas=1, minReadySeconds=90), pods=[pod])
+    clock.now = READY_AT + 10
+    early = sync(client, body)
+    assert early["status"]["availableReplicas"] == 0 and early["status"]["unavailableReplicas"] == 1
+    assert early["resyncAfterSeconds"] == 80, "Metacontroller is asked back exactly when the pod becomes available"
+    # A plain resync of the same request before the threshold: same status, the wait counts down.
+    clock.now = READY_AT + 89.5
+    later = sync(client, body)
+    assert later["status"] == early["status"] and later["children"] == early["children"]
+    assert later["resyncAfterSeconds"] == 1
+    clock.now = READY_AT + 90
+    reached = sync(client, body)
+    assert reached["status"]["availableReplicas"] == 1 and "resyncAfterSeconds" not in reached
+
+
+def test_rolling_update_with_min_ready_seconds_advances_on_a_plain_resync(client, clock):
+    """The new pod's readiness ages with the clock, not with the request: the rollout cannot stall."""
+    old = children(sync(client, request(nodeset(replicas=2, slurmd={"image": "slurmd:1"}))))
+    spec = {"replicas": 2, "minReadySeconds": 120, "slurmd": {"image": "slurmd:2"}, "updateStrategy": {"rollingUpdate": {"maxUnavailable": 1}}}
+    new0 = children(sync(client, request(nodeset(**spec), pods=[observed(old["gpu-1"])])))["gpu-0"]
+    body = request(nodeset(**spec), pods=[observed(new0), observed(old["gpu-1"])])
+    clock.now = READY_AT + 30
+    waiting = sync(client, body)
+    assert draining(waiting) == {} and waiting["resyncAfterSeconds"] == 90
+    clock.now = READY_AT + 120
+    assert set(draining(sync(client, body))) == {"gpu-1"}
+
+
+def test_the_clock_is_read_only_when_min_ready_seconds_is_set(client, clock):
+    pods = children(sync(client, request(nodeset(replicas=2))))
+    sync(client, request(nodeset(replicas=2), pods=[observed(p) for p in pods.values()]))
+    assert clock.reads == 0
+    sync(client, request(nodeset(replicas=2, minReadySeconds=5), pods=[observed(p) for p in pods.values()]))
+    assert clock.reads == 1
 
 
 # --- DaemonSet mode -----------------------------------------------------------------------------
@@ -484,38 +540,156 @@ def test_missing_controller_keeps_every_child_and_creates_nothing(client):
     assert cond["status"] == "False" and cond["reason"] == "ControllerNotFound"
 
 
-@pytest.mark.parametrize(
-    ("spec", "field"),
-    [
-        ({"replicas": -1}, "parent.spec.replicas"),
-        ({"replicas": "3"}, "parent.spec.replicas"),
-        ({"scalingMode": "Deployment"}, "parent.spec.scalingMode"),
-        ({"updateStrategy": {"rollingUpdate": {"maxUnavailable": "0%"}}}, "parent.spec.updateStrategy.rollingUpdate.maxUnavailable"),
-        ({"updateStrategy": {"rollingUpdate": {"maxUnavailable": "half"}}}, "parent.spec.updateStrategy.rollingUpdate.maxUnavailable"),
-        ({"updateStrategy": {"type": "Sometimes"}}, "parent.spec.updateStrategy.type"),
-        ({"controllerRef": {}}, "parent.spec.controllerRef.name"),
-        ({"ssh": {"enabled": True}}, "parent.spec.ssh.sssdConfRef.name"),
-        ({"volumeClaimTemplates": [{"spec": {}}]}, "parent.spec.volumeClaimTemplates[0].metadata.name"),
-        ({"template": {"spec": {"tolerations": {}}}}, "parent.spec.template.spec.tolerations"),
-        ({"ordinalPadding": 99}, "parent.spec.ordinalPadding"),
-    ],
-)
-@pytest.mark.parametrize("hook", ["sync", "customize"])
-def test_invalid_spec_is_a_400_naming_the_field(client, spec, field, hook):
-    parent = nodeset(replicas=1)
+INVALID = [
+    ({"replicas": -1}, "spec.replicas"),
+    ({"replicas": "3"}, "spec.replicas"),
+    ({"scalingMode": "Deployment"}, "spec.scalingMode"),
+    ({"updateStrategy": {"rollingUpdate": {"maxUnavailable": "0%"}}}, "spec.updateStrategy.rollingUpdate.maxUnavailable"),
+    ({"updateStrategy": {"rollingUpdate": {"maxUnavailable": "half"}}}, "spec.updateStrategy.rollingUpdate.maxUnavailable"),
+    ({"updateStrategy": {"type": "Sometimes"}}, "spec.updateStrategy.type"),
+    ({"controllerRef": {}}, "spec.controllerRef.name"),
+    ({"ssh": {"enabled": True}}, "spec.ssh.sssdConfRef.name"),
+    ({"volumeClaimTemplates": [{"spec": {}}]}, "spec.volumeClaimTemplates[0].metadata.name"),
+    ({"template": {"spec": {"tolerations": {}}}}, "spec.template.spec.tolerations"),
+    ({"ordinalPadding": 99}, "spec.ordinalPadding"),
+    ({"persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Keep"}}, "spec.persistentVolumeClaimRetentionPolicy.whenDeleted"),
+]
+CLAIM = {"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
+
+
+def invalid_parent(spec: dict, status: dict | None = None) -> dict:
+    parent = nodeset(status=status, replicas=2, volumeClaimTemplates=[CLAIM])
     parent["spec"].update(spec)
-    body = request(parent) if hook == "sync" else {"controller": {}, "parent": parent}
-    resp = client.post(f"/nodeset/{hook}", data=orjson.dumps(body), content_type="application/json")
+    return parent
+
+
+def running_nodeset(client) -> tuple[dict, list[dict], list[dict]]:
+    """A 2-pod NodeSet with PVCs as Metacontroller shows it, gpu-1 draining for a scale-in."""
+    first = sync(client, request(nodeset(replicas=2, volumeClaimTemplates=[CLAIM])))
+    pods = [observed(p) for p in children(first).values()]
+    pvcs = [observed(c) for c in children(first, "PersistentVolumeClaim").values()]
+    down = sync(client, request(nodeset(replicas=1, volumeClaimTemplates=[CLAIM]), pods=pods, pvcs=pvcs))
+    assert draining(down) == {"gpu-1": "scale-in to 1 replicas"}
+    return down["status"], pods, pvcs
+
+
+@pytest.mark.parametrize(("spec", "field"), INVALID)
+def test_invalid_spec_keeps_every_child_and_the_status_and_names_the_field(client, spec, field):
+    status, pods, pvcs = running_nodeset(client)
+    # gpu-1 is drained meanwhile: with the spec unusable, nothing is deleted all the same.
+    pods[1] = observed(json.loads(pods[1]["metadata"]["annotations"][names.ANNOTATION_LAST_APPLIED]), slurm=("Idle", "Drain"), drained=True)
+    resp = post(client, "/nodeset/sync", request(invalid_parent(spec, status), pods=pods, pvcs=pvcs), nodeset())
+    last_applied = {json.loads(c["metadata"]["annotations"][names.ANNOTATION_LAST_APPLIED])["metadata"]["name"]: c for c in pods + pvcs}
+    assert {c["metadata"]["name"] for c in resp["children"]} == set(last_applied)
+    for child in resp["children"]:
+        assert child == json.loads(last_applied[child["metadata"]["name"]]["metadata"]["annotations"][names.ANNOTATION_LAST_APPLIED])
+    invalid = condition(resp, names.CONDITION_INVALID_SPEC)
+    assert invalid["status"] == "True" and field in invalid["message"]
+    assert draining(resp) == {"gpu-1": "scale-in to 1 replicas"}, "drains in flight stay published"
+    assert {k: v for k, v in resp["status"].items() if k != "conditions"} == {k: v for k, v in status.items() if k != "conditions"}
+    assert resp["resyncAfterSeconds"] == 30
+    # Fixed: the condition goes, the drained pod goes.
+    fixed = sync(client, request(nodeset(status=resp["status"], replicas=1, volumeClaimTemplates=[CLAIM]), pods=pods, pvcs=pvcs))
+    assert names.CONDITION_INVALID_SPEC not in {c["type"] for c in fixed["status"]["conditions"]}
+    assert sorted(children(fixed)) == ["gpu-0"]
+
+
+@pytest.mark.parametrize(("spec", "field"), INVALID)
+def test_customize_with_an_invalid_spec_asks_for_what_the_valid_fields_name(client, spec, field):
+    parent = invalid_parent({**spec, "scalingMode": spec.get("scalingMode", "DaemonSet")})
+    resp = post(client, "/nodeset/customize", {"controller": {}, "parent": parent}, nodeset())
+    resources = [r["resource"] for r in resp["relatedResources"]]
+    assert ("controllers" in resources) == (field != "spec.controllerRef.name")
+    assert ("nodes" in resources) == (field not in ("spec.scalingMode", "spec.template.spec.tolerations"))
+
+
+@pytest.mark.parametrize(("spec", "field"), INVALID)
+def test_finalize_with_an_invalid_spec_still_drains_and_deletes(client, spec, field):
+    status, pods, pvcs = running_nodeset(client)
+    parent = invalid_parent(spec, status)
+    resp = post(client, "/nodeset/finalize", request(parent, pods=pods, pvcs=pvcs, finalizing=True), nodeset())
+    assert field in condition(resp, names.CONDITION_INVALID_SPEC)["message"]
+    if field == "spec.controllerRef.name":  # no Controller can be found: nothing to drain through
+        assert children(resp) == {} and resp["finalized"] is False
+        assert sorted(children(resp, "PersistentVolumeClaim")) == ["data-gpu-0", "data-gpu-1"], "whenDeleted defaults to Retain"
+        return
+    assert draining(resp) == {"gpu-0": "NodeSet deleted", "gpu-1": "NodeSet deleted"} and resp["finalized"] is False
+    assert sorted(children(resp)) == ["gpu-0", "gpu-1"] and sorted(children(resp, "PersistentVolumeClaim")) == ["data-gpu-0", "data-gpu-1"]
+    drained = [observed(json.loads(p["metadata"]["annotations"][names.ANNOTATION_LAST_APPLIED]), slurm=("Idle", "Drain"), drained=True) for p in pods]
+    resp = post(client, "/nodeset/finalize", request(invalid_parent(spec, resp["status"]), pods=drained, pvcs=pvcs, finalizing=True), nodeset())
+    assert children(resp) == {} and resp["finalized"] is False
+    # whenDeleted is read leniently: only an explicit Delete deletes; otherwise the PVCs wait for slurm_sync.
+    assert sorted(children(resp, "PersistentVolumeClaim")) == ["data-gpu-0", "data-gpu-1"]
+    resp = post(client, "/nodeset/finalize", request(invalid_parent(spec, resp["status"]), finalizing=True), nodeset())
+    assert resp["finalized"] is True and resp["children"] == []
+
+
+def test_a_request_that_is_not_a_hook_request_is_still_a_400(client):
+    body = request(nodeset(replicas=1))
+    body["children"] = ["not", "a", "map"]
+    resp = client.post("/nodeset/sync", data=orjson.dumps(body), content_type="application/json")
+    assert resp.status_code == 400 and "children" in resp.get_json()["error"]
+    del body["parent"]["metadata"]["name"]
+    resp = client.post("/nodeset/finalize", data=orjson.dumps({**body, "children": {}}), content_type="application/json")
     assert resp.status_code == 400
-    assert field in resp.get_json()["error"]
+
+
+# --- names --------------------------------------------------------------------------------------
+
+
+def named(name: str, **spec) -> dict:
+    parent = nodeset(**spec)
+    parent["metadata"]["name"] = name
+    return parent
+
+
+def long_request(parent: dict, **kwargs) -> dict:
+    body = request(parent, **kwargs)
+    body["controller"] = {}
+    return body
+
+
+def post_unvalidated(client, path: str, body: dict) -> dict:
+    """For parents the CRD itself would refuse (names over its bound): the hook must still answer sanely."""
+    resp = client.post(path, data=orjson.dumps(body), content_type="application/json")
+    assert resp.status_code == 200, resp.get_json()
+    for child in resp.get_json()["children"]:
+        assert validate_builtin(child) == [], child["metadata"]["name"]
+    return resp.get_json()
+
+
+def test_pod_names_and_hostnames_stay_within_63_characters(client):
+    name = "n" * 61  # "<name>-9" is 63 characters, "<name>-10" would be 64
+    ok = post_unvalidated(client, "/nodeset/sync", request(named(name, replicas=10)))
+    assert len(children(ok)) == 10 and names.CONDITION_INVALID_SPEC not in {c["type"] for c in ok["status"]["conditions"]}
+    over = post_unvalidated(client, "/nodeset/sync", request(named(name, replicas=11)))
+    assert children(over) == {}
+    message = condition(over, names.CONDITION_INVALID_SPEC)["message"]
+    assert "metadata.name" in message and f"{name}-10" in message
+    too_long = post_unvalidated(client, "/nodeset/sync", request(named("n" * 64, replicas=1)))
+    assert "metadata.name" in condition(too_long, names.CONDITION_INVALID_SPEC)["message"]
+    upper = sync(client, request(nodeset(replicas=1, template={"spec": {"hostname": "GPU-"}})))
+    assert children(upper) == {} and "spec.template.spec.hostname" in condition(upper, names.CONDITION_INVALID_SPEC)["message"]
+
+
+def test_a_daemonset_pod_name_over_63_characters_is_reported_not_sent(client):
+    long_node = "k" * 60
+    resp = sync(client, request(nodeset(scalingMode="DaemonSet"), nodes=[node(long_node)]))
+    assert children(resp) == {}
+    message = condition(resp, names.CONDITION_INVALID_SPEC)["message"]
+    assert long_node in message and names.ANNOTATION_HOSTNAME_OVERRIDE in message
+    short = node(long_node, annotations={names.ANNOTATION_HOSTNAME_OVERRIDE: "k1"})
+    assert sorted(children(sync(client, request(nodeset(scalingMode="DaemonSet"), nodes=[short])))) == ["gpu-k1"]
 
 
 # --- determinism and fixed point ----------------------------------------------------------------
 
 
-def test_same_request_gives_the_same_bytes(client):
+@pytest.mark.parametrize("min_ready", [0, 600])
+def test_same_request_gives_the_same_bytes(client, min_ready):
+    """With minReadySeconds the clock is read, and pinned here: same request, same instant, same bytes."""
     pods = children(sync(client, request(nodeset(replicas=3))))
-    body = orjson.dumps(request(nodeset(replicas=2), pods=[observed(p) for p in pods.values()]))
+    body = orjson.dumps(request(nodeset(replicas=2, minReadySeconds=min_ready), pods=[observed(p) for p in pods.values()]))
     answers = {client.post("/nodeset/sync", data=body, content_type="application/json").data for _ in range(3)}
     assert len(answers) == 1
 
@@ -527,6 +701,7 @@ def test_same_request_gives_the_same_bytes(client):
         {"replicas": 2, "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]},
         {"replicas": 2, "ssh": {"enabled": True, "sssdConfRef": {"name": "sssd", "key": "sssd.conf"}}},
         {"scalingMode": "DaemonSet"},
+        {"replicas": 2, "minReadySeconds": 30, "updateStrategy": {"rollingUpdate": {"maxUnavailable": 1}}},
     ],
 )
 def test_desired_fed_back_as_observed_is_a_fixed_point(client, spec):

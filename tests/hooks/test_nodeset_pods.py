@@ -9,7 +9,7 @@ import pytest
 from hooks import names
 from hooks.nodeset_pods import conf_argument, parse_quantity, pod_limits
 from hooks.nodeset_spec import parse_nodeset
-from tests.hooks.test_nodeset import children, client, controller_cr, draining, node, nodeset, observed, post, request, sync  # noqa: F401
+from tests.hooks.test_nodeset import children, client, clock, condition, controller_cr, draining, node, nodeset, observed, post, request, sync  # noqa: F401
 
 CLAIM = {"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
 
@@ -155,6 +155,17 @@ def test_finalize_drops_pvcs_with_their_pods_only_when_when_deleted_is_delete(cl
     pvcs = [observed(c) for c in children(resp, "PersistentVolumeClaim").values()]
     retained = post(client, "/nodeset/finalize", request(nodeset(**spec), pvcs=pvcs, finalizing=True))
     assert sorted(children(retained, "PersistentVolumeClaim")) == ["data-gpu-0"]
+    # Omitting it would delete it, and finalizing would let garbage collection delete it: both wait
+    # until slurm_sync has removed the NodeSet's ownerReference (then Metacontroller no longer observes it).
+    assert retained["finalized"] is False and retained["resyncAfterSeconds"] == 10
+    assert condition(retained, names.CONDITION_RETAINED_CLAIMS)["status"] == "True"
+    orphaned = post(client, "/nodeset/finalize", request(nodeset(**spec), finalizing=True))
+    assert orphaned["finalized"] is True and orphaned["children"] == []
+    assert condition(orphaned, names.CONDITION_RETAINED_CLAIMS)["status"] == "False"
+    # Without a Controller the pods go at once, but the retained PVCs still wait.
+    pod0 = observed(children(resp)["gpu-0"])
+    gone = post(client, "/nodeset/finalize", request(nodeset(**spec), pods=[pod0], pvcs=pvcs, controller=None, finalizing=True))
+    assert children(gone) == {} and sorted(children(gone, "PersistentVolumeClaim")) == ["data-gpu-0"] and gone["finalized"] is False
     delete = {**spec, "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete"}}
     dropped = post(client, "/nodeset/finalize", request(nodeset(**delete), pvcs=pvcs, finalizing=True))
     assert dropped["children"] == [] and dropped["finalized"] is True

@@ -1,6 +1,7 @@
 """The fake apiserver for the bridge loop: FakeKube plus what the bridge writes: pods/binding,
 pod deletion (finalizers hold it, uid preconditions), finalizer and taint lists in patches with
-resourceVersion preconditions (409 on mismatch), and builders for bridge pods and nodes."""
+resourceVersion preconditions (409 on mismatch), built-in PodGroups (get, merge patch of status with a
+resourceVersion precondition), and builders for bridge pods and nodes."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ JSON = dict[str, Any]
 BNS = "slurm-bridge"
 SCHED = names.BRIDGE_SCHEDULER_NAME
 DELETED_AT = "2026-01-02T03:04:05Z"
+_POD_GROUP = re.compile(r"^/apis/scheduling\.k8s\.io/v1alpha2/namespaces/(?P<ns>[^/]+)/podgroups/(?P<name>[^/]+)(?P<sub>/status)?$")
 _SUB = re.compile(r"^/api/v1/(?:namespaces/(?P<ns>[^/]+)/)?(?P<kind>pods|nodes)/(?P<name>[^/]+)(?:/(?P<sub>binding))?$")
 
 
@@ -29,6 +31,8 @@ class BridgeFake(FakeKube):
     def handle(self, request: Request) -> Response:
         if f"{request.method} {request.path}" in self.failing:
             return _json({"kind": "Status", "code": 500, "reason": "InternalError"}, 500)
+        if group_match := _POD_GROUP.match(request.path):
+            return self._pod_group(request, group_match)
         match = _SUB.match(request.path)
         if not match or request.method == "GET":
             return super().handle(request)
@@ -69,6 +73,24 @@ class BridgeFake(FakeKube):
         meta["resourceVersion"] = str(int(meta["resourceVersion"]) + 1)
         return _json(obj)
 
+    def _pod_group(self, request: Request, match: re.Match[str]) -> Response:
+        obj = self.objects.get(("podgroups", match["ns"], match["name"]))
+        if obj is None:
+            return _json({"kind": "Status", "code": 404, "reason": "NotFound"}, 404)
+        if request.method == "GET" and not match["sub"]:
+            return _json(obj)
+        if request.method != "PATCH" or not match["sub"]:
+            return _json({"kind": "Status", "code": 405}, 405)
+        body = json.loads(request.get_data())
+        self.writes.append(("PATCH", request.path, request.headers.get("Content-Type", ""), body))
+        wanted = (body.get("metadata") or {}).get("resourceVersion")
+        if wanted is not None and wanted != obj["metadata"]["resourceVersion"]:
+            return _json({"kind": "Status", "code": 409, "reason": "Conflict"}, 409)
+        for key, value in (body.get("status") or {}).items():  # merge patch: lists are replaced
+            obj.setdefault("status", {})[key] = value
+        obj["metadata"]["resourceVersion"] = str(int(obj["metadata"]["resourceVersion"]) + 1)
+        return _json(obj)
+
     def pod(self, name: str, ns: str = BNS) -> JSON:
         return self.objects[("pods", ns, name)]
 
@@ -88,7 +110,8 @@ def job_body(pods: list[str], **extra: Any) -> JSON:
 
 def bridge_pod(name: str, group: str | None = None, body: JSON | None = None, *, ns: str = BNS, job_id: int | None = None,
                node_name: str | None = None, phase: str = "Pending", uid: str | None = None,
-               annotations: dict[str, str] | None = None, finalizers: list[str] | None = None) -> JSON:
+               annotations: dict[str, str] | None = None, finalizers: list[str] | None = None,
+               pod_group: str | None = None) -> JSON:
     """A managed pod; ``body`` published as its placeholder job for ``group``."""
     ann = dict(annotations or {})
     if body is not None:
@@ -104,7 +127,17 @@ def bridge_pod(name: str, group: str | None = None, body: JSON | None = None, *,
     spec: JSON = {"schedulerName": SCHED, "containers": [{"name": "c", "image": "busybox"}]}
     if node_name:
         spec["nodeName"] = node_name
+    if pod_group:
+        spec["schedulingGroup"] = {"podGroupName": pod_group}
     return {"metadata": meta, "spec": spec, "status": {"phase": phase}}
+
+
+def pod_group(name: str, ns: str = BNS, conditions: list[JSON] | None = None) -> JSON:
+    """A built-in (Workload API) PodGroup as the apiserver returns it."""
+    return {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": ns, "resourceVersion": "11", "uid": f"uid-{name}"},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}},
+            "status": {"conditions": list(conditions or [])}}  # fmt: skip
 
 
 def single(name: str, ns: str = BNS, **kw: Any) -> JSON:

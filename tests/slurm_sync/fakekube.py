@@ -1,6 +1,7 @@
 """A tiny stateful kube-apiserver on pytest-httpserver, just enough for slurm_sync's calls:
-list/get pods (equality label selectors), nodes, secrets, our CRs; patch pods (strategic merge of
-labels, annotations and conditions), pods/status and CRs (merge patch of annotations).
+list/get pods (equality label selectors), nodes, secrets, PVCs, our CRs; patch pods (strategic merge of
+labels, annotations and conditions), pods/status and CRs (merge patch of annotations), and JSON patches
+(test, replace, remove, add on top-level metadata fields; a failed test is a 422 as on a real apiserver).
 Every write is recorded as (method, path, content type, body) for the tests to inspect."""
 
 from __future__ import annotations
@@ -52,6 +53,13 @@ class FakeKube:
             return _json({"kind": "Status", "code": 404, "reason": "NotFound"}, 404)
         if request.method == "GET":
             return _json(obj)
+        if request.method == "PATCH" and request.headers.get("Content-Type", "").startswith("application/json-patch+json"):
+            ops = json.loads(request.get_data())
+            self.writes.append(("PATCH", request.path, request.headers.get("Content-Type", ""), ops))
+            if not _json_patch(obj, ops):
+                return _json({"kind": "Status", "code": 422, "reason": "Invalid"}, 422)
+            obj["metadata"]["resourceVersion"] = str(int(obj["metadata"]["resourceVersion"]) + 1)
+            return _json(obj)
         if request.method == "PATCH":
             body = json.loads(request.get_data())
             self.writes.append(("PATCH", request.path, request.headers.get("Content-Type", ""), body))
@@ -89,3 +97,23 @@ def _merge_conditions(obj: JSON, items: list[JSON]) -> None:
             conditions.append(copy.deepcopy(item))
         else:
             conditions[index].update(item)
+
+
+def _json_patch(obj: JSON, ops: list[JSON]) -> bool:
+    """RFC 6902 on `/metadata/<field>` paths, atomically: False (nothing applied) when a test fails."""
+    patched = copy.deepcopy(obj)
+    for op in ops:
+        _, section, key = op["path"].split("/")
+        target = patched[section]
+        if op["op"] == "test":
+            if target.get(key) != op["value"]:
+                return False
+        elif op["op"] in ("replace", "add"):
+            target[key] = op["value"]
+        elif op["op"] == "remove":
+            if key not in target:
+                return False
+            del target[key]
+    obj.clear()
+    obj.update(patched)
+    return True

@@ -67,13 +67,24 @@ def pod(
     return {"metadata": meta, "spec": spec, "status": {"phase": phase, "conditions": conditions}}
 
 
-def nodeset(intents: Mapping[str, str] | None = None, protect: bool | None = None, observed: str | None = None) -> dict[str, Any]:
+def nodeset(
+    intents: Mapping[str, str] | None = None,
+    protect: bool | None = None,
+    observed: str | None = None,
+    deleting: bool = False,
+    when_deleted: str | None = None,
+) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": NODESET, "namespace": NS, "uid": NODESET_UID}
     if observed is not None:
         meta["annotations"] = {names.ANNOTATION_SLURM_OBSERVED: observed}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-02T00:00:00Z"
+        meta["finalizers"] = ["metacontroller.io/compositecontroller-slurm-operator-nodeset"]
     spec: dict[str, Any] = {"controllerRef": {"name": CLUSTER}}
     if protect is not None:
         spec["workloadDisruptionProtection"] = protect
+    if when_deleted is not None:
+        spec["persistentVolumeClaimRetentionPolicy"] = {"whenDeleted": when_deleted}
     status = {names.STATUS_DRAINING_PODS: [{"name": k, "reason": v} for k, v in sorted((intents or {}).items())]}
     return {"apiVersion": names.API_VERSION, "kind": "NodeSet", "metadata": meta, "spec": spec, "status": status}
 
@@ -123,3 +134,19 @@ class FakeSlurm:
 
     def update_node(self, name: str, update: NodeUpdate) -> None:
         self.updates.append((name, update))
+
+
+NODESET_OWNER = {"apiVersion": names.API_VERSION, "kind": "NodeSet", "name": NODESET, "uid": NODESET_UID, "controller": True, "blockOwnerDeletion": True}
+
+
+def pvc(name: str, *owners: dict[str, Any]) -> dict[str, Any]:
+    """A NodeSet PVC as Metacontroller created it (selector labels, the given ownerReferences)."""
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": NS,
+        "resourceVersion": "3",
+        "labels": {names.LABEL_NAME: "slurmd", names.LABEL_INSTANCE: NODESET},
+    }
+    if owners:
+        meta["ownerReferences"] = [dict(o) for o in owners]
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": {"accessModes": ["ReadWriteOnce"]}}

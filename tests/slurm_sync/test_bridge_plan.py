@@ -10,7 +10,8 @@ import pytest
 from hooks import names
 from slurm_sync import bridge_nodes
 from slurm_sync.bridge_nodes import CreateNode, DeleteNode, MarkRegistered, SlurmNodeChange, plan_nodes
-from slurm_sync.bridge_plan import Cancel, DeletePod, digest, expand_hostlist, orphans, plan_pods
+from slurm_sync.bridge_kube import label_body, pod_group_scheduled_body
+from slurm_sync.bridge_plan import Cancel, DeletePod, digest, expand_hostlist, orphans, plan_pods, scheduled_pod_groups
 from slurm_sync.bridge_view import BridgePod, read_node, read_pod
 from slurm_sync.slurm_types import Job, NodeUpdate, parse_job, parse_node
 from tests.slurm_sync.bridgekube import BNS, OUR_TAINT, bridge_pod, job_body, kube_node, single
@@ -30,8 +31,9 @@ def pod(obj: dict, **meta: object) -> BridgePod:
     return read_pod(obj)
 
 
-def plan(pods: list[BridgePod], jobs: dict[int, Job | None], index: dict[int, Job] | None = None):
-    return plan_pods(pods, NODES, jobs, index or {}, NOW)
+def plan(pods: list[BridgePod], jobs: dict[int, Job | None], index: dict[int, Job] | None = None,
+         placeable: frozenset[str] | None = frozenset(NODES)):
+    return plan_pods(pods, NODES, jobs, index or {}, NOW, placeable)
 
 
 def test_hostlists_expand() -> None:
@@ -79,6 +81,59 @@ def test_vector_16_pending_job_is_updated_when_the_body_changes_running_never() 
     changed = pod(single("p", job_id=7, annotations={names.ANNOTATION_PLACEHOLDER_APPLIED: "old"}))
     assert [u.job_id for u in plan([changed], {7: job(7, "PENDING")}).updates] == [7]
     assert plan([changed], {7: job(7, "RUNNING", nodes="n1")}).updates == ()
+
+
+def test_vector_17_fewer_mapped_bridge_nodes_than_pods_submits_nothing_and_the_pods_say_why() -> None:
+    body = job_body([f"{BNS}/a", f"{BNS}/b", f"{BNS}/c"])
+    group = [pod(bridge_pod(n, "G", body)) for n in "abc"]
+    actions = plan(group, {}, placeable=frozenset({"kn1", "kn2"}))
+    assert actions.submits == ()
+    (blocked,) = actions.blocked
+    assert [p.name for p in blocked.pods] == ["a", "b", "c"]
+    assert blocked.why == ("the group needs 3 distinct nodes but only 2 Kubernetes node(s) are bridge nodes mapped to a "
+                           "Slurm node (kn1, kn2); its job is not submitted")
+    assert [e.kind for e in actions.errors] == ["too_few_nodes"] and blocked.why in actions.errors[0]
+    assert plan(group, {}, placeable=frozenset({"kn1", "kn2", "kn3"})).submits[0].group == "G"  # enough now
+    assert plan([pod(single("p"))], {}, placeable=frozenset()).blocked[0].why.startswith("the group needs 1 distinct nodes but only 0")
+    # Slurm's node listing failed: nothing new is submitted, and nobody is told anything false
+    unknown = plan(group, {}, placeable=None)
+    assert (unknown.submits, unknown.blocked, unknown.errors) == ((), (), ())
+    # a group that already holds a job is not second-guessed (its job may be running)
+    held = [pod(bridge_pod(n, "G", body, job_id=7)) for n in "abc"]
+    assert plan(held, {7: job(7, "PENDING")}, placeable=frozenset()).blocked == ()
+
+
+def test_vector_17_only_bridge_nodes_count_and_labelling_clears_the_reason() -> None:
+    plain = read_node({"metadata": {"name": "kube-0", "labels": {}}, "spec": {}})
+    external = read_node({"metadata": {"name": "ext", "labels": {names.LABEL_EXTERNAL_NODE: "true"}}, "spec": {}})
+    assert (plain.bridge, external.bridge, NODES["kn1"].bridge) == (False, True, True)
+    told = pod(single("p", annotations={names.ANNOTATION_SUBMIT_ERROR: "too few nodes"}))
+    assert told.submit_error == "too few nodes"
+    assert label_body(told, 7, "d")["metadata"]["annotations"] == {names.ANNOTATION_PLACEHOLDER_APPLIED: "d",
+                                                                   names.ANNOTATION_SUBMIT_ERROR: None}
+
+
+def test_vector_18_pod_groups_whose_live_pods_are_all_bound() -> None:
+    a = pod(bridge_pod("a", job_id=7, node_name="kn1", phase="Running", pod_group="pg"))
+    b = pod(bridge_pod("b", job_id=7, pod_group="pg"))
+    other = pod(bridge_pod("c", job_id=8, node_name="kn2", phase="Running", pod_group="solo"))
+    done = pod(bridge_pod("d", job_id=8, phase="Succeeded", pod_group="solo"))  # ended: does not hold it back
+    assert scheduled_pod_groups([a, b, other, done], NODES, NOW) == {(BNS, "solo")}
+    bound_b = pod(bridge_pod("b", job_id=7, node_name="kn2", phase="Running", pod_group="pg"))
+    assert scheduled_pod_groups([a, bound_b], NODES, NOW) == {(BNS, "pg")}
+    assert scheduled_pod_groups([pod(single("x", job_id=1, node_name="kn1"))], NODES, NOW) == set()  # no PodGroup
+
+
+def test_vector_18_condition_body_keeps_other_conditions_and_is_none_once_set() -> None:
+    other = {"type": "Other", "status": "False", "reason": "X", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    pg = {"metadata": {"resourceVersion": "11"}, "status": {"conditions": [other]}}
+    body = pod_group_scheduled_body(pg, "2026-01-02T03:04:05Z")
+    assert body == {"metadata": {"resourceVersion": "11"}, "status": {"conditions": [other, {
+        "type": "PodGroupScheduled", "status": "True", "reason": "Scheduled",
+        "message": "every pod of the group is bound to a node Slurm allocated", "lastTransitionTime": "2026-01-02T03:04:05Z"}]}}
+    assert pod_group_scheduled_body({"metadata": {}, "status": body["status"]}, "later") is None
+    unscheduled = {"type": "PodGroupScheduled", "status": "False", "reason": "Unschedulable"}
+    assert pod_group_scheduled_body({"metadata": {}, "status": {"conditions": [unscheduled]}}, "t") is not None
 
 
 @pytest.mark.parametrize("state", [("CANCELLED",), ("SUSPENDED",), ("PENDING", "REQUEUED"), None])

@@ -209,21 +209,41 @@ def test_cordon_drains_uncordon_undrains_and_an_administrators_drain_survives(ri
 
 
 def test_external_node_registration_is_checked_and_sent_to_new_node(rig: Rig) -> None:
-    """Vector 24 (Slurm side): an unknown partition sends nothing; a known one reaches POST new/node
-    with the published node_conf (this lab has no room for dynamic nodes, so Slurm refuses it and
-    nothing is marked registered)."""
+    """Vector 24 (Slurm side), end to end on the lab (MaxNodeCount leaves room for dynamic nodes):
+    an unknown partition sends nothing; a known one registers the node as EXTERNAL through
+    POST new/node, the node is marked registered and tainted; removing the intent drains the
+    Slurm node and deletes it once idle, and the mark goes."""
     conf = "NodeName=ext1 Sockets=1 CoresPerSocket=2 ThreadsPerCore=1 CPUs=2 RealMemory=512 State=External Feature=debug"
     intent = {"name": "ext1", "cpus": 2, "real_memory": 512, "features": ["nope"], "topology": "", "node_conf": conf}
-    rig.kube.objects[("nodes", "", "ext1")] = kube_node("ext1", taint=True, registration=intent)
+    kube = rig.kube
+    kube.objects[("nodes", "", "ext1")] = kube_node("ext1", taint=True, registration=intent)
     loop = rig.loop()
-    result = loop.run_pass()
-    assert any("could not validate partition(s) nope" in e for e in result.errors)
-    assert not any("new/node" in r for r in rig.requests)
-    rig.kube.objects[("nodes", "", "ext1")] = kube_node("ext1", taint=True, registration={**intent, "features": ["debug"]})
-    result = loop.run_pass()
-    assert "POST /slurm/v0.0.45/new/node/" in rig.requests
-    assert any("register node ext1" in e and "node table is full" in e for e in result.errors)
-    assert names.ANNOTATION_EXTERNAL_NODE_REGISTERED not in rig.kube.objects[("nodes", "", "ext1")]["metadata"]["annotations"]
+    try:
+        result = loop.run_pass()
+        assert any("could not validate partition(s) nope" in e for e in result.errors) and result.ready
+        assert not any("new/node" in r for r in rig.requests)
+        kube.objects[("nodes", "", "ext1")] = kube_node("ext1", taint=True, registration={**intent, "features": ["debug"]})
+        assert loop.run_pass().ok
+        assert rig.requests.count("POST /slurm/v0.0.45/new/node/") == 1
+        shown = rig.lab.run("scontrol", "show", "node", "ext1", check=True).stdout
+        assert "EXTERNAL" in shown and "AvailableFeatures=debug" in shown and "CPUTot=2" in shown
+        assert loop.run_pass().ok
+        node = kube.objects[("nodes", "", "ext1")]
+        assert node["metadata"]["annotations"][names.ANNOTATION_EXTERNAL_NODE_REGISTERED] == "ext1"
+        assert node["spec"]["taints"] == [OUR_TAINT]
+        before = len(kube.writes)
+        assert loop.run_pass().ok and kube.writes[before:] == [] and rig.requests.count("POST /slurm/v0.0.45/new/node/") == 1
+        # the label goes: the node hook withdraws the intent, the registered mark stays until we confirm
+        node["metadata"]["annotations"].pop(names.ANNOTATION_EXTERNAL_NODE_INTENT)
+        assert loop.run_pass().ok
+        assert "Reason=slurm-bridge: removing external node ext1" in rig.lab.run("scontrol", "show", "node", "ext1").stdout
+        assert loop.run_pass().ok
+        gone = rig.lab.run("scontrol", "show", "node", "ext1")
+        assert gone.returncode != 0 or "not found" in (gone.stdout + gone.stderr)
+        assert loop.run_pass().ok
+        assert names.ANNOTATION_EXTERNAL_NODE_REGISTERED not in kube.objects[("nodes", "", "ext1")]["metadata"]["annotations"]
+    finally:
+        rig.lab.run("scontrol", "delete", "nodename=ext1")
 
 
 def _sbatch_held(lab: SlurmLab, count: int) -> list[int]:

@@ -25,14 +25,17 @@ from tests.slurm_sync.kubefixtures import (
     api_client,
     controller_pod,
     kube_node,
+    NODESET_OWNER,
     node,
     nodeset,
     ping,
     pod,
+    pvc,
 )
 
 SMP = "application/strategic-merge-patch+json"
 MERGE = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 POD_SELECTOR = {"labelSelector": f"{names.LABEL_CLUSTER}={CLUSTER}"}
 CTL_SELECTOR = {"labelSelector": f"{names.LABEL_INSTANCE}={CLUSTER},{names.LABEL_NAME}=slurmctld"}
 COMMENT = f'{{"namespace":"{NS}","podName":"gpu-0","node":"k1","nodeSetName":"gpu","nodeSetUID":"{NODESET_UID}"}}'
@@ -211,6 +214,73 @@ def test_pod_write_failure_blocks_the_undrain(server: HTTPServer) -> None:
                  status=500)
     result = run(server, loop(server, slurm))
     assert not result.ok and slurm.updates == []
+    assert result.ready  # a refused write fails the pass (and `--once`), yet everything could be read
+
+
+def test_unreadable_kubernetes_makes_the_pass_unready(server: HTTPServer) -> None:
+    server.expect_request(f"/api/v1/namespaces/{NS}/pods", method="GET").respond_with_data("boom", status=500)
+    result = run(server, loop(server, FakeSlurm({})))
+    assert (result.ready, result.kube_ok, result.slurm_ok) == (False, False, True)
+
+
+PVC_SELECTOR = {"labelSelector": f"{names.LABEL_INSTANCE}=gpu,{names.LABEL_NAME}=slurmd"}
+OTHER_OWNER = {"apiVersion": "v1", "kind": "ConfigMap", "name": "keeper", "uid": "uid-keeper"}
+
+
+def test_deleted_nodeset_with_retain_releases_its_pvcs_by_a_guarded_json_patch(server: HTTPServer) -> None:
+    """whenDeleted: Retain (the default): only our ownerReference goes, and only if the list is as read."""
+    slurm = FakeSlurm({})
+    claims = [pvc("data-gpu-0", NODESET_OWNER), pvc("data-gpu-1", OTHER_OWNER, NODESET_OWNER), pvc("data-gpu-2")]
+    expect_reads(server, [], [nodeset(observed=settled_hash(), deleting=True)], None, [])
+    server.expect_ordered_request(f"/api/v1/namespaces/{NS}/persistentvolumeclaims", "GET", query_string=PVC_SELECTOR).respond_with_json(
+        items(*claims)
+    )
+    expect_patch(server, f"/api/v1/namespaces/{NS}/persistentvolumeclaims/data-gpu-0", JSON_PATCH, [
+        {"op": "test", "path": "/metadata/ownerReferences", "value": [NODESET_OWNER]},
+        {"op": "remove", "path": "/metadata/ownerReferences"},
+    ])
+    expect_patch(server, f"/api/v1/namespaces/{NS}/persistentvolumeclaims/data-gpu-1", JSON_PATCH, [
+        {"op": "test", "path": "/metadata/ownerReferences", "value": [OTHER_OWNER, NODESET_OWNER]},
+        {"op": "replace", "path": "/metadata/ownerReferences", "value": [OTHER_OWNER]},
+    ])
+    metrics = Metrics()
+    result = run(server, loop(server, slurm, metrics))
+    assert result.ok and result.kube_writes == 2
+    assert metrics.registry.get_sample_value("slurm_sync_kube_writes_total", {"kind": "pvc", "verb": "patch"}) == 2
+
+
+def test_a_changed_owner_list_is_left_for_the_next_pass(server: HTTPServer) -> None:
+    """422: the test op failed because someone changed ownerReferences since the list; not an error."""
+    expect_reads(server, [], [nodeset(observed=settled_hash(), deleting=True, when_deleted="Retain")], None, [])
+    server.expect_ordered_request(f"/api/v1/namespaces/{NS}/persistentvolumeclaims", "GET", query_string=PVC_SELECTOR).respond_with_json(
+        items(pvc("data-gpu-0", NODESET_OWNER))
+    )
+    expect_patch(server, f"/api/v1/namespaces/{NS}/persistentvolumeclaims/data-gpu-0", JSON_PATCH, [
+        {"op": "test", "path": "/metadata/ownerReferences", "value": [NODESET_OWNER]},
+        {"op": "remove", "path": "/metadata/ownerReferences"},
+    ], status=422)
+    result = run(server, loop(server, FakeSlurm({})))
+    assert result.ok and result.kube_writes == 0
+
+
+@pytest.mark.parametrize("state", [{"deleting": True, "when_deleted": "Delete"}, {"deleting": False}])
+def test_pvcs_are_not_even_read_unless_a_retaining_nodeset_is_deleted(server: HTTPServer, state: dict[str, Any]) -> None:
+    expect_reads(server, [], [nodeset(observed=settled_hash(), **state)], None, [])
+    result = run(server, loop(server, FakeSlurm({})))
+    assert result.ok and [r.method for r, _ in server.log] == ["GET"] * 3
+
+
+def test_the_guarded_patch_refuses_a_concurrent_owner_change() -> None:
+    """The fake apiserver applies RFC 6902 as the real one: a failed test op changes nothing."""
+    from tests.slurm_sync.fakekube import _json_patch
+    from slurm_sync.plan import claim_release_patch
+
+    claim = pvc("data-gpu-0", NODESET_OWNER)
+    ops = claim_release_patch(claim, NODESET_UID)
+    assert ops is not None and claim_release_patch(claim, "another-uid") is None
+    raced = pvc("data-gpu-0", NODESET_OWNER, OTHER_OWNER)
+    assert _json_patch(raced, ops) is False and len(raced["metadata"]["ownerReferences"]) == 2
+    assert _json_patch(claim, ops) is True and "ownerReferences" not in claim["metadata"]
 
 
 class _GcSpyKube:
@@ -250,3 +320,19 @@ def test_a_pass_pauses_the_collector_and_restores_it() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_releasing_retained_pvcs_is_idempotent_against_a_stateful_apiserver(httpserver: HTTPServer) -> None:
+    """Against the stateful fake: the first pass orphans our PVCs, the next one writes nothing."""
+    from tests.slurm_sync.fakekube import FakeKube
+
+    kube = FakeKube()
+    kube.add("nodesets", nodeset(observed=settled_hash(), deleting=True))
+    kube.add("persistentvolumeclaims", pvc("data-gpu-0", NODESET_OWNER))
+    kube.add("persistentvolumeclaims", pvc("data-gpu-1", OTHER_OWNER, NODESET_OWNER))
+    kube.install(httpserver)
+    looper = loop(httpserver, FakeSlurm({}))
+    assert looper.run_pass().kube_writes == 2
+    assert "ownerReferences" not in kube.get("persistentvolumeclaims", NS, "data-gpu-0")["metadata"]
+    assert kube.get("persistentvolumeclaims", NS, "data-gpu-1")["metadata"]["ownerReferences"] == [OTHER_OWNER]
+    assert looper.run_pass().kube_writes == 0 and len(kube.writes) == 2

@@ -157,3 +157,22 @@ def test_flags_default_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
     args = cli.parse_args([])
     assert (args.namespace, args.poll_interval, args.bind, args.token_user) == ("hpc", 3.0, "0.0.0.0:9000", "slurm")
     assert cli.parse_args(["--namespace", "x"]).namespace == "x"
+
+
+def test_retained_claims_of_a_nodeset_whose_controller_is_gone_are_released(httpserver: HTTPServer) -> None:
+    """`helm uninstall` deletes the Controller too: no cluster pass runs for it, yet the NodeSet's
+    deletion must not wait forever on PVCs nobody releases."""
+    from tests.slurm_sync.kubefixtures import NODESET_OWNER, nodeset, pvc
+
+    kube = FakeKube()
+    kube.add("nodesets", nodeset(deleting=True))
+    kube.add("persistentvolumeclaims", pvc("data-gpu-0", NODESET_OWNER))
+    kube.install(httpserver)
+    service = Service(Config(namespace=NS), Kube(api_client(httpserver.url_for("/"))), Metrics())
+    try:
+        assert service.run_pass()  # no cluster at all, and the claim released
+        assert "ownerReferences" not in kube.get("persistentvolumeclaims", NS, "data-gpu-0")["metadata"]
+        writes = len(kube.writes)
+        assert service.run_pass() and len(kube.writes) == writes  # nothing left to do
+    finally:
+        service.close()
