@@ -22,13 +22,14 @@ is requested.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from hooks import cluster, contract, names, slurmconf
 from hooks.cluster import config_map_name, worker_service_name
 from hooks.contract import CompositeRequest, CustomizeRequest
 from hooks.controller_pod import APP_NAME, COMPONENT, internal_service_name, statefulset, statefulset_name
-from hooks.controller_spec import ControllerSpec, Resolved, parse_spec, referenced_configmaps, resolve
+from hooks.controller_spec import NODESET, ControllerSpec, Resolved, parse_spec, referenced_configmaps, resolve
 from hooks.objects import child_metadata, component_labels, content_hash, selector_labels, service
 from hooks.status import condition
 
@@ -81,6 +82,7 @@ def sync(req: CompositeRequest) -> JSON:
     spec = parse_spec(req.parent)
     refs = resolve(req, spec)
     observed_config = cluster.observed(req, CONFIGMAP, config_map_name(spec.name))
+    refs = _nodesets_unlisted(req, spec, refs, observed_config)
     data, frozen = _config_data(spec, refs, observed_config)
     children = [_config_map(req.parent, spec, data)]
     monitor_supported = _child_type_configured(req.controller, SERVICE_MONITOR_API, "servicemonitors")
@@ -100,6 +102,20 @@ def sync(req: CompositeRequest) -> JSON:
     if refs.missing:
         response["resyncAfterSeconds"] = cluster.MISSING_REFERENCE_RESYNC_SECONDS
     return response
+
+
+def _nodesets_unlisted(req: CompositeRequest, spec: ControllerSpec, refs: Resolved, observed: JSON | None) -> Resolved:
+    """Metacontroller sends one `related` entry per customize rule, empty when nothing matched. An
+    absent NodeSet entry (a failed list, a customize answer cached from before the rule) says
+    nothing about the NodeSets: a slurm.conf that lists some is kept as written, not rewritten
+    without their NodeSet/PartitionName lines (slurmctld would drop those partitions)."""
+    if spec.external is not None or NODESET in req.related:
+        return refs
+    written = ((observed or {}).get("data") or {}).get(slurmconf.SLURM_CONF_FILE)
+    if not isinstance(written, str) or not any(line.startswith("NodeSet=") for line in written.splitlines()):
+        return refs
+    message = "the NodeSet list is absent from the hook request"
+    return dataclasses.replace(refs, missing=(*refs.missing, message), config_inputs_missing=True)
 
 
 def _config_data(spec: ControllerSpec, refs: Resolved, observed: JSON | None) -> tuple[dict[str, str], bool]:

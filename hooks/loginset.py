@@ -162,11 +162,14 @@ def generate_host_keys() -> dict[str, bytes]:
 
 
 def _host_keys(req: CompositeRequest, spec: LoginSetSpec) -> JSON:
-    """The observed host-key Secret's data, or new keys when there is none yet."""
+    """The observed host-key Secret's data, or new keys when there is none yet.
+
+    An observed Secret is kept even without usable data: it is immutable, so new keys could not be
+    applied anyway, and answering fresh random keys each sync would roll the Deployment's hash."""
     observed = cluster.observed(req, SECRET_TYPE, spec.host_keys_secret)
     data = (observed or {}).get("data")
-    if isinstance(data, dict) and data:
-        encoded = {k: v for k, v in data.items() if isinstance(v, str)}
+    if observed is not None:
+        encoded = {k: v for k, v in data.items() if isinstance(v, str)} if isinstance(data, dict) else {}
     else:
         encoded = {k: base64.b64encode(v).decode() for k, v in generate_host_keys().items()}
     return {

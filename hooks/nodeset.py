@@ -154,7 +154,7 @@ def finalize(req: CompositeRequest) -> JSON:
     retained = _retained_claims(req, spec.pvc_when_deleted)
     if controller is None or controller.deleting:
         plan = Plan()
-        status = _status(req.parent, spec, pods, plan, ctx, controller_condition(req.parent, spec, controller))
+        status = _status(req.parent, spec, pods, plan, ctx, controller_condition(req.parent, spec, controller, releasing=True))
         status["conditions"].append(_retained_condition(req.parent, retained))
         return _finalize_response(status, retained, plan, pods_left=False, retained=retained)
     plan = plan_finalize(pods)
@@ -195,7 +195,10 @@ def _finalize_invalid(req: CompositeRequest, err: InvalidSpec) -> JSON:
     status[names.STATUS_DRAINING_PODS] = draining
     replaced = (names.CONDITION_INVALID_SPEC, names.CONDITION_PODS_DRAINING, CONDITION_RETAINED_CLAIMS)
     others = [c for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type") not in replaced]
-    message = f"{err}; the NodeSet is deleted anyway: every pod is drained before it goes"
+    if released:
+        message = f"{err}; the NodeSet is deleted anyway: with no Controller to drain through, every pod is released at once"
+    else:
+        message = f"{err}; the NodeSet is deleted anyway: every pod is drained before it goes"
     status["conditions"] = [
         *others,
         _draining_condition(parent, draining),
@@ -245,12 +248,16 @@ def _check_identity(spec: NodeSetSpec, slot: PodSlot) -> None:
     check_pod_identity(slot.name, slot.hostname, source)
 
 
-def controller_condition(parent: JSON, spec: NodeSetSpec, controller: ControllerInfo | None) -> JSON:
+def controller_condition(parent: JSON, spec: NodeSetSpec, controller: ControllerInfo | None, releasing: bool = False) -> JSON:
+    """`releasing`: finalize without a usable Controller, which releases every pod undrained."""
+    released = "; the NodeSet is being deleted with no slurmctld to drain through, so every pod is released at once"
     if controller is None:
-        message = f"Controller {spec.namespace}/{spec.controller_name} not found: existing pods are kept, none are created"
+        message = f"Controller {spec.namespace}/{spec.controller_name} not found"
+        message += released if releasing else ": existing pods are kept, none are created"
         return condition(parent, names.CONDITION_CONTROLLER_RESOLVED, False, "ControllerNotFound", message)
     if controller.deleting:
-        return condition(parent, names.CONDITION_CONTROLLER_RESOLVED, False, "ControllerDeleting", f"Controller {controller.name} is being deleted")
+        message = f"Controller {controller.name} is being deleted" + (released if releasing else "")
+        return condition(parent, names.CONDITION_CONTROLLER_RESOLVED, False, "ControllerDeleting", message)
     return condition(parent, names.CONDITION_CONTROLLER_RESOLVED, True, "ControllerFound", f"Controller {controller.name} found")
 
 

@@ -81,11 +81,6 @@ class NodeSetSpec:
     def template_spec(self) -> JSON:
         return self.template.get("spec") or {}
 
-    @property
-    def wants_nodes(self) -> bool:
-        """DaemonSet mode places pods by Node; pinToNode checks that a remembered Node still fits."""
-        return self.scaling_mode == DAEMONSET or self.pin_to_node
-
 
 @dataclass(frozen=True)
 class ControllerInfo:

@@ -18,7 +18,9 @@ node's spec, so every intent is an annotation that slurm_sync executes (`names.*
   wait, delete, add) when cpus or memory differ, updates features/topology in place, sets
   ANNOTATION_EXTERNAL_NODE_REGISTERED to the Slurm name while it exists as EXTERNAL, and drains then
   deletes it when the intent is gone. A malformed partition list or topology publishes
-  ANNOTATION_NODE_ERROR and no registration intent.
+  ANNOTATION_NODE_ERROR and no registration intent. A node whose capacity (cpu and memory) cannot
+  be read leaves both keys as they are: missing input must neither re-create nor delete the node.
+* slurm_sync's own keys (ANNOTATION_EXTERNAL_NODE_REGISTERED, taints) never appear in answers.
 * Finalize (deletion, or a label removed) publishes the intents the node still warrants (none if
   it is being deleted) and holds the node until slurm_sync confirmed what was withdrawn: no
   ANNOTATION_EXTERNAL_NODE_REGISTERED without a registration intent, and, for a node that stays,
@@ -54,14 +56,15 @@ def finalize(req: DecoratorRequest) -> JSON:
     meta = node["metadata"]
     registered = names.ANNOTATION_EXTERNAL_NODE_REGISTERED in (meta.get("annotations") or {})
     tainted = any(t.get("key") == names.TAINT_MANAGED_NODE for t in (node.get("spec") or {}).get("taints") or [])
-    done = not (registered and desired[names.ANNOTATION_EXTERNAL_NODE_INTENT] is None)
+    done = not (registered and desired.get(names.ANNOTATION_EXTERNAL_NODE_INTENT) is None)
     if not _deleting(node):  # a departing Node object needs no untainting
         done = done and not (tainted and desired[names.ANNOTATION_DESIRED_TAINT] is None)
     return {"annotations": desired, "finalized": done}
 
 
 def intents(req: DecoratorRequest) -> dict[str, str | None]:
-    """Every intent key, set or null, from the node's labels, annotations and spec."""
+    """Every intent key, set or null, from the node's labels, annotations and spec; the registration
+    and error keys are left out (unchanged) while the node's capacity cannot be read."""
     node = req.object
     labels = node["metadata"].get("labels") or {}
     worker, external = names.LABEL_BRIDGE_WORKER in labels, names.LABEL_EXTERNAL_NODE in labels
@@ -74,7 +77,10 @@ def intents(req: DecoratorRequest) -> dict[str, str | None]:
         names.ANNOTATION_EXTERNAL_NODE_INTENT: None,
         names.ANNOTATION_NODE_ERROR: None,
     }
-    if external:
+    if external and not _capacity_known(node):
+        # Missing input: a zero-sized intent would re-create the Slurm node, a null one delete it.
+        del out[names.ANNOTATION_EXTERNAL_NODE_INTENT], out[names.ANNOTATION_NODE_ERROR]
+    elif external:
         try:
             out[names.ANNOTATION_EXTERNAL_NODE_INTENT] = orjson.dumps(registration(node), option=orjson.OPT_SORT_KEYS).decode()
         except BadNodeAnnotation as err:
@@ -123,6 +129,12 @@ def _partitions(text: str) -> list[str]:
         raise BadNodeAnnotation(f"annotation {names.ANNOTATION_EXTERNAL_NODE_PARTITIONS}={text!r}: "
                                 f"{', '.join(map(repr, bad))} is not a partition name")
     return sorted(set(parts))
+
+
+def _capacity_known(node: JSON) -> bool:
+    status = node.get("status") or {}
+    capacity = status.get("capacity") or status.get("allocatable") or {}
+    return "cpu" in capacity and "memory" in capacity
 
 
 def _cordoned(node: JSON) -> bool:

@@ -12,6 +12,23 @@ Contract with slurm_sync (all on the pod; `names.*` spell the keys):
 * ANNOTATION_JOB_ERROR: why no job is published (a malformed `slurmjob.slinky.slurm.net/*`
   annotation, a missing owner, a gang still short of pods). Exactly one of the job and the error
   is set; fixing the cause removes the error.
+* What slurm_sync does with the body (slurm_sync/bridge_plan.py): it groups unbound live pods by
+  ANNOTATION_PLACEHOLDER_GROUP and submits only when every member publishes one body naming exactly
+  the members; a group holding a PENDING job whose body changed gets that job updated in place;
+  a PENDING job none of whose live pods publishes a body any more is *cancelled*. So withdrawing or
+  changing the body is an order to Slurm, never a way to say "I could not compute it".
+* Missing input keeps what is published. When an object the pod points at (its Job, JobSet, LWS,
+  PodGroup, Workload, other controller) is absent from the request — deleted, or only Metacontroller's
+  related-object cache lagging — the input is missing, not wrong: a pod that already publishes a body
+  or carries LABEL_SLURM_JOB_ID gets no change to any of the three keys (they are left out of the
+  answer, which Metacontroller leaves untouched). A pod with nothing published reports the missing
+  object in ANNOTATION_JOB_ERROR. Only a real change of the group — members gone (ended, deleted,
+  the gang short), an annotation now invalid, other labels or owners — changes or withdraws the body.
+  A pod whose coscheduling PodGroup vanishes after it published that group's body counts as missing
+  input too, rather than falling through to a one-pod job.
+* This hook only ever sets or nulls the three keys above; slurm_sync's own keys
+  (LABEL_SLURM_JOB_ID, ANNOTATION_JOB_RELEASED, ANNOTATION_SLURM_NODE, ANNOTATION_PLACEHOLDER_APPLIED,
+  ANNOTATION_SUBMIT_ERROR) are never in its answers.
 * Finalize (deletion, or the pod leaving the bridge): the job and error annotations go away and
   the pod is held until it has no LABEL_SLURM_JOB_ID or slurm_sync sets ANNOTATION_JOB_RELEASED to
   that job id: slurm_sync does so once this pod no longer needs the job, i.e. it has cancelled
@@ -49,6 +66,8 @@ def publish(req: DecoratorRequest) -> dict[str, str | None]:
         group = workload.resolve(req)
         parsed = annotations.parse(group.annotations, group.source)
         pods = resources.of_group(group.members, group.base_cpus, group.base_memory_mib)
+    except workload.RelatedMissing as err:
+        return {} if _holds_a_job(req.object) else _withdrawn() | {names.ANNOTATION_JOB_ERROR: str(err)}
     except (workload.GroupNotReady, annotations.BadAnnotations) as err:
         return _withdrawn() | {names.ANNOTATION_JOB_ERROR: str(err)}
     except quantity.BadQuantity as err:  # the API server validates pod resources; be explicit anyway
@@ -64,6 +83,13 @@ def publish(req: DecoratorRequest) -> dict[str, str | None]:
 def _settled(pod: JSON) -> bool:
     """Bound, finished or deleting pods keep what they have: their job is decided or over."""
     return bool((pod.get("spec") or {}).get("nodeName")) or not workload.is_live(pod)
+
+
+def _holds_a_job(pod: JSON) -> bool:
+    """The pod publishes a body or slurm_sync recorded a job for it: withdrawing would cancel that job."""
+    meta = pod.get("metadata") or {}
+    return bool((meta.get("annotations") or {}).get(names.ANNOTATION_PLACEHOLDER_JOB)
+                or (meta.get("labels") or {}).get(names.LABEL_SLURM_JOB_ID))
 
 
 def _withdrawn() -> dict[str, str | None]:

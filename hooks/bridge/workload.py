@@ -57,6 +57,12 @@ class GroupNotReady(ValueError):
     """No job can be described yet (an owner is missing, a gang is short); the message says why."""
 
 
+class RelatedMissing(GroupNotReady):
+    """An object the pod points at is absent from the request. That may be a real deletion or just
+    Metacontroller's related-object cache lagging: the input is missing, not wrong, so a job the pod
+    already publishes is kept (pod.py); only a pod with nothing published reports it."""
+
+
 @dataclass(frozen=True)
 class Group:
     """The workload's part of the job, before pod resources and annotations are applied."""
@@ -126,6 +132,11 @@ def resolve(req: DecoratorRequest) -> Group:
     if (name := labels.get(names.LABEL_COSCHEDULING_POD_GROUP)) is not None:
         if (pod_group := _find(req, COSCHEDULING_POD_GROUP, _ns(pod), name)) is not None:
             return _coscheduling(req, pod_group)
+        if _published_group(pod) == f"{_type_prefix(COSCHEDULING_POD_GROUP)}/{_ns(pod)}/{name}":
+            # It existed when the job was published: falling through to the pod alone would
+            # rewrite the group's PENDING job into a one-pod job.
+            raise RelatedMissing(f"{COSCHEDULING_POD_GROUP.kind} {_ns(pod)}/{name} "
+                                 f"({COSCHEDULING_POD_GROUP.api_version}) was not found")
     if (name := labels.get(names.LABEL_LWS_NAME)) is not None:
         return _leader_worker_set(req, _require(req, LWS, _ns(pod), name))
     owner = controller_ref(pod)
@@ -252,7 +263,7 @@ def _workload_name(pod_group: JSON) -> str | None:
 def _require(req: DecoratorRequest, kind: Kind, ns: str, name: str) -> JSON:
     obj = _find(req, kind, ns, name)
     if obj is None:
-        raise GroupNotReady(f"{kind.kind} {ns}/{name} ({kind.api_version}) was not found")
+        raise RelatedMissing(f"{kind.kind} {ns}/{name} ({kind.api_version}) was not found")
     return obj
 
 
@@ -263,8 +274,16 @@ def _find(req: DecoratorRequest, kind: Kind, ns: str, name: str) -> JSON | None:
 
 
 def _key(kind: Kind, obj: JSON) -> str:
+    return f"{_type_prefix(kind)}/{_ns(obj)}/{_name(obj)}"
+
+
+def _type_prefix(kind: Kind) -> str:
     group = kind.api_version.rpartition("/")[0]
-    return f"{kind.kind}{'.' + group if group else ''}/{_ns(obj)}/{_name(obj)}"
+    return f"{kind.kind}{'.' + group if group else ''}"
+
+
+def _published_group(pod: JSON) -> str | None:
+    return ((pod.get("metadata") or {}).get("annotations") or {}).get(names.ANNOTATION_PLACEHOLDER_GROUP)
 
 
 def _describe(obj: JSON) -> str:

@@ -18,6 +18,7 @@ SLURM_KEY = {"name": "slurm-key", "key": "slurm.key"}
 JWT_KEY = {"name": "jwt-key", "key": "jwt.key"}
 STS = "StatefulSet/slurm-controller"
 CONFIG = "ConfigMap/slurm-config"
+NODESET_KEY = f"NodeSet.{names.API_VERSION}"
 MONITOR_RULE = {"apiVersion": "monitoring.coreos.com/v1", "resource": "servicemonitors", "updateStrategy": {"method": "InPlace"}}
 
 
@@ -521,3 +522,21 @@ def test_customize_with_an_invalid_value_still_gives_every_rule_it_can_derive(cl
     assert bad_name.get_json() == fine  # clusterName shapes no rule
     bad_refs = post(client, "/controller/customize", {"parent": controller(prologScriptRefs="p")}).get_json()
     assert [r["resource"] for r in bad_refs["relatedResources"]] == ["nodesets", "secrets"]
+
+
+def test_absent_nodeset_list_keeps_the_written_slurm_conf(client):
+    """`related` lacks the NodeSet entry customize asked for (a failed list, an old customize answer):
+    that is no evidence the NodeSets are gone, so their NodeSet/PartitionName lines stay."""
+    parent = controller()
+    first = sync(client, parent, rel=related(*keys(), nodeset("cpu", partition={"enabled": True})))
+    assert "NodeSet=cpu" in slurm_conf(first)
+    resp = sync(client, parent, children=as_observed(first["children"]), rel=related(*keys()))
+    assert by_kind(resp)[CONFIG] == by_kind(first)[CONFIG] and pod_template(resp) == pod_template(first)
+    cond = condition_of(resp, names.CONDITION_REFERENCES_RESOLVED)
+    assert cond["status"] == "False" and "NodeSet" in cond["message"] and "slurm.conf is kept" in cond["message"]
+    assert resp["resyncAfterSeconds"] > 0
+    assert_status_valid(parent, resp)
+    # An answered list that is empty is real: the last NodeSet went away, its lines go too.
+    empty = sync(client, parent, children=as_observed(first["children"]), rel={**related(*keys()), NODESET_KEY: {}})
+    assert "NodeSet=" not in slurm_conf(empty)
+    assert condition_of(empty, names.CONDITION_REFERENCES_RESOLVED)["status"] == "True"

@@ -14,7 +14,7 @@ from hooks import loginset, names
 from hooks.app import create_app
 from hooks.contract import parse_composite
 from hooks.objects import content_hash
-from tests.hooks.test_cluster import as_observed, assert_invalid_spec, by_kind, condition_of, cr, related, request, secret
+from tests.hooks.test_cluster import NS, as_observed, assert_invalid_spec, by_kind, condition_of, cr, related, request, secret
 from tests.support.kube import validate_builtin
 
 SSSD = {"name": "sssd", "key": "sssd.conf"}
@@ -222,3 +222,20 @@ def test_host_keys_are_byte_identical_across_repeated_syncs_of_the_same_observed
     answers = [client.post("/loginset/sync", json=body) for _ in range(3)]
     assert answers[0].data == answers[1].data == answers[2].data
     assert by_kind(answers[0].get_json())[KEYS_NAME]["data"] == by_kind(first)[KEYS_NAME]["data"]
+
+
+@pytest.mark.parametrize("data", [pytest.param({}, id="empty"), pytest.param(None, id="absent")])
+def test_an_existing_host_key_secret_is_never_replaced_by_fresh_keys(client, data):
+    """The Secret is immutable and users pin its keys: an observed one without usable data is kept
+    as it is (and the pod hash stays put), never answered with new random keys on every sync."""
+    first = sync(client, loginset_cr())
+    observed = as_observed(first["children"])
+    broken = observed["Secret.v1"][f"{NS}/login-ssh-host-keys"]
+    if data is None:
+        del broken["data"]
+    else:
+        broken["data"] = data
+    one, two = sync(client, loginset_cr(), observed), sync(client, loginset_cr(), observed)
+    assert by_kind(one)[KEYS_NAME] == by_kind(two)[KEYS_NAME]
+    assert by_kind(one)[KEYS_NAME]["data"] == {}
+    assert pod_of(one) == pod_of(two)

@@ -611,6 +611,8 @@ def test_finalize_with_an_invalid_spec_still_drains_and_deletes(client, spec, fi
     assert field in condition(resp, names.CONDITION_INVALID_SPEC)["message"]
     if field == "spec.controllerRef.name":  # no Controller can be found: nothing to drain through
         assert children(resp) == {} and resp["finalized"] is False
+        message = condition(resp, names.CONDITION_INVALID_SPEC)["message"]
+        assert "released" in message and "drained before" not in message, message
         assert sorted(children(resp, "PersistentVolumeClaim")) == ["data-gpu-0", "data-gpu-1"], "whenDeleted defaults to Retain"
         return
     assert draining(resp) == {"gpu-0": "NodeSet deleted", "gpu-1": "NodeSet deleted"} and resp["finalized"] is False

@@ -2,7 +2,9 @@
 
 Whatever the spec and whatever shape the observed pods are in, a pod is left out of the desired
 children only if slurm_sync marked it drained (and Slurm does not show it busy) or absent, and
-every pod left out is listed in status.drainingPods.
+every pod left out is listed in status.drainingPods. The one exception is finalize without a
+Controller: there is no slurmctld to drain through, so every pod is released at once, the NodeSet
+is finalized, and the ControllerResolved condition says the pods were released.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from hypothesis import strategies as st
 from hooks import names
 from hooks.app import create_app
 from tests.hooks.test_nodeset import NODESET_UID, node, nodeset, request
+from tests.support.kube import validate_builtin, validate_cr
 
 APP = create_app()
 SLURM_STATES = ("Idle", "Allocated", "Mixed", "Completing", "Drain", "Down")
@@ -80,11 +83,23 @@ def test_no_pod_without_a_drained_or_absent_mark_is_ever_left_out(spec, observed
     resp = APP.test_client().post(f"/nodeset/{hook}", data=orjson.dumps(body), content_type="application/json")
     assert resp.status_code == 200, resp.get_json()
     result = resp.get_json()
+    for child in result["children"]:
+        assert validate_builtin(child) == [], child["metadata"]["name"]
+    assert validate_cr({**body["parent"], "status": result["status"]}) == []
     returned = {c["metadata"]["name"] for c in result["children"] if c["kind"] == "Pod"}
     listed = {d["name"] for d in result["status"][names.STATUS_DRAINING_PODS]}
-    finalized_without_controller = hook == "finalize" and not controller
+    if hook == "finalize" and not controller:
+        assert returned == set() and result["finalized"] is True, "no Controller: finalize releases every pod"
+        resolved = next(c for c in result["status"]["conditions"] if c["type"] == names.CONDITION_CONTROLLER_RESOLVED)
+        assert (resolved["status"], resolved["reason"]) == ("False", "ControllerNotFound")
+        assert "released" in resolved["message"] and "kept" not in resolved["message"], resolved["message"]
+        return
+    if hook == "sync":
+        assert "finalized" not in result
+    elif result["finalized"]:
+        assert returned == set(), "finalized while still wanting pods"
     for obj in observed:
         name = obj["metadata"]["name"]
-        if name not in returned and not finalized_without_controller:
+        if name not in returned:
             assert may_go(obj), f"{name} was left out without a drained or absent mark"
             assert name in listed, f"{name} was left out without a published drain intent"

@@ -133,3 +133,15 @@ def test_same_request_same_bytes(client):
     payload = body(request(node(labels=EXTERNAL, annotations={names.ANNOTATION_EXTERNAL_NODE_PARTITIONS: "b,a"})))
     first = client.post("/bridge/node/sync", json=payload).get_data()
     assert first == client.post("/bridge/node/sync", json=payload).get_data()
+
+
+@pytest.mark.parametrize("status", [pytest.param({}, id="no-status"), pytest.param({"capacity": {"cpu": "8"}}, id="no-memory")])
+def test_unreadable_capacity_leaves_the_registration_intent_as_it_is(client, status):
+    """cpus/memory 0 would make slurm_sync re-create the Slurm node (drain, delete, add); a null
+    intent would make it drain and delete it. Missing input changes neither."""
+    published = call(client, "sync", node(labels=EXTERNAL))["annotations"]
+    target = node(labels=EXTERNAL, annotations={k: v for k, v in published.items() if v is not None})
+    target["status"] = status
+    out = call(client, "sync", target)["annotations"]
+    assert names.ANNOTATION_EXTERNAL_NODE_INTENT not in out and names.ANNOTATION_NODE_ERROR not in out
+    assert out[names.ANNOTATION_DESIRED_TAINT] == published[names.ANNOTATION_DESIRED_TAINT]

@@ -191,3 +191,76 @@ def test_example_requests_are_answered(client):
     assert (job["name"], job["account"], job["time_limit"]["number"]) == ("job-sleep-single", "physics", 5)
     fin = client.post("/bridge/pod/finalize", data=(examples / "bridge-pod-finalize.json").read_bytes()).get_json()
     assert fin["finalized"] is False  # job 42 recorded, not yet released
+
+
+# --- missing inputs keep the published job (slurm_sync cancels a PENDING job nobody publishes) ----------
+
+
+def _published(target, out, job_id="42"):
+    """`target` as Metacontroller and slurm_sync leave it after `out` was applied and the job submitted."""
+    later = copy.deepcopy(target)
+    later["metadata"]["annotations"] = {**(later["metadata"].get("annotations") or {}),
+                                        **{k: v for k, v in out.items() if v is not None}}
+    later["metadata"]["labels"][names.LABEL_SLURM_JOB_ID] = job_id
+    return later
+
+
+def _applied(target, out):
+    """The pod's annotations after Metacontroller merged `out` (null deletes, unlisted untouched)."""
+    current = dict(target["metadata"].get("annotations") or {})
+    for key, value in out.items():
+        if value is None:
+            current.pop(key, None)
+        else:
+            current[key] = value
+    return current
+
+
+def _owned_cases():
+    job = obj("batch/v1", "Job", "j", spec={"template": {"spec": {}}}, annotations=slurmjob(account="a"))
+    yield "job", pod("j-0", owner=owner_ref(job)), [job], []
+    jobset = obj("jobset.x-k8s.io/v1alpha2", "JobSet", "js", annotations=slurmjob(account="a"))
+    js_pod = pod("js-0", owner=owner_ref(job), labels={names.LABEL_JOBSET_NAME: "js"})
+    yield "jobset", js_pod, [jobset, job], []
+    rs = obj("apps/v1", "ReplicaSet", "rs", annotations=slurmjob(account="a"))
+    yield "replicaset", pod("rs-0", owner=owner_ref(rs)), [rs], []
+    for kind in ("coscheduling", "built-in", "lws"):
+        group, members = _gang_members(kind)
+        yield kind, members[0], [group], members[1:]
+
+
+@pytest.mark.parametrize(("target", "owners", "members"),
+                         [pytest.param(t, o, m, id=i) for i, t, o, m in _owned_cases()])
+def test_missing_related_owner_keeps_the_published_job(client, target, owners, members):
+    """A related object absent from the request (cache lag) is no reason to withdraw the body:
+    slurm_sync would cancel the PENDING job that no live pod publishes any more."""
+    first = sync(client, target, *owners, *members)
+    assert first[PLACEHOLDER] and first[ERROR] is None
+    published = _published(target, first)
+    before = published["metadata"]["annotations"]
+    for missing in owners:
+        rest = [o for o in owners if o is not missing]
+        out = sync(client, published, *rest, *members)
+        assert _applied(published, out) == before, f"{missing['kind']} missing changed {out}"
+    assert _applied(published, sync(client, published, *members)) == before
+
+
+@pytest.mark.parametrize(("target", "owners", "members"),
+                         [pytest.param(t, o, m, id=i) for i, t, o, m in _owned_cases() if i != "coscheduling"])
+def test_missing_related_owner_of_an_unpublished_pod_says_why(client, target, owners, members):
+    out = sync(client, target, *members)
+    assert out[PLACEHOLDER] is None and "was not found" in out[ERROR]
+
+
+def test_a_real_change_still_withdraws_a_published_job(client):
+    """Members gone or a broken annotation are the group's own change: the body goes."""
+    group, members = _gang_members("lws")
+    published = _published(members[0], sync(client, members[0], group, *members))
+    ended = copy.deepcopy(members[2])
+    ended["status"]["phase"] = "Failed"
+    short = sync(client, published, group, members[1], ended)
+    assert short[PLACEHOLDER] is None and short[GROUP] is None and "waiting for the rest" in short[ERROR]
+    broken = copy.deepcopy(group)
+    broken["metadata"]["annotations"] = slurmjob(timelimit="ten")
+    bad = sync(client, published, broken, *members[1:])
+    assert bad[PLACEHOLDER] is None and "timelimit" in bad[ERROR]
