@@ -34,6 +34,7 @@ from slurm_sync import bridge_nodes, bridge_plan
 from slurm_sync.bridge_kube import BridgeKube, label_body, pod_group_scheduled_body, release_body, submit_error_body, taint_body
 from slurm_sync.bridge_plan import Cancel, PodActions, Problem
 from slurm_sync.bridge_view import BridgeNode, BridgePod, read_node, read_pod
+from slurm_sync.kube import describe_error
 from slurm_sync.metrics import Metrics
 from slurm_sync.slurm import SlurmClient
 from slurm_sync.slurm_errors import ESLURM_ALREADY_DONE, SlurmError, SlurmNotFound, SlurmRejected, SlurmUnavailable
@@ -180,10 +181,10 @@ class BridgeLoop:
         fresh = self._refresh_index(tally)
         try:
             state = self.read_kube()
-        except ApiException as exc:
+        except Exception as exc:  # an ApiException, or the apiserver unreachable (MaxRetryError): no write at all
             tally.read_ok = False
-            tally.errors.append(f"reading Kubernetes objects: HTTP {exc.status} {exc.reason}")
-            log.error("bridge: reading Kubernetes objects failed: HTTP %s %s", exc.status, exc.reason)
+            tally.errors.append(f"reading Kubernetes objects: {describe_error(exc)}")
+            log.error("bridge: reading Kubernetes objects failed: %s", describe_error(exc))
         else:
             slurm_nodes = self._read_slurm_nodes(state, tally)
             if fresh is not None:
@@ -235,9 +236,9 @@ class BridgeLoop:
             what = f"PodGroup {namespace}/{name}"
             try:
                 pod_group = self.kube.read_pod_group(namespace, name)
-            except ApiException as exc:
-                tally.errors.append(f"read {what}: HTTP {exc.status}")
-                log.error("bridge: read %s: HTTP %s %s", what, exc.status, exc.reason)
+            except Exception as exc:  # unknown: not marked this pass
+                tally.errors.append(f"read {what}: {describe_error(exc)}")
+                log.error("bridge: read %s: %s", what, describe_error(exc))
                 continue
             if pod_group is None:
                 continue  # gone (or no Workload API): nothing to mark

@@ -3,8 +3,8 @@
 It executes what the node decorator published (hooks/bridge/node.py):
 
 * the managed-node taint, only on nodes Slurm knows (vector 22), removed when the intent goes;
-* DRAIN for a cordoned node; UNDRAIN only a drain that is ours (reason `slurm-bridge:` or empty),
-  never an administrator's (vector 23);
+* DRAIN for a cordoned node; UNDRAIN only a drain that is ours (its reason starts with
+  names.BRIDGE_DRAIN_REASON_PREFIX), never an administrator's (vector 23);
 * external registration (vector 24): `new/node` once every partition exists, features and
   topology updated in place, drain-wait-delete-re-add when cpus or memory differ, drain then
   delete when the intent goes; a node that is not EXTERNAL in Slurm is never deleted.
@@ -68,7 +68,14 @@ class NodeActions:
 
 
 def is_ours(reason: str) -> bool:
-    return not reason or reason.startswith(names.BRIDGE_DRAIN_REASON_PREFIX)
+    """A drain the bridge may lift: its reason carries our prefix (names.BRIDGE_DRAIN_REASON_PREFIX).
+
+    Stricter than slurm-bridge on purpose (bridge.md: Slinky also undrains an empty reason). A
+    drain with no reason proves nothing about who set it (an administrator's bare
+    ``scontrol update state=drain``, or a reason Slurm cleared), and lifting someone else's
+    drain puts a node back into service that was taken out for a reason, so it stays.
+    """
+    return reason.startswith(names.BRIDGE_DRAIN_REASON_PREFIX)
 
 
 def parse_taint(text: str) -> JSON | None:

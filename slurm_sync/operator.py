@@ -23,7 +23,7 @@ from hooks import names
 from hooks.gcpause import collector_paused
 from hooks.objects import selector_labels
 from slurm_sync import plan as planning
-from slurm_sync.kube import Kube
+from slurm_sync.kube import Kube, describe_error
 from slurm_sync.metrics import Metrics
 from slurm_sync.plan import PodPlan, PodState, SlurmView
 from slurm_sync.slurm import ListingWatch, SlurmClient
@@ -96,9 +96,9 @@ def release_retained_claims(kube: Kube, nodeset: NodeSetView, tally: Tally) -> N
     """
     try:
         claims = kube.list_pvcs(nodeset.namespace, selector_labels(WORKER_APP, nodeset.name))
-    except ApiException as exc:
-        tally.errors.append(f"list PVCs of nodeset {nodeset.name}: HTTP {exc.status}")
-        log.error("listing PVCs of nodeset %s/%s failed: HTTP %s %s", nodeset.namespace, nodeset.name, exc.status, exc.reason)
+    except Exception as exc:  # an ApiException or an unreachable apiserver: release nothing
+        tally.errors.append(f"list PVCs of nodeset {nodeset.name}: {describe_error(exc)}")
+        log.error("listing PVCs of nodeset %s/%s failed: %s", nodeset.namespace, nodeset.name, describe_error(exc))
         return
     for claim in claims:
         operations = planning.claim_release_patch(claim, nodeset.uid)
@@ -173,10 +173,10 @@ class OperatorLoop:
         kube_ok = True
         try:
             cluster = read_cluster(self.kube, self.namespace, self.controller)
-        except ApiException as exc:
+        except Exception as exc:  # an ApiException, or the apiserver unreachable (MaxRetryError): no write at all
             kube_ok = False
-            tally.errors.append(f"reading Kubernetes objects: HTTP {exc.status} {exc.reason}")
-            log.error("cluster %s: reading Kubernetes objects failed: HTTP %s %s", self.name, exc.status, exc.reason)
+            tally.errors.append(f"reading Kubernetes objects: {describe_error(exc)}")
+            log.error("cluster %s: reading Kubernetes objects failed: %s", self.name, describe_error(exc))
         else:
             self._execute(cluster, slurm, tally)
         self.metrics.poll_seconds.labels(self.name).observe(time.perf_counter() - started)
@@ -205,7 +205,10 @@ class OperatorLoop:
         for attempt in range(CONFLICT_ATTEMPTS):
             try:
                 for patch in pod_plan.patches:
-                    self.kube.patch_pod(patch.namespace, patch.name, patch.body, patch.subresource)
+                    if patch.subresource == "status":
+                        self.kube.patch_pod_status(patch.namespace, patch.name, patch.body)
+                    else:
+                        self.kube.patch_pod(patch.namespace, patch.name, patch.body)
                     tally.kube_writes += 1
                 break
             except ApiException as exc:
@@ -226,8 +229,8 @@ class OperatorLoop:
     def _reread(self, pod: PodView, tally: Tally) -> PodView | None:
         try:
             return read_pod(self.kube.read_pod(pod.namespace, pod.name))
-        except ApiException as exc:
-            tally.errors.append(f"read pod {pod.name}: HTTP {exc.status}")
+        except Exception as exc:  # unknown: this pod gets no write and no Slurm update this pass
+            tally.errors.append(f"read pod {pod.name}: {describe_error(exc)}")
             return None
 
     def _slurm_updates(self, pod_plan: PodPlan, tally: Tally, lifts_allowed: bool) -> None:

@@ -284,19 +284,3 @@ def controller_patches(pods: Iterable[ControllerPodView], ping: PingResult | Non
             patches.append(PodPatch(pod.namespace, pod.name, "", body))
     return tuple(patches)
 
-
-@dataclass(frozen=True)
-class Plan:
-    pods: tuple[PodPlan, ...]
-    controllers: tuple[PodPatch, ...]
-
-    @property
-    def writes(self) -> int:
-        return sum(len(p.patches) + len(p.slurm) for p in self.pods) + len(self.controllers)
-
-
-def plan_cluster(cluster: ClusterView, slurm: SlurmView, now: str) -> Plan:
-    return Plan(
-        pods=tuple(plan_pod(pod, cluster, slurm, now) for pod in cluster.pods),
-        controllers=controller_patches(cluster.controller_pods, slurm.ping),
-    )

@@ -15,12 +15,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from kubernetes.client.exceptions import ApiException
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from slurm_sync.bridge import BridgeLoop
 from slurm_sync.discovery import ClusterHandle, Clusters, plan_clusters
-from slurm_sync.kube import Kube
+from slurm_sync.kube import Kube, describe_error
 from slurm_sync.metrics import Metrics
 from slurm_sync.operator import Tally, release_retained_claims
 from slurm_sync.view import read_nodeset
@@ -105,8 +104,8 @@ class Service:
         try:
             controllers = self.kube.list_custom("controllers", self.config.namespace)
             restapis = self.kube.list_custom("restapis", self.config.namespace)
-        except ApiException as exc:
-            log.error("discovery failed: HTTP %s %s", exc.status, exc.reason)
+        except Exception as exc:  # an ApiException, or the apiserver unreachable (MaxRetryError) ...
+            log.error("discovery failed: %s", describe_error(exc))
             return {"discovery": (False, False)}
         refs, problems = plan_clusters(controllers, restapis, self.config.slurm_url)
         for problem in problems:
@@ -120,14 +119,18 @@ class Service:
         """Retained PVCs of deleted NodeSets whose Controller is gone (no cluster pass covers them)."""
         try:
             nodesets = [read_nodeset(o) for o in self.kube.list_custom("nodesets", self.config.namespace)]
-        except ApiException as exc:
-            log.error("listing nodesets failed: HTTP %s %s", exc.status, exc.reason)
+        except Exception as exc:  # as in discovery: nothing is known, nothing is released
+            log.error("listing nodesets failed: %s", describe_error(exc))
             return {"nodesets": (False, False)}
         covered = {(h.ref.namespace, h.ref.controller) for h in self.clusters.handles.values()}
         tally = Tally()
-        for nodeset in nodesets:
-            if nodeset.releases_claims and (nodeset.namespace, nodeset.controller) not in covered:
-                release_retained_claims(self.kube, nodeset, tally)
+        try:
+            for nodeset in nodesets:
+                if nodeset.releases_claims and (nodeset.namespace, nodeset.controller) not in covered:
+                    release_retained_claims(self.kube, nodeset, tally)
+        except Exception:  # a bug or a lost apiserver must not stop the loop
+            log.exception("releasing claims of orphaned nodesets crashed")
+            return {"nodesets": (False, False)}
         return {"orphaned nodesets": (True, not tally.errors)} if tally.errors else {}
 
     def _sync_one(self, handle: ClusterHandle) -> tuple[bool, bool]:
@@ -135,10 +138,11 @@ class Service:
         name = handle.ref.name
         try:
             self.clusters.load_key(handle)
-            result = handle.loop.run_pass()
-        except ApiException as exc:
-            log.error("cluster %s: JWT key Secret %s: HTTP %s %s", name, handle.ref.key_secret, exc.status, exc.reason)
+        except Exception as exc:  # the Secret unreadable (or the apiserver unreachable): no pass
+            log.error("cluster %s: JWT key Secret %s: %s", name, handle.ref.key_secret, describe_error(exc))
             return False, False
+        try:
+            result = handle.loop.run_pass()
         except Exception:  # one cluster's bug must not stop the others
             log.exception("cluster %s: pass crashed", name)
             return False, False
@@ -148,8 +152,13 @@ class Service:
         return result.ready, result.ok
 
     def run_forever(self, stop: threading.Event) -> None:
+        """Pass after pass until ``stop``; nothing a pass raises ends the service (it stays unready)."""
         while not stop.is_set():
-            self.run_pass()
+            try:
+                self.run_pass()
+            except Exception:
+                log.exception("pass crashed")
+                self.health.record(["pass"])
             stop.wait(self.config.poll_interval)
 
     def close(self) -> None:

@@ -203,19 +203,6 @@ class SlurmClient:
         saw no node change since then. Slurm never sends a partial list: any change gives all."""
         return self._listing(self._path("nodes", ""), "nodes", parse_node, since)
 
-    def get_node(self, name: str) -> Node:
-        try:
-            body = self._get(self._path("node", name))
-        except SlurmRejected as exc:
-            # slurmrestd answers an unknown node with 200 and an error numbered 0 ("No error")
-            if exc.status == 200 and not exc.numbers - {0}:
-                raise SlurmNotFound(str(exc), status=exc.status, errors=exc.errors) from None
-            raise
-        for node in map(parse_node, object_list(body, "nodes", "node")):
-            if node.name == name:
-                return node
-        raise SlurmNotFound(f"node {name!r} is not in Slurm's answer", status=200)
-
     def update_node(self, name: str, update: NodeUpdate) -> None:
         """Apply ``update``; retried on outages only when repeating it cannot hurt."""
         body = update.body()
@@ -321,6 +308,8 @@ class SlurmClient:
         params = {"update_time": since} if since is not None else None
         body = self._call("GET", path, params=params, retry=True)
         if body is None:  # 304: nothing changed (nodes)
+            if since is None:  # "unchanged" since nothing: no listing at all (never an empty one)
+                raise SlurmMalformed(f"GET {path}: HTTP 304 without update_time")
             return Listing((), since, unchanged=True)
         items = object_list(body, key, key)
         last_update = no_val_number(body, "last_update", key)
@@ -399,6 +388,11 @@ def interpret(where: str, status: int, content: bytes, token: str = "") -> JSON 
             status=status,
             retryable=False,
         )
+    if status == 404 and all(e.number is None for e in errors):
+        # JSON, but not Slurm saying what is missing (a proxy, a half-started slurmrestd): a
+        # "not found" here would read as "job gone" and delete pods, so it is "unknown"
+        raise SlurmUnavailable(f"{where}: HTTP 404 without a Slurm error number: {_excerpt(content, token)}",
+                               status=status, retryable=False)
     if status >= 400 or errors:
         raise _rejected(where, status, errors, _excerpt(content, token))
     if status != 200:
@@ -410,8 +404,7 @@ def interpret(where: str, status: int, content: bytes, token: str = "") -> JSON 
 
 def _rejected(where: str, status: int, errors: tuple[SlurmErrorDetail, ...], fallback: str = "") -> SlurmRejected:
     numbers = {e.number for e in errors}
-    not_found = status == 404 or bool(numbers & NOT_FOUND_NUMBERS)
-    kind = SlurmNotFound if not_found else SlurmRejected
+    kind = SlurmNotFound if numbers & NOT_FOUND_NUMBERS else SlurmRejected  # Slurm's word only, never the status
     return kind(f"{where}: HTTP {status}: {_describe(errors) or fallback}", status=status, errors=errors)
 
 
@@ -473,7 +466,9 @@ class ListingWatch(Generic[K, T]):
     back as ``update_time``, so an unchanged cluster answers with an empty 304/no-change reply,
     and each poll still yields the complete picture and the keys that changed.
 
-    A failed poll raises and keeps the previous view, so the next poll starts from it.
+    A failed poll raises and keeps the previous view, so the next poll starts from it. An
+    "unchanged" answer before there is a view is not a listing: it raises (``SlurmMalformed``)
+    instead of becoming an empty, authoritative one.
     """
 
     def __init__(self, fetch: Callable[[int | None], Listing[T]], key: Callable[[T], K]) -> None:
@@ -484,6 +479,8 @@ class ListingWatch(Generic[K, T]):
     def poll(self) -> Snapshot[K, T]:
         previous = self._last
         listing = self._fetch(previous.last_update if previous else None)
+        if listing.unchanged and previous is None:
+            raise SlurmMalformed("an 'unchanged' answer with no previous view to be unchanged from")
         if listing.unchanged and previous is not None:
             snapshot = Snapshot(previous.items, previous.last_update, frozenset(), frozenset())
         else:
@@ -497,7 +494,3 @@ class ListingWatch(Generic[K, T]):
             )
         self._last = snapshot
         return snapshot
-
-    def reset(self) -> None:
-        """Forget the view; the next poll lists everything again."""
-        self._last = None

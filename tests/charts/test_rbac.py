@@ -1,6 +1,6 @@
 """The charts grant exactly what the code calls: the rules each chart renders for a component equal
-the rules derived from that component's Kubernetes client calls (tests/charts/rbac.py), plus, for
-the bridge loop that is not written yet, the calls listed as planned in rbac_table.yaml."""
+the rules derived from that component's Kubernetes client calls (tests/charts/rbac.py), plus the
+calls listed as planned in rbac_table.yaml (none today)."""
 
 from __future__ import annotations
 
@@ -49,6 +49,15 @@ def test_operator_chart_in_one_namespace_moves_namespaced_rules_to_a_role() -> N
     assert {resource for _, resource, _ in cluster} == {"nodes"}, "only cluster-scoped resources stay cluster-wide"
     (role,) = [d for d in docs if d["kind"] == "Role"]
     assert role["metadata"]["namespace"] == "slurm"
+
+
+def test_the_derivation_tells_a_status_patch_from_a_metadata_patch() -> None:
+    # The bridge patches pod metadata only (annotations, labels, finalizers) and evicts nothing:
+    # neither pods/status nor pods/eviction may be derived for it (nor granted by its chart).
+    rules = rbac.derived_rules("bridge")
+    assert ("", "pods", "patch") in rules
+    assert ("", "pods/status", "patch") not in rules
+    assert ("", "pods/eviction", "create") not in rules
 
 
 def test_bridge_chart_grants_exactly_the_bridge_calls_derived_and_planned() -> None:

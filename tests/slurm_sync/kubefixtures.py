@@ -150,3 +150,13 @@ def pvc(name: str, *owners: dict[str, Any]) -> dict[str, Any]:
     if owners:
         meta["ownerReferences"] = [dict(o) for o in owners]
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": {"accessModes": ["ReadWriteOnce"]}}
+
+
+def refused_url() -> str:
+    """An apiserver URL nothing listens on: the client raises urllib3's MaxRetryError, not an ApiException."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"

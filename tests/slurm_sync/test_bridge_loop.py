@@ -223,3 +223,15 @@ def test_unknown_partition_of_an_external_node_does_not_make_the_bridge_unready(
     result = rig.loop().run_pass()
     assert result.ready and not result.ok and result.user_errors == 1
     assert rig.user_errors("unknown_partition") == 1
+
+
+def test_an_unreachable_apiserver_fails_the_pass_without_a_write() -> None:
+    """Not an ApiException (urllib3's MaxRetryError) while reading Kubernetes: unready, no Slurm write."""
+    from tests.slurm_sync.kubefixtures import refused_url
+
+    slurm = StubSlurm(jobs={7: running(7, "n1", [f"{BNS}/p1"])})
+    loop = BridgeLoop(slurm, BridgeKube(Kube(api_client(refused_url()))), Metrics(), [BNS], now=lambda: NOW)  # type: ignore[arg-type]
+    result = loop.run_pass()
+    assert (result.ready, result.read_ok) == (False, False)
+    assert result.kube_writes == result.slurm_writes == 0 and slurm.submitted == []
+    assert any("reading Kubernetes objects" in e for e in result.errors)

@@ -208,7 +208,19 @@ def test_vector_22_taint_where_the_slurm_node_exists() -> None:
     assert [t.taints for t in plan_nodes([untaint], slurm, None).taints] == [(other,)]
 
 
-@pytest.mark.parametrize(("reason", "undrain"), [("slurm-bridge: cordoned", True), ("", True), ("maint", False)])
+@pytest.mark.parametrize(
+    ("reason", "undrain"),
+    [
+        (f"{names.BRIDGE_DRAIN_REASON_PREFIX} cordoned", True),
+        (names.BRIDGE_DRAIN_REASON_PREFIX, True),
+        # stricter than Slinky (which also lifts an empty reason): nobody can prove a drain
+        # without a reason is ours, so an administrator's bare `scontrol update state=drain` stays
+        ("", False),
+        ("maint", False),
+        ("slurm-bridge", False),
+        (f" {names.BRIDGE_DRAIN_REASON_PREFIX} x", False),
+    ],
+)
 def test_vector_23_undrain_only_our_drains(reason: str, undrain: bool) -> None:
     node = read_node(kube_node("kn1", slurm_name="n1", taint=True))
     actions = plan_nodes([node], {"n1": snode("n1", "IDLE", "DRAIN", reason=reason)}, None)

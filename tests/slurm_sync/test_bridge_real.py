@@ -106,10 +106,11 @@ def test_pod_is_submitted_once_labelled_bound_and_its_deletion_cancels_the_job(r
     # kubectl delete: the finalizer holds the pod; the kubelet reports it terminal
     httpx.delete(f"{rig.url}api/v1/namespaces/{BNS}/pods/p1")
     rig.kube.pod("p1")["status"]["phase"] = "Failed"
+    deleting = rig.kube.pod("p1")["metadata"]["resourceVersion"]  # what the releasing pass reads
     assert loop.run_pass().ok
     assert "JobState=CANCELLED" in rig.show(job_id)
     release = rig.kube.writes[-1]
-    assert release[3] == {"metadata": {"resourceVersion": rig.kube.writes[-1][3]["metadata"]["resourceVersion"],
+    assert release[3] == {"metadata": {"resourceVersion": deleting,  # guarded: refused (409) if the pod changed
                                        "annotations": {names.ANNOTATION_JOB_RELEASED: str(job_id)}, "finalizers": []}}
     assert ("pods", BNS, "p1") not in rig.kube.objects  # finalizer gone: the apiserver removed it
 

@@ -17,6 +17,7 @@ from slurm_sync.operator import OperatorLoop
 from slurm_sync.plan import observed_hash, PodState
 from slurm_sync.slurm_errors import SlurmUnavailable
 from tests.slurm_sync.kubefixtures import (
+    refused_url,
     CLUSTER,
     NODESET_UID,
     NOW,
@@ -308,14 +309,21 @@ def test_a_pass_pauses_the_collector_and_restores_it() -> None:
     assert looper.run_pass().ok
     assert kube.seen == [False, False] and gc.isenabled()
 
-    kube.fail = RuntimeError("boom")
+    kube.fail = RuntimeError("boom")  # a failed read ends the pass unready, with the collector back on
+    assert not looper.run_pass().ready and gc.isenabled()
+    kube.fail = None
+
+    def crash(*args: object) -> None:
+        raise RuntimeError("a bug")
+
+    looper._execute = crash  # type: ignore[method-assign]
     with pytest.raises(RuntimeError):
         looper.run_pass()
     assert gc.isenabled(), "an exception must not leave the collector off"
+    del looper._execute
 
     gc.disable()  # someone else paused it: we leave it as we found it
     try:
-        kube.fail = None
         looper.run_pass()
         assert not gc.isenabled()
     finally:
@@ -336,3 +344,14 @@ def test_releasing_retained_pvcs_is_idempotent_against_a_stateful_apiserver(http
     assert "ownerReferences" not in kube.get("persistentvolumeclaims", NS, "data-gpu-0")["metadata"]
     assert kube.get("persistentvolumeclaims", NS, "data-gpu-1")["metadata"]["ownerReferences"] == [OTHER_OWNER]
     assert looper.run_pass().kube_writes == 0 and len(kube.writes) == 2
+
+
+def test_an_unreachable_apiserver_fails_the_pass_without_a_write() -> None:
+    """Not an ApiException (urllib3's MaxRetryError): the pass ends unready, Slurm is not touched."""
+    slurm = FakeSlurm({"gpu-0": node("gpu-0", "IDLE", "DRAIN", reason="slurm-operator: scale-in")})
+    metrics = Metrics()
+    looper = OperatorLoop(CLUSTER, NS, CLUSTER, slurm, Kube(api_client(refused_url())), metrics)  # type: ignore[arg-type]
+    result = looper.run_pass()
+    assert (result.ready, result.kube_ok, result.slurm_ok) == (False, False, True)
+    assert result.kube_writes == result.slurm_writes == 0 and slurm.updates == []
+    assert any("reading Kubernetes objects" in e for e in result.errors)

@@ -239,3 +239,49 @@ def test_slurmrestd_outage_fails_closed_and_recovers(rig: Rig) -> None:
         server.server_close()
         if daemon is not None:
             start_slurmrestd(rig.lab, daemon)
+
+
+def test_slurmrestd_dying_between_the_listing_and_the_updates_of_one_pass_moves_nothing(rig: Rig) -> None:
+    """The listing and ping of a pass succeed, then slurmrestd dies before the pass's first node
+    update: the half pass may not set a drained or absent mark nor lift a drain, and the next full
+    pass finishes the job."""
+    rig.set_intents({"gpu-n4": "scale-in to 1 replicas"})
+    assert rig.service.run_pass()
+    wait_for(lambda: rig.slurm_node("n4"), lambda s: "DRAIN" in s, what="n4 drained by us")
+    assert rig.service.run_pass()
+    assert rig.annotations("gpu-n4")[names.ANNOTATION_DRAINED] == "true"
+    # now: drain n3 (new intent) and lift our drain of n4 (intent gone) in one pass
+    rig.set_intents({"gpu-n3": "scale-in to 1 replicas"})
+    dead: list[Daemon] = []
+    reads: list[str] = []
+
+    def die_before_the_first_write(request: httpx.Request) -> None:
+        if request.method == "GET":
+            reads.append(request.url.path)
+        elif not dead:
+            dead.append(kill_slurmrestd(rig.lab))
+
+    (handle,) = rig.service.clusters.handles.values()
+    handle.client._http.event_hooks["request"].append(die_before_the_first_write)
+    try:
+        assert not rig.service.run_pass()
+        assert dead, "the pass made no Slurm write: the test did not test anything"
+        assert any(p.endswith("/nodes/") for p in reads) and any(p.endswith("/ping/") for p in reads)
+        n3, n4 = rig.slurm_node("n3"), rig.slurm_node("n4")
+        assert "DRAIN" not in n3  # its drain failed ...
+        assert names.ANNOTATION_DRAINED not in rig.annotations("gpu-n3")  # ... and no mark claims one
+        assert "DRAIN" in n4 and f"Reason={OUR_REASON}" in n4  # not undrained
+        # the mark goes before the undrain by design (a drained mark never outlives its drain); the
+        # node stays drained, so the next pass lifts it
+        assert names.ANNOTATION_DRAINED not in rig.annotations("gpu-n4")
+        assert all(names.ANNOTATION_SLURM_NODE_ABSENT not in rig.annotations(p) for p in ("gpu-n3", "gpu-n4"))
+        assert rig.service.health.ready()[0] is True  # Slurm was read; the refused writes fail the pass, not readiness
+        handle.client._http.event_hooks["request"].remove(die_before_the_first_write)
+        start_slurmrestd(rig.lab, dead.pop())
+        assert rig.service.run_pass()
+        wait_for(lambda: rig.slurm_node("n4"), lambda s: "DRAIN" not in s, what="n4 undrained by the next pass")
+        wait_for(lambda: rig.slurm_node("n3"), lambda s: "DRAIN" in s, what="n3 drained by the next pass")
+        assert all(names.ANNOTATION_SLURM_NODE_ABSENT not in rig.annotations(p) for p in ("gpu-n3", "gpu-n4"))
+    finally:
+        if dead:
+            start_slurmrestd(rig.lab, dead.pop())

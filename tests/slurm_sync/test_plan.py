@@ -64,10 +64,11 @@ def test_every_listing_error_plans_nothing(error: Exception) -> None:
     loop = OperatorLoop("slurm", NS, "slurm", FakeSlurm({}, fail=error), None, Metrics())  # type: ignore[arg-type]
     view = loop.read_slurm(Tally())
     assert view == SlurmView(None, None)
-    result = plan.plan_cluster(c, view, NOW)
-    assert result.writes == 0
-    assert [p.state for p in result.pods] == [plan.observed_state(p) for p in c.pods]
-    assert plan.nodeset_touches(c, {p.pod.name: p.state for p in result.pods}) == plan.nodeset_touches(
+    pod_plans = [plan.plan_pod(p, c, view, NOW) for p in c.pods]
+    assert [(p.patches, p.slurm) for p in pod_plans] == [((), ())] * len(pods)
+    assert plan.controller_patches(c.controller_pods, view.ping) == ()
+    assert [p.state for p in pod_plans] == [plan.observed_state(p) for p in c.pods]
+    assert plan.nodeset_touches(c, {p.pod.name: p.state for p in pod_plans}) == plan.nodeset_touches(
         c, {p.name: plan.observed_state(p) for p in c.pods}
     )
 

@@ -20,7 +20,7 @@ from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
 from slurm_sync.service import Config, Health, Service, health_server
 from tests.slurm_sync.fakekube import FakeKube
-from tests.slurm_sync.kubefixtures import NS, api_client
+from tests.slurm_sync.kubefixtures import NS, api_client, refused_url
 
 KEY = b"k" * 32
 
@@ -176,3 +176,45 @@ def test_retained_claims_of_a_nodeset_whose_controller_is_gone_are_released(http
         assert service.run_pass() and len(kube.writes) == writes  # nothing left to do
     finally:
         service.close()
+
+
+def test_an_unreachable_apiserver_is_unready_and_the_loop_goes_on() -> None:
+    """Connection refused raises urllib3's MaxRetryError (not an ApiException): it must not escape
+    the pass (killing the service) nor lead to any write; the service is unready and keeps polling."""
+    for mode in ("operator", "both"):
+        metrics = Metrics()
+        kube = Kube(api_client(refused_url()), metrics.count_kube_write)
+        bridge = None
+        if mode == "both":
+            from slurm_sync.bridge import BridgeLoop
+            from slurm_sync.bridge_kube import BridgeKube
+            from slurm_sync.slurm import SlurmClient
+
+            bridge = BridgeLoop(SlurmClient("http://127.0.0.1:9", lambda: "t", timeout=1), BridgeKube(kube), metrics, [NS])
+        config = Config(namespace=NS, poll_interval=0.01, mode=mode)
+        service = Service(config, kube, metrics, bridge)
+        server = health_server("127.0.0.1:0", service.health, metrics)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            assert service.run_pass() is False
+            ready = httpx.get(f"http://127.0.0.1:{server.server_address[1]}/readyz")
+            assert ready.status_code == 503 and "discovery" in ready.text
+            passes: list[bool] = []
+            stop = threading.Event()
+
+            def counted() -> bool:
+                passes.append(Service.run_pass(service))
+                if len(passes) >= 3:
+                    stop.set()
+                return passes[-1]
+
+            service.run_pass = counted  # type: ignore[method-assign]
+            runner = threading.Thread(target=service.run_forever, args=(stop,), daemon=True)
+            runner.start()
+            runner.join(timeout=30)
+            assert not runner.is_alive() and passes == [False, False, False]
+        finally:
+            server.shutdown()
+            server.server_close()
+            service.close()
+        assert metrics.registry.get_sample_value("slurm_sync_kube_writes_total", {"kind": "pod", "verb": "patch"}) is None

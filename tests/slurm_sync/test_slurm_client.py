@@ -223,12 +223,29 @@ def test_4xx_is_rejected_with_slurms_message(server: HTTPServer, client: SlurmCl
         (404, slurm_error("Unable to query JobId=7", 2017, "Invalid job id specified"), SlurmNotFound),
         (422, slurm_error("Failure to delete node n9", 2018), SlurmNotFound),
         (401, None, SlurmRejected),
+        # a 404 is "not found" only when Slurm's error numbers say so (a proxy, an ingress or a
+        # half-started slurmrestd can answer 404 with JSON too): otherwise we learned nothing
+        (404, {"errors": []}, SlurmUnavailable),
+        (404, {"message": "not found"}, SlurmUnavailable),
+        (404, {"errors": [{"description": "no such thing"}]}, SlurmUnavailable),
+        (404, slurm_error("Access denied", 2002), SlurmRejected),
+        (200, slurm_error("Unable to query JobId=7", 2017), SlurmNotFound),
     ],
 )
 def test_interpret_classifies(status: int, body: dict | None, kind: type) -> None:
     content = orjson.dumps(body) if body is not None else b"Authentication failure"
-    with pytest.raises(kind):
+    with pytest.raises(kind) as info:
         interpret("GET x", status, content)
+    assert type(info.value) is kind
+
+
+def test_a_bare_404_for_a_job_is_not_job_gone(server: HTTPServer, client: SlurmClient) -> None:
+    """bridge.read_jobs deletes the pods of a job it is told is gone: a 404 without Slurm's own
+    "invalid job id" must stay unknown."""
+    server.expect_request(f"{V}/job/7").respond_with_json({"errors": [], "warnings": []}, status=404)
+    with pytest.raises(SlurmUnavailable) as info:
+        client.get_job(7)
+    assert not isinstance(info.value, SlurmRejected)
 
 
 def test_slurm_down_behind_slurmrestd_is_unavailable_not_rejected(server: HTTPServer, client: SlurmClient) -> None:
@@ -461,15 +478,33 @@ def test_watch_reports_a_complete_view_and_what_changed(server: HTTPServer, clie
     assert seen == [None, "100", "100", "130", "130", "130"]
 
 
-def test_watch_reset_lists_everything_again() -> None:
-    calls: list[int | None] = []
+@pytest.mark.parametrize("kind", ["nodes", "jobs"])
+def test_an_unchanged_answer_without_a_previous_view_is_not_a_listing(
+    server: HTTPServer, client: SlurmClient, kind: str
+) -> None:
+    """A 304 to a first poll (no update_time sent) says nothing about the cluster: it must not
+    become an empty, authoritative view (every pod slurm-node-absent, every job gone)."""
+    answers = iter([(304, None), (200, {kind: [], "last_update": {"set": True, "infinite": False, "number": 7},
+                                        "errors": []})])
+    seen: list[str | None] = []
 
-    def fetch(since: int | None) -> Listing[str]:
-        calls.append(since)
-        return Listing(("a",), 5, unchanged=False)
+    def handler(request: Request) -> Response:
+        seen.append(request.args.get("update_time"))
+        status, body = next(answers)
+        return Response(orjson.dumps(body) if body else b"", status=status, content_type="application/json")
 
-    watch: ListingWatch[str, str] = ListingWatch(fetch, lambda item: item)
-    watch.poll()
-    watch.reset()
-    assert watch.poll().changed == {"a"}
-    assert calls == [None, None]
+    server.expect_request(f"{V}/{kind}/").respond_with_handler(handler)
+    watch = client.node_watch() if kind == "nodes" else client.job_watch()
+    with pytest.raises(SlurmMalformed, match="304"):
+        watch.poll()
+    assert watch.poll().last_update == 7  # the next poll lists everything (still no update_time)
+    assert seen == [None, None]
+
+
+def test_a_watch_refuses_an_unchanged_listing_before_it_has_a_view() -> None:
+    """Whatever the fetch says, "unchanged" with nothing to be unchanged from is no answer."""
+    answers = iter([Listing((), None, unchanged=True), Listing(("a",), 5, unchanged=False)])
+    watch: ListingWatch[str, str] = ListingWatch(lambda since: next(answers), lambda item: item)
+    with pytest.raises(SlurmMalformed, match="no previous view"):
+        watch.poll()
+    assert set(watch.poll().items) == {"a"}

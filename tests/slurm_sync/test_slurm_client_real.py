@@ -15,7 +15,7 @@ import pytest
 
 from slurm_sync.slurm import SUPPORTED_VERSIONS, SlurmClient
 from slurm_sync.slurm_errors import ESLURM_ALREADY_DONE, SlurmNotFound, SlurmRejected
-from slurm_sync.slurm_types import Job, NodeUpdate, SlurmVersion
+from slurm_sync.slurm_types import Job, Node, NodeUpdate, SlurmVersion
 from tests.fixtures.slurm import SlurmLab, wait_for
 
 pytestmark = pytest.mark.slurm
@@ -34,8 +34,14 @@ def restore(slurm_lab: SlurmLab, client: SlurmClient, name: str) -> None:
     """Lift any drain we left on ``name`` (with scontrol, so it works even if REST broke
     mid-test; it fails harmlessly on an undrained node) and wait until the node is usable."""
     slurm_lab.run("scontrol", "update", f"nodename={name}", "state=resume")
-    wait_for(lambda: client.get_node(name), lambda n: n.state & {"DRAIN", "DOWN", "NOT_RESPONDING"} == set(),
+    wait_for(lambda: node_named(client, name), lambda n: n.state & {"DRAIN", "DOWN", "NOT_RESPONDING"} == set(),
              what=f"{name} back to service")
+
+
+def node_named(client: SlurmClient, name: str) -> Node:
+    """One node, from the full listing (the client reads nodes only as the loops do: all at once)."""
+    (node,) = [n for n in client.list_nodes().items if n.name == name]
+    return node
 
 
 def scancel(slurm_lab: SlurmLab, job_id: int) -> None:
@@ -77,8 +83,6 @@ def test_lists_nodes_with_their_states(client: SlurmClient) -> None:
         assert node.base_state in {"IDLE", "MIXED", "ALLOCATED"}, node
         assert node.cpus and node.real_memory and node.partitions == ("debug",)
         assert node.name in node.features  # the lab gives each node a feature equal to its name
-    single = client.get_node("n1")
-    assert (single.name, single.cpus, single.partitions) == ("n1", nodes["n1"].cpus, ("debug",))
 
 
 def test_update_time_costs_nothing_when_unchanged_and_a_drain_shows_as_one_change(
@@ -105,28 +109,28 @@ def test_update_time_costs_nothing_when_unchanged_and_a_drain_shows_as_one_chang
 def test_drain_with_reason_then_resume(client: SlurmClient, slurm_lab: SlurmLab) -> None:
     try:
         client.update_node("n3", NodeUpdate(state=("DRAIN",), reason=TEST_REASON))
-        node = client.get_node("n3")
+        node = node_named(client, "n3")
         assert "DRAIN" in node.state and node.reason == TEST_REASON and node.reason_set_by_user
         assert node.drained and not node.draining
         client.update_node("n3", NodeUpdate(state=("RESUME",)))
-        resumed = wait_for(lambda: client.get_node("n3"), lambda n: "DRAIN" not in n.state, what="n3 resumed")
+        resumed = wait_for(lambda: node_named(client, "n3"), lambda n: "DRAIN" not in n.state, what="n3 resumed")
         assert resumed.reason == "" and not resumed.drained
     finally:
         restore(slurm_lab, client, "n3")
 
 
 def test_comment_and_features_update(client: SlurmClient) -> None:
-    before = client.get_node("n1")
+    before = node_named(client, "n1")
     comment = json.dumps({"namespace": "default", "podName": "slurm-worker-0"})
     try:
         client.update_node("n1", NodeUpdate(comment=comment, features=(*before.features, "k8s/test"),
                                             features_act=(*before.active_features, "k8s/test")))
-        after = client.get_node("n1")
+        after = node_named(client, "n1")
         assert after.comment == comment
         assert "k8s/test" in after.features and "k8s/test" in after.active_features
     finally:
         client.update_node("n1", NodeUpdate(comment="", features=before.features, features_act=before.active_features))
-    assert client.get_node("n1").features == before.features
+    assert node_named(client, "n1").features == before.features
 
 
 def test_a_busy_node_is_draining_not_drained_until_its_job_ends(client: SlurmClient, slurm_lab: SlurmLab) -> None:
@@ -135,12 +139,12 @@ def test_a_busy_node_is_draining_not_drained_until_its_job_ends(client: SlurmCli
         job = wait_for(lambda: client.get_job(job_id), lambda j: "RUNNING" in j.state, what="job running")
         assert job.nodes == "n2" and not job.external and job.user_name == "root"
         assert job_id in {j.job_id for j in client.list_jobs().items}
-        wait_for(lambda: client.get_node("n2"), lambda n: n.busy, what="n2 busy")
+        wait_for(lambda: node_named(client, "n2"), lambda n: n.busy, what="n2 busy")
         client.update_node("n2", NodeUpdate(state=("DRAIN",), reason=TEST_REASON))
-        node = client.get_node("n2")
+        node = node_named(client, "n2")
         assert node.draining and not node.drained and node.base_state in {"MIXED", "ALLOCATED"}
         client.cancel_job(job_id)
-        drained = wait_for(lambda: client.get_node("n2"), lambda n: n.drained, what="n2 drained")
+        drained = wait_for(lambda: node_named(client, "n2"), lambda n: n.drained, what="n2 drained")
         assert not drained.busy and drained.reason == TEST_REASON
     finally:
         scancel(slurm_lab, job_id)
@@ -167,7 +171,7 @@ def test_external_job_submit_get_cancel(client: SlurmClient, slurm_lab: SlurmLab
         assert job.name == "client-test-external"
         seen = jobs.poll()
         assert result.job_id in seen.changed and seen.items[result.job_id].external
-        assert client.get_node("n4").busy
+        assert node_named(client, "n4").busy
         client.cancel_job(result.job_id)
         wait_for(lambda: client.get_job(result.job_id), lambda j: "CANCELLED" in j.state, what="job cancelled")
         with pytest.raises(SlurmRejected) as again:
@@ -193,8 +197,6 @@ def test_invalid_requests_are_rejected_with_slurms_message(client: SlurmClient, 
     assert 2000 in bad_partition.value.numbers
     with pytest.raises(SlurmRejected, match="Invalid node state transition"):
         client.update_node("n1", NodeUpdate(state=("RESUME",)))  # n1 is not drained or down
-    with pytest.raises(SlurmNotFound):
-        client.get_node("no-such-node")
     with pytest.raises(SlurmNotFound):
         client.get_job(99_999_999)
     with pytest.raises(SlurmNotFound):
