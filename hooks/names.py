@@ -37,19 +37,19 @@ LABEL_NODESET_POD_NAME: Final = NODESET_PREFIX + "pod-name"
 LABEL_NODESET_POD_INDEX: Final = NODESET_PREFIX + "pod-index"
 LABEL_NODESET_POD_HOSTNAME: Final = NODESET_PREFIX + "pod-hostname"
 LABEL_NODESET_REVISION: Final = "controller-revision-hash"
-LABEL_POD_PROTECT: Final = SLINKY_PREFIX + "pod-protect"
+LABEL_POD_PROTECT: Final = NODESET_PREFIX + "pod-protect"
 ANNOTATION_POD_CORDON: Final = NODESET_PREFIX + "pod-cordon"
-ANNOTATION_POD_DELETION_COST: Final = "controller.kubernetes.io/pod-deletion-cost"
+ANNOTATION_POD_DELETION_COST: Final = NODESET_PREFIX + "pod-deletion-cost"
 ANNOTATION_POD_DEADLINE: Final = NODESET_PREFIX + "pod-deadline"
 ANNOTATION_NODE_CORDON_REASON: Final = NODESET_PREFIX + "node-cordon-reason"
 # slurm_sync's word that Slurm runs no job on the pod's node and will start none (hooks/slurmstate.is_released).
 ANNOTATION_DRAINED: Final = NODESET_PREFIX + "drained"
 ANNOTATION_SLURM_NODE_ABSENT: Final = NODESET_PREFIX + "slurm-node-absent"
-ANNOTATION_HOSTNAME_OVERRIDE: Final = NODESET_PREFIX + "hostname"
+ANNOTATION_HOSTNAME_OVERRIDE: Final = NODESET_PREFIX + "hostname-override"
 ANNOTATION_SLURM_OBSERVED: Final = SLINKY_PREFIX + "slurm-observed"
 
 # Controller pods: the one slurmctld that answers ping (HA).
-LABEL_ACTIVE_CONTROLLER: Final = SLINKY_PREFIX + "active-controller"
+LABEL_ACTIVE_CONTROLLER: Final = "controller.slinky.slurm.net/active"
 
 # Pod condition types that mirror Slurm node states; prefix + Slurm state in CamelCase.
 CONDITION_SLURM_NODE_STATE_PREFIX: Final = "SlurmNodeState"
