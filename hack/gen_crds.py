@@ -788,6 +788,18 @@ def nodeset() -> Kind:
                 ),
                 **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
             ),
+            reservation=obj(
+                "ScheduledUpdate: the Slurm maintenance reservation the hook wants; slurm_sync creates,"
+                " updates or deletes it (absent: no reservation of this NodeSet should exist).",
+                {
+                    "name": string("Reservation name, `SlurmOperatorMaint-<nodeset>`."),
+                    "startTime": string("Start of the maintenance window (RFC 3339, UTC).", format="date-time"),
+                    "duration": integer("Length of the window in minutes."),
+                    "flags": array("Reservation flags: MAINT, IGNORE_JOBS and the user's.", string("A Slurm reservation flag.")),
+                    "nodes": array("Slurm node names of the NodeSet's pods.", string("A Slurm node name.")),
+                },
+                required=("name", "startTime", "duration", "flags", "nodes"),
+            ),
         ),
         columns=[
             PrinterColumn("DESIRED", ".status.desired", "integer"),

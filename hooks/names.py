@@ -125,3 +125,22 @@ ANNOTATION_SUBMIT_ERROR: Final = SCHEDULER_PREFIX + "submit-error"
 CONDITION_POD_GROUP_SCHEDULED: Final = "PodGroupScheduled"
 # NodeSet finalize: PVCs kept for whenDeleted=Retain until slurm_sync removed the NodeSet's ownerReference.
 CONDITION_RETAINED_CLAIMS: Final = "RetainedClaimsOwned"
+# Node annotation: comma-separated features slurm_sync applies as `k8s/<value>` to the Slurm node of each NodeSet pod there.
+FEATURES_PREFIX: Final = "features.slinky.slurm.net/"
+ANNOTATION_FEATURES_SPEC: Final = FEATURES_PREFIX + "spec"
+# NodeSet updateStrategy ScheduledUpdate (a Slurm maintenance reservation, DESIGN §4). The hook
+# publishes the wanted reservation as status.reservation ({name, startTime, duration, flags,
+# nodes}); no status.reservation means "no reservation of ours for this NodeSet". slurm_sync
+# creates, updates or deletes it and reports on the NodeSet in ANNOTATION_RESERVATION_OBSERVED,
+# JSON {"name", "state" (one of RESERVATION_STATE_*), "active", "maintenance" (Slurm nodes in
+# MAINTENANCE under this reservation, sorted), "message"}. slurm_sync touches only reservations
+# whose name starts with RESERVATION_PREFIX.
+STATUS_RESERVATION: Final = "reservation"
+RESERVATION_PREFIX: Final = "SlurmOperatorMaint-"
+RESERVATION_USER: Final = "slurm"
+RESERVATION_FLAGS: Final = ("MAINT", "IGNORE_JOBS")
+ANNOTATION_RESERVATION_OBSERVED: Final = NODESET_PREFIX + "reservation-observed"
+RESERVATION_STATE_CREATED: Final = "Created"  # the reservation exists in Slurm
+RESERVATION_STATE_ABSENT: Final = "Absent"  # no reservation of this name exists in Slurm
+RESERVATION_STATE_FAILED: Final = "Failed"  # Slurm refused a create, update or delete (see message)
+CONDITION_RESERVATION_CREATED: Final = "ReservationCreated"

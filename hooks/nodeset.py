@@ -16,8 +16,10 @@ PVC retention under Metacontroller, where leaving a child out deletes it:
   ownerReference from them (slurm_sync/operator.py). An orphaned PVC is no longer observed (a
   parent being deleted adopts nothing) and is not returned (that would make Metacontroller create
   it again); the NodeSet is finalized once no pod and no owned retained PVC is left.
-updateStrategy ScheduledUpdate (a Slurm maintenance reservation) is not implemented here: old
-pods are left alone as with OnDelete.
+updateStrategy ScheduledUpdate (a Slurm maintenance reservation, hooks/nodeset_reservation.py):
+sync publishes the wanted reservation in `status.reservation` and condemns old-revision pods once
+slurm_sync reports their Slurm node in maintenance under it; finalize publishes none and waits
+until slurm_sync reports the reservation gone.
 
 **A spec value the hook cannot use** (the CRD let it through: an older CRD, a hand-made request)
 never answers 400, which would leave nothing but a Metacontroller event. sync keeps every
@@ -46,6 +48,7 @@ from typing import Any
 
 
 from hooks import cluster, names, slurmstate
+from hooks import nodeset_reservation as reservation
 from hooks.cluster import InvalidSpec
 from hooks.contract import CompositeRequest, CustomizeRequest
 from hooks.nodeset_observe import ObservedPod, observe_pod
@@ -117,7 +120,14 @@ def sync(req: CompositeRequest) -> JSON:
         return _hold(req, spec, pods)
     revision = revision_hash(req.parent)
     builder = WorkerPodBuilder(req.parent, spec, controller, revision, _sssd_data(req, spec))
-    ctx = Context(spec=spec, revision=revision, draining=_published_draining(req.parent), now=_clock(spec))
+    report = reservation.read_report(req.parent)
+    ctx = Context(
+        spec=spec,
+        revision=revision,
+        draining=_published_draining(req.parent),
+        now=_clock(spec),
+        maintenance=reservation.maintenance_nodes(spec, report),
+    )
     nodes = req.related_of(NODE_TYPE_KEY)
     ordinal_to_node = _ordinal_to_node(req.parent, spec, pods)
     if spec.scaling_mode == DAEMONSET:
@@ -134,7 +144,17 @@ def sync(req: CompositeRequest) -> JSON:
     status = _status(req.parent, spec, pods, plan, ctx, controller_condition(req.parent, spec, controller))
     if spec.pin_to_node:
         status[names.STATUS_ORDINAL_TO_NODE] = ordinal_to_node
+    _add_reservation(status, req.parent, spec, reservation.intent(spec, pods, status, report), report)
     return _response(status, children, plan, ctx.seconds_until_available(pods))
+
+
+def _add_reservation(status: JSON, parent: JSON, spec: NodeSetSpec, wanted: JSON | None, report: reservation.Report | None) -> None:
+    """status.reservation (the intent slurm_sync executes) and the ReservationCreated condition."""
+    if wanted is not None:
+        status[names.STATUS_RESERVATION] = wanted
+    found = reservation.reservation_condition(parent, spec, wanted, report)
+    if found is not None:
+        status["conditions"].append(found)
 
 
 def finalize(req: CompositeRequest) -> JSON:
@@ -163,7 +183,13 @@ def finalize(req: CompositeRequest) -> JSON:
     children += _ssh_config(req.parent, spec, pod_children, keep=False)
     status = _status(req.parent, spec, pods, plan, ctx, controller_condition(req.parent, spec, controller))
     status["conditions"].append(_retained_condition(req.parent, retained))
-    return _finalize_response(status, children, plan, pods_left=bool(pods), retained=retained)
+    report = reservation.read_report(req.parent)
+    _add_reservation(status, req.parent, spec, None, report)
+    response = _finalize_response(status, children, plan, pods_left=bool(pods), retained=retained)
+    if reservation.pending_deletion(spec.name, report):
+        response["finalized"] = False  # slurm_sync deletes the reservation first; its report wakes us
+        response.setdefault("resyncAfterSeconds", DRAIN_RESYNC_SECONDS)
+    return response
 
 
 def _finalize_invalid(req: CompositeRequest, err: InvalidSpec) -> JSON:
@@ -205,7 +231,12 @@ def _finalize_invalid(req: CompositeRequest, err: InvalidSpec) -> JSON:
         _retained_condition(parent, retained),
         condition(parent, names.CONDITION_INVALID_SPEC, True, "InvalidValue", message),
     ]
-    return _finalize_response(status, children, plan, pods_left=bool(pods) and not released, retained=retained)
+    status.pop(names.STATUS_RESERVATION, None)  # deleting: the reservation must go
+    response = _finalize_response(status, children, plan, pods_left=bool(pods) and not released, retained=retained)
+    if not released and reservation.pending_deletion(parent["metadata"]["name"], reservation.read_report(parent)):
+        response["finalized"] = False
+        response.setdefault("resyncAfterSeconds", DRAIN_RESYNC_SECONDS)
+    return response
 
 
 def _finalize_response(status: JSON, children: list[JSON], plan: Plan, pods_left: bool, retained: list[JSON]) -> JSON:
@@ -270,6 +301,9 @@ def _hold(req: CompositeRequest, spec: NodeSetSpec, pods: list[ObservedPod]) -> 
         children += [cluster.kept(obj) for obj in req.children_of(type_key)]
     ctx = Context(spec=spec, revision=revision_hash(req.parent), draining=draining, now=_clock(spec))
     status = _status(req.parent, spec, pods, plan, ctx, controller_condition(req.parent, spec, None))
+    published = (req.parent.get("status") or {}).get(names.STATUS_RESERVATION)
+    if isinstance(published, dict):  # nothing can be decided: the published intent stays
+        status[names.STATUS_RESERVATION] = published
     return _response(status, children, plan, ctx.seconds_until_available(pods))
 
 

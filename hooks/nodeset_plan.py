@@ -18,7 +18,7 @@ from hooks import names
 from hooks.nodeset_observe import ObservedPod, victim_order
 from hooks.nodeset_pods import PodSlot, daemonset_slot, statefulset_slot
 from hooks.nodeset_scheduling import Fit, node_fit, node_hostname
-from hooks.nodeset_spec import ROLLING_UPDATE, NodeSetSpec
+from hooks.nodeset_spec import ROLLING_UPDATE, SCHEDULED_UPDATE, NodeSetSpec
 
 JSON = dict[str, Any]
 
@@ -47,6 +47,8 @@ class Context:
     revision: str
     draining: frozenset[str]  # pods listed in the last published status.drainingPods
     now: float | None  # the hook's clock (hooks/nodeset.now); None when minReadySeconds is 0 (not read)
+    # ScheduledUpdate: Slurm nodes slurm_sync reports in MAINTENANCE under this NodeSet's reservation
+    maintenance: frozenset[str] = frozenset()
 
     def available(self, pod: ObservedPod) -> bool:
         """Healthy, and Ready for at least minReadySeconds by the hook's clock.
@@ -85,6 +87,8 @@ def plan_statefulset(ctx: Context, pods: list[ObservedPod], ordinal_to_node: dic
     plan.condemn((p for p in kept.values() if p.finished), "pod finished; replacing it")
     if spec.update_type == ROLLING_UPDATE:
         _rolling_update(plan, ctx, [(p, o) for o, p in sorted(kept.items())], spec.replicas)
+    elif spec.update_type == SCHEDULED_UPDATE:
+        _scheduled_update(plan, ctx, kept.values())
     missing = spec.replicas - len(members)
     taken = {_ordinal(p.name, spec.name) for p in pods}
     names_taken = {p.name for p in pods}
@@ -141,6 +145,8 @@ def plan_daemonset(ctx: Context, pods: list[ObservedPod], nodes: list[JSON], pod
     plan.condemn((p for p, _ in members if p.finished), "pod finished; replacing it")
     if spec.update_type == ROLLING_UPDATE:
         _rolling_update(plan, ctx, [m for m in members if m[0].name not in plan.condemned], plan.desired)
+    elif spec.update_type == SCHEDULED_UPDATE:
+        _scheduled_update(plan, ctx, (p for p, _ in members))
     return plan
 
 
@@ -223,6 +229,18 @@ def _rolling_update(plan: Plan, ctx: Context, members: list[tuple[ObservedPod, i
     budget = scaled_max_unavailable(ctx.spec.max_unavailable, target) - max(0, target - available)
     healthy_old = sorted((m for m in old if m[0].name not in plan.condemned), key=lambda m: ctx.order(m[0], m[1]))
     plan.condemn((p for p, _ in healthy_old[: max(0, budget)]), reason)
+
+
+def _scheduled_update(plan: Plan, ctx: Context, members: Iterable[ObservedPod]) -> None:
+    """Old-revision pods whose Slurm node is in maintenance under our reservation go (drained first).
+
+    Both words come from slurm_sync: the pod's SlurmNodeStateMaintenance condition and the
+    NodeSet's reservation report naming the node. Outside the window nothing is condemned.
+    """
+    reason = f"scheduled update to revision {ctx.revision} in maintenance reservation"
+    plan.condemn(
+        (p for p in members if p.revision != ctx.revision and "MAINTENANCE" in p.slurm_states and p.hostname in ctx.maintenance), reason
+    )
 
 
 def _node_keeper(plan: Plan, ctx: Context, group: list[ObservedPod], node: str, hostname: str) -> ObservedPod | None:

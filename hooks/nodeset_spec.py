@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from hooks import contract, names
@@ -52,6 +53,15 @@ class SecretKeyRef:
 
 
 @dataclass(frozen=True)
+class ScheduledUpdate:
+    """updateStrategy.scheduledUpdate: the maintenance window's start (RFC 3339, UTC), minutes, user flags."""
+
+    start_time: str
+    minutes: int
+    flags: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class NodeSetSpec:
     """What the hook needs from a NodeSet, defaults applied."""
 
@@ -76,6 +86,7 @@ class NodeSetSpec:
     ordinal_padding: int
     pin_to_node: bool
     oversubscribe_node: bool
+    scheduled: ScheduledUpdate | None = None  # updateStrategy.scheduledUpdate, parsed only for ScheduledUpdate
 
     @property
     def template_spec(self) -> JSON:
@@ -125,6 +136,7 @@ def parse_nodeset(parent: JSON) -> NodeSetSpec:
         ordinal_padding=_int(spec, "ordinalPadding", 0, maximum=_MAX_ORDINAL_PADDING),
         pin_to_node=_bool(spec, "pinToNode", False),
         oversubscribe_node=_bool(spec, "oversubscribeNode", False),
+        scheduled=_scheduled_update(strategy) if strategy.get("type") == SCHEDULED_UPDATE else None,
     )
 
 
@@ -227,6 +239,58 @@ def _template(spec: JSON) -> JSON:
     if hostname is not None and not isinstance(hostname, str):
         raise InvalidSpec("spec.template.spec.hostname must be a string")
     return template
+
+
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
+_DURATION_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_SLURM_FLAG = re.compile(r"^[A-Z][A-Z0-9_]*$")
+
+
+def go_duration_seconds(text: str) -> float | None:
+    """A Go ``time.ParseDuration`` string ("30m", "1h30m", "90s") as seconds; None when unreadable or negative."""
+    body = text.strip()
+    if body == "0":
+        return 0.0
+    if not body or body.startswith("-"):
+        return None
+    body = body.removeprefix("+")
+    total, at = 0.0, 0
+    for match in _DURATION_PART.finditer(body):
+        if match.start() != at:
+            return None
+        total += float(match.group(1)) * _DURATION_UNIT_SECONDS[match.group(2)]
+        at = match.end()
+    return total if at == len(body) and at > 0 else None
+
+
+def _scheduled_update(strategy: JSON) -> ScheduledUpdate:
+    """startTime (RFC 3339) and duration (Go duration, at least one minute) are required; flags are Slurm words."""
+    scheduled = _object(strategy, "scheduledUpdate", "updateStrategy.")
+    field = "spec.updateStrategy.scheduledUpdate"
+    start = scheduled.get("startTime")
+    parsed = _rfc3339(start)
+    if parsed is None:
+        raise InvalidSpec(f"{field}.startTime must be an RFC 3339 timestamp (required for ScheduledUpdate), got {start!r}")
+    duration = scheduled.get("duration", "30m")
+    seconds = go_duration_seconds(duration) if isinstance(duration, str) else None
+    if seconds is None or seconds < 60:
+        raise InvalidSpec(f"{field}.duration must be a duration of at least 1m (like '30m' or '1h30m'), got {duration!r}")
+    flags = scheduled.get("flags")
+    if flags is None:
+        flags = []
+    if not isinstance(flags, list) or not all(isinstance(f, str) and _SLURM_FLAG.match(f.upper()) for f in flags):
+        raise InvalidSpec(f"{field}.flags must be a list of Slurm reservation flags (like 'DAILY'), got {flags!r}")
+    start_utc = datetime.fromtimestamp(parsed, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return ScheduledUpdate(start_time=start_utc, minutes=int(seconds // 60), flags=tuple(f.upper() for f in flags))
+
+
+def _rfc3339(value: Any) -> float | None:
+    if not isinstance(value, str) or not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9:.]+([Zz]|[+-][0-9]{2}:[0-9]{2})", value):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("z", "Z").replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def _sssd_conf_ref(ssh: JSON, enabled: bool) -> SecretKeyRef | None:

@@ -51,6 +51,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="bridge: pods with this schedulerName are ours; also the managed-node taint value")
     p.add_argument("--job-list-interval", type=float, default=float(_env("JOB_LIST_INTERVAL", "30")),
                    help="bridge: seconds between full job listings (orphan jobs; adoption after a crash)")
+    p.add_argument("--propagated-node-conditions", default=_env("PROPAGATED_NODE_CONDITIONS", ""),
+                   help="comma-separated Node condition types whose True conditions become the drain reason of a cordoned Node")
     p.add_argument("--once", action="store_true", default=_env("ONCE", "") == "1", help="one pass, then exit (0 = every cluster ok)")
     return p.parse_args(argv)
 
@@ -98,6 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         slurm_timeout=args.slurm_timeout,
         bind=args.bind,
         mode=args.mode,
+        propagated_node_conditions=tuple(t.strip() for t in args.propagated_node_conditions.split(",") if t.strip()),
     )
     kube = Kube(kube_client(args.kubeconfig), metrics.count_kube_write)
     bridge = bridge_loop(args, kube, metrics) if args.mode in ("bridge", "both") else None

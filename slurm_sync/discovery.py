@@ -130,8 +130,11 @@ class ClusterHandle:
 class Clusters:
     """The live set of clusters: one client, token source and loop each."""
 
-    def __init__(self, kube: Kube, metrics: Metrics, user: str, lifetime: int, slurm_timeout: float) -> None:
+    def __init__(
+        self, kube: Kube, metrics: Metrics, user: str, lifetime: int, slurm_timeout: float, propagated_conditions: tuple[str, ...] = ()
+    ) -> None:
         self.kube = kube
+        self.propagated_conditions = propagated_conditions
         self.metrics = metrics
         self.user = user
         self.lifetime = lifetime
@@ -149,7 +152,8 @@ class Clusters:
             if name not in self.handles:
                 tokens = TokenSource(self.user, self.lifetime)
                 client = SlurmClient(ref.url, tokens, timeout=self.slurm_timeout)
-                loop = OperatorLoop(name, ref.namespace, ref.controller, client, self.kube, self.metrics)
+                loop = OperatorLoop(name, ref.namespace, ref.controller, client, self.kube, self.metrics,
+                                    propagated_conditions=self.propagated_conditions)
                 self.handles[name] = ClusterHandle(ref, tokens, client, loop)
                 log.info("cluster %s: slurmrestd at %s", name, ref.url)
 

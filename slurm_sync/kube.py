@@ -37,6 +37,18 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def is_not_found(exc: ApiException) -> bool:
+    """The apiserver's own "no such object": 404 with a Status of reason NotFound (a bare 404, say
+    from a proxy or a wrong path, is not proof that the object is gone)."""
+    if exc.status != 404:
+        return False
+    try:
+        body = orjson.loads(exc.body or b"")
+    except (orjson.JSONDecodeError, TypeError):
+        return False
+    return isinstance(body, dict) and body.get("kind") == "Status" and body.get("reason") == "NotFound"
+
+
 def selector(labels: dict[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 

@@ -23,7 +23,8 @@ from hooks import names
 from hooks.gcpause import collector_paused
 from hooks.objects import selector_labels
 from slurm_sync import plan as planning
-from slurm_sync.kube import Kube, describe_error
+from slurm_sync import reservations
+from slurm_sync.kube import Kube, describe_error, is_not_found
 from slurm_sync.metrics import Metrics
 from slurm_sync.plan import PodPlan, PodState, SlurmView
 from slurm_sync.slurm import ListingWatch, SlurmClient
@@ -71,20 +72,24 @@ class PassResult:
         return self.slurm_ok and self.kube_ok
 
 
-def read_cluster(kube: Kube, namespace: str, controller: str) -> ClusterView:
-    """The cluster's worker pods (by the cluster label), its NodeSets, Nodes and slurmctld pods."""
+def read_cluster(kube: Kube, namespace: str, controller: str, propagated_conditions: tuple[str, ...] = ()) -> ClusterView:
+    """The cluster's worker pods (by the cluster label), its NodeSets, Nodes and slurmctld pods.
+    Nodes are listed when a pod runs on one, and all kept when a NodeSet prunes defunct Slurm nodes."""
     pods = [v for obj in kube.list_pods(namespace, {names.LABEL_CLUSTER: controller}) if (v := read_pod(obj))]
     nodesets = [read_nodeset(o) for o in kube.list_custom("nodesets", namespace) if nodeset_controller(o) == controller]
     node_names = {p.node_name for p in pods if p.node_name}
-    kube_nodes = [read_kube_node(o) for o in kube.list_nodes()] if node_names else []
+    all_nodes = any(n.prunes_defunct_nodes for n in nodesets)
+    kube_nodes = [read_kube_node(o) for o in kube.list_nodes()] if node_names or all_nodes else []
     ctl_labels = {names.LABEL_NAME: CONTROLLER_APP, names.LABEL_INSTANCE: controller}
     return ClusterView(
         namespace=namespace,
         controller=controller,
         pods=tuple(pods),
         nodesets={n.name: n for n in nodesets},
-        kube_nodes={n.name: n for n in kube_nodes if n.name in node_names},
+        kube_nodes={n.name: n for n in kube_nodes if all_nodes or n.name in node_names},
         controller_pods=tuple(read_controller_pod(o) for o in kube.list_pods(namespace, ctl_labels)),
+        propagated_conditions=propagated_conditions,
+        all_kube_nodes=all_nodes,
     )
 
 
@@ -139,8 +144,10 @@ class OperatorLoop:
         kube: Kube,
         metrics: Metrics,
         now: Callable[[], str] = utc_now,
+        propagated_conditions: tuple[str, ...] = (),
     ) -> None:
         self.name = name
+        self.propagated_conditions = propagated_conditions
         self.namespace = namespace
         self.controller = controller
         self.slurm = slurm
@@ -172,7 +179,7 @@ class OperatorLoop:
         slurm_ok = slurm.nodes is not None and slurm.ping is not None
         kube_ok = True
         try:
-            cluster = read_cluster(self.kube, self.namespace, self.controller)
+            cluster = read_cluster(self.kube, self.namespace, self.controller, self.propagated_conditions)
         except Exception as exc:  # an ApiException, or the apiserver unreachable (MaxRetryError): no write at all
             kube_ok = False
             tally.errors.append(f"reading Kubernetes objects: {describe_error(exc)}")
@@ -196,9 +203,12 @@ class OperatorLoop:
                 f"nodeset {touch.name}",
                 lambda t=touch: self.kube.annotate_nodeset(t.namespace, t.name, names.ANNOTATION_SLURM_OBSERVED, t.value),
             )
+        reservations.execute(self, cluster, slurm, tally)  # ScheduledUpdate maintenance reservations
         for nodeset in sorted(cluster.nodesets.values(), key=lambda n: n.name):
             if nodeset.releases_claims:
                 release_retained_claims(self.kube, nodeset, tally)
+        for candidate in planning.prune_candidates(cluster, slurm):
+            self._prune(candidate, tally)
 
     def _apply_pod(self, pod_plan: PodPlan, cluster: ClusterView, slurm: SlurmView, now: str, tally: Tally) -> PodState:
         """Patches (retried from a fresh read on 409), then Slurm updates; the hook-visible state."""
@@ -237,7 +247,7 @@ class OperatorLoop:
         for action in pod_plan.slurm:
             if action.lifts_drain and not lifts_allowed:
                 continue
-            what = ",".join(action.update.state) or "comment"
+            what = ",".join(action.update.state) or ",".join(action.update.body()) or "nothing"
             try:
                 self.slurm.update_node(action.node, action.update)
             except SlurmError as exc:
@@ -246,6 +256,29 @@ class OperatorLoop:
             tally.slurm_writes += 1
             self.metrics.slurm_writes.labels(self.name, what).inc()
             log.info("cluster %s: node %s: %s %s", self.name, action.node, what, action.update.reason or "")
+
+    def _prune(self, candidate: planning.PruneCandidate, tally: Tally) -> None:
+        """Delete a defunct Slurm node once its pod is confirmed gone: only a NotFound answer to
+        GET pod counts (any other answer or error deletes nothing)."""
+        try:
+            self.kube.read_pod(candidate.namespace, candidate.pod)
+            return  # the pod exists (not labelled as ours, or just created): not defunct
+        except ApiException as exc:
+            if not is_not_found(exc):
+                tally.errors.append(f"read pod {candidate.pod}: HTTP {exc.status}")
+                return
+        except Exception as exc:  # the apiserver unreachable: unknown, delete nothing
+            tally.errors.append(f"read pod {candidate.pod}: {describe_error(exc)}")
+            return
+        try:
+            self.slurm.delete_node(candidate.node)
+        except SlurmError as exc:
+            self._slurm_error(tally, f"delete node {candidate.node}", exc)
+            return
+        tally.slurm_writes += 1
+        self.metrics.slurm_writes.labels(self.name, "delete").inc()
+        log.info("cluster %s: defunct Slurm node %s pruned (pod %s/%s and its Kubernetes node are gone)",
+                 self.name, candidate.node, candidate.namespace, candidate.pod)
 
     def _kube_write(self, tally: Tally, what: str, write: Callable[[], None]) -> None:
         try:

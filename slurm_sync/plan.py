@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -24,9 +25,14 @@ from typing import Any
 
 from hooks import names, slurmstate
 from slurm_sync.slurm_types import Node, NodeUpdate, PingResult
-from slurm_sync.view import JSON, ClusterView, ControllerPodView, NodeSetView, PodView
+from slurm_sync.view import JSON, ClusterView, ControllerPodView, KubeNodeView, NodeSetView, PodView
 
 MAX_REASON = 256
+K8S_FEATURE_PREFIX = "k8s/"
+# What a topology spec may hold ("topo-switch:s2,topo-block:b2"): it becomes SLINKY_TOPOLOGY in the
+# slurmd --conf string, so nothing that could end the Topology= item (spaces, quotes) is copied.
+_TOPOLOGY = re.compile(r"[A-Za-z0-9._:,-]+")
+_FEATURE = re.compile(r"[A-Za-z0-9._:=+/-]+")
 _WHITESPACE_CONTROLS = str.maketrans({"\t": " ", "\r": " ", "\n": " "})
 
 
@@ -99,7 +105,7 @@ def drain_intent(pod: PodView, cluster: ClusterView) -> str | None:
     """Why the pod's Slurm node must be drained (prefixed), or None: node cordon, NodeSet intent, pod cordon."""
     node = cluster.kube_nodes.get(pod.node_name or "")
     if node is not None and node.unschedulable:
-        reason = sanitize_reason(node.cordon_reason or "")
+        reason = sanitize_reason(node.cordon_reason or "") or condition_reason(node, cluster.propagated_conditions)
         return operator_reason(reason or f"Node ({node.name}) was cordoned, Pod ({pod.namespace}/{pod.name}) must be cordoned")
     nodeset = cluster.nodesets.get(pod.nodeset or "")
     if nodeset is not None and pod.name in nodeset.intents:
@@ -107,6 +113,14 @@ def drain_intent(pod: PodView, cluster: ClusterView) -> str | None:
     if pod.cordoned:
         return operator_reason(f"Pod ({pod.namespace}/{pod.name}) was cordoned")
     return None
+
+
+def condition_reason(node: KubeNodeView, propagated: Iterable[str]) -> str:
+    """Slinky's reason from the Node's True conditions listed in --propagated-node-conditions:
+    ``(<reason>: <message>)`` each, in the Node's order, joined by ``; ``; sanitized; "" when none."""
+    wanted = set(propagated)
+    parts = [f"({c.reason}: {c.message})" for c in node.conditions if c.type in wanted and c.status == "True"]
+    return sanitize_reason("; ".join(parts))
 
 
 def drain_action(pod: PodView, node: Node, intent: str | None) -> SlurmAction | None:
@@ -140,6 +154,82 @@ def pod_comment(pod: PodView, nodeset: NodeSetView | None) -> str:
         "nodeSetUID": nodeset.uid if nodeset else "",
     }
     return json.dumps(info, separators=(",", ":"))
+
+
+def pod_info(comment: str) -> dict[str, str] | None:
+    """A Slurm node comment read back as Slinky's podInfo; None when it is not one."""
+    try:
+        info = json.loads(comment) if comment else None
+    except ValueError:
+        return None
+    if not isinstance(info, dict) or not all(isinstance(info.get(k, ""), str) for k in ("namespace", "podName", "node", "nodeSetName", "nodeSetUID")):
+        return None
+    return {k: info.get(k, "") for k in ("namespace", "podName", "node", "nodeSetName", "nodeSetUID")}
+
+
+def moved_action(pod: PodView, node: Node, intent: str | None, comment: str) -> SlurmAction | None:
+    """Slinky's second update after a pod moved to another Kubernetes node (the comment's non-empty
+    ``node`` changed): ``state: IDLE``. Slurm's IDLE also clears DRAIN and FAIL, so it is sent only
+    when nothing is lost: no drain intent, no DRAIN/FAIL flag, no reason (ours is lifted by
+    drain_action, anyone else's is never touched), not busy, and slurmd is answering."""
+    old = pod_info(node.comment)
+    if old is None or not old["node"] or old["node"] == (pod_info(comment) or {}).get("node"):
+        return None
+    if intent is not None or node.reason or node.busy or node.state & {"DRAIN", "FAIL", "NOT_RESPONDING", "UNDRAIN"}:
+        return None
+    return SlurmAction(node.name, NodeUpdate(state=("IDLE",)), lifts_drain=False)
+
+
+def _same_topology(a: str, b: str) -> bool:
+    return sorted(p.strip() for p in a.split(",") if p.strip()) == sorted(p.strip() for p in b.split(",") if p.strip())
+
+
+def topology_spec(kube_node: KubeNodeView) -> str | None:
+    """The Node's topology annotation when it is a usable spec; None when absent, empty or unsafe."""
+    spec = (kube_node.topology or "").strip()
+    return spec if spec and _TOPOLOGY.fullmatch(spec) else None
+
+
+def topology_action(node: Node, kube_node: KubeNodeView) -> SlurmAction | None:
+    """Push the Node's topology to Slurm (``topology_str``) when Slurm's differs; never clears one."""
+    spec = topology_spec(kube_node)
+    if spec is None or _same_topology(node.topology, spec):
+        return None
+    return SlurmAction(node.name, NodeUpdate(topology_str=spec), lifts_drain=False)
+
+
+def k8s_features(kube_node: KubeNodeView) -> tuple[str, ...] | None:
+    """``k8s/<value>`` for each CSV value of the Node's features annotation (absent: none);
+    None when a value is unusable (then the features are left as they are)."""
+    values: list[str] = []
+    for raw in (kube_node.features or "").split(","):
+        value = raw.strip()
+        if not value:
+            continue
+        if not _FEATURE.fullmatch(value):
+            return None
+        feature = K8S_FEATURE_PREFIX + value
+        if feature not in values:
+            values.append(feature)
+    return tuple(values)
+
+
+def features_action(node: Node, kube_node: KubeNodeView) -> SlurmAction | None:
+    """Replace the Slurm node's ``k8s/`` features (available and active) by the Node's; others stay."""
+    wanted = k8s_features(kube_node)
+    if wanted is None:
+        return None
+
+    def merged(current: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(f for f in current if not f.startswith(K8S_FEATURE_PREFIX)) + wanted
+
+    def ours(current: tuple[str, ...]) -> set[str]:
+        return {f for f in current if f.startswith(K8S_FEATURE_PREFIX)}
+
+    if ours(node.features) == set(wanted) and ours(node.active_features) == set(wanted):
+        return None
+    update = NodeUpdate(features=merged(node.features), features_act=merged(node.active_features))
+    return SlurmAction(node.name, update, lifts_drain=False)
 
 
 def conditions_patch(pod: PodView, desired: list[dict[str, Any]], now: str) -> JSON | None:
@@ -186,6 +276,7 @@ def plan_pod(pod: PodView, cluster: ClusterView, slurm: SlurmView, now: str) -> 
         return PodPlan(pod, (), (), observed_state(pod))
     node = slurm.nodes.get(pod.slurm_node)
     nodeset = cluster.nodesets.get(pod.nodeset or "")
+    kube_node = cluster.kube_nodes.get(pod.node_name or "")
     actions: list[SlurmAction] = []
     if node is None:
         desired: list[dict[str, Any]] = []
@@ -201,16 +292,21 @@ def plan_pod(pod: PodView, cluster: ClusterView, slurm: SlurmView, now: str) -> 
         comment = pod_comment(pod, nodeset)
         if pod.healthy and pod.node_name and node.comment != comment:
             actions.append(SlurmAction(node.name, NodeUpdate(comment=comment), lifts_drain=False))
+            moved = moved_action(pod, node, drain_intent(pod, cluster), comment)
+            if moved is not None and action is None:
+                actions.append(moved)
+        if kube_node is not None and not pod.terminating:
+            actions += [a for a in (features_action(node, kube_node), topology_action(node, kube_node)) if a is not None]
     protect = busy and (nodeset.protect if nodeset else True)
     patches = []
     status = conditions_patch(pod, desired, now)
     if status is not None:
         patches.append(PodPatch(pod.namespace, pod.name, "status", status))
-    meta = metadata_patch(
-        pod,
-        {names.LABEL_POD_PROTECT: _flag(protect)},
-        {names.ANNOTATION_DRAINED: _flag(drained), names.ANNOTATION_SLURM_NODE_ABSENT: _flag(node is None)},
-    )
+    annotations = {names.ANNOTATION_DRAINED: _flag(drained), names.ANNOTATION_SLURM_NODE_ABSENT: _flag(node is None)}
+    if kube_node is not None and not pod.terminating and (kube_node.topology is None or topology_spec(kube_node) is not None):
+        # the Node's topology on the pod (SLINKY_TOPOLOGY at its next start); an unsafe one is not copied
+        annotations[names.ANNOTATION_TOPOLOGY_SPEC] = topology_spec(kube_node)
+    meta = metadata_patch(pod, {names.LABEL_POD_PROTECT: _flag(protect)}, annotations)
     if meta is not None:
         patches.append(PodPatch(pod.namespace, pod.name, "", meta))
     state = PodState(drained=drained, absent=node is None, states=tuple(sorted(c["type"] for c in desired)))
@@ -284,3 +380,43 @@ def controller_patches(pods: Iterable[ControllerPodView], ping: PingResult | Non
             patches.append(PodPatch(pod.namespace, pod.name, "", body))
     return tuple(patches)
 
+
+
+# --- defunct Slurm nodes (DaemonSet mode, pruneSlurmNodeRecords: NodeNotFound) -----------------
+
+
+@dataclass(frozen=True)
+class PruneCandidate:
+    """A Slurm node to delete once its pod is confirmed gone (a GET answering NotFound)."""
+
+    node: str
+    namespace: str
+    pod: str
+
+
+def prune_candidates(cluster: ClusterView, slurm: SlurmView) -> tuple[PruneCandidate, ...]:
+    """Slinky's syncSlurmNodeRecordsNodeNotFound, failing closed: only from a successful Slurm
+    listing and a complete Node listing; only DOWN+NOT_RESPONDING nodes whose podInfo names a
+    pruning NodeSet (namespace, name, UID) and a Kubernetes node; skipped while the pod is listed,
+    a pod of ours uses the name, or any Node still maps to the name (its DaemonSet hostname)."""
+    if slurm.nodes is None or not cluster.all_kube_nodes:
+        return ()
+    pruning = {(n.namespace, n.name, n.uid) for n in cluster.nodesets.values() if n.prunes_defunct_nodes and n.uid}
+    if not pruning:
+        return ()
+    pod_names = {p.name for p in cluster.pods}
+    in_use = {p.slurm_node for p in cluster.pods}
+    mapped = {k.hostname for k in cluster.kube_nodes.values()}
+    found = []
+    for node in sorted(slurm.nodes.values(), key=lambda n: n.name):
+        if node.base_state != "DOWN" or "NOT_RESPONDING" not in node.state or node.busy:
+            continue
+        info = pod_info(node.comment)
+        if info is None or (info["namespace"], info["nodeSetName"], info["nodeSetUID"]) not in pruning:
+            continue
+        if info["namespace"] != cluster.namespace or not info["podName"] or info["podName"] in pod_names:
+            continue
+        if not info["node"] or node.name in in_use or node.name in mapped:
+            continue
+        found.append(PruneCandidate(node.name, info["namespace"], info["podName"]))
+    return tuple(found)

@@ -37,6 +37,8 @@ class Config:
     slurm_timeout: float = 10.0
     bind: str = "127.0.0.1:8081"
     mode: str = "operator"  # operator | bridge | both
+    # Node condition types whose True conditions explain a cordon in the drain reason (Slinky's flag)
+    propagated_node_conditions: tuple[str, ...] = ()
 
     @property
     def operator(self) -> bool:
@@ -72,7 +74,8 @@ class Service:
         self.metrics = metrics
         self.bridge = bridge
         self.health = Health()
-        self.clusters = Clusters(kube, metrics, config.token_user, config.token_lifetime, config.slurm_timeout)
+        self.clusters = Clusters(kube, metrics, config.token_user, config.token_lifetime, config.slurm_timeout,
+                                 config.propagated_node_conditions)
 
     def run_pass(self) -> bool:
         """One pass over every cluster and the bridge; True only if every one did all it meant to.

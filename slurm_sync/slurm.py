@@ -285,6 +285,10 @@ class SlurmClient:
         """Create or update one reservation (a ``reservation_desc_msg``)."""
         self._call("POST", self._path("reservation"), body=dict(reservation), retry=False)
 
+    def update_reservation(self, name: str, changes: Mapping[str, Any]) -> None:
+        """Change fields of an existing reservation (slurmrestd's POST reservation updates by name)."""
+        self._call("POST", self._path("reservation"), body={**changes, "name": name}, retry=False)
+
     def delete_reservation(self, name: str) -> None:
         self._call("DELETE", self._path("reservation", name), retry=False)
 

@@ -170,6 +170,7 @@ class Node:
     address: str
     hostname: str
     topology: str
+    reservation: str = ""  # the reservation the node is in now (slurmrestd's `reservation`)
 
     @property
     def base_state(self) -> str | None:
@@ -211,6 +212,7 @@ def parse_node(obj: JSON) -> Node:
         address=_str(obj, "address", what),
         hostname=_str(obj, "hostname", what),
         topology=_str(obj, "topology", what),
+        reservation=_str(obj, "reservation", what),
     )
 
 

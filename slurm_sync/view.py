@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hooks import names, slurmstate
+from hooks.nodeset_scheduling import node_hostname
 
 JSON = Mapping[str, Any]
 
@@ -54,6 +55,15 @@ class NodeSetView:
     deleting: bool = False  # metadata.deletionTimestamp is set (the hook's finalize runs)
     retain_claims: bool = True  # persistentVolumeClaimRetentionPolicy.whenDeleted is not Delete
     controller: str = ""  # spec.controllerRef.name
+    scaling_mode: str = "StatefulSet"  # spec.scalingMode
+    prune_records: str = "Never"  # spec.pruneSlurmNodeRecords
+    reservation: Any = None  # status.reservation as published (ScheduledUpdate; read by slurm_sync/reservations.py)
+    reservation_report: str | None = None  # our ANNOTATION_RESERVATION_OBSERVED
+
+    @property
+    def prunes_defunct_nodes(self) -> bool:
+        """Slinky's gate for pruning defunct Slurm nodes: DaemonSet mode and NodeNotFound."""
+        return self.scaling_mode == "DaemonSet" and self.prune_records == "NodeNotFound"
 
     @property
     def releases_claims(self) -> bool:
@@ -62,10 +72,22 @@ class NodeSetView:
 
 
 @dataclass(frozen=True)
+class NodeCondition:
+    type: str
+    status: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
 class KubeNodeView:
     name: str
     unschedulable: bool
     cordon_reason: str | None
+    hostname: str = ""  # the Slurm node name a DaemonSet pod gets here (override annotation, else first DNS label)
+    topology: str | None = None  # ANNOTATION_TOPOLOGY_SPEC, None when absent
+    features: str | None = None  # ANNOTATION_FEATURES_SPEC (CSV), None when absent
+    conditions: tuple[NodeCondition, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -86,6 +108,10 @@ class ClusterView:
     nodesets: Mapping[str, NodeSetView]
     kube_nodes: Mapping[str, KubeNodeView]
     controller_pods: tuple[ControllerPodView, ...]
+    # Node condition types whose True conditions become the cordon reason (--propagated-node-conditions)
+    propagated_conditions: tuple[str, ...] = ()
+    # kube_nodes holds every Node (a successful, complete listing): needed before pruning anything
+    all_kube_nodes: bool = False
 
 
 def _map(value: Any) -> dict[str, str]:
@@ -152,6 +178,10 @@ def read_nodeset(obj: JSON) -> NodeSetView:
         # Read as the NodeSet hook reads a spec it cannot parse: only an explicit Delete deletes.
         retain_claims=_obj(spec.get("persistentVolumeClaimRetentionPolicy")).get("whenDeleted") != "Delete",
         controller=nodeset_controller(obj),
+        scaling_mode=_str(spec.get("scalingMode")) or "StatefulSet",
+        prune_records=_str(spec.get("pruneSlurmNodeRecords")) or "Never",
+        reservation=status.get(names.STATUS_RESERVATION),
+        reservation_report=_map(meta.get("annotations")).get(names.ANNOTATION_RESERVATION_OBSERVED),
     )
 
 
@@ -160,11 +190,21 @@ def nodeset_controller(obj: JSON) -> str:
 
 
 def read_kube_node(obj: JSON) -> KubeNodeView:
-    meta, spec = _obj(obj.get("metadata")), _obj(obj.get("spec"))
+    meta, spec, status = _obj(obj.get("metadata")), _obj(obj.get("spec")), _obj(obj.get("status"))
+    annotations = _map(meta.get("annotations"))
+    conditions = tuple(
+        NodeCondition(_str(c.get("type")), _str(c.get("status")), _str(c.get("reason")), _str(c.get("message")))
+        for c in status.get("conditions") or []
+        if isinstance(c, Mapping) and _str(c.get("type"))
+    )
     return KubeNodeView(
         name=_str(meta.get("name")),
         unschedulable=spec.get("unschedulable") is True,
-        cordon_reason=_map(meta.get("annotations")).get(names.ANNOTATION_NODE_CORDON_REASON),
+        cordon_reason=annotations.get(names.ANNOTATION_NODE_CORDON_REASON),
+        hostname=node_hostname({"metadata": {"name": _str(meta.get("name")), "annotations": annotations}}, names.ANNOTATION_HOSTNAME_OVERRIDE),
+        topology=annotations.get(names.ANNOTATION_TOPOLOGY_SPEC),
+        features=annotations.get(names.ANNOTATION_FEATURES_SPEC),
+        conditions=conditions,
     )
 
 

@@ -108,7 +108,8 @@ def test_slurm_sync_environment_in_every_chart_is_understood_by_slurm_sync(monke
     """Each SLURM_SYNC_* variable a chart renders must change what `python -m slurm_sync` parses."""
     from slurm_sync.__main__ import parse_args
 
-    for chart, values in (("slurm-operator", {}), ("slurm-bridge", {})):
+    operator_values = {"slurmSync": {"namespace": "hpc", "propagatedNodeConditions": ["KernelDeadlock", "ReadonlyFilesystem"]}}
+    for chart, values in (("slurm-operator", {}), ("slurm-operator", operator_values), ("slurm-bridge", {})):
         for doc in helm.render(chart, values, "slinky"):
             if doc["kind"] != "Deployment":
                 continue

@@ -214,6 +214,7 @@ STATUS_FIELDS = {
         "selector",
         "conditions",
         "drainingPods",  # ours: the drain-before-delete intents slurm_sync carries out (DESIGN §4)
+        "reservation",  # ours: the ScheduledUpdate maintenance reservation slurm_sync creates (DESIGN §4)
     },
     "LoginSet": {"replicas", "selector", "conditions"},
     "RestApi": {"conditions"},

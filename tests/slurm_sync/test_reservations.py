@@ -1,0 +1,273 @@
+"""ScheduledUpdate reservations in slurm_sync: the pure plan, the loop against a pinned fake
+apiserver (pytest-httpserver, official client), and the real Slurm lab."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from pytest_httpserver import HTTPServer
+
+from hooks import names
+from slurm_sync.kube import Kube
+from slurm_sync.metrics import Metrics
+from slurm_sync.operator import OperatorLoop
+from slurm_sync.reservations import execute, plan_cluster, plan_nodeset, report
+from slurm_sync.slurm import SlurmClient
+from slurm_sync.slurm_errors import SlurmNotFound, SlurmUnavailable
+from slurm_sync.slurm_types import Listing, Node, Reservation, parse_node
+from slurm_sync.view import ClusterView, read_nodeset
+from tests.slurm_sync.kubefixtures import CLUSTER, NS, FakeSlurm, api_client, nodeset
+from tests.slurm_sync.test_operator_kube import MERGE, expect_patch, expect_reads, run, settled_hash
+
+NOW_EPOCH = 1_767_323_045  # kubefixtures.NOW, 2026-01-02T03:04:05Z
+FUTURE = "2026-01-02T05:00:00Z"
+FUTURE_EPOCH = NOW_EPOCH + 3600 + 55 * 60 + 55
+RESV = "SlurmOperatorMaint-gpu"
+
+
+def node(name: str, *state: str, reservation: str = "") -> Node:
+    return parse_node({"name": name, "state": list(state or ("IDLE",)), "reservation": reservation})
+
+
+NODES = {n: node(n) for n in ("gpu-0", "gpu-1")}
+
+
+def scheduled(nodes=("gpu-0", "gpu-1"), start=FUTURE, duration=30, flags=("MAINT", "IGNORE_JOBS"), report_value=None, deleting=False) -> dict:
+    obj = nodeset(deleting=deleting, when_deleted="Delete" if deleting else None)  # no PVC release to pin
+    obj["status"][names.STATUS_RESERVATION] = {"name": RESV, "startTime": start, "duration": duration, "flags": list(flags), "nodes": list(nodes)}
+    if report_value is not None:
+        obj["metadata"].setdefault("annotations", {})[names.ANNOTATION_RESERVATION_OBSERVED] = report_value
+    return obj
+
+
+def resv(nodes="gpu-[0-1]", start=FUTURE_EPOCH, minutes=30, flags=("MAINT", "IGNORE_JOBS", "SPEC_NODES"), name=RESV) -> Reservation:
+    return Reservation(name, nodes, frozenset(flags), start, start + minutes * 60, "slurm", "", "")
+
+
+def cluster_of(*objs: dict) -> ClusterView:
+    views = [read_nodeset(o) for o in objs]
+    return ClusterView(NS, CLUSTER, (), {v.name: v for v in views}, {}, ())
+
+
+def verbs(plan) -> list[str]:
+    return [a.verb for a in plan.actions]
+
+
+# --- the pure plan ------------------------------------------------------------------------
+
+
+def test_creates_the_reservation_with_maint_ignore_jobs_for_known_nodes_at_the_start():
+    plan = plan_nodeset(read_nodeset(scheduled(nodes=("gpu-0", "gpu-1", "gpu-9"))), None, NODES, NOW_EPOCH)
+    (action,) = plan.actions
+    assert action.verb == "create" and action.body == {
+        "name": RESV, "node_list": ["gpu-0", "gpu-1"], "users": ["slurm"], "flags": ["MAINT", "IGNORE_JOBS"],
+        "start_time": {"set": True, "number": FUTURE_EPOCH}, "duration": {"set": True, "number": 30},
+    }
+    assert plan.exists_after and not plan.active and "gpu-9" in plan.note
+
+
+def test_a_matching_reservation_is_left_alone():
+    assert verbs(plan_nodeset(read_nodeset(scheduled()), resv(), NODES, NOW_EPOCH)) == []
+
+
+def test_an_active_reservation_only_gets_its_node_list_updated():
+    active = resv(nodes="gpu-0", start=NOW_EPOCH - 60, flags=("MAINT",))  # flags and start differ too
+    plan = plan_nodeset(read_nodeset(scheduled()), active, NODES, NOW_EPOCH)
+    assert [(a.verb, a.body) for a in plan.actions] == [("update", {"node_list": ["gpu-0", "gpu-1"]})]
+    assert plan.active
+
+
+def test_an_inactive_reservation_with_other_flags_or_start_is_recreated():
+    for existing in (resv(flags=("MAINT", "IGNORE_JOBS", "DAILY")), resv(start=FUTURE_EPOCH + 60), resv(minutes=60)):
+        assert verbs(plan_nodeset(read_nodeset(scheduled()), existing, NODES, NOW_EPOCH)) == ["delete", "create"]
+
+
+def test_a_recurring_reservation_matches_modulo_its_period():
+    wanted = read_nodeset(scheduled(flags=("MAINT", "IGNORE_JOBS", "DAILY")))
+    moved = resv(start=FUTURE_EPOCH + 2 * 86400, flags=("MAINT", "IGNORE_JOBS", "DAILY", "SPEC_NODES"))
+    assert verbs(plan_nodeset(wanted, moved, NODES, NOW_EPOCH)) == []
+
+
+def test_a_begun_window_is_created_from_now_and_an_ended_one_not_at_all():
+    begun = plan_nodeset(read_nodeset(scheduled(start="2026-01-02T03:00:00Z", duration=30)), None, NODES, NOW_EPOCH)
+    body = begun.actions[0].body
+    assert body["start_time"]["number"] == NOW_EPOCH and body["duration"]["number"] == 26 and begun.active
+    ended = plan_nodeset(read_nodeset(scheduled(start="2026-01-02T01:00:00Z", duration=30)), None, NODES, NOW_EPOCH)
+    assert ended.actions == () and not ended.exists_after and "ended" in ended.note
+
+
+def test_no_intent_deletes_ours_and_orphans_but_never_other_reservations():
+    without = nodeset()
+    without.setdefault("metadata", {}).setdefault("annotations", {})[names.ANNOTATION_RESERVATION_OBSERVED] = "{}"
+    others = [resv(), resv(name="SlurmOperatorMaint-gone"), resv(name="admin-maint"), resv(name="slurmoperatormaint-x")]
+    plans, orphans = plan_cluster(cluster_of(without), others, NODES, NOW_EPOCH)
+    assert [(p.name, verbs(p)) for p in plans] == [(RESV, ["delete"])]
+    assert [(a.verb, a.name) for a in orphans] == [("delete", "SlurmOperatorMaint-gone")]
+    deleting = read_nodeset(scheduled(deleting=True))  # a NodeSet being deleted wants none, whatever its status says
+    assert verbs(plan_nodeset(deleting, resv(), NODES, NOW_EPOCH)) == ["delete"]
+
+
+def test_report_names_the_nodes_in_maintenance_under_our_reservation_only():
+    nodes = {"gpu-0": node("gpu-0", "IDLE", "MAINTENANCE", reservation=RESV), "gpu-1": node("gpu-1", "IDLE", "MAINTENANCE", reservation="admin")}
+    plan = plan_nodeset(read_nodeset(scheduled()), resv(start=NOW_EPOCH - 60), nodes, NOW_EPOCH)
+    assert json.loads(report(plan, True, nodes, "")) == {"name": RESV, "state": "Created", "active": True, "maintenance": ["gpu-0"], "error": ""}
+
+
+# --- the loop against a pinned fake apiserver -------------------------------------------------
+
+
+@dataclass
+class ReservingSlurm(FakeSlurm):
+    reservations: list[Reservation] = field(default_factory=list)
+    list_fails: bool = False
+    calls: list[tuple[str, Any]] = field(default_factory=list)
+
+    def list_reservations(self) -> Listing[Reservation]:
+        self.calls.append(("list", None))
+        if self.list_fails:
+            raise SlurmUnavailable("slurmrestd down")
+        return Listing(tuple(self.reservations), 1, False)
+
+    def create_reservation(self, body: dict) -> None:
+        self.calls.append(("create", body))
+
+    def update_reservation(self, name: str, changes: dict) -> None:
+        self.calls.append(("update", (name, changes)))
+
+    def delete_reservation(self, name: str) -> None:
+        self.calls.append(("delete", name))
+        raise SlurmNotFound("gone", status=404)
+
+
+@pytest.fixture
+def server(httpserver: HTTPServer) -> Iterator[HTTPServer]:
+    yield httpserver
+    httpserver.clear()
+
+
+def loop(server: HTTPServer, slurm: FakeSlurm) -> OperatorLoop:
+    metrics = Metrics()
+    kube = Kube(api_client(server.url_for("/")), metrics.count_kube_write)
+    return OperatorLoop(CLUSTER, NS, CLUSTER, slurm, kube, metrics, now=lambda: "2026-01-02T03:04:05Z")  # type: ignore[arg-type]
+
+
+def created_report(active: bool = False, maintenance: list[str] | None = None) -> str:
+    return json.dumps({"name": RESV, "state": "Created", "active": active, "maintenance": maintenance or [], "error": ""}, separators=(",", ":"))
+
+
+def with_observed(obj: dict) -> dict:
+    obj["metadata"].setdefault("annotations", {})[names.ANNOTATION_SLURM_OBSERVED] = settled_hash()
+    return obj
+
+
+def test_loop_creates_then_reports_once_then_stays_quiet(server: HTTPServer) -> None:
+    slurm = ReservingSlurm(dict(NODES))
+    expect_reads(server, [], [with_observed(scheduled())], None, [])
+    expect_patch(server, f"/apis/slinky.slurm.net/v1beta1/namespaces/{NS}/nodesets/gpu", MERGE,
+                 {"metadata": {"annotations": {names.ANNOTATION_RESERVATION_OBSERVED: created_report()}}})
+    result = run(server, loop(server, slurm))
+    assert result.ok and result.kube_writes == 1 and result.slurm_writes == 1
+    assert [c[0] for c in slurm.calls] == ["list", "create"]
+    # next pass: Slurm has it, the report is there: no write on either side
+    slurm = ReservingSlurm(dict(NODES), reservations=[resv()])
+    expect_reads(server, [], [with_observed(scheduled(report_value=created_report()))], None, [])
+    result = run(server, loop(server, slurm))
+    assert result.ok and result.kube_writes == 0 and result.slurm_writes == 0 and [c[0] for c in slurm.calls] == ["list"]
+
+
+def test_loop_fails_closed_when_the_listing_fails(server: HTTPServer) -> None:
+    slurm = ReservingSlurm(dict(NODES), list_fails=True)
+    expect_reads(server, [], [with_observed(scheduled())], None, [])
+    result = run(server, loop(server, slurm))
+    assert not result.ok and result.kube_writes == 0 and slurm.calls == [("list", None)]
+
+
+def test_loop_deletes_for_a_nodeset_being_deleted_and_reports_it_absent(server: HTTPServer) -> None:
+    slurm = ReservingSlurm(dict(NODES), reservations=[resv()])
+    obj = with_observed(scheduled(report_value=created_report(), deleting=True))
+    expect_reads(server, [], [obj], None, [])
+    absent = json.dumps({"name": RESV, "state": "Absent", "active": False, "maintenance": [], "error": ""}, separators=(",", ":"))
+    expect_patch(server, f"/apis/slinky.slurm.net/v1beta1/namespaces/{NS}/nodesets/gpu", MERGE,
+                 {"metadata": {"annotations": {names.ANNOTATION_RESERVATION_OBSERVED: absent}}})
+    run(server, loop(server, slurm))
+    assert slurm.calls == [("list", None), ("delete", RESV)]
+
+
+def test_loop_reads_no_reservation_when_no_nodeset_has_an_intent_or_report(server: HTTPServer) -> None:
+    slurm = ReservingSlurm(dict(NODES), reservations=[resv()])
+    expect_reads(server, [], [with_observed(nodeset())], None, [])
+    run(server, loop(server, slurm))
+    assert slurm.calls == []
+
+
+# --- the real Slurm lab -------------------------------------------------------------------
+
+
+@pytest.mark.slurm
+def test_real_slurm_reservation_created_for_the_nodesets_nodes_and_removed_on_deletion(slurm_lab) -> None:
+    name = "SlurmOperatorMaint-restest"
+    start = int(time.time()) + 7200
+    start_text = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start))
+
+    def obj(deleting: bool, report_value: str | None) -> dict:
+        o = nodeset(deleting=deleting)
+        o["metadata"]["name"] = "restest"
+        o["status"][names.STATUS_RESERVATION] = {"name": name, "startTime": start_text, "duration": 45, "flags": ["MAINT", "IGNORE_JOBS"], "nodes": ["n3", "n4"]}
+        if report_value is not None:
+            o["metadata"]["annotations"] = {names.ANNOTATION_RESERVATION_OBSERVED: report_value}
+        return o
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.annotations: list[str] = []
+
+        def annotate_nodeset(self, namespace: str, nodeset_name: str, key: str, value: str) -> None:
+            self.annotations.append(value)
+
+    with SlurmClient(slurm_lab.rest_url, lambda: slurm_lab.token, timeout=30) as client:
+        kube = Recorder()
+        looper = OperatorLoop(CLUSTER, NS, CLUSTER, client, kube, Metrics(), now=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))  # type: ignore[arg-type]
+        nodes = {n.name: n for n in client.list_nodes().items}
+        from slurm_sync.operator import Tally
+        from slurm_sync.plan import SlurmView
+
+        try:
+            tally = Tally()
+            execute(looper, cluster_of(obj(False, None)), SlurmView(nodes=nodes, ping=None), tally)
+            assert tally.errors == [] and tally.slurm_writes == 1
+            (made,) = [r for r in client.list_reservations().items if r.name == name]
+            assert {"MAINT", "IGNORE_JOBS"} <= made.flags and made.node_list == "n[3-4]" and "slurm" in made.users
+            assert made.start_time == start and made.end_time == start + 45 * 60
+            assert json.loads(kube.annotations[-1])["state"] == "Created"
+            tally = Tally()  # unchanged: no write
+            execute(looper, cluster_of(obj(False, kube.annotations[-1])), SlurmView(nodes=nodes, ping=None), tally)
+            assert tally.slurm_writes == 0 and len(kube.annotations) == 1
+            tally = Tally()
+            execute(looper, cluster_of(obj(True, kube.annotations[-1])), SlurmView(nodes=nodes, ping=None), tally)
+            assert tally.errors == [] and name not in {r.name for r in client.list_reservations().items}
+            assert json.loads(kube.annotations[-1])["state"] == "Absent"
+        finally:
+            try:
+                client.delete_reservation(name)
+            except Exception:  # already gone, as the test expects
+                pass
+
+
+@pytest.mark.slurm
+def test_real_slurm_update_reservation_changes_the_node_list(slurm_lab) -> None:
+    name = "SlurmOperatorMaint-updtest"
+    start = int(time.time()) + 7200
+    with SlurmClient(slurm_lab.rest_url, lambda: slurm_lab.token, timeout=30) as client:
+        client.create_reservation({"name": name, "node_list": ["n3"], "users": ["slurm"], "flags": ["MAINT", "IGNORE_JOBS"],
+                                   "start_time": {"set": True, "number": start}, "duration": {"set": True, "number": 10}})
+        try:
+            client.update_reservation(name, {"node_list": ["n3", "n4"]})
+            (made,) = [r for r in client.list_reservations().items if r.name == name]
+            assert made.node_list == "n[3-4]" and made.start_time == start
+        finally:
+            client.delete_reservation(name)
