@@ -133,8 +133,10 @@ ANNOTATION_FEATURES_SPEC: Final = FEATURES_PREFIX + "spec"
 # nodes}); no status.reservation means "no reservation of ours for this NodeSet". slurm_sync
 # creates, updates or deletes it and reports on the NodeSet in ANNOTATION_RESERVATION_OBSERVED,
 # JSON {"name", "state" (one of RESERVATION_STATE_*), "active", "maintenance" (Slurm nodes in
-# MAINTENANCE under this reservation, sorted), "message"}. slurm_sync touches only reservations
-# whose name starts with RESERVATION_PREFIX.
+# MAINTENANCE under this reservation, sorted), "error" (the last Slurm error or note, "" if none)}.
+# slurm_sync touches only reservations named RESERVATION_PREFIX + a NodeSet of its Controller; it
+# marks those it creates with the comment RESERVATION_MARK + "<namespace>/<nodeset> <uid>" and
+# deletes a reservation whose NodeSet is gone only if that mark is listed back.
 STATUS_RESERVATION: Final = "reservation"
 RESERVATION_PREFIX: Final = "SlurmOperatorMaint-"
 RESERVATION_USER: Final = "slurm"
@@ -142,5 +144,15 @@ RESERVATION_FLAGS: Final = ("MAINT", "IGNORE_JOBS")
 ANNOTATION_RESERVATION_OBSERVED: Final = NODESET_PREFIX + "reservation-observed"
 RESERVATION_STATE_CREATED: Final = "Created"  # the reservation exists in Slurm
 RESERVATION_STATE_ABSENT: Final = "Absent"  # no reservation of this name exists in Slurm
-RESERVATION_STATE_FAILED: Final = "Failed"  # Slurm refused a create, update or delete (see message)
 CONDITION_RESERVATION_CREATED: Final = "ReservationCreated"
+# scheduledUpdate.flags accepted: Slurm 26.05 lists each back unchanged (checked against slurmrestd
+# v0.0.45). Not accepted: NO_* (never listed), SKIP/DURATION_*/REPLACE* (dropped or refused),
+# TIME_FLOAT (start relative to now), WEEKDAY/WEEKEND (moved by Slurm without a fixed period).
+RESERVATION_USER_FLAGS: Final = frozenset(
+    {"MAINT", "IGNORE_JOBS", "DAILY", "WEEKLY", "HOURLY", "STATIC", "OVERLAP", "PURGE_COMP", "MAGNETIC", "FLEX", "ANY_NODES",
+     "USER_DELETE", "NO_HOLD_JOBS_AFTER_END"}
+)
+RESERVATION_MARK: Final = "slinky-metacontroller "
+# slurm_sync: the prefix of the Slurm node features it owns (`k8s/<value>` from ANNOTATION_FEATURES_SPEC);
+# features without it are someone else's and are never removed.
+K8S_FEATURE_PREFIX: Final = "k8s/"

@@ -186,7 +186,7 @@ def finalize(req: CompositeRequest) -> JSON:
     report = reservation.read_report(req.parent)
     _add_reservation(status, req.parent, spec, None, report)
     response = _finalize_response(status, children, plan, pods_left=bool(pods), retained=retained)
-    if reservation.pending_deletion(spec.name, report):
+    if reservation.pending_deletion(req.parent, spec.name, report):
         response["finalized"] = False  # slurm_sync deletes the reservation first; its report wakes us
         response.setdefault("resyncAfterSeconds", DRAIN_RESYNC_SECONDS)
     return response
@@ -233,7 +233,7 @@ def _finalize_invalid(req: CompositeRequest, err: InvalidSpec) -> JSON:
     ]
     status.pop(names.STATUS_RESERVATION, None)  # deleting: the reservation must go
     response = _finalize_response(status, children, plan, pods_left=bool(pods) and not released, retained=retained)
-    if not released and reservation.pending_deletion(parent["metadata"]["name"], reservation.read_report(parent)):
+    if not released and reservation.pending_deletion(parent, parent["metadata"]["name"], reservation.read_report(parent)):
         response["finalized"] = False
         response.setdefault("resyncAfterSeconds", DRAIN_RESYNC_SECONDS)
     return response

@@ -9,7 +9,8 @@ error}). Slinky's rules:
   in minutes;
 * it is wanted only while pods are wanted (replicas, or DaemonSet desired, > 0) and Slurm counts
   an idle or allocated node among them. Once slurm_sync reports it created, a dip of those
-  counts (nodes DOWN for a moment) keeps the intent rather than deleting and recreating it;
+  counts (nodes DOWN for a moment), or every pod terminating (no hostname to list), keeps the
+  last published intent rather than deleting the reservation mid-window;
 * old-revision pods whose Slurm node is MAINTENANCE under it are condemned (hooks/nodeset_plan),
   and then drained before deletion like every other condemned pod: MAINTENANCE alone is not
   drained (jobs started before the window under IGNORE_JOBS may still run);
@@ -40,6 +41,8 @@ class Report:
     active: bool
     maintenance: frozenset[str]
     error: str
+    absent: bool = False  # state Absent: slurm_sync saw no reservation of this name
+    published: JSON | None = None  # the parent's last published status.reservation (kept while Created)
 
 
 def reservation_name(nodeset: str) -> str:
@@ -59,12 +62,15 @@ def read_report(parent: JSON) -> Report | None:
     if not isinstance(data, dict) or not isinstance(data.get("name"), str):
         return None
     nodes = data.get("maintenance")
+    published = (parent.get("status") or {}).get(names.STATUS_RESERVATION)
     return Report(
         name=data["name"],
         exists=data.get("state") == names.RESERVATION_STATE_CREATED,
         active=data.get("active") is True,
         maintenance=frozenset(n for n in nodes if isinstance(n, str)) if isinstance(nodes, list) else frozenset(),
         error=data["error"] if isinstance(data.get("error"), str) else "",
+        absent=data.get("state") == names.RESERVATION_STATE_ABSENT,
+        published=published if isinstance(published, dict) and published.get("name") == data["name"] else None,
     )
 
 
@@ -85,9 +91,9 @@ def intent(spec: NodeSetSpec, pods: list[ObservedPod], status: JSON, report: Rep
     if scheduled is None or status.get("desired", 0) <= 0:
         return None
     nodes = sorted({p.hostname for p in pods if p.ours and not p.terminating and p.hostname})
-    if not nodes:
-        return None
     mine = ours(report, spec.name)
+    if not nodes:  # every pod terminating: keep what slurm_sync created rather than delete it mid-window
+        return mine.published if mine is not None and mine.exists else None
     if status.get("slurmIdle", 0) + status.get("slurmAllocated", 0) == 0 and not (mine is not None and mine.exists):
         return None
     flags = list(dict.fromkeys([*names.RESERVATION_FLAGS, *scheduled.flags]))
@@ -125,10 +131,20 @@ def _wants_no_pods(spec: NodeSetSpec) -> bool:
     return spec.replicas == 0 and spec.scaling_mode != "DaemonSet"
 
 
-def pending_deletion(spec_name: str, report: Report | None) -> bool:
-    """Finalize must wait: slurm_sync last saw our reservation in Slurm."""
+def pending_deletion(parent: JSON, spec_name: str, report: Report | None) -> bool:
+    """Finalize must wait: a reservation of ours may exist in Slurm.
+
+    Only slurm_sync's report "Absent" about our name says it does not. Without a report, one may
+    exist only if an intent was published (status.reservation); an unreadable report, or one about
+    another name or in another state, may hide one.
+    """
     mine = ours(report, spec_name)
-    return mine is not None and mine.exists
+    if mine is not None:
+        return not mine.absent
+    annotations = (parent.get("metadata") or {}).get("annotations")
+    if isinstance(annotations, dict) and names.ANNOTATION_RESERVATION_OBSERVED in annotations:
+        return True
+    return (parent.get("status") or {}).get(names.STATUS_RESERVATION) is not None
 
 
 def _with_error(message: str, report: Report | None) -> str:

@@ -243,7 +243,6 @@ def _template(spec: JSON) -> JSON:
 
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
 _DURATION_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_SLURM_FLAG = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
 
 def go_duration_seconds(text: str) -> float | None:
@@ -278,8 +277,14 @@ def _scheduled_update(strategy: JSON) -> ScheduledUpdate:
     flags = scheduled.get("flags")
     if flags is None:
         flags = []
-    if not isinstance(flags, list) or not all(isinstance(f, str) and _SLURM_FLAG.match(f.upper()) for f in flags):
+    if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
         raise InvalidSpec(f"{field}.flags must be a list of Slurm reservation flags (like 'DAILY'), got {flags!r}")
+    for flag in flags:
+        if flag.upper() in ("WEEKDAY", "WEEKEND"):
+            raise InvalidSpec(f"{field}.flags: {flag.upper()} is not supported (Slurm moves such a window by a varying number of days); use DAILY or WEEKLY")
+        if flag.upper() not in names.RESERVATION_USER_FLAGS:
+            known = ", ".join(sorted(names.RESERVATION_USER_FLAGS))
+            raise InvalidSpec(f"{field}.flags: {flag.upper()} is not supported (Slurm would not list it back unchanged); supported: {known}")
     start_utc = datetime.fromtimestamp(parsed, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     return ScheduledUpdate(start_time=start_utc, minutes=int(seconds // 60), flags=tuple(f.upper() for f in flags))
 

@@ -32,6 +32,12 @@ class Metrics:
         self.slurm_writes = Counter(
             "slurm_sync_slurm_writes", "Slurm node updates sent, by state set", ["cluster", "action"], registry=self.registry
         )
+        self.slurm_refused = Counter(
+            "slurm_sync_slurm_refused_updates",
+            "Slurm node updates Slurm refused, counted once each (not re-sent until they or Slurm's value change)",
+            ["cluster", "action", "reason"],
+            registry=self.registry,
+        )
         self.kube_writes = Counter(
             "slurm_sync_kube_writes", "Kubernetes writes, by object kind and verb", ["kind", "verb"], registry=self.registry
         )

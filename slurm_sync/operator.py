@@ -12,6 +12,7 @@ reads nothing more.
 from __future__ import annotations
 
 import datetime
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -28,8 +29,8 @@ from slurm_sync.kube import Kube, describe_error, is_not_found
 from slurm_sync.metrics import Metrics
 from slurm_sync.plan import PodPlan, PodState, SlurmView
 from slurm_sync.slurm import ListingWatch, SlurmClient
-from slurm_sync.slurm_errors import SlurmError
-from slurm_sync.slurm_types import Node
+from slurm_sync.slurm_errors import SlurmError, SlurmRejected, SlurmUnsupported
+from slurm_sync.slurm_types import Node, NodeUpdate
 from slurm_sync.view import (
     ClusterView,
     NodeSetView,
@@ -47,6 +48,22 @@ CONFLICT_ATTEMPTS = 3
 CONTROLLER_APP = "slurmctld"
 WORKER_APP = "slurmd"  # NodeSet children carry selector_labels(WORKER_APP, <nodeset>)
 UNPROCESSABLE = 422  # a JSON patch whose test op failed: the object changed since it was read
+# A node update Slurm refused is not sent again while neither the update nor Slurm's value of the
+# fields it sets changed; it is retried after a backoff doubling from the first delay up to the cap.
+REFUSAL_RETRY_FIRST = 60.0
+REFUSAL_RETRY_MAX = 600.0
+# Refusals that are about who we are, not about the update: they stay pass errors every pass.
+_AUTH_STATUSES = frozenset({401, 403})
+_AUTH_NUMBERS = frozenset({1007, 2002})  # protocol authentication failure, ESLURM_ACCESS_DENIED
+# The Slurm node fields each update key sets (what "Slurm's value" of an update is).
+_UPDATE_FIELDS = {
+    "state": ("state", "reason"),
+    "reason": ("reason",),
+    "comment": ("comment",),
+    "features": ("features",),
+    "features_act": ("active_features",),
+    "topology_str": ("topology",),
+}
 
 
 def utc_now() -> str:
@@ -124,6 +141,42 @@ def release_retained_claims(kube: Kube, nodeset: NodeSetView, tally: Tally) -> N
 
 
 @dataclass
+class Refusal:
+    """A node update Slurm refused: not sent again before ``retry_at`` unless Slurm's value changed."""
+
+    seen: str  # Slurm's value of the fields the update sets, when it was refused
+    retry_at: float
+    delay: float
+
+
+def update_key(node: str, update: NodeUpdate) -> tuple[str, str]:
+    return node, json.dumps(update.body(), sort_keys=True, separators=(",", ":"))
+
+
+def slurm_value(node: Node | None, update: NodeUpdate) -> str:
+    """Slurm's current value of the fields ``update`` sets (a changed one re-sends a refused update)."""
+    if node is None:
+        return ""
+    fields = sorted({f for key in update.body() for f in _UPDATE_FIELDS.get(key, ())})
+    values = {f: sorted(v) if isinstance(v := getattr(node, f), (frozenset, tuple)) else v for f in fields}
+    return json.dumps(values, sort_keys=True, separators=(",", ":"))
+
+
+def is_refusal(exc: SlurmError) -> bool:
+    """Slurm (or the REST version it speaks) will keep saying no to this very update."""
+    if isinstance(exc, SlurmUnsupported):
+        return True
+    return isinstance(exc, SlurmRejected) and exc.status not in _AUTH_STATUSES and not (exc.numbers & _AUTH_NUMBERS)
+
+
+def refusal_reason(exc: SlurmError) -> str:
+    """A low-cardinality label: Slurm's error number(s), else the HTTP status or the kind."""
+    if isinstance(exc, SlurmRejected):
+        return ",".join(str(n) for n in sorted(exc.numbers)) or f"http_{exc.status}"
+    return "unsupported"
+
+
+@dataclass
 class Tally:
     """What one pass did and what went wrong (mutable: filled in while executing)."""
 
@@ -145,6 +198,7 @@ class OperatorLoop:
         metrics: Metrics,
         now: Callable[[], str] = utc_now,
         propagated_conditions: tuple[str, ...] = (),
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.name = name
         self.propagated_conditions = propagated_conditions
@@ -155,6 +209,11 @@ class OperatorLoop:
         self.metrics = metrics
         self._now = now
         self._watch: ListingWatch[str, Node] = slurm.node_watch()
+        self._clock = clock
+        # In memory only (rebuilt after a restart at the cost of one update each):
+        self._refused: dict[tuple[str, str], Refusal] = {}  # (node, update body) -> Slurm's refusal
+        self._applied_topology: dict[str, str] = {}  # node -> topology_str last set successfully
+        self._planned: set[tuple[str, str]] = set()  # this pass's updates (stale refusals are forgotten)
 
     def read_slurm(self, tally: Tally) -> SlurmView:
         nodes = ping = None
@@ -193,8 +252,11 @@ class OperatorLoop:
     def _execute(self, cluster: ClusterView, slurm: SlurmView, tally: Tally) -> None:
         now = self._now()
         states: dict[str, PodState] = {}
+        self._planned = set()
         for pod in cluster.pods:
-            states[pod.name] = self._apply_pod(planning.plan_pod(pod, cluster, slurm, now), cluster, slurm, now, tally)
+            pod_plan = planning.plan_pod(pod, cluster, slurm, now, self._applied_topology)
+            states[pod.name] = self._apply_pod(pod_plan, cluster, slurm, now, tally)
+        self._forget(slurm)
         for patch in planning.controller_patches(cluster.controller_pods, slurm.ping):
             self._kube_write(tally, f"pod {patch.name}", lambda p=patch: self.kube.patch_pod(p.namespace, p.name, p.body))
         for touch in planning.nodeset_touches(cluster, states):
@@ -227,13 +289,13 @@ class OperatorLoop:
                     fresh = self._reread(pod_plan.pod, tally)
                     if fresh is None:
                         return planning.observed_state(pod_plan.pod)
-                    pod_plan = planning.plan_pod(fresh, cluster, slurm, now)
+                    pod_plan = planning.plan_pod(fresh, cluster, slurm, now, self._applied_topology)
                     continue
                 tally.errors.append(f"patch pod {pod_plan.pod.name}: HTTP {exc.status}")
                 log.error("pod %s/%s: patch failed: HTTP %s %s", pod_plan.pod.namespace, pod_plan.pod.name, exc.status, exc.reason)
-                self._slurm_updates(pod_plan, tally, lifts_allowed=False)
+                self._slurm_updates(pod_plan, slurm, tally, lifts_allowed=False)
                 return planning.observed_state(pod_plan.pod)
-        self._slurm_updates(pod_plan, tally, lifts_allowed=True)
+        self._slurm_updates(pod_plan, slurm, tally, lifts_allowed=True)
         return pod_plan.state
 
     def _reread(self, pod: PodView, tally: Tally) -> PodView | None:
@@ -243,19 +305,60 @@ class OperatorLoop:
             tally.errors.append(f"read pod {pod.name}: {describe_error(exc)}")
             return None
 
-    def _slurm_updates(self, pod_plan: PodPlan, tally: Tally, lifts_allowed: bool) -> None:
+    def _slurm_updates(self, pod_plan: PodPlan, slurm: SlurmView, tally: Tally, lifts_allowed: bool) -> None:
+        comment_sent = False
         for action in pod_plan.slurm:
             if action.lifts_drain and not lifts_allowed:
                 continue
+            if action.after_comment and not comment_sent:
+                continue  # the IDLE after a move follows only a comment update that succeeded
             what = ",".join(action.update.state) or ",".join(action.update.body()) or "nothing"
+            key = update_key(action.node, action.update)
+            self._planned.add(key)
+            seen = slurm_value((slurm.nodes or {}).get(action.node), action.update)
+            refusal = self._refused.get(key)
+            if refusal is not None and refusal.seen != seen:
+                refusal = None  # Slurm's value changed since: a new attempt, reported anew
+            if refusal is not None and self._clock() < refusal.retry_at:
+                log.debug("cluster %s: node %s: %s refused before, not re-sent yet", self.name, action.node, what)
+                continue
             try:
                 self.slurm.update_node(action.node, action.update)
             except SlurmError as exc:
-                self._slurm_error(tally, f"update node {action.node} ({what})", exc)
+                if is_refusal(exc):
+                    self._refusal(key, seen, refusal, what, exc)
+                else:
+                    self._slurm_error(tally, f"update node {action.node} ({what})", exc)
                 continue
+            self._refused.pop(key, None)
+            if action.update.comment is not None:
+                comment_sent = True
+            if action.update.topology_str is not None:
+                self._applied_topology[action.node] = action.update.topology_str
             tally.slurm_writes += 1
             self.metrics.slurm_writes.labels(self.name, what).inc()
             log.info("cluster %s: node %s: %s %s", self.name, action.node, what, action.update.reason or "")
+
+    def _refusal(self, key: tuple[str, str], seen: str, before: Refusal | None, what: str, exc: SlurmError) -> None:
+        """Remember a refused update: not re-sent until it or Slurm's value changes, or the backoff
+        ends. Reported (log + metric) once, not as a pass error: readiness follows reads only."""
+        self.metrics.count_slurm_error(self.name, exc)
+        delay = REFUSAL_RETRY_FIRST if before is None else min(before.delay * 2, REFUSAL_RETRY_MAX)
+        self._refused[key] = Refusal(seen, self._clock() + delay, delay)
+        if before is None:
+            self.metrics.slurm_refused.labels(self.name, what, refusal_reason(exc)).inc()
+            log.warning("cluster %s: node %s: Slurm refused %s: %s (not re-sent until it or Slurm's value changes; retry in %.0fs)",
+                        self.name, key[0], what, exc, delay)
+        else:
+            log.info("cluster %s: node %s: Slurm refused %s again: %s (retry in %.0fs)", self.name, key[0], what, exc, delay)
+
+    def _forget(self, slurm: SlurmView) -> None:
+        """Drop refusals of updates no longer planned, and what we know of nodes Slurm no longer lists."""
+        nodes = {key[0] for key in self._planned}
+        self._refused = {k: v for k, v in self._refused.items() if k in self._planned or k[0] not in nodes}
+        if slurm.nodes is not None:
+            self._refused = {k: v for k, v in self._refused.items() if k[0] in slurm.nodes}
+            self._applied_topology = {n: t for n, t in self._applied_topology.items() if n in slurm.nodes}
 
     def _prune(self, candidate: planning.PruneCandidate, tally: Tally) -> None:
         """Delete a defunct Slurm node once its pod is confirmed gone: only a NotFound answer to

@@ -28,7 +28,6 @@ from slurm_sync.slurm_types import Node, NodeUpdate, PingResult
 from slurm_sync.view import JSON, ClusterView, ControllerPodView, KubeNodeView, NodeSetView, PodView
 
 MAX_REASON = 256
-K8S_FEATURE_PREFIX = "k8s/"
 # What a topology spec may hold ("topo-switch:s2,topo-block:b2"): it becomes SLINKY_TOPOLOGY in the
 # slurmd --conf string, so nothing that could end the Topology= item (spaces, quotes) is copied.
 _TOPOLOGY = re.compile(r"[A-Za-z0-9._:,-]+")
@@ -49,6 +48,7 @@ class SlurmAction:
     node: str
     update: NodeUpdate
     lifts_drain: bool  # UNDRAIN/RESUME: only after the pod's marks were cleared
+    after_comment: bool = False  # sent only when this pass's comment update of the node succeeded
 
 
 @dataclass(frozen=True)
@@ -169,15 +169,25 @@ def pod_info(comment: str) -> dict[str, str] | None:
 
 def moved_action(pod: PodView, node: Node, intent: str | None, comment: str) -> SlurmAction | None:
     """Slinky's second update after a pod moved to another Kubernetes node (the comment's non-empty
-    ``node`` changed): ``state: IDLE``. Slurm's IDLE also clears DRAIN and FAIL, so it is sent only
-    when nothing is lost: no drain intent, no DRAIN/FAIL flag, no reason (ours is lifted by
-    drain_action, anyone else's is never touched), not busy, and slurmd is answering."""
+    ``node`` changed): ``state: IDLE``. Slurm's IDLE also clears DRAIN and FAIL and brings a DOWN
+    node up, so it is sent only when nothing is lost: no drain intent, not DOWN, no DRAIN/FAIL/
+    UNDRAIN flag, no reboot or power operation under way (REBOOT_*, POWER*), no reason (ours is
+    lifted by drain_action, anyone else's is never touched), not busy, and slurmd is answering.
+    It follows the comment update and is sent only when that succeeded in the same pass."""
     old = pod_info(node.comment)
     if old is None or not old["node"] or old["node"] == (pod_info(comment) or {}).get("node"):
         return None
-    if intent is not None or node.reason or node.busy or node.state & {"DRAIN", "FAIL", "NOT_RESPONDING", "UNDRAIN"}:
+    if intent is not None or node.reason or node.busy or node.base_state == "DOWN" or not _idle_safe(node.state):
         return None
-    return SlurmAction(node.name, NodeUpdate(state=("IDLE",)), lifts_drain=False)
+    return SlurmAction(node.name, NodeUpdate(state=("IDLE",)), lifts_drain=False, after_comment=True)
+
+
+_NOT_IDLED = frozenset({"DOWN", "DRAIN", "FAIL", "NOT_RESPONDING", "UNDRAIN"})
+_NOT_IDLED_PREFIXES = ("REBOOT", "POWER")  # REBOOT_REQUESTED/ISSUED/CANCELED, POWER_DOWN/UP, POWERED_DOWN, POWERING_*
+
+
+def _idle_safe(state: frozenset[str]) -> bool:
+    return not (state & _NOT_IDLED) and not any(word.startswith(_NOT_IDLED_PREFIXES) for word in state)
 
 
 def _same_topology(a: str, b: str) -> bool:
@@ -190,10 +200,15 @@ def topology_spec(kube_node: KubeNodeView) -> str | None:
     return spec if spec and _TOPOLOGY.fullmatch(spec) else None
 
 
-def topology_action(node: Node, kube_node: KubeNodeView) -> SlurmAction | None:
-    """Push the Node's topology to Slurm (``topology_str``) when Slurm's differs; never clears one."""
+def topology_action(node: Node, kube_node: KubeNodeView, applied: str | None = None) -> SlurmAction | None:
+    """Push the Node's topology to Slurm (``topology_str``) when it differs; never clears one.
+
+    ``applied`` is what the loop last set successfully on this node (remembered in memory): the
+    spec is compared with it rather than with Slurm's ``topology``, which a topology plugin may
+    report in a normalised form (that would otherwise be "different" on every pass). Without it
+    (first sight, or after a restart) Slurm's value is compared."""
     spec = topology_spec(kube_node)
-    if spec is None or _same_topology(node.topology, spec):
+    if spec is None or _same_topology(node.topology if applied is None else applied, spec):
         return None
     return SlurmAction(node.name, NodeUpdate(topology_str=spec), lifts_drain=False)
 
@@ -208,7 +223,7 @@ def k8s_features(kube_node: KubeNodeView) -> tuple[str, ...] | None:
             continue
         if not _FEATURE.fullmatch(value):
             return None
-        feature = K8S_FEATURE_PREFIX + value
+        feature = names.K8S_FEATURE_PREFIX + value
         if feature not in values:
             values.append(feature)
     return tuple(values)
@@ -221,10 +236,10 @@ def features_action(node: Node, kube_node: KubeNodeView) -> SlurmAction | None:
         return None
 
     def merged(current: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(f for f in current if not f.startswith(K8S_FEATURE_PREFIX)) + wanted
+        return tuple(f for f in current if not f.startswith(names.K8S_FEATURE_PREFIX)) + wanted
 
     def ours(current: tuple[str, ...]) -> set[str]:
-        return {f for f in current if f.startswith(K8S_FEATURE_PREFIX)}
+        return {f for f in current if f.startswith(names.K8S_FEATURE_PREFIX)}
 
     if ours(node.features) == set(wanted) and ours(node.active_features) == set(wanted):
         return None
@@ -270,8 +285,9 @@ def observed_state(pod: PodView) -> PodState:
     )
 
 
-def plan_pod(pod: PodView, cluster: ClusterView, slurm: SlurmView, now: str) -> PodPlan:
-    """Everything one pod needs this pass. Without a listing: nothing."""
+def plan_pod(pod: PodView, cluster: ClusterView, slurm: SlurmView, now: str, applied_topology: Mapping[str, str] | None = None) -> PodPlan:
+    """Everything one pod needs this pass. Without a listing: nothing. ``applied_topology``: the
+    topology spec last applied successfully per Slurm node (see topology_action)."""
     if slurm.nodes is None:
         return PodPlan(pod, (), (), observed_state(pod))
     node = slurm.nodes.get(pod.slurm_node)
@@ -296,7 +312,8 @@ def plan_pod(pod: PodView, cluster: ClusterView, slurm: SlurmView, now: str) -> 
             if moved is not None and action is None:
                 actions.append(moved)
         if kube_node is not None and not pod.terminating:
-            actions += [a for a in (features_action(node, kube_node), topology_action(node, kube_node)) if a is not None]
+            topology = topology_action(node, kube_node, (applied_topology or {}).get(node.name))
+            actions += [a for a in (features_action(node, kube_node), topology) if a is not None]
     protect = busy and (nodeset.protect if nodeset else True)
     patches = []
     status = conditions_patch(pod, desired, now)

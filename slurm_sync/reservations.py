@@ -4,18 +4,26 @@ The NodeSet hook publishes the reservation it wants in `status.reservation`; thi
 Slurm match and reports back in the NodeSet annotation `names.ANNOTATION_RESERVATION_OBSERVED`
 (JSON {name, state, active, maintenance, error}), which wakes the hook.
 
-* Only ours: only reservations named `SlurmOperatorMaint-<nodeset>` are read, changed or deleted.
+* Only ours: only reservations named `SlurmOperatorMaint-<nodeset>` for a NodeSet in scope are
+  changed or deleted. One whose NodeSet is gone is deleted only if it carries our mark (comment
+  "slinky-metacontroller <ns>/<nodeset> <uid>", set at create) for this Controller's namespace;
+  slurmrestd v0.0.45 does not list the comment back, so there such leftovers are left alone.
 * Fail closed: without a successful node listing and reservation listing nothing is written.
 * Writes only on change: an existing reservation that matches is left alone; an active one
   (the window has begun) only gets its node list updated; an inactive one whose start, length
   or flags differ is deleted and created again (POST only adds flags, it cannot drop one).
+  Flags compare as sets over names.RESERVATION_USER_FLAGS (those Slurm lists back unchanged):
+  others in a status are ignored, others listed by Slurm (SPEC_NODES, ...) too. An unparsable
+  node list or clock is reported, never written over.
 * A reservation whose NodeSet has no intent (ScheduledUpdate left, scaled to zero, being
   deleted) or no longer exists is deleted.
-* A window that has begun is created from now to its end (Slurm refuses a start more than a
-  few minutes in the past); one that has ended is not created. Recurring windows (HOURLY,
-  DAILY, WEEKLY) are moved forward to their next occurrence, and Slurm moves them on itself, so
-  their start matches modulo the period.
-* Nothing is read when no NodeSet of the cluster has an intent or a report (no Slurm call).
+* A one-off window that has begun is created from now to its end (Slurm refuses a start more
+  than a few minutes in the past) and then matches while it ends when wanted; one that has ended
+  is not created. Recurring windows (HOURLY, DAILY, WEEKLY) are created at their next occurrence
+  not yet begun (so Slurm's recurrence stays aligned), and Slurm moves them on itself, so their
+  start matches modulo the period.
+* Nothing is read when no NodeSet of the cluster has an intent or a report other than Absent
+  (no Slurm call).
 """
 
 from __future__ import annotations
@@ -41,8 +49,6 @@ if TYPE_CHECKING:  # the loop imports this module; only its attributes are used
 log = logging.getLogger(__name__)
 
 PERIODS = {"HOURLY": 3600, "DAILY": 86400, "WEEKLY": 7 * 86400}
-RECURRING = frozenset({*PERIODS, "WEEKDAY", "WEEKEND"})
-SLURM_ADDED_FLAGS = frozenset({"SPEC_NODES"})  # flags Slurm sets on its own
 
 
 @dataclass(frozen=True)
@@ -61,8 +67,8 @@ class Wanted:
         return next((PERIODS[f] for f in self.flags if f in PERIODS), None)
 
     @property
-    def recurring(self) -> bool:
-        return any(f in RECURRING for f in self.flags)
+    def end(self) -> int:
+        return self.start + self.minutes * 60
 
 
 @dataclass(frozen=True)
@@ -115,24 +121,33 @@ def read_wanted(nodeset: NodeSetView) -> Wanted | None:
         return None
     if not isinstance(flags, list) or not isinstance(nodes, list):
         return None
-    flag_words = tuple(dict.fromkeys([*names.RESERVATION_FLAGS, *(f.upper() for f in flags if isinstance(f, str))]))
+    words = (f.upper() for f in flags if isinstance(f, str))
+    flag_words = tuple(dict.fromkeys([*names.RESERVATION_FLAGS, *(f for f in words if f in names.RESERVATION_USER_FLAGS)]))
     node_names = tuple(sorted({n for n in nodes if isinstance(n, str) and n}))
     return Wanted(nodeset.name, raw["name"], start, minutes, flag_words, node_names)
 
 
+def _reported_absent(nodeset: NodeSetView) -> bool:
+    try:
+        data = json.loads(nodeset.reservation_report or "")
+    except ValueError:
+        return False
+    return isinstance(data, dict) and data.get("name") == reservation_name(nodeset.name) and data.get("state") == names.RESERVATION_STATE_ABSENT
+
+
 def in_scope(cluster: ClusterView) -> list[NodeSetView]:
-    """NodeSets with an intent or a report: the only ones this pass looks at."""
-    return [n for n in sorted(cluster.nodesets.values(), key=lambda n: n.name) if n.reservation is not None or n.reservation_report is not None]
+    """NodeSets with an intent, or a report other than Absent: the only ones this pass looks at."""
+    nodesets = sorted(cluster.nodesets.values(), key=lambda n: n.name)
+    return [n for n in nodesets if n.reservation is not None or (n.reservation_report is not None and not _reported_absent(n))]
 
 
 def window(wanted: Wanted, now: int) -> tuple[int, int] | None:
     """(start, minutes) to create now, or None when a one-off window has already ended."""
     start, length = wanted.start, wanted.minutes * 60
     period = wanted.period
-    if period is not None:
-        while start + length <= now:
-            start += period
-    elif wanted.recurring:
+    if period is not None:  # the next occurrence not yet begun: a start of "now" would skew the recurrence
+        if start < now:
+            start += math.ceil((now - start) / period) * period
         return start, wanted.minutes
     if start + length <= now:
         return None
@@ -141,9 +156,14 @@ def window(wanted: Wanted, now: int) -> tuple[int, int] | None:
     return start, wanted.minutes
 
 
-def create_body(wanted: Wanted, nodes: Sequence[str], start: int, minutes: int) -> dict[str, Any]:
+def mark(nodeset: NodeSetView) -> str:
+    return f"{names.RESERVATION_MARK}{nodeset.namespace}/{nodeset.name} {nodeset.uid}"
+
+
+def create_body(wanted: Wanted, nodeset: NodeSetView, nodes: Sequence[str], start: int, minutes: int) -> dict[str, Any]:
     return {
         "name": wanted.name,
+        "comment": mark(nodeset),
         "node_list": list(nodes),
         "users": [names.RESERVATION_USER],
         "flags": list(wanted.flags),
@@ -152,17 +172,24 @@ def create_body(wanted: Wanted, nodes: Sequence[str], start: int, minutes: int) 
     }
 
 
-def _matches(wanted: Wanted, existing: Reservation) -> bool:
-    """Start, length and flags as wanted (recurring: start modulo the period)."""
-    flags = set(wanted.flags)
-    if not flags <= existing.flags or existing.flags - flags - SLURM_ADDED_FLAGS:
+def _matches(wanted: Wanted, existing: Reservation, now: int) -> bool:
+    """Flags, start and length as wanted.
+
+    Flags: as sets over the flags we may ask for. Recurring: start modulo the period, same length.
+    One-off: same start and end, or, once the wanted window has begun, the same end and a later
+    start (we created it from "now").
+    """
+    vocabulary = names.RESERVATION_USER_FLAGS | set(names.RESERVATION_FLAGS)
+    if set(wanted.flags) != existing.flags & vocabulary:
         return False
-    if existing.start_time is None or existing.end_time is None or existing.end_time - existing.start_time != wanted.minutes * 60:
+    if existing.start_time is None or existing.end_time is None:
         return False
     period = wanted.period
     if period is not None:
-        return (existing.start_time - wanted.start) % period == 0
-    return existing.start_time == wanted.start
+        return existing.end_time - existing.start_time == wanted.minutes * 60 and (existing.start_time - wanted.start) % period == 0
+    if existing.end_time != wanted.end:
+        return False
+    return existing.start_time == wanted.start or wanted.start < existing.start_time and wanted.start <= now
 
 
 def plan_nodeset(nodeset: NodeSetView, existing: Reservation | None, nodes: Mapping[str, Node], now: int) -> NodeSetPlan:
@@ -184,20 +211,23 @@ def plan_nodeset(nodeset: NodeSetView, existing: Reservation | None, nodes: Mapp
         if not known:
             return NodeSetPlan(nodeset, name, (), False, False, "none of the NodeSet's nodes is known to Slurm; not created")
         start, minutes = when
-        return NodeSetPlan(nodeset, name, (Action("create", name, create_body(wanted, known, start, minutes)),), True, start <= now, note)
-    try:
-        current = set(expand_hostlist(existing.node_list))
-    except ValueError:
-        current = set()
+        return NodeSetPlan(nodeset, name, (Action("create", name, create_body(wanted, nodeset, known, start, minutes)),), True, start <= now, note)
     if not known:
         return NodeSetPlan(nodeset, name, (), True, active, note)
-    if not active and not _matches(wanted, existing):
+    if not active and not _matches(wanted, existing, now):
         when = window(wanted, now)
         if when is None:
             return NodeSetPlan(nodeset, name, (Action("delete", name),), False, False, "the maintenance window has ended")
         start, minutes = when
-        recreate = (Action("delete", name), Action("create", name, create_body(wanted, known, start, minutes)))
+        recreate = (Action("delete", name), Action("create", name, create_body(wanted, nodeset, known, start, minutes)))
         return NodeSetPlan(nodeset, name, recreate, True, start <= now, note)
+    try:
+        current = set(expand_hostlist(existing.node_list))
+        if not current and existing.node_list.strip():
+            raise ValueError(existing.node_list)  # expand_hostlist yields nothing for some malformed lists
+    except ValueError:
+        unreadable = f"Slurm's node list {existing.node_list!r} is unreadable; not updated"
+        return NodeSetPlan(nodeset, name, (), True, active, f"{note}; {unreadable}" if note else unreadable)
     if current != set(known):
         return NodeSetPlan(nodeset, name, (Action("update", name, {"node_list": known}),), True, active, note)
     return NodeSetPlan(nodeset, name, (), True, active, note)
@@ -212,16 +242,21 @@ def report(plan: NodeSetPlan, exists: bool, nodes: Mapping[str, Node], error: st
 
 
 def plan_cluster(cluster: ClusterView, reservations: Sequence[Reservation], nodes: Mapping[str, Node], now: int) -> tuple[list[NodeSetPlan], list[Action]]:
-    """Per-NodeSet plans, plus deletions of our reservations whose NodeSet is gone."""
+    """Per-NodeSet plans, plus deletions of reservations marked ours whose NodeSet (of this namespace) is gone."""
     ours = {r.name: r for r in reservations if r.name.startswith(names.RESERVATION_PREFIX)}
     plans = [plan_nodeset(n, ours.get(reservation_name(n.name)), nodes, now) for n in in_scope(cluster)]
-    known = {reservation_name(n) for n in cluster.nodesets}
-    orphans = [Action("delete", name) for name in sorted(ours) if name not in known]
+    orphans = [Action("delete", name) for name, r in sorted(ours.items()) if _orphan(cluster, r)]
     return plans, orphans
 
 
-def epoch(text: str) -> int:
-    return parse_time(text) or 0
+def _orphan(cluster: ClusterView, existing: Reservation) -> bool:
+    """Marked by us at create for a NodeSet of this namespace that no longer exists."""
+    owner = existing.comment.removeprefix(names.RESERVATION_MARK) if existing.comment.startswith(names.RESERVATION_MARK) else ""
+    namespace, _, rest = owner.partition("/")
+    nodeset = rest.split(" ", 1)[0]
+    if namespace != cluster.namespace or not nodeset or existing.name != reservation_name(nodeset):
+        return False
+    return nodeset not in cluster.nodesets
 
 
 def execute(loop: OperatorLoop, cluster: ClusterView, slurm: SlurmView, tally: Tally) -> None:
@@ -229,13 +264,18 @@ def execute(loop: OperatorLoop, cluster: ClusterView, slurm: SlurmView, tally: T
     scope = in_scope(cluster)
     if not scope or slurm.nodes is None:
         return
+    now = parse_time(loop._now())
     try:
         listing = loop.slurm.list_reservations()
     except SlurmError as exc:
         loop._slurm_error(tally, "list reservations", exc)
         return
+    if now is None:  # every window would look past or active: write nothing
+        tally.errors.append(f"reservations: unreadable clock {loop._now()!r}; nothing written")
+        log.warning("cluster %s: reservations skipped: unreadable clock", loop.name)
+        return
     nodes = slurm.nodes
-    plans, orphans = plan_cluster(cluster, listing.items, nodes, epoch(loop._now()))
+    plans, orphans = plan_cluster(cluster, listing.items, nodes, now)
     for action in orphans:
         _write(loop, tally, action)
     for plan in plans:

@@ -320,6 +320,7 @@ class Reservation:
     users: str
     accounts: str
     partition: str
+    comment: str = ""  # create-time `comment`; REST v0.0.45 does not list it back (then "")
 
 
 def parse_reservation(obj: JSON) -> Reservation:
@@ -333,6 +334,7 @@ def parse_reservation(obj: JSON) -> Reservation:
         users=_str(obj, "users", what),
         accounts=_str(obj, "accounts", what),
         partition=_str(obj, "partition", what),
+        comment=_str(obj, "comment", what),
     )
 
 

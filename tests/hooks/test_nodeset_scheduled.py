@@ -124,3 +124,49 @@ def test_same_request_gives_the_same_bytes(client):
     body = request(parent, pods=running(parent))
     first = client.post("/nodeset/sync", json=body).data
     assert client.post("/nodeset/sync", json=body).data == first
+
+
+# --- review fixes ---------------------------------------------------------------------------
+
+
+PUBLISHED = {"name": RESV, "startTime": START, "duration": 90, "flags": ["MAINT", "IGNORE_JOBS", "DAILY"], "nodes": ["gpu-0", "gpu-1"]}
+
+
+def test_created_intent_is_kept_while_every_pod_terminates(client):
+    """No pod with a hostname (all terminating) must not drop a reservation slurm_sync reported created."""
+    parent = scheduled(report(active=True), replicas=2)
+    pods = running(parent, terminating=True)
+    parent["status"] = {names.STATUS_RESERVATION: PUBLISHED}
+    resp = sync(client, request(parent, pods=pods))
+    assert resp["status"][names.STATUS_RESERVATION] == PUBLISHED
+    # not created yet: nothing to keep, no intent
+    pending = scheduled(report(state="Absent"), replicas=2)
+    pending["status"] = {names.STATUS_RESERVATION: PUBLISHED}
+    assert names.STATUS_RESERVATION not in sync(client, request(pending, pods=running(pending, terminating=True)))["status"]
+
+
+def test_finalize_waits_unless_the_report_says_absent(client):
+    published = scheduled(replicas=1)  # an intent was published, slurm_sync has not reported yet
+    published["status"] = {names.STATUS_RESERVATION: PUBLISHED}
+    assert post(client, "/nodeset/finalize", request(published, finalizing=True))["finalized"] is False
+    unreadable = scheduled(replicas=1)
+    unreadable["metadata"]["annotations"] = {names.ANNOTATION_RESERVATION_OBSERVED: "{not json"}
+    assert post(client, "/nodeset/finalize", request(unreadable, finalizing=True))["finalized"] is False
+    odd_state = scheduled(report(state="Failed"), replicas=1)
+    assert post(client, "/nodeset/finalize", request(odd_state, finalizing=True))["finalized"] is False
+    never = nodeset(replicas=1)  # no intent ever published, no report: nothing of ours can exist
+    assert post(client, "/nodeset/finalize", request(never, finalizing=True))["finalized"] is True
+    # no Controller: finished at once, whatever the report says
+    assert post(client, "/nodeset/finalize", request(published, finalizing=True, controller=False))["finalized"] is True
+
+
+def test_flags_that_do_not_round_trip_are_invalid_and_named(client):
+    for flag in ("SKIP", "no_maint", "STATIC_ALLOC", "weekday", "WEEKEND", "TIME_FLOAT"):
+        strategy = {"type": "ScheduledUpdate", "scheduledUpdate": {"startTime": START, "duration": "30m", "flags": ["daily", flag]}}
+        resp = post(client, "/nodeset/sync", request(nodeset(replicas=1, updateStrategy=strategy)))
+        invalid = condition(resp, names.CONDITION_INVALID_SPEC)
+        assert invalid["status"] == "True" and flag.upper() in invalid["message"] and "scheduledUpdate.flags" in invalid["message"], flag
+    for flag in ("static", "FLEX", "MAGNETIC", "WEEKLY", "HOURLY", "OVERLAP", "PURGE_COMP"):
+        strategy = {"type": "ScheduledUpdate", "scheduledUpdate": {"startTime": START, "duration": "30m", "flags": [flag]}}
+        resp = post(client, "/nodeset/sync", request(nodeset(replicas=1, updateStrategy=strategy)))
+        assert all(c["type"] != names.CONDITION_INVALID_SPEC or c["status"] == "False" for c in resp["status"]["conditions"]), flag

@@ -5,7 +5,7 @@ NotFound for the pod -- every request pinned, and nothing written once settled."
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -16,7 +16,7 @@ from slurm_sync import __main__ as cli
 from slurm_sync.metrics import Metrics
 from slurm_sync.operator import OperatorLoop
 from slurm_sync.kube import Kube
-from slurm_sync.slurm_errors import SlurmRejected
+from slurm_sync.slurm_errors import SlurmError, SlurmErrorDetail, SlurmRejected, SlurmUnavailable
 from slurm_sync.slurm_types import Node, NodeUpdate, parse_node
 from tests.slurm_sync.kubefixtures import CLUSTER, NODESET_UID, NOW, NS, FakeSlurm, api_client, controller_pod, nodeset, pod
 from tests.slurm_sync.test_operator_kube import COMMENT, IDLE_STATE, SMP, expect_patch, expect_reads, run, settled_hash
@@ -25,15 +25,46 @@ TOPO = "topo-switch:s2,topo-block:b2"
 PRUNE_COMMENT = f'{{"namespace":"{NS}","podName":"gpu-k9","node":"k9","nodeSetName":"gpu","nodeSetUID":"{NODESET_UID}"}}'
 
 
+TOPOLOGY_REFUSED = SlurmRejected("Requested topology configuration is not available", status=422,
+                                 errors=(SlurmErrorDetail("", 2178, "Requested topology configuration is not available", ""),))
+
+
 @dataclass
 class DeletingSlurm(FakeSlurm):
     deleted: list[str] = field(default_factory=list)
     refuse: set[str] = field(default_factory=set)
+    attempts: list[tuple[str, NodeUpdate]] = field(default_factory=list)  # refused ones included
+    refusal: SlurmError = TOPOLOGY_REFUSED
 
     def update_node(self, name: str, update: NodeUpdate) -> None:
+        self.attempts.append((name, update))
         if update.topology_str is not None and "topology" in self.refuse:
-            raise SlurmRejected("Requested topology configuration is not available", status=422)
+            raise self.refusal
+        if update.comment is not None and "comment" in self.refuse:
+            raise self.refusal
         super().update_node(name, update)
+
+    def delete_node(self, name: str) -> None:
+        self.deleted.append(name)
+
+
+@dataclass
+class NormalisingSlurm(DeletingSlurm):
+    """A topology plugin that stores topology_str and reports it in its own form."""
+
+    def update_node(self, name: str, update: NodeUpdate) -> None:
+        super().update_node(name, update)
+        if update.topology_str is not None:
+            normal = "/".join(sorted(p.split(":", 1)[1] for p in update.topology_str.split(",")))
+            self.nodes[name] = replace(self.nodes[name], topology=normal)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
 
     def delete_node(self, name: str) -> None:
         self.deleted.append(name)
@@ -50,10 +81,11 @@ def knode(name: str = "k1", annotations: dict[str, str] | None = None, unschedul
             "status": {"conditions": conditions or []}}
 
 
-def looper(server: HTTPServer, slurm: FakeSlurm, propagated: tuple[str, ...] = ()) -> OperatorLoop:
+def looper(server: HTTPServer, slurm: FakeSlurm, propagated: tuple[str, ...] = (), clock: Clock | None = None) -> OperatorLoop:
     metrics = Metrics()
     kube = Kube(api_client(server.url_for("/")), metrics.count_kube_write)
-    return OperatorLoop(CLUSTER, NS, CLUSTER, slurm, kube, metrics, now=lambda: NOW, propagated_conditions=propagated)  # type: ignore[arg-type]
+    return OperatorLoop(CLUSTER, NS, CLUSTER, slurm, kube, metrics, now=lambda: NOW, propagated_conditions=propagated,  # type: ignore[arg-type]
+                        clock=clock or Clock())
 
 
 def test_topology_is_one_annotation_patch_and_one_slurm_update_then_nothing(httpserver: HTTPServer) -> None:
@@ -78,16 +110,135 @@ def test_topology_is_one_annotation_patch_and_one_slurm_update_then_nothing(http
     assert result.ok and result.kube_writes == 0 and result.slurm_writes == 0 and slurm.updates == []
 
 
-def test_a_refused_topology_update_is_an_error_and_the_rest_still_happens(httpserver: HTTPServer) -> None:
-    """Slurm without a topology plugin that takes updates (topology/flat) refuses topology_str."""
+def test_a_refused_topology_update_is_reported_and_the_rest_still_happens(httpserver: HTTPServer) -> None:
+    """Slurm without a topology plugin that takes updates (topology/flat) refuses topology_str:
+    logged and counted (by Slurm's error number), not a pass error; the other writes happen."""
     annotated = knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO})
     slurm = DeletingSlurm({"gpu-0": snode("gpu-0", "IDLE", features=("gpu", "k8s/stale"))}, refuse={"topology"})
     expect_reads(httpserver, [pod("gpu-0", states=("IDLE",))], [nodeset(observed=settled_hash(("gpu-0", IDLE_STATE)))], [annotated], [])
     expect_patch(httpserver, f"/api/v1/namespaces/{NS}/pods/gpu-0", SMP, {"metadata": {"annotations": {names.ANNOTATION_TOPOLOGY_SPEC: TOPO}}})
-    result = run(httpserver, looper(httpserver, slurm))
-    assert result.slurm_ok and not result.ok and result.slurm_writes == 1
+    loop = looper(httpserver, slurm)
+    result = run(httpserver, loop)
+    assert result.ok and result.ready and result.slurm_writes == 1
     assert slurm.updates == [("gpu-0", NodeUpdate(features=("gpu",), features_act=("gpu",)))]
-    assert any("topology" in e for e in result.errors)
+    assert slurm.attempts[-1] == ("gpu-0", NodeUpdate(topology_str=TOPO))
+    assert refused_count(loop, "2178") == 1
+
+
+def refused_count(loop: OperatorLoop, reason: str, action: str = "topology_str") -> float | None:
+    return loop.metrics.registry.get_sample_value(
+        "slurm_sync_slurm_refused_updates_total", {"cluster": CLUSTER, "action": action, "reason": reason})
+
+
+def topology_pass(server: HTTPServer, loop: OperatorLoop, spec: str = TOPO) -> Any:
+    """One pass where only the topology can be written (the pod already carries the spec)."""
+    server.clear()
+    expect_reads(server, [pod("gpu-0", states=("IDLE",), annotations={names.ANNOTATION_TOPOLOGY_SPEC: spec})],
+                 [nodeset(observed=settled_hash(("gpu-0", IDLE_STATE)))], [knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: spec})], [])
+    return run(server, loop)
+
+
+def test_a_refused_update_is_not_resent_until_it_or_slurm_changes_or_the_backoff_ends(httpserver: HTTPServer) -> None:
+    slurm = DeletingSlurm({"gpu-0": snode("gpu-0", "IDLE", features=())}, refuse={"topology"})
+    clock = Clock()
+    loop = looper(httpserver, slurm, clock=clock)
+    sent = NodeUpdate(topology_str=TOPO)
+    assert topology_pass(httpserver, loop).ok and slurm.attempts == [("gpu-0", sent)]
+    # the next passes: the same refused update is not sent again
+    for _ in range(3):
+        clock.now += 10
+        assert topology_pass(httpserver, loop).ok
+    assert slurm.attempts == [("gpu-0", sent)]
+    # after the backoff it is tried again (and the refusal is not counted twice)
+    clock.now += 60
+    assert topology_pass(httpserver, loop).ok and len(slurm.attempts) == 2
+    assert refused_count(loop, "2178") == 1
+    assert loop.metrics.registry.get_sample_value("slurm_sync_slurm_errors_total", {"cluster": CLUSTER, "kind": "rejected"}) == 2
+    # the backoff doubles (120 s now) ...
+    clock.now += 100
+    assert topology_pass(httpserver, loop).ok and len(slurm.attempts) == 2
+    # ... and is capped at 10 minutes however often Slurm refuses
+    for _ in range(6):
+        clock.now += 3600
+        topology_pass(httpserver, loop)
+    count = len(slurm.attempts)
+    clock.now += 599
+    topology_pass(httpserver, loop)
+    assert len(slurm.attempts) == count
+    clock.now += 2
+    topology_pass(httpserver, loop)
+    assert len(slurm.attempts) == count + 1
+    # Slurm's value changes (an administrator set one): sent again at once, reported anew
+    slurm.attempts.clear()
+    slurm.nodes["gpu-0"] = replace(slurm.nodes["gpu-0"], topology="topo-switch:s1")
+    assert topology_pass(httpserver, loop).ok and slurm.attempts == [("gpu-0", sent)]
+    assert refused_count(loop, "2178") == 2
+    # the desired value changes: sent at once
+    other = "topo-switch:s9,topo-block:b9"
+    assert topology_pass(httpserver, loop, other).ok and slurm.attempts[-1] == ("gpu-0", NodeUpdate(topology_str=other))
+    # accepted at last: written, and the refusal is forgotten
+    slurm.refuse.clear()
+    clock.now += 600
+    result = topology_pass(httpserver, loop, other)
+    assert result.ok and result.slurm_writes == 1 and slurm.updates == [("gpu-0", NodeUpdate(topology_str=other))]
+    assert loop._refused == {}
+
+
+def test_refusals_about_our_credentials_fail_every_pass(httpserver: HTTPServer) -> None:
+    """Not a refusal of the update: Slurm will not let us in. A pass error each pass, as before."""
+    slurm = DeletingSlurm({"gpu-0": snode("gpu-0", "IDLE", features=())}, refuse={"topology"},
+                          refusal=SlurmRejected("forbidden", status=403))
+    loop = looper(httpserver, slurm)
+    for _ in range(2):
+        result = topology_pass(httpserver, loop)
+        assert not result.ok and result.ready and any("topology_str" in e for e in result.errors)
+    assert len(slurm.attempts) == 2
+
+
+def test_a_normalised_topology_is_not_sent_again(httpserver: HTTPServer) -> None:
+    """A topology plugin reports the spec in its own form: compared with what was last applied."""
+    slurm = NormalisingSlurm({"gpu-0": snode("gpu-0", "IDLE", features=())})
+    loop = looper(httpserver, slurm)
+    assert topology_pass(httpserver, loop).slurm_writes == 1
+    assert slurm.nodes["gpu-0"].topology == "b2/s2"
+    for _ in range(2):
+        result = topology_pass(httpserver, loop)
+        assert result.ok and result.slurm_writes == 0
+    assert slurm.attempts == [("gpu-0", NodeUpdate(topology_str=TOPO))]
+    # a changed annotation is sent
+    other = "topo-switch:s9,topo-block:b9"
+    assert topology_pass(httpserver, loop, other).slurm_writes == 1
+    assert topology_pass(httpserver, loop, other).slurm_writes == 0
+    # after a restart only Slurm's value is known: sent once more, then settled again
+    restarted = looper(httpserver, slurm)
+    assert topology_pass(httpserver, restarted, other).slurm_writes == 1
+    assert topology_pass(httpserver, restarted, other).slurm_writes == 0
+
+
+MOVED_COMMENT = COMMENT.replace('"node":"k1"', '"node":"k0"')
+
+
+@pytest.mark.parametrize("failure", [TOPOLOGY_REFUSED, SlurmUnavailable("timed out")], ids=["refused", "unavailable"])
+def test_idle_after_a_move_needs_the_comment_update_to_succeed(httpserver: HTTPServer, failure: SlurmError) -> None:
+    slurm = DeletingSlurm({"gpu-0": snode("gpu-0", "IDLE", comment=MOVED_COMMENT, features=())}, refuse={"comment"}, refusal=failure)
+    clock = Clock()
+    loop = looper(httpserver, slurm, clock=clock)
+    expect_reads(httpserver, [pod("gpu-0", states=("IDLE",))], [nodeset(observed=settled_hash(("gpu-0", IDLE_STATE)))], [knode()], [])
+    run(httpserver, loop)
+    assert slurm.attempts == [("gpu-0", NodeUpdate(comment=COMMENT))] and slurm.updates == []
+    # the next pass (the refused comment not re-sent yet): still no IDLE
+    httpserver.clear()
+    clock.now += 1
+    expect_reads(httpserver, [pod("gpu-0", states=("IDLE",))], [nodeset(observed=settled_hash(("gpu-0", IDLE_STATE)))], [knode()], [])
+    run(httpserver, loop)
+    assert NodeUpdate(state=("IDLE",)) not in [u for _, u in slurm.attempts]
+    # the comment goes through: the IDLE follows it in the same pass
+    slurm.refuse.clear()
+    clock.now += 600
+    httpserver.clear()
+    expect_reads(httpserver, [pod("gpu-0", states=("IDLE",))], [nodeset(observed=settled_hash(("gpu-0", IDLE_STATE)))], [knode()], [])
+    run(httpserver, loop)
+    assert slurm.updates == [("gpu-0", NodeUpdate(comment=COMMENT)), ("gpu-0", NodeUpdate(state=("IDLE",)))]
 
 
 def test_propagated_conditions_become_the_drain_reason(httpserver: HTTPServer) -> None:

@@ -1,6 +1,6 @@
 """Node-derived steps of the whole service against the real Slurm 26.05 lab (REST v0.0.45): `k8s/`
 features replace only their own kind, topology_str reaches slurmctld (the lab's topology/flat
-refuses it, which is what we assert), and defunct dynamic nodes are deleted only under Slinky's
+refuses it: reported once and not re-sent until the annotation changes), and defunct dynamic nodes are deleted only under Slinky's
 conditions. The lab is shared: only n3/n4 (features, comment) and nodes this test creates are
 touched, and all are restored in ``finally``."""
 
@@ -64,10 +64,12 @@ def test_k8s_features_are_applied_and_others_survive(rig: Rig) -> None:
     assert features(rig, "n4") == ({"n4", "k8s/a100", "k8s/nvlink"},) * 2
     # settled: nothing more is written anywhere
     before = len(rig.kube.writes)
-    slurm_writes = rig.metrics.registry.get_sample_value("slurm_sync_slurm_writes_total", {"cluster": "slurm", "what": "features,features_act"})
+    labels = {"cluster": cluster_name(rig), "action": "features,features_act"}
+    slurm_writes = rig.metrics.registry.get_sample_value("slurm_sync_slurm_writes_total", labels)
+    assert slurm_writes == 2  # n3 and n4, once each
     assert rig.service.run_pass()
     assert rig.kube.writes[before:] == []
-    assert rig.metrics.registry.get_sample_value("slurm_sync_slurm_writes_total", {"cluster": "slurm", "what": "features,features_act"}) == slurm_writes
+    assert rig.metrics.registry.get_sample_value("slurm_sync_slurm_writes_total", labels) == slurm_writes
     # a changed annotation replaces the k8s/ ones; an absent one clears them; others stay
     annotate_node(rig, **{FEATURES: "h100"})
     assert rig.service.run_pass()
@@ -78,19 +80,44 @@ def test_k8s_features_are_applied_and_others_survive(rig: Rig) -> None:
     assert features(rig, "n4") == ({"n4"},) * 2
 
 
+def cluster_name(rig: Rig) -> str:
+    (handle,) = rig.service.clusters.handles.values()
+    return handle.loop.name
+
+
+def topology_refusals(rig: Rig) -> tuple[float, float]:
+    """(refusals reported, refused calls made) of topology_str updates so far."""
+    reg = rig.metrics.registry
+    reported = reg.get_sample_value("slurm_sync_slurm_refused_updates_total",
+                                    {"cluster": cluster_name(rig), "action": "topology_str", "reason": "2178"}) or 0
+    calls = reg.get_sample_value("slurm_sync_slurm_errors_total", {"cluster": cluster_name(rig), "kind": "rejected"}) or 0
+    return reported, calls
+
+
 def test_topology_reaches_the_pod_and_slurm_refuses_it_without_a_topology_plugin(rig: Rig) -> None:
     """REST v0.0.45 takes topology_str (the client checks the schema); slurmctld with topology/flat
     answers 'Requested topology configuration is not available' (error 2178). The pod annotation
-    (SLINKY_TOPOLOGY at the pod's next start) is still written, and the failure is reported."""
-    annotate_node(rig, **{TOPOLOGY: "topo-switch:s2,topo-block:b2"})
-    assert not rig.service.run_pass()
-    assert rig.annotations("gpu-n3")[TOPOLOGY] == "topo-switch:s2,topo-block:b2"
+    (SLINKY_TOPOLOGY at the pod's next start) is still written; the refusal is reported once (log
+    and metric, not a failed pass) and the same update is not sent again on the next pass; a
+    changed annotation is a new update, sent (and refused) once."""
     with SlurmClient(rig.lab.rest_url, lambda: rig.lab.token) as client:
         assert "topology_str" in client.api.node_update_fields
-    (handle,) = rig.service.clusters.handles.values()
-    refused = [e for e in handle.loop.run_pass().errors if "update node n3 (topology_str)" in e]
-    assert refused and "Requested topology configuration is not available" in refused[0]
+    annotate_node(rig, **{TOPOLOGY: "topo-switch:s2,topo-block:b2"})
+    assert rig.service.run_pass()
+    assert rig.annotations("gpu-n3")[TOPOLOGY] == "topo-switch:s2,topo-block:b2"
+    assert topology_refusals(rig) == (2, 2)  # n3 and n4 (both on k1), refused once each
     assert "topo-switch" not in rig.slurm_node("n3")  # nothing changed in Slurm: nothing to restore
+    # the next pass: not re-sent
+    assert rig.service.run_pass()
+    assert topology_refusals(rig) == (2, 2)
+    # a changed annotation: sent again, refused again, once
+    annotate_node(rig, **{TOPOLOGY: "topo-switch:s3,topo-block:b3"})
+    assert rig.service.run_pass()
+    assert rig.annotations("gpu-n3")[TOPOLOGY] == "topo-switch:s3,topo-block:b3"
+    assert topology_refusals(rig) == (4, 4)
+    assert rig.service.run_pass()
+    assert topology_refusals(rig) == (4, 4)
+    assert "topo-switch" not in rig.slurm_node("n3")
     # the Node loses its annotation: the pod's goes, Slurm is not asked to clear anything
     annotate_node(rig, **{TOPOLOGY: None})
     assert rig.service.run_pass()

@@ -74,6 +74,30 @@ def test_topology_already_in_place_writes_nothing() -> None:
     assert p.patches == () and p.slurm == ()
 
 
+def test_topology_is_compared_with_what_was_last_applied_not_slurms_normalised_form() -> None:
+    """A topology plugin may report the spec differently from how it was sent: what the loop last
+    applied successfully decides; Slurm's value only when nothing was applied (after a restart)."""
+    c = cluster(pod("gpu-0", annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO}, **IDLE_POD),
+                nodes=[knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO})])
+    normalised = snode(topology="block:b2/switch:s2")
+    view = SlurmView({"gpu-0": normalised}, ping(("c0", True, True)))
+    assert plan.plan_pod(c.pods[0], c, view, NOW, {"gpu-0": TOPO}).slurm == ()
+    assert [a.update for a in plan.plan_pod(c.pods[0], c, view, NOW).slurm] == [NodeUpdate(topology_str=TOPO)]
+    # a changed annotation differs from what was applied: sent
+    other = "topo-switch:s9,topo-block:b9"
+    c2 = cluster(pod("gpu-0", annotations={names.ANNOTATION_TOPOLOGY_SPEC: other}, **IDLE_POD),
+                 nodes=[knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: other})])
+    assert [a.update for a in plan.plan_pod(c2.pods[0], c2, view, NOW, {"gpu-0": TOPO}).slurm] == [NodeUpdate(topology_str=other)]
+
+
+def test_k8s_feature_prefix_is_a_shared_name() -> None:
+    assert names.K8S_FEATURE_PREFIX == "k8s/"
+    assert not hasattr(plan, "K8S_FEATURE_PREFIX")  # one definition, in hooks/names.py
+    c = cluster(pod("gpu-0", **IDLE_POD), nodes=[knode(annotations={names.ANNOTATION_FEATURES_SPEC: "a100"})])
+    assert updates(plan_one(c, snode(features=("gpu",)))) == [
+        NodeUpdate(features=("gpu", names.K8S_FEATURE_PREFIX + "a100"), features_act=("gpu", names.K8S_FEATURE_PREFIX + "a100"))]
+
+
 def test_topology_differing_in_slurm_only_is_pushed_without_a_pod_patch() -> None:
     c = cluster(pod("gpu-0", annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO}, **IDLE_POD),
                 nodes=[knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO})])
@@ -207,10 +231,13 @@ def moved_comment(node_name: str) -> str:
     return COMMENT.replace('"node":"k1"', f'"node":"{node_name}"')
 
 
-def test_moved_pod_gets_the_comment_then_idle() -> None:
-    p = plan_one(cluster(pod("gpu-0", **IDLE_POD)), snode("gpu-0", "DOWN", comment=moved_comment("k0"), features=()))
+@pytest.mark.parametrize("state", [("IDLE",), ("UNKNOWN",), ("FUTURE",)])
+def test_moved_pod_gets_the_comment_then_idle(state: tuple[str, ...]) -> None:
+    p = plan_one(cluster(pod("gpu-0", **IDLE_POD)), snode("gpu-0", *state, comment=moved_comment("k0"), features=()))
     assert updates(p) == [NodeUpdate(comment=COMMENT), NodeUpdate(state=("IDLE",))]
     assert not p.slurm[1].lifts_drain
+    # the IDLE follows the comment: the loop sends it only when the comment update succeeded
+    assert p.slurm[1].after_comment and not p.slurm[0].after_comment
 
 
 @pytest.mark.parametrize(
@@ -222,8 +249,18 @@ def test_moved_pod_gets_the_comment_then_idle() -> None:
         (("ALLOCATED",), "", None),  # busy
         (("IDLE",), "", {"gpu-0": "scale-in"}),  # we are draining it
         (("IDLE", "FAIL"), "", None),
+        (("DOWN",), "", None),  # IDLE would bring a DOWN node up
+        (("IDLE", "UNDRAIN"), "", None),
+        (("IDLE", "REBOOT_REQUESTED"), "", None),
+        (("DOWN", "REBOOT_ISSUED"), "", None),
+        (("IDLE", "REBOOT_CANCELED"), "", None),
+        (("IDLE", "POWER_DOWN"), "", None),
+        (("IDLE", "POWERED_DOWN"), "", None),
+        (("IDLE", "POWERING_UP"), "", None),
+        (("IDLE", "POWER_UP"), "", None),
     ],
-    ids=["admin-drain", "slurm-reason", "not-responding", "busy", "drain-intent", "fail"],
+    ids=["admin-drain", "slurm-reason", "not-responding", "busy", "drain-intent", "fail", "down", "undrain", "reboot-requested",
+         "reboot-issued", "reboot-canceled", "power-down", "powered-down", "powering-up", "power-up"],
 )
 def test_moved_pod_never_idles_a_node_that_would_lose_something(state: tuple[str, ...], reason: str, intents: dict[str, str] | None) -> None:
     p = plan_one(cluster(pod("gpu-0", **IDLE_POD), intents=intents), snode("gpu-0", *state, reason=reason, comment=moved_comment("k0"), features=()))

@@ -16,7 +16,7 @@ from hooks import names
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
 from slurm_sync.operator import OperatorLoop
-from slurm_sync.reservations import execute, plan_cluster, plan_nodeset, report
+from slurm_sync.reservations import execute, in_scope, parse_time, plan_cluster, plan_nodeset, report
 from slurm_sync.slurm import SlurmClient
 from slurm_sync.slurm_errors import SlurmNotFound, SlurmUnavailable
 from slurm_sync.slurm_types import Listing, Node, Reservation, parse_node
@@ -45,8 +45,8 @@ def scheduled(nodes=("gpu-0", "gpu-1"), start=FUTURE, duration=30, flags=("MAINT
     return obj
 
 
-def resv(nodes="gpu-[0-1]", start=FUTURE_EPOCH, minutes=30, flags=("MAINT", "IGNORE_JOBS", "SPEC_NODES"), name=RESV) -> Reservation:
-    return Reservation(name, nodes, frozenset(flags), start, start + minutes * 60, "slurm", "", "")
+def resv(nodes="gpu-[0-1]", start=FUTURE_EPOCH, minutes=30, flags=("MAINT", "IGNORE_JOBS", "SPEC_NODES"), name=RESV, comment="") -> Reservation:
+    return Reservation(name, nodes, frozenset(flags), start, start + minutes * 60, "slurm", "", "", comment=comment)
 
 
 def cluster_of(*objs: dict) -> ClusterView:
@@ -65,7 +65,7 @@ def test_creates_the_reservation_with_maint_ignore_jobs_for_known_nodes_at_the_s
     plan = plan_nodeset(read_nodeset(scheduled(nodes=("gpu-0", "gpu-1", "gpu-9"))), None, NODES, NOW_EPOCH)
     (action,) = plan.actions
     assert action.verb == "create" and action.body == {
-        "name": RESV, "node_list": ["gpu-0", "gpu-1"], "users": ["slurm"], "flags": ["MAINT", "IGNORE_JOBS"],
+        "name": RESV, "comment": f"slinky-metacontroller {NS}/gpu uid-gpu", "node_list": ["gpu-0", "gpu-1"], "users": ["slurm"], "flags": ["MAINT", "IGNORE_JOBS"],
         "start_time": {"set": True, "number": FUTURE_EPOCH}, "duration": {"set": True, "number": 30},
     }
     assert plan.exists_after and not plan.active and "gpu-9" in plan.note
@@ -107,7 +107,7 @@ def test_no_intent_deletes_ours_and_orphans_but_never_other_reservations():
     others = [resv(), resv(name="SlurmOperatorMaint-gone"), resv(name="admin-maint"), resv(name="slurmoperatormaint-x")]
     plans, orphans = plan_cluster(cluster_of(without), others, NODES, NOW_EPOCH)
     assert [(p.name, verbs(p)) for p in plans] == [(RESV, ["delete"])]
-    assert [(a.verb, a.name) for a in orphans] == [("delete", "SlurmOperatorMaint-gone")]
+    assert orphans == []  # SlurmOperatorMaint-gone carries no mark of ours: not ours to delete
     deleting = read_nodeset(scheduled(deleting=True))  # a NodeSet being deleted wants none, whatever its status says
     assert verbs(plan_nodeset(deleting, resv(), NODES, NOW_EPOCH)) == ["delete"]
 
@@ -141,7 +141,9 @@ class ReservingSlurm(FakeSlurm):
 
     def delete_reservation(self, name: str) -> None:
         self.calls.append(("delete", name))
-        raise SlurmNotFound("gone", status=404)
+        if name not in {r.name for r in self.reservations}:
+            raise SlurmNotFound("gone", status=404)
+        self.reservations = [r for r in self.reservations if r.name != name]
 
 
 @pytest.fixture
@@ -194,8 +196,9 @@ def test_loop_deletes_for_a_nodeset_being_deleted_and_reports_it_absent(server: 
     absent = json.dumps({"name": RESV, "state": "Absent", "active": False, "maintenance": [], "error": ""}, separators=(",", ":"))
     expect_patch(server, f"/apis/slinky.slurm.net/v1beta1/namespaces/{NS}/nodesets/gpu", MERGE,
                  {"metadata": {"annotations": {names.ANNOTATION_RESERVATION_OBSERVED: absent}}})
-    run(server, loop(server, slurm))
-    assert slurm.calls == [("list", None), ("delete", RESV)]
+    result = run(server, loop(server, slurm))
+    assert slurm.calls == [("list", None), ("delete", RESV)] and slurm.reservations == []
+    assert result.ok and result.slurm_writes == 1 and result.kube_writes == 1
 
 
 def test_loop_reads_no_reservation_when_no_nodeset_has_an_intent_or_report(server: HTTPServer) -> None:
@@ -203,6 +206,98 @@ def test_loop_reads_no_reservation_when_no_nodeset_has_an_intent_or_report(serve
     expect_reads(server, [], [with_observed(nodeset())], None, [])
     run(server, loop(server, slurm))
     assert slurm.calls == []
+
+
+# --- review fixes ---------------------------------------------------------------------------
+
+
+def test_orphans_are_deleted_only_when_marked_ours_for_this_namespace():
+    mine = f"slinky-metacontroller {NS}/gone uid-1"
+    listed = [resv(name="SlurmOperatorMaint-gone", comment=mine), resv(name="SlurmOperatorMaint-admin"),
+              resv(name="SlurmOperatorMaint-other", comment="slinky-metacontroller elsewhere/other uid-2"),
+              resv(name="SlurmOperatorMaint-gpu", comment=f"slinky-metacontroller {NS}/gpu uid-3")]  # its NodeSet exists
+    _, orphans = plan_cluster(cluster_of(nodeset()), listed, NODES, NOW_EPOCH)
+    assert [(a.verb, a.name) for a in orphans] == [("delete", "SlurmOperatorMaint-gone")]
+
+
+def test_create_marks_the_reservation_as_ours():
+    (action,) = plan_nodeset(read_nodeset(scheduled()), None, NODES, NOW_EPOCH).actions
+    assert action.body["comment"] == f"slinky-metacontroller {NS}/gpu {read_nodeset(scheduled()).uid}"
+
+
+def test_recurring_window_goes_to_its_next_unbegun_occurrence_and_weekday_is_not_recurring_garbage():
+    begun = read_nodeset(scheduled(start="2026-01-02T03:00:00Z", duration=30, flags=("MAINT", "IGNORE_JOBS", "DAILY")))
+    (action,) = plan_nodeset(begun, None, NODES, NOW_EPOCH).actions
+    assert action.body["start_time"]["number"] == parse_time("2026-01-03T03:00:00Z") and action.body["duration"]["number"] == 30
+    # WEEKDAY/WEEKEND are not accepted by the hook; in a status they are ignored, never a past start
+    weekday = read_nodeset(scheduled(start="2026-01-01T03:00:00Z", duration=30, flags=("MAINT", "IGNORE_JOBS", "WEEKDAY")))
+    plan = plan_nodeset(weekday, None, NODES, NOW_EPOCH)
+    assert plan.actions == () and "ended" in plan.note
+
+
+def test_a_window_created_from_now_is_left_alone_on_later_passes_even_before_slurm_counts_it_begun():
+    wanted = read_nodeset(scheduled(start="2026-01-02T03:00:00Z", duration=30))
+    (action,) = plan_nodeset(wanted, None, NODES, NOW_EPOCH).actions
+    start = action.body["start_time"]["number"]
+    made = Reservation(RESV, "gpu-[0-1]", frozenset({"MAINT", "IGNORE_JOBS", "SPEC_NODES"}), start + 5, parse_time("2026-01-02T03:30:00Z"), "slurm", "", "")
+    assert verbs(plan_nodeset(wanted, made, NODES, NOW_EPOCH)) == []  # Slurm's clock a little ahead: not active yet
+
+
+def test_flags_compare_as_sets_ignoring_flags_slurm_adds_or_we_do_not_know():
+    extra = resv(flags=("IGNORE_JOBS", "MAINT", "SPEC_NODES", "TRES_PER_NODE"))
+    assert verbs(plan_nodeset(read_nodeset(scheduled()), extra, NODES, NOW_EPOCH)) == []
+    # a flag Slurm drops or renames (SKIP, STATIC_ALLOC) in a status: not asked for, so no recreate every pass
+    odd = read_nodeset(scheduled(flags=("MAINT", "IGNORE_JOBS", "SKIP", "STATIC_ALLOC", "NO_MAINT")))
+    assert verbs(plan_nodeset(odd, resv(), NODES, NOW_EPOCH)) == []
+    (create,) = plan_nodeset(odd, None, NODES, NOW_EPOCH).actions
+    assert create.body["flags"] == ["MAINT", "IGNORE_JOBS"]
+    assert verbs(plan_nodeset(read_nodeset(scheduled()), resv(flags=("MAINT", "IGNORE_JOBS", "STATIC")), NODES, NOW_EPOCH)) == ["delete", "create"]
+
+
+def test_an_absent_report_without_intent_is_out_of_scope():
+    obj = nodeset()
+    obj["metadata"]["annotations"] = {names.ANNOTATION_RESERVATION_OBSERVED: json.dumps({"name": RESV, "state": "Absent", "active": False, "maintenance": [], "error": ""})}
+    assert in_scope(cluster_of(obj)) == []
+    created = nodeset()
+    created["metadata"]["annotations"] = {names.ANNOTATION_RESERVATION_OBSERVED: created_report()}
+    assert [n.name for n in in_scope(cluster_of(created))] == ["gpu"]
+    garbled = nodeset()
+    garbled["metadata"]["annotations"] = {names.ANNOTATION_RESERVATION_OBSERVED: "{oops"}
+    assert [n.name for n in in_scope(cluster_of(garbled))] == ["gpu"]
+
+
+def test_an_unparsable_hostlist_is_not_overwritten_every_pass_and_is_reported():
+    for garbled in ("gpu-[0-", "gpu-[a-b]"):
+        plan = plan_nodeset(read_nodeset(scheduled()), resv(nodes=garbled), NODES, NOW_EPOCH)
+        assert plan.actions == () and garbled in plan.note and plan.exists_after
+
+
+def test_loop_with_an_unreadable_clock_writes_nothing_and_says_so(server: HTTPServer) -> None:
+    slurm = ReservingSlurm(dict(NODES), reservations=[resv(name="SlurmOperatorMaint-gone", comment=f"slinky-metacontroller {NS}/gone u")])
+    expect_reads(server, [], [with_observed(scheduled(report_value=created_report()))], None, [])
+    looper = loop(server, slurm)
+    looper._now = lambda: "not a time"  # type: ignore[method-assign]
+    result = run(server, looper)
+    assert result.kube_writes == 0 and result.slurm_writes == 0 and [c[0] for c in slurm.calls] == ["list"]
+    assert not result.ok
+
+
+def test_loop_second_pass_after_the_window_began_rewrites_nothing(server: HTTPServer) -> None:
+    begun = "2026-01-02T03:00:00Z"
+    slurm = ReservingSlurm(dict(NODES))
+    expect_reads(server, [], [with_observed(scheduled(start=begun))], None, [])
+    active = created_report(active=True)
+    expect_patch(server, f"/apis/slinky.slurm.net/v1beta1/namespaces/{NS}/nodesets/gpu", MERGE,
+                 {"metadata": {"annotations": {names.ANNOTATION_RESERVATION_OBSERVED: active}}})
+    result = run(server, loop(server, slurm))
+    assert result.ok and result.slurm_writes == 1 and result.kube_writes == 1
+    (body,) = [c[1] for c in slurm.calls if c[0] == "create"]
+    slurm = ReservingSlurm(dict(NODES), reservations=[Reservation(RESV, "gpu-[0-1]", frozenset({"MAINT", "IGNORE_JOBS", "SPEC_NODES"}),
+                                                                  body["start_time"]["number"], parse_time("2026-01-02T03:30:00Z"), "slurm", "", "")])
+    server.clear()
+    expect_reads(server, [], [with_observed(scheduled(start=begun, report_value=active))], None, [])
+    result = run(server, loop(server, slurm))
+    assert result.ok and result.kube_writes == 0 and result.slurm_writes == 0 and [c[0] for c in slurm.calls] == ["list"]
 
 
 # --- the real Slurm lab -------------------------------------------------------------------
