@@ -29,7 +29,6 @@ Then, interleaved, subject and floor samples:
 
 from __future__ import annotations
 
-import copy
 import gc
 import http.client
 import http.server
@@ -50,6 +49,8 @@ import orjson
 
 from bench.measure import Budget, Report, fmt_ns, fmt_ratio
 from hooks import names
+# The apiserver's merge of pod metadata and conditions, as the tests' fake does it.
+from tests.slurm_sync.fakekube import merge_conditions, merge_metadata
 
 JSON = dict[str, Any]
 
@@ -245,37 +246,14 @@ class FakeApiserver:
         if method == "PATCH":
             patch = orjson.loads(body)
             self.writes.append({"method": method, "path": url.path, "content_type": content_type, "body": patch})
-            _merge_metadata(obj, patch.get("metadata") or {})
+            merge_metadata(obj, patch.get("metadata") or {})
             if match["sub"] == "status":
-                _merge_conditions(obj, (patch.get("status") or {}).get("conditions") or [])
+                merge_conditions(obj, (patch.get("status") or {}).get("conditions") or [])
             self.version += 1
             obj["metadata"]["resourceVersion"] = str(self.version)
             self._lists.clear()
             return 200, orjson.dumps(obj)
         return 405, orjson.dumps({"kind": "Status", "code": 405})
-
-
-def _merge_metadata(obj: JSON, patch: JSON) -> None:
-    for key in ("labels", "annotations"):
-        current = obj["metadata"].setdefault(key, {})
-        for k, v in (patch.get(key) or {}).items():
-            if v is None:
-                current.pop(k, None)
-            else:
-                current[k] = v
-
-
-def _merge_conditions(obj: JSON, items: list[JSON]) -> None:
-    conditions = obj.setdefault("status", {}).setdefault("conditions", [])
-    for item in items:
-        index = next((i for i, c in enumerate(conditions) if c["type"] == item["type"]), None)
-        if item.get("$patch") == "delete":
-            if index is not None:
-                del conditions[index]
-        elif index is None:
-            conditions.append(copy.deepcopy(item))
-        else:
-            conditions[index].update(item)
 
 
 def _serve(conn: Any) -> None:

@@ -14,7 +14,7 @@ import orjson
 from werkzeug import Request, Response
 
 from hooks import names
-from tests.slurm_sync.fakekube import FakeKube, _json, _merge_metadata
+from tests.slurm_sync.fakekube import FakeKube, _json, merge_metadata
 
 JSON = dict[str, Any]
 BNS = "slurm-bridge"
@@ -60,7 +60,7 @@ class BridgeFake(FakeKube):
             patch_meta = body.get("metadata") or {}
             if "resourceVersion" in patch_meta and patch_meta["resourceVersion"] != meta["resourceVersion"]:
                 return _json({"kind": "Status", "code": 409, "reason": "Conflict"}, 409)
-            _merge_metadata(obj, patch_meta)
+            merge_metadata(obj, patch_meta)
             if "finalizers" in patch_meta:
                 meta["finalizers"] = patch_meta["finalizers"]
             if "taints" in (body.get("spec") or {}):

@@ -63,9 +63,9 @@ class FakeKube:
         if request.method == "PATCH":
             body = json.loads(request.get_data())
             self.writes.append(("PATCH", request.path, request.headers.get("Content-Type", ""), body))
-            _merge_metadata(obj, body.get("metadata") or {})
+            merge_metadata(obj, body.get("metadata") or {})
             if match["sub"] == "status":
-                _merge_conditions(obj, (body.get("status") or {}).get("conditions") or [])
+                merge_conditions(obj, (body.get("status") or {}).get("conditions") or [])
             obj["metadata"]["resourceVersion"] = str(int(obj["metadata"]["resourceVersion"]) + 1)
             return _json(obj)
         return _json({"kind": "Status", "code": 405}, 405)
@@ -75,7 +75,7 @@ def _json(body: JSON, status: int = 200) -> Response:
     return Response(json.dumps(body), status=status, content_type="application/json")
 
 
-def _merge_metadata(obj: JSON, patch: JSON) -> None:
+def merge_metadata(obj: JSON, patch: JSON) -> None:
     for field_name in ("labels", "annotations"):
         current = obj["metadata"].setdefault(field_name, {})
         for key, value in (patch.get(field_name) or {}).items():
@@ -85,7 +85,7 @@ def _merge_metadata(obj: JSON, patch: JSON) -> None:
                 current[key] = value
 
 
-def _merge_conditions(obj: JSON, items: list[JSON]) -> None:
+def merge_conditions(obj: JSON, items: list[JSON]) -> None:
     """Strategic merge by the ``type`` key, with ``$patch: delete``."""
     conditions = obj.setdefault("status", {}).setdefault("conditions", [])
     for item in items:
