@@ -18,7 +18,8 @@ from typing import Any
 import orjson
 
 from hooks import cluster, names
-from hooks.nodeset_spec import ControllerInfo, NodeSetSpec, SecretKeyRef
+from hooks.cluster import KeyRef
+from hooks.nodeset_spec import ControllerInfo, NodeSetSpec
 from hooks.objects import child_metadata, component_labels, content_hash, selector_labels
 from hooks.podtemplate import apply_pod_template, merge_container
 
@@ -333,7 +334,7 @@ def _volumes(spec: NodeSetSpec, controller: ControllerInfo) -> list[JSON]:
     return volumes
 
 
-def _secret_projection(ref: SecretKeyRef, path: str) -> JSON:
+def _secret_projection(ref: KeyRef, path: str) -> JSON:
     return {"secret": {"name": ref.name, "items": [{"key": ref.key, "path": path}]}}
 
 

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from hooks import contract, names
-from hooks.cluster import InvalidSpec
+from hooks.cluster import InvalidSpec, KeyRef
 from hooks.contract import CompositeRequest
 
 JSON = dict[str, Any]
@@ -47,12 +47,6 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
-class SecretKeyRef:
-    name: str
-    key: str
-
-
-@dataclass(frozen=True)
 class ScheduledUpdate:
     """updateStrategy.scheduledUpdate: the maintenance window's start (RFC 3339, UTC), minutes, user flags."""
 
@@ -76,7 +70,7 @@ class NodeSetSpec:
     extra_conf: str
     ssh_enabled: bool
     extra_sshd_config: str
-    sssd_conf_ref: SecretKeyRef | None
+    sssd_conf_ref: KeyRef | None
     volume_claim_templates: tuple[JSON, ...]
     update_type: str
     max_unavailable: int | str
@@ -99,7 +93,7 @@ class ControllerInfo:
 
     name: str
     conf_server: str
-    slurm_key_ref: SecretKeyRef | None
+    slurm_key_ref: KeyRef | None
     deleting: bool
 
 
@@ -209,7 +203,7 @@ def _controller_info(obj: JSON, namespace: str) -> ControllerInfo:
     else:
         conf_server = f"{name}-controller.{namespace}:{SLURMCTLD_PORT}"
     key_ref = spec.get("slurmKeyRef") if isinstance(spec.get("slurmKeyRef"), dict) else {}
-    slurm_key = SecretKeyRef(key_ref["name"], key_ref["key"]) if key_ref.get("name") and key_ref.get("key") else None
+    slurm_key = KeyRef(key_ref["name"], key_ref["key"]) if key_ref.get("name") and key_ref.get("key") else None
     return ControllerInfo(
         name=name,
         conf_server=conf_server,
@@ -298,7 +292,7 @@ def _rfc3339(value: Any) -> float | None:
         return None
 
 
-def _sssd_conf_ref(ssh: JSON, enabled: bool) -> SecretKeyRef | None:
+def _sssd_conf_ref(ssh: JSON, enabled: bool) -> KeyRef | None:
     ref = _object(ssh, "sssdConfRef", "ssh.")
     if not enabled:
         return None
@@ -307,7 +301,7 @@ def _sssd_conf_ref(ssh: JSON, enabled: bool) -> SecretKeyRef | None:
         raise InvalidSpec("spec.ssh.sssdConfRef.name must be set when ssh.enabled is true")
     if not isinstance(key, str) or not key:
         raise InvalidSpec("spec.ssh.sssdConfRef.key must be set when ssh.enabled is true")
-    return SecretKeyRef(name, key)
+    return KeyRef(name, key)
 
 
 def _claim_templates(spec: JSON) -> tuple[JSON, ...]:
