@@ -156,3 +156,14 @@ RESERVATION_MARK: Final = "slinky-metacontroller "
 # slurm_sync: the prefix of the Slurm node features it owns (`k8s/<value>` from ANNOTATION_FEATURES_SPEC);
 # features without it are someone else's and are never removed.
 K8S_FEATURE_PREFIX: Final = "k8s/"
+# Deleting a NodeSet in a safe order. The Controller hook renders a deleting NodeSet's partition with
+# State=PARTITION_STATE_DELETING (Slurm refuses new jobs there; queued ones stay); finalize condemns
+# every pod (drain before delete); slurm_sync reports on the NodeSet in ANNOTATION_DELETION_OBSERVED,
+# JSON {"pendingJobs": [ids of jobs pending in the NodeSet's partition, sorted], "cancelAt": RFC 3339
+# time after which slurm_sync cancels them on purpose, or null, "nodesLeft": [the NodeSet's Slurm node
+# records still in slurmctld, sorted], "error": the last Slurm error or note, "" if none}, and deletes
+# the node records once the NodeSet's pods are gone. Finalize finishes only on a report with no pending
+# job and no node left, so the NodeSet's lines leave slurm.conf last.
+ANNOTATION_DELETION_OBSERVED: Final = NODESET_PREFIX + "deletion-observed"
+CONDITION_DELETION_BLOCKED: Final = "DeletionBlocked"  # NodeSet finalize: what the deletion waits for
+PARTITION_STATE_DELETING: Final = "DRAIN"
