@@ -174,17 +174,29 @@ def _statesave_volume(spec: ControllerSpec) -> JSON:
 
 
 def _claim_templates(spec: ControllerSpec, observed: JSON | None) -> list[JSON]:
-    """The StateSave claim template; an existing StatefulSet's templates are kept as they are."""
+    """The StateSave claim template, written as the API server stores it.
+
+    Metacontroller's apply replaces a list whose items have no top-level `name` as a whole, so any field the
+    server adds and we leave out would mean an update on every sync. An existing StatefulSet's templates are
+    immutable and echoed exactly as stored; a new one gets the server's defaults (apiVersion and kind, volumeMode
+    Filesystem, phase Pending).
+    """
     if observed is not None:
         return [
-            {"metadata": {"name": t["metadata"]["name"]}, "spec": copy.deepcopy(t.get("spec") or {})}
+            copy.deepcopy(t)
             for t in (observed.get("spec") or {}).get("volumeClaimTemplates") or []
             if isinstance(t, dict) and isinstance(t.get("metadata"), dict)
         ]
     p = spec.persistence
     if not p.enabled or p.existing_claim:
         return []
-    return [{"metadata": {"name": STATESAVE_VOLUME}, "spec": copy.deepcopy(p.claim_spec)}]
+    return [{
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": STATESAVE_VOLUME},
+        "spec": {"volumeMode": "Filesystem", **copy.deepcopy(p.claim_spec)},
+        "status": {"phase": "Pending"},
+    }]
 
 
 def _http_probe(path: str) -> JSON:

@@ -471,7 +471,9 @@ def controller_children() -> dict[str, dict[str, JSON]]:
             "volumeClaimTemplates": [{
                 "apiVersion": "v1", "kind": "PersistentVolumeClaim",
                 "metadata": {"name": "statesave"},
-                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "4Gi"}}},
+                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "4Gi"}},
+                         "volumeMode": "Filesystem"},
+                "status": {"phase": "Pending"},  # served like this: the API server defaults claim templates
             }],
         },
     }, CONTROLLER, "5160", status={

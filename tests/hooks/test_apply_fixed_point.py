@@ -36,7 +36,8 @@ def hook_children(kind: str, body: JSON) -> list[JSON]:
     assert resp.status_code == 200, resp.get_json()
     children = resp.get_json()["children"]
     assert children, f"{kind}: the sample request yields no children, so nothing would be checked"
-    return [mc.prepare_child(c, body["parent"], bool(body["controller"]["spec"].get("generateSelector"))) for c in children]
+    generate_selector = bool(body["controller"]["spec"].get("generateSelector"))
+    return [mc.prepare_child(c, body["parent"], generate_selector) for c in children]
 
 
 def type_key(obj: JSON) -> str:
@@ -163,7 +164,8 @@ def test_model_replaces_a_list_without_a_merge_key_and_loses_server_defaults():
 
 def test_model_removes_what_was_applied_before_and_keeps_what_others_set():
     last = {"metadata": {"labels": {"a": "1", "b": "2"}}}
-    observed = {"metadata": {"labels": {"a": "1", "b": "2", "other": "x"}, "annotations": {mc.LAST_APPLIED: mc.go_json(last)}}}
+    labels = {"a": "1", "b": "2", "other": "x"}
+    observed = {"metadata": {"labels": labels, "annotations": {mc.LAST_APPLIED: mc.go_json(last)}}}
     merged = mc.apply_update(observed, {"metadata": {"labels": {"a": "1"}}})
     assert merged["metadata"]["labels"] == {"a": "1", "other": "x"}
 

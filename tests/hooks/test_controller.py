@@ -293,8 +293,10 @@ def test_the_example_request_is_answered(client):
 
 def test_state_save_storage_modes(client):
     default = by_kind(sync(client, controller(), rel=related(*keys())))[STS]["spec"]
-    assert default["volumeClaimTemplates"] == [{"metadata": {"name": "statesave"},
-        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "4Gi"}}}}]
+    assert default["volumeClaimTemplates"] == [{"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "statesave"}, "status": {"phase": "Pending"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "4Gi"}},
+                 "volumeMode": "Filesystem"}}]
     claim = by_kind(sync(client, controller(persistence={"existingClaim": "state"}), rel=related(*keys())))[STS]["spec"]
     assert "volumeClaimTemplates" not in claim
     assert {"name": "statesave", "persistentVolumeClaim": {"claimName": "state"}} in claim["template"]["spec"]["volumes"]

@@ -32,6 +32,10 @@ JSON = dict[str, Any]
 # The first minor version that omits a zero metadata.creationTimestamp instead of writing null.
 OMITS_NULL_CREATION_TIMESTAMP = 34
 DEFAULT_UID = "00000000-0000-4000-8000-000000000001"
+_POD_SPEC_DEFAULTS = {
+    "restartPolicy": "Always", "dnsPolicy": "ClusterFirst", "schedulerName": "default-scheduler",
+    "terminationGracePeriodSeconds": 30, "securityContext": {}, "enableServiceLinks": True,
+}  # fmt: skip
 _PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
 _PROBE_DEFAULTS = {"timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 1, "failureThreshold": 3}
 
@@ -112,9 +116,8 @@ def _pod_template(template: JSON, minor: int) -> None:
 
 
 def _pod_spec(spec: JSON) -> None:
-    for key, value in (("restartPolicy", "Always"), ("dnsPolicy", "ClusterFirst"), ("schedulerName", "default-scheduler"),
-                       ("terminationGracePeriodSeconds", 30), ("securityContext", {}), ("enableServiceLinks", True)):
-        spec.setdefault(key, value)  # fmt: skip
+    for key, value in _POD_SPEC_DEFAULTS.items():
+        spec.setdefault(key, copy.deepcopy(value))
     for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
         _container(container)
     for volume in spec.get("volumes") or []:
