@@ -25,7 +25,8 @@ def test_default_values_boot_slurmctld_with_the_all_partition_and_slinkys_cluste
     write_config(cluster, for_loopback(rendered, cluster), {"slurm.key": os.urandom(32), "jwt.key": os.urandom(32)})
 
     cluster.start("slurmctld", "slurmctld", "-D", "-f", cluster.conf)
-    wait_for(lambda: cluster.run("scontrol", "ping"), lambda out: "is UP" in out, timeout=30, what=f"slurmctld up\n{cluster.logs()}")
+    up = f"slurmctld up\n{cluster.logs()}"
+    wait_for(lambda: cluster.run("scontrol", "ping"), lambda out: "is UP" in out, timeout=30, what=up)
 
     partition = cluster.run("scontrol", "show", "partition", "all")
     assert "PartitionName=all" in partition and "Default=YES" in partition and "State=UP" in partition, partition
