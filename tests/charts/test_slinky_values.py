@@ -220,6 +220,19 @@ def test_priority_class_is_used_but_not_created_unless_asked():
     assert names_of(created, "PriorityClass") == {"slurm-system-critical"}
 
 
+def test_component_metadata_goes_on_the_cr_and_its_pod_template():
+    restapi = forms()["RestApi/slurm"]
+    for meta in (restapi["metadata"], restapi["spec"]["template"]["metadata"]):
+        assert meta["labels"]["team"] == "hpc" and meta["annotations"] == {"owner": "platform"}
+    assert restapi["metadata"]["labels"]["app.kubernetes.io/part-of"] == "slurm"
+
+
+@pytest.mark.parametrize("which", ["controller", "accounting"])
+def test_no_key_secrets_for_an_external_slurmctld_or_slurmdbd(which):
+    docs = render({which: {"enabled": True, "external": True, "externalConfig": {"host": "slurm.example.com"}}})
+    assert names_of(docs, "Secret") == set()
+
+
 def test_image_pull_secrets_of_the_pod_spec_come_before_the_global_ones():
     template = forms()["Controller/slurm"]["spec"]["template"]["spec"]
     assert template["imagePullSecrets"] == [{"name": "controller-registry"}, {"name": "site-registry"}]

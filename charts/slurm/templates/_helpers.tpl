@@ -28,6 +28,16 @@ carries clusterName only when the value is set. */}}
 {{- .Values.clusterName | default (printf "%s_%s" (include "slurm.namespace" .) (include "slurm.fullname" .)) -}}
 {{- end -}}
 
+{{/* A CR's metadata as in Slinky's chart: the component's own labels and annotations (from
+`<component>.metadata`, which also go on its pod template) with the chart's labels. (dict "root" $ "name" .. "metadata" ..) */}}
+{{- define "slurm.crMetadata" -}}
+{{- $user := .metadata | default dict -}}
+{{- $meta := dict "name" .name "namespace" (include "slurm.namespace" .root) -}}
+{{- $_ := set $meta "labels" (merge (deepCopy ($user.labels | default dict)) (fromYaml (include "slurm.labels" .root))) -}}
+{{- with $user.annotations }}{{ $_ := set $meta "annotations" . }}{{ end -}}
+{{- toYaml $meta -}}
+{{- end -}}
+
 {{- define "slurm.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 app.kubernetes.io/part-of: slurm
