@@ -27,14 +27,15 @@ DEPLOYMENT_TYPE = contract.TYPE_DEPLOYMENT
 SECRET_TYPE = contract.TYPE_SECRET
 HOST_KEY_TYPES = ("rsa", "ed25519", "ecdsa")
 HOST_KEY_FILES = tuple(f"ssh_host_{t}_key{ext}" for t in HOST_KEY_TYPES for ext in ("", ".pub"))
-# Copies the slurm.key into the writable /etc/slurm with the owner and modes Slurm demands.
+# Copies the slurm.key into the writable /etc/slurm with the owner and modes Slurm demands. The owner
+# is numeric: the init image (alpine by default) has no `slurm` account to resolve a name with.
 INITCONF_SCRIPT = """\
 set -eu
 for f in /mnt/slurm/*.conf /mnt/slurm/*.key; do
   [ -e "$f" ] || continue
   cp "$f" /mnt/etc/slurm/
 done
-chown -R "$SLURM_USER:$SLURM_USER" /mnt/etc/slurm
+chown -R "$SLURM_UID:$SLURM_UID" /mnt/etc/slurm
 find /mnt/etc/slurm -name '*.conf' -exec chmod 644 {} +
 find /mnt/etc/slurm -name '*.key' -exec chmod 600 {} +
 """
@@ -256,7 +257,7 @@ def build_deployment(parent: JSON, spec: LoginSetSpec, controller: ControllerVie
             "name": "initconf",
             "image": cluster.default_image(APP),
             "command": ["sh", "-c", INITCONF_SCRIPT],
-            "env": [{"name": "SLURM_USER", "value": cluster.SLURM_USER}],
+            "env": [{"name": "SLURM_UID", "value": str(cluster.SLURM_UID)}],
             "volumeMounts": [
                 {"name": "slurm-config", "mountPath": "/mnt/slurm", "readOnly": True},
                 {"name": "slurm-etc", "mountPath": "/mnt/etc/slurm"},

@@ -21,8 +21,21 @@
 {{- default .Release.Namespace .Values.namespaceOverride -}}
 {{- end -}}
 
+{{/* The cluster name Slurm will use: the value when set, else what the operator derives from the
+Controller (<namespace>_<name>), as Slinky's operator does. Only the NOTES print it; the Controller
+carries clusterName only when the value is set. */}}
 {{- define "slurm.clusterName" -}}
-{{- .Values.clusterName | default (include "slurm.fullname" .) | replace "-" "_" -}}
+{{- .Values.clusterName | default (printf "%s_%s" (include "slurm.namespace" .) (include "slurm.fullname" .)) -}}
+{{- end -}}
+
+{{/* A CR's metadata as in Slinky's chart: the component's own labels and annotations (from
+`<component>.metadata`, which also go on its pod template) with the chart's labels. (dict "root" $ "name" .. "metadata" ..) */}}
+{{- define "slurm.crMetadata" -}}
+{{- $user := .metadata | default dict -}}
+{{- $meta := dict "name" .name "namespace" (include "slurm.namespace" .root) -}}
+{{- $_ := set $meta "labels" (merge (deepCopy ($user.labels | default dict)) (fromYaml (include "slurm.labels" .root))) -}}
+{{- with $user.annotations }}{{ $_ := set $meta "annotations" . }}{{ end -}}
+{{- toYaml $meta -}}
 {{- end -}}
 
 {{- define "slurm.labels" -}}
@@ -31,12 +44,15 @@ app.kubernetes.io/part-of: slurm
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 
-{{/* repository:tag, or repository@digest when a digest is given. */}}
+{{/* An image in either of Slinky's forms: a string as given, or an object giving repository:tag
+(repository@digest when a digest is given). */}}
 {{- define "slurm.image" -}}
-{{- if .digest -}}
-{{ .repository }}@{{ .digest }}
+{{- if kindIs "string" . -}}
+{{ required "an image must not be empty" . }}
+{{- else if .digest -}}
+{{ required "image.repository is required" .repository }}@{{ .digest }}
 {{- else -}}
-{{ .repository }}:{{ .tag }}
+{{ required "image.repository is required" .repository }}:{{ required "image.tag (or image.digest) is required" .tag }}
 {{- end -}}
 {{- end -}}
 
@@ -59,37 +75,46 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- toJson $refs -}}
 {{- end -}}
 
-{{/* extraConf (string) followed by extraConfMap as Key=Value lines (lists joined by commas). */}}
-{{- define "slurm.extraConf" -}}
-{{- $lines := list -}}
-{{- with .extraConf }}{{ $lines = append $lines (trim .) }}{{ end -}}
-{{- range $k, $v := .extraConfMap -}}
-{{- if kindIs "slice" $v -}}
-{{- $lines = append $lines (printf "%s=%s" $k (join "," $v)) -}}
+{{/* Slinky's rule for a raw string and its map form (extraConf/extraConfMap, config/configMap):
+the string when it is set, else the map as Key=Value entries (lists joined by commas, empty values
+left out), joined by `sep`. (dict "raw" .. "map" .. "sep" ..) */}}
+{{- define "slurm.confEntries" -}}
+{{- if .raw -}}
+{{- trim .raw -}}
 {{- else -}}
-{{- $lines = append $lines (printf "%s=%v" $k $v) -}}
+{{- $entries := list -}}
+{{- range $k, $v := .map -}}
+{{- if $v }}{{ $entries = append $entries (printf "%s=%s" $k (join "," $v)) }}{{ end -}}
 {{- end -}}
+{{- join .sep $entries -}}
 {{- end -}}
-{{- join "\n" $lines -}}
 {{- end -}}
 
-{{/* A container override: image (from the image dict) plus the non-empty optional fields. */}}
+{{/* A container override as Slinky passes it: every field the values give (empty ones left out), the
+image in either form, and imagePullPolicy from the container or else the global value. (dict "c" .. "root" $) */}}
 {{- define "slurm.container" -}}
-{{- $c := dict "image" (include "slurm.image" .image) -}}
-{{- range $field := list "args" "env" "resources" "volumeMounts" "securityContext" -}}
-{{- with index $ $field -}}{{- $_ := set $c $field . -}}{{- end -}}
+{{- $c := dict -}}
+{{- range $field, $v := omit .c "image" -}}
+{{- if $v }}{{ $_ := set $c $field $v }}{{ end -}}
 {{- end -}}
+{{- $_ := set $c "image" (include "slurm.image" .c.image) -}}
+{{- with .c.imagePullPolicy | default .root.Values.imagePullPolicy }}{{ $_ := set $c "imagePullPolicy" . }}{{ end -}}
 {{- toJson $c -}}
 {{- end -}}
 
-{{/* Pod template: metadata and podSpec of a component, with pull secrets and priority class. ($ctx: dict "root" $ "metadata" .. "podSpec" ..) */}}
+{{/* Pod template: metadata and podSpec of a component; the podSpec's own pull secrets come before the
+global ones and its own priorityClassName wins over the chart's. (dict "root" $ "metadata" .. "podSpec" ..) */}}
 {{- define "slurm.template" -}}
 {{- $spec := dict -}}
 {{- range $k, $v := .podSpec -}}
 {{- if $v }}{{ $_ := set $spec $k $v }}{{ end -}}
 {{- end -}}
-{{- with .root.Values.imagePullSecrets }}{{ $_ := set $spec "imagePullSecrets" . }}{{ end -}}
-{{- if .root.Values.priorityClass.enabled }}{{ $_ := set $spec "priorityClassName" .root.Values.priorityClass.name }}{{ end -}}
+{{- with concat ($spec.imagePullSecrets | default list) (.root.Values.imagePullSecrets | default list) -}}
+{{- $_ := set $spec "imagePullSecrets" . -}}
+{{- end -}}
+{{- if and .root.Values.priorityClass.enabled (not $spec.priorityClassName) -}}
+{{- $_ := set $spec "priorityClassName" .root.Values.priorityClass.name -}}
+{{- end -}}
 {{- $t := dict -}}
 {{- if .metadata }}{{ $_ := set $t "metadata" .metadata }}{{ end -}}
 {{- if $spec }}{{ $_ := set $t "spec" $spec }}{{ end -}}
@@ -103,12 +128,15 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- toJson $s -}}
 {{- end -}}
 
-{{/* Script ConfigMap references: the chart's own ConfigMap (if it has scripts) then the user's. */}}
+{{/* Script ConfigMap references in Slinky's order: for prolog the chart's own ConfigMap (if it has
+scripts) then the user's, for the other three the user's first. A reference is an object
+({name: x}, Slinky's form) or a plain ConfigMap name. */}}
 {{- define "slurm.scriptRefs" -}}
-{{- $refs := list -}}
-{{- if .scripts }}{{ $refs = append $refs (dict "name" .name) }}{{ end -}}
-{{- range .refs }}{{ $refs = append $refs (dict "name" .) }}{{ end -}}
-{{- toJson $refs -}}
+{{- $own := list -}}
+{{- if .scripts }}{{ $own = list (dict "name" .name) }}{{ end -}}
+{{- $user := list -}}
+{{- range .refs }}{{ $user = append $user (ternary (dict "name" .) . (kindIs "string" .)) }}{{ end -}}
+{{- toJson (ternary (concat $own $user) (concat $user $own) .ownFirst) -}}
 {{- end -}}
 
 {{/* True when the sssd Secret is needed: any enabled LoginSet or ssh-enabled NodeSet. */}}
