@@ -140,7 +140,7 @@ def kubernetes_methods_called(paths: Iterable[Path]) -> set[str]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Attribute):
                 receiver = node.func.value.attr
-                if receiver in ("core", "custom", "apps", "policy", "coordination") and node.func.attr.startswith(verbs):
+                if receiver in ("core", "custom", "apps", "policy", "coordination", "events") and node.func.attr.startswith(verbs):
                     found.add(node.func.attr)
     return found
 

@@ -36,7 +36,7 @@ GROUP_PATH = f"/apis/scheduling.k8s.io/v1alpha2/namespaces/{BNS}/podgroups/pg"
 class _Watch:
     source: Any
 
-    def poll(self) -> Snapshot[Any, Any]:
+    def poll(self, guard: Any = None) -> Snapshot[Any, Any]:
         items = self.source()
         return Snapshot(MappingProxyType(dict(items)), 1, frozenset(), frozenset())
 

@@ -101,11 +101,12 @@ def test_health_reports_readiness_and_metrics() -> None:
     try:
         assert httpx.get(base + "/healthz").status_code == 200
         assert httpx.get(base + "/readyz").status_code == 503
-        health.record([])
+        health.record({})
         assert httpx.get(base + "/readyz").status_code == 200
-        health.record(["ns/a"])
+        health.record({"ns/a": "Slurm cluster a: update node n3 (DRAIN): HTTP 503"})
         ready = httpx.get(base + "/readyz")
-        assert ready.status_code == 503 and "ns/a" in ready.text
+        assert ready.status_code == 503
+        assert ready.text == "failing: ns/a: Slurm cluster a: update node n3 (DRAIN): HTTP 503\n"
         metrics.count_kube_write("pod", "patch")
         assert 'slurm_sync_kube_writes_total{kind="pod",verb="patch"} 1.0' in httpx.get(base + "/metrics").text
     finally:
