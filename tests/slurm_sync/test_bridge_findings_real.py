@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 from pytest_httpserver import HTTPServer
 
+from hooks import names
 from slurm_sync.bridge import BridgeLoop
 from slurm_sync.bridge_kube import BridgeKube
 from slurm_sync.kube import Kube
@@ -111,3 +112,17 @@ def test_an_empty_job_listing_is_a_fault_not_the_end_of_every_job(rig: Rig) -> N
     assert all("JobState=RUNNING" in rig.show(j) for j in jobs)
     injector.rules.clear()
     assert loop.run_pass().ready and deletes(rig, before) == []
+
+
+def test_an_orphan_job_is_cancelled_only_once_the_apiserver_says_its_pods_are_gone(rig: Rig) -> None:
+    loop = loop_with(rig, Injector(), list_interval=0)
+    rig.kube.add("pods", bridge_pod("o1", None, job_body([f"{BNS}/o1"], **ON_N1_N2, hold=True)))
+    assert loop.run_pass().ok
+    job_id = rig.job_id("o1")
+    del rig.kube.pod("o1")["metadata"]["labels"][names.LABEL_BRIDGE_MANAGED]  # the pod listing lacks it; it exists
+    for _ in range(2):
+        loop.run_pass()
+    assert "JobState=CANCELLED" not in rig.show(job_id)
+    del rig.kube.objects[("pods", BNS, "o1")]  # now the apiserver answers NotFound
+    assert loop.run_pass().ok
+    assert "JobState=CANCELLED" in rig.show(job_id)
