@@ -32,7 +32,8 @@ def _env(name: str, default: str | None = None) -> str | None:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m slurm_sync", description="Keep Slurm and Kubernetes in step (Slinky operator side).")
-    p.add_argument("--namespace", default=_env("NAMESPACE"), help="watch one namespace (env SLURM_SYNC_NAMESPACE; default: all)")
+    p.add_argument("--namespace", default=_env("NAMESPACE", ""),
+                   help="comma-separated namespaces to watch (env SLURM_SYNC_NAMESPACE; default: all)")
     p.add_argument("--poll-interval", type=float, default=float(_env("POLL_INTERVAL", "10")), help="seconds between passes")
     p.add_argument("--slurm-url", default=_env("SLURM_URL"), help="slurmrestd URL for every cluster (running outside the cluster)")
     p.add_argument("--token-user", default=_env("TOKEN_USER", "slurm"), help="Slurm user in the minted JWT")
@@ -96,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.configure(args.log_level)
     metrics = Metrics()
     cfg = Config(
-        namespace=args.namespace or None,
+        namespaces=tuple(n.strip() for n in args.namespace.split(",") if n.strip()),
         poll_interval=args.poll_interval,
         slurm_url=args.slurm_url or None,
         token_user=args.token_user,

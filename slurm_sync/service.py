@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Config:
-    namespace: str | None  # None: every namespace
+    namespaces: tuple[str, ...] = ()  # the namespaces to watch; empty: every namespace
     poll_interval: float = 10.0
     slurm_url: str | None = None
     token_user: str = "slurm"
@@ -117,8 +117,8 @@ class Service:
     def _operator_pass(self) -> dict[str, Outcome]:
         """(ready, ok, why) per cluster (or for "discovery" when the clusters cannot be listed)."""
         try:
-            controllers = self.kube.list_custom("controllers", self.config.namespace)
-            restapis = self.kube.list_custom("restapis", self.config.namespace)
+            controllers = self._list_custom("controllers")
+            restapis = self._list_custom("restapis")
         except Exception as exc:  # an ApiException, or the apiserver unreachable (MaxRetryError) ...
             log.error("discovery failed: %s", describe_error(exc))
             return {"discovery": (False, False, describe_error(exc))}
@@ -130,10 +130,16 @@ class Service:
         outcomes.update(self._release_orphaned_claims())
         return outcomes
 
+    def _list_custom(self, plural: str) -> list[dict]:
+        """Our CRs of one kind in the watched namespaces (one cluster-wide list when watching all)."""
+        if not self.config.namespaces:
+            return self.kube.list_custom(plural, None)
+        return [obj for namespace in self.config.namespaces for obj in self.kube.list_custom(plural, namespace)]
+
     def _release_orphaned_claims(self) -> dict[str, Outcome]:
         """Retained PVCs of deleted NodeSets whose Controller is gone (no cluster pass covers them)."""
         try:
-            nodesets = [read_nodeset(o) for o in self.kube.list_custom("nodesets", self.config.namespace)]
+            nodesets = [read_nodeset(o) for o in self._list_custom("nodesets")]
         except Exception as exc:  # as in discovery: nothing is known, nothing is released
             log.error("listing nodesets failed: %s", describe_error(exc))
             return {"nodesets": (False, False, f"list nodesets: {describe_error(exc)}")}

@@ -86,7 +86,7 @@ def build_rig(lab: SlurmLab, server: HTTPServer) -> Rig:
     kube.add("pods", controller_pod(ctld_host))
     kube.install(server)
     metrics = Metrics()
-    config = Config(namespace=NS, slurm_url=lab.rest_url, token_user="slurm", slurm_timeout=5, poll_interval=0.5,
+    config = Config(namespaces=(NS,), slurm_url=lab.rest_url, token_user="slurm", slurm_timeout=5, poll_interval=0.5,
                     absence_confirm_seconds=0)
     rig = Rig(lab, kube, Service(config, Kube(api_client(server.url_for("/")), metrics.count_kube_write), metrics), metrics)
     rig.set_key(lab.jwt_key_file.read_bytes(), "1")
