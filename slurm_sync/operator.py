@@ -31,8 +31,8 @@ from kubernetes.client.exceptions import ApiException
 from hooks import names
 from hooks.gcpause import collector_paused
 from hooks.objects import selector_labels
+from slurm_sync import deletion, reservations
 from slurm_sync import plan as planning
-from slurm_sync import reservations
 from slurm_sync.proof import PROBES_PER_PASS, AbsenceProof, sudden_loss
 from slurm_sync.kube import Kube, describe_error, is_not_found
 from slurm_sync.metrics import Metrics
@@ -221,6 +221,7 @@ class OperatorLoop:
         propagated_conditions: tuple[str, ...] = (),
         clock: Callable[[], float] = time.monotonic,
         absence_confirm_seconds: float = 5.0,
+        deletion_grace: float = deletion.DEFAULT_GRACE,
     ) -> None:
         self.name = name
         self.propagated_conditions = propagated_conditions
@@ -238,7 +239,9 @@ class OperatorLoop:
         self._planned: set[tuple[str, str]] = set()  # this pass's updates (stale refusals are forgotten)
         self._absence: AbsenceProof[str] = AbsenceProof(absence_confirm_seconds, clock)
         self._lost_gone: set[str] = set()  # nodes of a suspect listing that Slurm said are gone
-        self._deleted: set[str] = set()  # node records we deleted ourselves (their loss is expected)
+        self.deleted_nodes: set[str] = set()  # node records we deleted ourselves (their loss is expected)
+        self.job_absence: AbsenceProof[int] = AbsenceProof(absence_confirm_seconds, clock)  # jobs of deleting NodeSets
+        self.deletion_grace = deletion_grace
 
     def read_slurm(self, tally: Tally) -> SlurmView:
         nodes = ping = None
@@ -255,7 +258,7 @@ class OperatorLoop:
     def _check_listing(self, before: Mapping[str, Node], now: Mapping[str, Node]) -> None:
         """Refuse (SlurmSuspect) a listing that suddenly lacks many nodes it had, until Slurm says of
         each one, asked by name, that it is gone; a node Slurm still has proves the listing wrong."""
-        lost = sudden_loss(before, now, self._deleted)
+        lost = sudden_loss(before, now, self.deleted_nodes)
         if not lost:
             self._lost_gone.clear()
             return
@@ -316,6 +319,7 @@ class OperatorLoop:
                 lambda t=touch: self.kube.annotate_nodeset(t.namespace, t.name, names.ANNOTATION_SLURM_OBSERVED, t.value),
             )
         reservations.execute(self, cluster, slurm, tally)  # ScheduledUpdate maintenance reservations
+        deletion.execute(self, cluster, slurm, tally)  # deleting NodeSets: pending jobs, node records
         for nodeset in sorted(cluster.nodesets.values(), key=lambda n: n.name):
             if nodeset.releases_claims:
                 release_retained_claims(self.kube, nodeset, tally)
@@ -463,7 +467,7 @@ class OperatorLoop:
         except SlurmError as exc:
             self._slurm_error(tally, f"delete node {candidate.node}", exc)
             return
-        self._deleted.add(candidate.node)
+        self.deleted_nodes.add(candidate.node)
         tally.slurm_writes += 1
         self.metrics.slurm_writes.labels(self.name, "delete").inc()
         log.info("cluster %s: defunct Slurm node %s pruned (pod %s/%s and its Kubernetes node are gone)",
