@@ -22,10 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kubernetes.client.exceptions import ApiException
-
 from hooks import names
-from slurm_sync.kube import describe_error, is_not_found
 from slurm_sync.plan import SlurmView, pod_info
 from slurm_sync.slurm_errors import ESLURM_ALREADY_DONE, SlurmError, SlurmNotFound, SlurmRejected
 from slurm_sync.slurm_types import Job, Node
@@ -266,23 +263,6 @@ def _delete_nodes(loop: OperatorLoop, plan: DeletionPlan, tally: Tally) -> str:
     """Delete each node record whose pod the apiserver says is gone (NotFound). The last error, or ""."""
     error = ""
     for delete in plan.node_deletes:
-        try:
-            loop.kube.read_pod(delete.namespace, delete.pod)
-            continue  # the pod exists (not listed as ours, or just created): not now
-        except ApiException as exc:
-            if not is_not_found(exc):
-                tally.errors.append(f"read pod {delete.pod}: {describe_error(exc)}")
-                continue
-        except Exception as exc:  # the apiserver unreachable: unknown, delete nothing
-            tally.errors.append(f"read pod {delete.pod}: {describe_error(exc)}")
-            continue
-        try:
-            loop.slurm.delete_node(delete.node)
-        except SlurmError as exc:  # e.g. a job is still allocated on it: Slurm refuses
-            loop._slurm_error(tally, f"delete node {delete.node}", exc)
-            error = f"delete node {delete.node}: {exc}"
-            continue
-        loop.deleted_nodes.add(delete.node)  # its leaving the listing is expected
-        tally.slurm_writes += 1
-        log.info("cluster %s: Slurm node %s of deleted NodeSet %s removed", loop.name, delete.node, plan.nodeset.name)
+        why = f"node record of deleted NodeSet {plan.nodeset.name}"
+        error = loop.delete_record(delete.node, delete.namespace, delete.pod, tally, why) or error
     return error

@@ -20,6 +20,7 @@ import jwt
 
 from hooks.contract import BadHookRequest
 from hooks.controller_spec import parse_spec
+from slurm_sync.deletion import DEFAULT_GRACE
 from slurm_sync.kube import Kube
 from slurm_sync.logs import register_secret
 from slurm_sync.metrics import Metrics
@@ -144,7 +145,7 @@ class Clusters:
     def __init__(
         self, kube: Kube, metrics: Metrics, user: str, lifetime: int, slurm_timeout: float, propagated_conditions: tuple[str, ...] = (),
         absence_confirm_seconds: float = 5.0,
-        deletion_grace: float = 900.0,
+        deletion_grace: float = DEFAULT_GRACE,
     ) -> None:
         self.kube = kube
         self.absence_confirm_seconds = absence_confirm_seconds

@@ -20,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from slurm_sync.bridge import BridgeLoop
+from slurm_sync.deletion import DEFAULT_GRACE
 from slurm_sync.discovery import ClusterHandle, Clusters, plan_clusters
 from slurm_sync.events import Events, ObjectRef
 from slurm_sync.kube import Kube, describe_error
@@ -46,7 +47,7 @@ class Config:
     # A Slurm node is absent once Slurm's not-found answer holds on a later pass this much later
     absence_confirm_seconds: float = 5.0
     # Jobs pending in a deleting NodeSet's partition are cancelled on purpose this long after it is reported
-    nodeset_deletion_grace: float = 900.0
+    nodeset_deletion_grace: float = DEFAULT_GRACE
 
     @property
     def operator(self) -> bool:
