@@ -49,6 +49,18 @@ def is_not_found(exc: ApiException) -> bool:
     return isinstance(body, dict) and body.get("kind") == "Status" and body.get("reason") == "NotFound"
 
 
+def pod_gone(kube: Kube, namespace: str, name: str) -> tuple[bool, str]:
+    """(gone, error): gone only on the apiserver's NotFound for the pod; error says why it is unknown
+    ("" when the pod simply exists). A listing that lacks a pod is no such proof."""
+    try:
+        kube.read_pod(namespace, name)
+    except ApiException as exc:
+        return (True, "") if is_not_found(exc) else (False, f"read pod {name}: {describe_error(exc)}")
+    except Exception as exc:  # the apiserver unreachable (MaxRetryError ...): unknown
+        return False, f"read pod {name}: {describe_error(exc)}"
+    return False, ""
+
+
 def selector(labels: dict[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
@@ -59,6 +71,7 @@ class Kube:
     def __init__(self, api: client.ApiClient, count_write: WriteCounter = lambda kind, verb: None) -> None:
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
+        self.events = client.EventsV1Api(api)
         self._count = count_write
 
     @staticmethod
@@ -121,3 +134,8 @@ class Kube:
         """JSON patch (a list body makes the client send ``application/json-patch+json``)."""
         self.core.patch_namespaced_persistent_volume_claim(name, namespace, operations, _preload_content=False)
         self._count("pvc", "patch")
+
+    def create_event(self, namespace: str, body: JSON) -> None:
+        """An events.k8s.io/v1 Event (slurm_sync/events.py builds it)."""
+        self.events.create_namespaced_event(namespace, body, _preload_content=False)
+        self._count("event", "create")
