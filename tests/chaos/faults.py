@@ -194,6 +194,11 @@ class FaultKind:
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def blinds(self) -> bool:
+        """The truth cannot be read from Slurm while the fault lasts (the lab itself is down)."""
+        return self.outage is not no_outage
+
 
 HTML_500 = b"<html><head><title>500 Internal Server Error</title></head><body><h1>Oops</h1></body></html>"
 HTML_502 = b"<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1></body></html>"
@@ -223,7 +228,7 @@ KINDS: tuple[FaultKind, ...] = (
     FaultKind("delay-beyond-timeout", lambda t: Delay(DELAY), passes=1),
     FaultKind("jwt-wrong-key", lambda t: Token(wrong_key)),
     FaultKind("jwt-expired", lambda t: Token(expired(t.jwt_key))),
-    FaultKind("slurmctld-down", lambda t: Passthrough(), outage=slurmctld_stopped),
+    FaultKind("slurmctld-down", lambda t: Passthrough(), passes=1, outage=slurmctld_stopped),
     FaultKind("other-cluster", lambda t: OtherCluster(), foreign=True),
     FaultKind("writes-503", lambda t: Canned(503, b"Service Unavailable", "text/plain", writes_only=True)),
 )
