@@ -32,7 +32,8 @@ def _env(name: str, default: str | None = None) -> str | None:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m slurm_sync", description="Keep Slurm and Kubernetes in step (Slinky operator side).")
-    p.add_argument("--namespace", default=_env("NAMESPACE"), help="watch one namespace (env SLURM_SYNC_NAMESPACE; default: all)")
+    p.add_argument("--namespace", default=_env("NAMESPACE", ""),
+                   help="comma-separated namespaces to watch (env SLURM_SYNC_NAMESPACE; default: all)")
     p.add_argument("--poll-interval", type=float, default=float(_env("POLL_INTERVAL", "10")), help="seconds between passes")
     p.add_argument("--slurm-url", default=_env("SLURM_URL"), help="slurmrestd URL for every cluster (running outside the cluster)")
     p.add_argument("--token-user", default=_env("TOKEN_USER", "slurm"), help="Slurm user in the minted JWT")
@@ -53,6 +54,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="bridge: seconds between full job listings (orphan jobs; adoption after a crash)")
     p.add_argument("--propagated-node-conditions", default=_env("PROPAGATED_NODE_CONDITIONS", ""),
                    help="comma-separated Node condition types whose True conditions become the drain reason of a cordoned Node")
+    p.add_argument("--absence-confirm-seconds", type=float, default=float(_env("ABSENCE_CONFIRM_SECONDS", "5")),
+                   help="a Slurm node or job is gone only when Slurm's not-found answer holds on a later pass this much later")
+    p.add_argument("--cluster-name", default=_env("CLUSTER_NAME"),
+                   help="bridge: the Slurm cluster --slurm-url must serve (default: the first answer's, then pinned)")
     p.add_argument("--once", action="store_true", default=_env("ONCE", "") == "1", help="one pass, then exit (0 = every cluster ok)")
     return p.parse_args(argv)
 
@@ -82,9 +87,9 @@ def bridge_loop(args: argparse.Namespace, kube: Kube, metrics: Metrics) -> Bridg
     else:
         raise SystemExit("--mode bridge needs --token-file or --jwt-key-file")
     namespaces = [n.strip() for n in args.managed_namespaces.split(",") if n.strip()]
-    slurm = SlurmClient(args.slurm_url, tokens, timeout=args.slurm_timeout)
+    slurm = SlurmClient(args.slurm_url, tokens, timeout=args.slurm_timeout, cluster=args.cluster_name or None)
     return BridgeLoop(slurm, BridgeKube(kube, metrics.count_kube_write), metrics, namespaces, args.scheduler_name,
-                      args.job_list_interval)
+                      args.job_list_interval, absence_confirm_seconds=args.absence_confirm_seconds)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -92,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.configure(args.log_level)
     metrics = Metrics()
     cfg = Config(
-        namespace=args.namespace or None,
+        namespaces=tuple(n.strip() for n in args.namespace.split(",") if n.strip()),
         poll_interval=args.poll_interval,
         slurm_url=args.slurm_url or None,
         token_user=args.token_user,
@@ -101,6 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         bind=args.bind,
         mode=args.mode,
         propagated_node_conditions=tuple(t.strip() for t in args.propagated_node_conditions.split(",") if t.strip()),
+        absence_confirm_seconds=args.absence_confirm_seconds,
     )
     kube = Kube(kube_client(args.kubeconfig), metrics.count_kube_write)
     bridge = bridge_loop(args, kube, metrics) if args.mode in ("bridge", "both") else None

@@ -8,8 +8,14 @@ every ``list_interval`` seconds; the jobs our pods carry are read one GET each.
 Fail closed: a failed job read plans no pod action at all (no submit, cancel, delete or bind); a
 failed node listing plans no node action and no new submission. Kubernetes read failures end the pass.
 
-Readiness (``BridgeResult.ready``) follows only whether Slurm and Kubernetes could be read. What
-users or administrators got wrong (an unknown partition, a Slurm node no Kubernetes node maps to,
+Absence is proven (slurm_sync/proof.py): a job is gone only when ``GET job/<id>`` answers Slurm's
+not-found (404, error 2017) on two passes some seconds apart; until then its pods get no action at
+all. A 200 without the job is no answer. A job listing that suddenly lacks many of our active jobs
+is refused (unready, no index change) until Slurm confirms each of them gone. An orphan job (its
+pods are not listed) is cancelled only after the apiserver answers NotFound for every one of them.
+
+Readiness (``BridgeResult.ready``) says whether Slurm and Kubernetes could be read and Slurm took
+every write we sent (``unready`` names what failed). What users or administrators got wrong (an unknown partition, a Slurm node no Kubernetes node maps to,
 a group needing more nodes than exist, a job Slurm refuses) is logged, counted in
 ``slurm_sync_bridge_user_errors_total{kind}`` and, where a pod waits because of it, written on the
 pod (ANNOTATION_SUBMIT_ERROR); it does not make the service unready.
@@ -34,10 +40,18 @@ from slurm_sync import bridge_nodes, bridge_plan
 from slurm_sync.bridge_kube import BridgeKube, label_body, pod_group_scheduled_body, release_body, submit_error_body, taint_body
 from slurm_sync.bridge_plan import Cancel, PodActions, Problem
 from slurm_sync.bridge_view import BridgeNode, BridgePod, read_node, read_pod
-from slurm_sync.kube import describe_error
+from slurm_sync.kube import describe_error, is_not_found
 from slurm_sync.metrics import Metrics
 from slurm_sync.slurm import SlurmClient
-from slurm_sync.slurm_errors import ESLURM_ALREADY_DONE, SlurmError, SlurmNotFound, SlurmRejected, SlurmUnavailable
+from slurm_sync.proof import PROBES_PER_PASS, AbsenceProof, sudden_loss
+from slurm_sync.slurm_errors import (
+    ESLURM_ALREADY_DONE,
+    SlurmError,
+    SlurmNotFound,
+    SlurmRejected,
+    SlurmSuspect,
+    SlurmUnavailable,
+)
 from slurm_sync.slurm_types import Job, Node, parse_job
 
 log = logging.getLogger(__name__)
@@ -76,6 +90,7 @@ class BridgeResult:
     slurm_writes: int
     read_ok: bool = True  # Slurm and Kubernetes could both be read
     user_errors: int = 0  # how many of ``errors`` are problems of the objects (Problem)
+    unready: tuple[str, ...] = ()  # failed reads and writes (never user mistakes)
 
     @property
     def ok(self) -> bool:
@@ -83,8 +98,8 @@ class BridgeResult:
 
     @property
     def ready(self) -> bool:
-        """Readiness: Slurm and Kubernetes could be read (user mistakes do not count)."""
-        return self.slurm_ok and self.read_ok
+        """Readiness: Slurm and Kubernetes could be read and took our writes (user mistakes do not count)."""
+        return self.slurm_ok and self.read_ok and not self.unready
 
 
 @dataclass
@@ -96,6 +111,7 @@ class _Tally:
     read_ok: bool = True
     user_errors: int = 0
     bound: dict[str, str] = field(default_factory=dict)  # pod key -> node, bound in this pass
+    unready: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -118,6 +134,7 @@ class BridgeLoop:
         list_interval: float = 30.0,
         now: Callable[[], datetime.datetime] = utc_now,
         clock: Callable[[], float] = time.monotonic,
+        absence_confirm_seconds: float = 5.0,
     ) -> None:
         self.slurm = slurm
         self.kube = kube
@@ -133,6 +150,8 @@ class BridgeLoop:
         self._listed_at: float | None = None  # None: the index must be (re)built before any submit
         self._scheduled: set[tuple[str, str]] = set()  # PodGroups known to carry PodGroupScheduled=True
         self._user_errors = user_errors(metrics)
+        self._gone: AbsenceProof[int] = AbsenceProof(absence_confirm_seconds, clock)
+        self._lost_gone: set[int] = set()  # jobs of a suspect listing that Slurm said are gone
 
     # --- reads ------------------------------------------------------------------------------
 
@@ -141,13 +160,35 @@ class BridgeLoop:
         if self._listed_at is not None and self._clock() - self._listed_at < self.list_interval:
             return False
         try:
-            snapshot = self._jobs.poll()
+            snapshot = self._jobs.poll(self._check_listing)
         except SlurmError as exc:
             self._slurm_error(tally, "list jobs", exc, read=True)
             return None
         self._index = {i: j for i, j in snapshot.items.items() if bridge_plan.bridge_pods_of(j) is not None}
         self._listed_at = self._clock()
         return True
+
+    def _check_listing(self, before: Mapping[int, Job], now: Mapping[int, Job]) -> None:
+        """Refuse (SlurmSuspect) a job listing that suddenly lacks many of our active jobs, until
+        Slurm says of each one, asked by id, that it does not exist."""
+        ours = [i for i, j in before.items() if bridge_plan.bridge_pods_of(j) is not None and bridge_plan.is_active(j)]
+        lost = sudden_loss(ours, now)
+        if not lost:
+            self._lost_gone.clear()
+            return
+        for job_id in sorted(lost - self._lost_gone)[:PROBES_PER_PASS]:
+            try:
+                self.slurm.get_job(job_id)
+            except SlurmNotFound:
+                self._lost_gone.add(job_id)
+                continue
+            raise SlurmSuspect(f"the job listing lacks {len(lost)} of our {len(ours)} active jobs, yet Slurm still has "
+                               f"job {job_id}: a wrong listing, nothing done with it")
+        missing = len(lost - self._lost_gone)
+        if missing:
+            raise SlurmSuspect(f"the job listing lacks {len(lost)} of our {len(ours)} active jobs; {missing} not yet "
+                               "confirmed gone by Slurm")
+        self._lost_gone.clear()
 
     def read_kube(self) -> KubeState:
         pods: list[BridgePod] = []
@@ -160,18 +201,29 @@ class BridgeLoop:
             nodes={n.name: n for n in nodes},
         )
 
-    def read_jobs(self, ids: Iterable[int], tally: _Tally) -> dict[int, Job | None] | None:
-        """One GET per job; None (for all) when any read failed: unknown is not gone."""
+    def read_jobs(self, ids: Iterable[int], tally: _Tally) -> tuple[dict[int, Job | None], set[int]] | None:
+        """One GET per job: (job or None when proven gone, ids Slurm said are missing but not yet
+        confirmed); None (for all) when any read failed: unknown is not gone."""
         jobs: dict[int, Job | None] = {}
-        for job_id in sorted(ids):
+        unconfirmed: set[int] = set()
+        ids = sorted(ids)
+        self._gone.next_pass()
+        self._gone.forget_except(ids)
+        for job_id in ids:
             try:
                 jobs[job_id] = self.slurm.get_job(job_id)
             except SlurmNotFound:
-                jobs[job_id] = None
+                if self._gone.not_found(job_id):
+                    jobs[job_id] = None
+                else:
+                    unconfirmed.add(job_id)
+                    log.info("bridge: Slurm says job %d does not exist; its pods wait for the confirmation", job_id)
+                continue
             except SlurmError as exc:
                 self._slurm_error(tally, f"get job {job_id}", exc, read=True)
                 return None
-        return jobs
+            self._gone.found(job_id)
+        return jobs, unconfirmed
 
     # --- the pass ---------------------------------------------------------------------------
 
@@ -194,7 +246,7 @@ class BridgeLoop:
         self.metrics.poll_seconds.labels(NAME).observe(time.perf_counter() - started)
         self.metrics.cluster_up.labels(NAME).set(1 if tally.slurm_ok else 0)
         return BridgeResult(tally.slurm_ok, tuple(tally.errors), tally.kube_writes, tally.slurm_writes, tally.read_ok,
-                            tally.user_errors)
+                            tally.user_errors, tuple(tally.unready))
 
     def _read_slurm_nodes(self, state: KubeState, tally: _Tally) -> Mapping[str, Node] | None:
         """Slurm's nodes (one small answer while unchanged: ``update_time``), when any pod or bridge node needs them."""
@@ -208,21 +260,42 @@ class BridgeLoop:
 
     def _pod_path(self, state: KubeState, fresh: bool, slurm_nodes: Mapping[str, Node] | None, tally: _Tally) -> None:
         labelled = {p.job_id for p in state.pods if p.job_id is not None}
-        jobs = self.read_jobs(labelled | bridge_plan.adoption_candidates(state.pods, self._index), tally)
-        if jobs is None:
+        read = self.read_jobs(labelled | bridge_plan.adoption_candidates(state.pods, self._index), tally)
+        if read is None:
             return
+        jobs, unconfirmed = read
         placeable = None if slurm_nodes is None else frozenset(
             n.name for n in state.nodes.values() if n.bridge and n.slurm_name in slurm_nodes)
         now = self._now()
-        actions = bridge_plan.plan_pods(state.pods, state.nodes, jobs, self._index, now, placeable)
+        pods = [p for p in state.pods if p.job_id not in unconfirmed]  # their job's fate is not known yet
+        actions = bridge_plan.plan_pods(pods, state.nodes, jobs, self._index, now, placeable)
         for problem in actions.errors:
             self._user_error(tally, problem)
         self._execute_pods(actions, tally)
         if fresh:
             tracked = labelled | {a.job_id for a in actions.labels}
             for job_id in bridge_plan.orphans(self._index, set(state.existing), self.namespaces, tracked):
-                self._cancel(Cancel(job_id, True, (), "orphan: none of its pods exists"), tally)
+                if self._pods_gone(self._index[job_id], tally):
+                    self._cancel(Cancel(job_id, True, (), "orphan: none of its pods exists"), tally)
         self._mark_pod_groups(state, now, tally)
+
+    def _pods_gone(self, job: Job, tally: _Tally) -> bool:
+        """The apiserver's NotFound for every pod the job lists (a listing that lacks them is not enough)."""
+        for key in bridge_plan.bridge_pods_of(job) or ():
+            namespace, _, name = key.partition("/")
+            try:
+                self.kube.read_pod(namespace, name)
+            except ApiException as exc:
+                if is_not_found(exc):
+                    continue
+                tally.errors.append(f"read pod {key}: {describe_error(exc)}")
+                return False
+            except Exception as exc:  # the apiserver unreachable: unknown, cancel nothing
+                tally.errors.append(f"read pod {key}: {describe_error(exc)}")
+                return False
+            log.warning("bridge: job %d looked orphaned but its pod %s exists; not cancelled", job.job_id, key)
+            return False
+        return True
 
     def _mark_pod_groups(self, state: KubeState, now: datetime.datetime, tally: _Tally) -> None:
         """PodGroupScheduled=True on each built-in PodGroup whose pods are all bound (vector 18).
@@ -391,9 +464,10 @@ class BridgeLoop:
         log.info("bridge: %s", what)
 
     def _slurm_error(self, tally: _Tally, what: str, exc: SlurmError, read: bool = False) -> None:
-        """``read``: Slurm could not be read (readiness); a failed write alone does not count."""
+        """Any failed call makes the pass unready; ``read``: Slurm's state is unknown (``read_ok``)."""
         self.metrics.count_slurm_error(NAME, exc)
         tally.errors.append(f"{what}: {exc}")
+        tally.unready.append(f"{what}: {exc}")
         if isinstance(exc, SlurmUnavailable):
             tally.slurm_ok = False
         if read:

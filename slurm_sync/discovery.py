@@ -1,7 +1,9 @@
 """Which Slurm clusters to sync, where their slurmrestd is, and a token to talk to it.
 
 One cluster per ``Controller``. Its slurmrestd is the Service of its oldest ``RestApi`` (as
-Slinky's operator picks it); a URL override serves runs outside the cluster. The token is our
+Slinky's operator picks it); a URL override serves runs outside the cluster. Each cluster's client
+is bound to the Controller's Slurm cluster name (as the Controller hook writes it into slurm.conf),
+so a slurmrestd of another cluster, an override shared by several Controllers say, is refused. The token is our
 own short-lived HS256 JWT minted from the cluster's JWT key, so nothing long-lived is stored.
 """
 
@@ -16,6 +18,8 @@ from typing import Any
 
 import jwt
 
+from hooks.contract import BadHookRequest
+from hooks.controller_spec import parse_spec
 from slurm_sync.kube import Kube
 from slurm_sync.logs import register_secret
 from slurm_sync.metrics import Metrics
@@ -35,6 +39,8 @@ class ClusterRef:
     url: str
     key_secret: str
     key_name: str
+    cluster_name: str = ""  # the Slurm ClusterName the Controller's slurm.conf carries
+    uid: str = ""  # the Controller's uid (for Events about it)
 
     @property
     def name(self) -> str:
@@ -77,13 +83,18 @@ def plan_clusters(controllers: Iterable[JSON], restapis: Iterable[JSON], url_ove
         where = f"Controller {meta.get('namespace')}/{meta.get('name')}"
         key = _jwt_ref(spec)
         restapi = first_restapi(controller, restapis)
+        try:
+            cluster_name = parse_spec(controller).cluster_name
+        except (BadHookRequest, KeyError, TypeError) as exc:
+            problems.append(f"{where}: cannot tell its Slurm cluster name ({exc}); nothing is synced for it")
+            continue
         if key is None:
             problems.append(f"{where}: no jwtKeyRef, cannot mint a token")
         elif url_override is None and restapi is None:
             problems.append(f"{where}: no RestApi, no slurmrestd to talk to")
         else:
             url = url_override or restapi_url(str(restapi), str(meta["namespace"]))
-            refs.append(ClusterRef(str(meta["namespace"]), str(meta["name"]), url, *key))
+            refs.append(ClusterRef(str(meta["namespace"]), str(meta["name"]), url, *key, cluster_name, str(meta.get("uid") or "")))
     return refs, problems
 
 
@@ -131,9 +142,11 @@ class Clusters:
     """The live set of clusters: one client, token source and loop each."""
 
     def __init__(
-        self, kube: Kube, metrics: Metrics, user: str, lifetime: int, slurm_timeout: float, propagated_conditions: tuple[str, ...] = ()
+        self, kube: Kube, metrics: Metrics, user: str, lifetime: int, slurm_timeout: float, propagated_conditions: tuple[str, ...] = (),
+        absence_confirm_seconds: float = 5.0,
     ) -> None:
         self.kube = kube
+        self.absence_confirm_seconds = absence_confirm_seconds
         self.propagated_conditions = propagated_conditions
         self.metrics = metrics
         self.user = user
@@ -151,11 +164,12 @@ class Clusters:
         for name, ref in wanted.items():
             if name not in self.handles:
                 tokens = TokenSource(self.user, self.lifetime)
-                client = SlurmClient(ref.url, tokens, timeout=self.slurm_timeout)
+                client = SlurmClient(ref.url, tokens, timeout=self.slurm_timeout, cluster=ref.cluster_name)
                 loop = OperatorLoop(name, ref.namespace, ref.controller, client, self.kube, self.metrics,
-                                    propagated_conditions=self.propagated_conditions)
+                                    propagated_conditions=self.propagated_conditions,
+                                    absence_confirm_seconds=self.absence_confirm_seconds)
                 self.handles[name] = ClusterHandle(ref, tokens, client, loop)
-                log.info("cluster %s: slurmrestd at %s", name, ref.url)
+                log.info("cluster %s: slurmrestd at %s, Slurm cluster %r", name, ref.url, ref.cluster_name)
 
     def load_key(self, handle: ClusterHandle) -> None:
         """Read the JWT key each pass; a new resourceVersion re-mints the token."""

@@ -59,6 +59,7 @@ class Kube:
     def __init__(self, api: client.ApiClient, count_write: WriteCounter = lambda kind, verb: None) -> None:
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
+        self.events = client.EventsV1Api(api)
         self._count = count_write
 
     @staticmethod
@@ -121,3 +122,8 @@ class Kube:
         """JSON patch (a list body makes the client send ``application/json-patch+json``)."""
         self.core.patch_namespaced_persistent_volume_claim(name, namespace, operations, _preload_content=False)
         self._count("pvc", "patch")
+
+    def create_event(self, namespace: str, body: JSON) -> None:
+        """An events.k8s.io/v1 Event (slurm_sync/events.py builds it)."""
+        self.events.create_namespaced_event(namespace, body, _preload_content=False)
+        self._count("event", "create")

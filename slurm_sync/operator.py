@@ -4,6 +4,14 @@ Execution order keeps the protocol safe when a write fails half-way: each pod's 
 patches go first, so a drained mark is always cleared before its drain is lifted; an undrain
 is skipped when that pod's patches failed. A 409 is retried from a fresh read of the pod.
 
+A pod whose Slurm node the listing lacks gets no write until Slurm's per-object answer proves the
+node gone on two passes (slurm_sync/proof.py); a listing that suddenly lacks many nodes it had is a
+fault (nothing written, unready) until each of them is proven gone.
+
+Readiness tells the truth: a pass is unready while Slurm or Kubernetes cannot be read, while the
+slurmrestd reached serves another cluster, and while Slurm refuses or fails one of our writes
+(each named in ``PassResult.unready``).
+
 The PVCs of a NodeSet being deleted with whenDeleted=Retain are orphaned (its ownerReference
 removed) so that they outlive it; they are listed only for such NodeSets, so a steady pass
 reads nothing more.
@@ -15,7 +23,7 @@ import datetime
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from kubernetes.client.exceptions import ApiException
@@ -25,11 +33,19 @@ from hooks.gcpause import collector_paused
 from hooks.objects import selector_labels
 from slurm_sync import plan as planning
 from slurm_sync import reservations
+from slurm_sync.proof import PROBES_PER_PASS, AbsenceProof, sudden_loss
 from slurm_sync.kube import Kube, describe_error, is_not_found
 from slurm_sync.metrics import Metrics
 from slurm_sync.plan import PodPlan, PodState, SlurmView
 from slurm_sync.slurm import ListingWatch, SlurmClient
-from slurm_sync.slurm_errors import SlurmError, SlurmRejected, SlurmUnsupported
+from slurm_sync.slurm_errors import (
+    SlurmError,
+    SlurmNotFound,
+    SlurmRejected,
+    SlurmSuspect,
+    SlurmUnsupported,
+    SlurmWrongCluster,
+)
 from slurm_sync.slurm_types import Node, NodeUpdate
 from slurm_sync.view import (
     ClusterView,
@@ -78,6 +94,8 @@ class PassResult:
     kube_writes: int
     slurm_writes: int
     kube_ok: bool = True  # the cluster's Kubernetes objects could be read
+    unready: tuple[str, ...] = ()  # why the cluster is not ready: failed reads, wrong cluster, failing writes
+    wrong_cluster: str | None = None  # the slurmrestd reached serves another Slurm cluster: why
 
     @property
     def ok(self) -> bool:
@@ -85,8 +103,8 @@ class PassResult:
 
     @property
     def ready(self) -> bool:
-        """Readiness: Slurm and Kubernetes could be read; a refused write is logged, not unready."""
-        return self.slurm_ok and self.kube_ok
+        """Readiness: Slurm and Kubernetes could be read, and Slurm took every write we sent."""
+        return self.slurm_ok and self.kube_ok and not self.unready
 
 
 def read_cluster(kube: Kube, namespace: str, controller: str, propagated_conditions: tuple[str, ...] = ()) -> ClusterView:
@@ -147,6 +165,7 @@ class Refusal:
     seen: str  # Slurm's value of the fields the update sets, when it was refused
     retry_at: float
     delay: float
+    message: str = ""  # what Slurm said
 
 
 def update_key(node: str, update: NodeUpdate) -> tuple[str, str]:
@@ -183,6 +202,8 @@ class Tally:
     errors: list[str] = field(default_factory=list)
     kube_writes: int = 0
     slurm_writes: int = 0
+    unready: list[str] = field(default_factory=list)  # reasons for readiness (failed reads and writes)
+    wrong_cluster: str | None = None
 
 
 class OperatorLoop:
@@ -199,6 +220,7 @@ class OperatorLoop:
         now: Callable[[], str] = utc_now,
         propagated_conditions: tuple[str, ...] = (),
         clock: Callable[[], float] = time.monotonic,
+        absence_confirm_seconds: float = 5.0,
     ) -> None:
         self.name = name
         self.propagated_conditions = propagated_conditions
@@ -214,11 +236,14 @@ class OperatorLoop:
         self._refused: dict[tuple[str, str], Refusal] = {}  # (node, update body) -> Slurm's refusal
         self._applied_topology: dict[str, str] = {}  # node -> topology_str last set successfully
         self._planned: set[tuple[str, str]] = set()  # this pass's updates (stale refusals are forgotten)
+        self._absence: AbsenceProof[str] = AbsenceProof(absence_confirm_seconds, clock)
+        self._lost_gone: set[str] = set()  # nodes of a suspect listing that Slurm said are gone
+        self._deleted: set[str] = set()  # node records we deleted ourselves (their loss is expected)
 
     def read_slurm(self, tally: Tally) -> SlurmView:
         nodes = ping = None
         try:
-            nodes = self._watch.poll().items
+            nodes = self._watch.poll(self._check_listing).items
         except SlurmError as exc:
             self._slurm_error(tally, "list nodes", exc)
         try:
@@ -226,6 +251,29 @@ class OperatorLoop:
         except SlurmError as exc:
             self._slurm_error(tally, "ping", exc)
         return SlurmView(nodes=nodes, ping=ping)
+
+    def _check_listing(self, before: Mapping[str, Node], now: Mapping[str, Node]) -> None:
+        """Refuse (SlurmSuspect) a listing that suddenly lacks many nodes it had, until Slurm says of
+        each one, asked by name, that it is gone; a node Slurm still has proves the listing wrong."""
+        lost = sudden_loss(before, now, self._deleted)
+        if not lost:
+            self._lost_gone.clear()
+            return
+        ask = sorted(lost - self._lost_gone)[:PROBES_PER_PASS]
+        for name in ask:
+            try:
+                self.slurm.get_node(name)
+            except SlurmNotFound:
+                self._lost_gone.add(name)
+                continue
+            raise SlurmSuspect(f"the node listing lacks {len(lost)} of the {len(before)} nodes it had, "
+                               f"yet Slurm still has node {name}: a wrong listing, nothing written")
+        missing = len(lost - self._lost_gone)
+        if missing:
+            raise SlurmSuspect(f"the node listing lacks {len(lost)} of the {len(before)} nodes it had; "
+                               f"{missing} not yet confirmed gone by Slurm, nothing written until they are")
+        log.warning("cluster %s: %d nodes left Slurm's listing at once; Slurm confirmed each is gone", self.name, len(lost))
+        self._lost_gone.clear()
 
     def run_pass(self) -> PassResult:
         with collector_paused():
@@ -247,12 +295,14 @@ class OperatorLoop:
             self._execute(cluster, slurm, tally)
         self.metrics.poll_seconds.labels(self.name).observe(time.perf_counter() - started)
         self.metrics.cluster_up.labels(self.name).set(1 if slurm_ok else 0)
-        return PassResult(self.name, slurm_ok, tuple(tally.errors), tally.kube_writes, tally.slurm_writes, kube_ok)
+        return PassResult(self.name, slurm_ok, tuple(tally.errors), tally.kube_writes, tally.slurm_writes, kube_ok,
+                          tuple(tally.unready), tally.wrong_cluster)
 
     def _execute(self, cluster: ClusterView, slurm: SlurmView, tally: Tally) -> None:
         now = self._now()
         states: dict[str, PodState] = {}
         self._planned = set()
+        slurm = self._prove_absence(cluster, slurm, now, tally)
         for pod in cluster.pods:
             pod_plan = planning.plan_pod(pod, cluster, slurm, now, self._applied_topology)
             states[pod.name] = self._apply_pod(pod_plan, cluster, slurm, now, tally)
@@ -271,6 +321,39 @@ class OperatorLoop:
                 release_retained_claims(self.kube, nodeset, tally)
         for candidate in planning.prune_candidates(cluster, slurm):
             self._prune(candidate, tally)
+
+    def _prove_absence(self, cluster: ClusterView, slurm: SlurmView, now: str, tally: Tally) -> SlurmView:
+        """The listing's view plus the nodes proven absent: each pod's node the listing lacks is asked
+        about by name (when marking it absent would change anything), and counts as absent only once
+        Slurm's not-found answer held on a later pass."""
+        self._absence.next_pass()
+        if slurm.nodes is None:
+            return slurm
+        missing = sorted({p.slurm_node for p in cluster.pods if p.slurm_node not in slurm.nodes})
+        self._absence.forget_except(missing)
+        assumed = SlurmView(slurm.nodes, slurm.ping, frozenset(missing))
+        settled = {p.slurm_node for p in cluster.pods if p.slurm_node in missing}
+        for pod in cluster.pods:
+            plan = planning.plan_pod(pod, cluster, assumed, now, self._applied_topology) if pod.slurm_node in settled else None
+            if plan is not None and (plan.patches or plan.slurm):
+                settled.discard(pod.slurm_node)  # marking it absent would write: needs proof
+        absent = set(settled)  # already marked as absent: nothing to write, nothing to prove
+        for name in [n for n in missing if n not in settled][:PROBES_PER_PASS]:
+            try:
+                node = self.slurm.get_node(name)
+            except SlurmNotFound:
+                if self._absence.not_found(name):
+                    absent.add(name)
+                else:
+                    log.info("cluster %s: Slurm says node %s does not exist; confirming on a later pass", self.name, name)
+                continue
+            except SlurmError as exc:
+                self._slurm_error(tally, f"get node {name}", exc)
+                continue
+            self._absence.found(name)
+            log.warning("cluster %s: node %s is missing from the listing but Slurm has it (%s); nothing written for it",
+                        self.name, name, ",".join(sorted(node.state)))
+        return SlurmView(slurm.nodes, slurm.ping, frozenset(absent))
 
     def _apply_pod(self, pod_plan: PodPlan, cluster: ClusterView, slurm: SlurmView, now: str, tally: Tally) -> PodState:
         """Patches (retried from a fresh read on 409), then Slurm updates; the hook-visible state."""
@@ -321,12 +404,14 @@ class OperatorLoop:
                 refusal = None  # Slurm's value changed since: a new attempt, reported anew
             if refusal is not None and self._clock() < refusal.retry_at:
                 log.debug("cluster %s: node %s: %s refused before, not re-sent yet", self.name, action.node, what)
+                tally.unready.append(f"update node {action.node} ({what}): refused by Slurm: {refusal.message}")
                 continue
             try:
                 self.slurm.update_node(action.node, action.update)
             except SlurmError as exc:
                 if is_refusal(exc):
                     self._refusal(key, seen, refusal, what, exc)
+                    tally.unready.append(f"update node {action.node} ({what}): refused by Slurm: {exc}")
                 else:
                     self._slurm_error(tally, f"update node {action.node} ({what})", exc)
                 continue
@@ -344,7 +429,7 @@ class OperatorLoop:
         ends. Reported (log + metric) once, not as a pass error: readiness follows reads only."""
         self.metrics.count_slurm_error(self.name, exc)
         delay = REFUSAL_RETRY_FIRST if before is None else min(before.delay * 2, REFUSAL_RETRY_MAX)
-        self._refused[key] = Refusal(seen, self._clock() + delay, delay)
+        self._refused[key] = Refusal(seen, self._clock() + delay, delay, str(exc))
         if before is None:
             self.metrics.slurm_refused.labels(self.name, what, refusal_reason(exc)).inc()
             log.warning("cluster %s: node %s: Slurm refused %s: %s (not re-sent until it or Slurm's value changes; retry in %.0fs)",
@@ -378,6 +463,7 @@ class OperatorLoop:
         except SlurmError as exc:
             self._slurm_error(tally, f"delete node {candidate.node}", exc)
             return
+        self._deleted.add(candidate.node)
         tally.slurm_writes += 1
         self.metrics.slurm_writes.labels(self.name, "delete").inc()
         log.info("cluster %s: defunct Slurm node %s pruned (pod %s/%s and its Kubernetes node are gone)",
@@ -392,6 +478,12 @@ class OperatorLoop:
             log.error("cluster %s: %s: HTTP %s %s", self.name, what, exc.status, exc.reason)
 
     def _slurm_error(self, tally: Tally, what: str, exc: SlurmError) -> None:
+        """A failed call, read or write: an error of the pass and a reason to be unready (Slurm's
+        state is unknown, or Slurm did not take our write)."""
         self.metrics.count_slurm_error(self.name, exc)
         tally.errors.append(f"{what}: {exc}")
-        log.warning("cluster %s: %s failed: %s", self.name, what, exc)
+        tally.unready.append(f"{what}: {exc}")
+        if isinstance(exc, SlurmWrongCluster):
+            tally.wrong_cluster = str(exc)
+        level = logging.ERROR if isinstance(exc, (SlurmWrongCluster, SlurmSuspect)) else logging.WARNING
+        log.log(level, "cluster %s: %s failed: %s", self.name, what, exc)

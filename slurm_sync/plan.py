@@ -4,7 +4,9 @@ Safety rules (DESIGN §4), all decided here so they are unit-testable:
 
 * ``SlurmView.nodes is None`` means the listing failed: no node-derived write at all (no mark
   set or cleared, no drain lifted, no condition touched). Unknown is not false.
-* A node missing from a successful, complete listing is "absent"; only then the absent mark.
+* A node is "absent" (the absent mark, its conditions gone) only when the caller proved it
+  (``SlurmView.absent``: Slurm's own not-found answer, confirmed); a node the listing merely lacks
+  is unknown: its pod gets no write at all.
 * We lift only drains whose reason starts with our prefix and whose intent is gone, and never
   touch a node whose reason is someone else's (an administrator's or Slurm's own).
 * Every write is the difference between desired and observed; equal state plans nothing.
@@ -41,6 +43,7 @@ class SlurmView:
 
     nodes: Mapping[str, Node] | None
     ping: PingResult | None
+    absent: frozenset[str] = frozenset()  # nodes the listing lacks that Slurm said are gone (proven)
 
 
 @dataclass(frozen=True)
@@ -288,9 +291,9 @@ def observed_state(pod: PodView) -> PodState:
 def plan_pod(pod: PodView, cluster: ClusterView, slurm: SlurmView, now: str, applied_topology: Mapping[str, str] | None = None) -> PodPlan:
     """Everything one pod needs this pass. Without a listing: nothing. ``applied_topology``: the
     topology spec last applied successfully per Slurm node (see topology_action)."""
-    if slurm.nodes is None:
-        return PodPlan(pod, (), (), observed_state(pod))
-    node = slurm.nodes.get(pod.slurm_node)
+    node = None if slurm.nodes is None else slurm.nodes.get(pod.slurm_node)
+    if node is None and pod.slurm_node not in slurm.absent:
+        return PodPlan(pod, (), (), observed_state(pod))  # no listing, or lacking it: unknown, not absent
     nodeset = cluster.nodesets.get(pod.nodeset or "")
     kube_node = cluster.kube_nodes.get(pod.node_name or "")
     actions: list[SlurmAction] = []

@@ -1,17 +1,19 @@
 """The slurm_sync service: discover clusters, run a pass over each, serve health and metrics.
 
 A failing cluster never stops the others: each pass is isolated, and its outcome feeds
-readiness, which is false before the first successful pass and while any cluster's Slurm is
-unreachable (so an operator sees at once that drains are on hold). The bridge counts only as
-failing while it cannot read Slurm or Kubernetes; its users' mistakes (an unknown partition, an
-unmapped Slurm node) are logged and counted (slurm_sync_bridge_user_errors_total), not unready.
+readiness, which is false before the first successful pass and while any cluster cannot be read,
+is served by a slurmrestd of another Slurm cluster, or has a write Slurm refuses or fails (so an
+operator sees at once that drains are on hold); ``/readyz`` names each failing cluster and why. A
+wrong cluster is also a Warning Event on the Controller. The bridge's users' mistakes (an unknown
+partition, an unmapped Slurm node) are logged and counted (slurm_sync_bridge_user_errors_total), not
+unready.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -19,9 +21,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from slurm_sync.bridge import BridgeLoop
 from slurm_sync.discovery import ClusterHandle, Clusters, plan_clusters
+from slurm_sync.events import Events, ObjectRef
 from slurm_sync.kube import Kube, describe_error
 from slurm_sync.metrics import Metrics
-from slurm_sync.operator import Tally, release_retained_claims
+from hooks import names
+from slurm_sync.operator import PassResult, Tally, release_retained_claims
 from slurm_sync.view import read_nodeset
 
 log = logging.getLogger(__name__)
@@ -29,7 +33,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Config:
-    namespace: str | None  # None: every namespace
+    namespaces: tuple[str, ...] = ()  # the namespaces to watch; empty: every namespace
     poll_interval: float = 10.0
     slurm_url: str | None = None
     token_user: str = "slurm"
@@ -39,31 +43,38 @@ class Config:
     mode: str = "operator"  # operator | bridge | both
     # Node condition types whose True conditions explain a cordon in the drain reason (Slinky's flag)
     propagated_node_conditions: tuple[str, ...] = ()
+    # A Slurm node is absent once Slurm's not-found answer holds on a later pass this much later
+    absence_confirm_seconds: float = 5.0
 
     @property
     def operator(self) -> bool:
         return self.mode in ("operator", "both")
 
 
+Outcome = tuple[bool, bool, str]  # (ready, ok, why not ready)
+
+
 class Health:
-    """Readiness: a successful pass happened, and no cluster is failing now."""
+    """Readiness: a successful pass happened, and no cluster is failing now (each with its reason)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._passed = False
-        self._failing: frozenset[str] = frozenset()
+        self._failing: dict[str, str] = {}
 
-    def record(self, failing: Iterable[str]) -> None:
+    def record(self, failing: Mapping[str, str]) -> None:
+        """``failing``: name -> why (may be "")."""
         with self._lock:
-            self._failing = frozenset(failing)
+            self._failing = dict(failing)
             self._passed = self._passed or not self._failing
 
     def ready(self) -> tuple[bool, str]:
         with self._lock:
+            failing = "; ".join(f"{name}: {why}" if why else name for name, why in sorted(self._failing.items()))
             if not self._passed:
-                return False, "no successful pass yet" + (f"; failing: {', '.join(sorted(self._failing))}" if self._failing else "")
+                return False, "no successful pass yet" + (f"; failing: {failing}" if failing else "")
             if self._failing:
-                return False, f"failing: {', '.join(sorted(self._failing))}"
+                return False, f"failing: {failing}"
             return True, "ok"
 
 
@@ -75,7 +86,8 @@ class Service:
         self.bridge = bridge
         self.health = Health()
         self.clusters = Clusters(kube, metrics, config.token_user, config.token_lifetime, config.slurm_timeout,
-                                 config.propagated_node_conditions)
+                                 config.propagated_node_conditions, config.absence_confirm_seconds)
+        self.events = Events(kube)
 
     def run_pass(self) -> bool:
         """One pass over every cluster and the bridge; True only if every one did all it meant to.
@@ -86,30 +98,30 @@ class Service:
         outcomes = self._operator_pass() if self.config.operator else {}
         if self.bridge is not None:
             outcomes["bridge"] = self._bridge_pass(self.bridge)
-        self.health.record(name for name, (ready, _) in outcomes.items() if not ready)
-        return all(ok for _, ok in outcomes.values())
+        self.health.record({name: why for name, (ready, _, why) in outcomes.items() if not ready})
+        return all(ok for _, ok, _ in outcomes.values())
 
-    def _bridge_pass(self, bridge: BridgeLoop) -> tuple[bool, bool]:
-        """(ready, ok) of one bridge pass."""
+    def _bridge_pass(self, bridge: BridgeLoop) -> Outcome:
+        """(ready, ok, why) of one bridge pass."""
         try:
             result = bridge.run_pass()
         except Exception:  # a bug must not stop the operator side
             log.exception("bridge: pass crashed")
-            return False, False
+            return False, False, "pass crashed"
         level = logging.INFO if result.ok else logging.WARNING
         outcome = "ok" if result.ok else "failed" if not result.ready else f"done with {len(result.errors)} problem(s)"
         log.log(level, "bridge: pass %s (kube writes %d, slurm writes %d)%s", outcome,
                 result.kube_writes, result.slurm_writes, "; " + "; ".join(result.errors) if result.errors else "")
-        return result.ready, result.ok
+        return result.ready, result.ok, "; ".join(result.unready)
 
-    def _operator_pass(self) -> dict[str, tuple[bool, bool]]:
-        """(ready, ok) per cluster (or for "discovery" when the clusters cannot be listed)."""
+    def _operator_pass(self) -> dict[str, Outcome]:
+        """(ready, ok, why) per cluster (or for "discovery" when the clusters cannot be listed)."""
         try:
-            controllers = self.kube.list_custom("controllers", self.config.namespace)
-            restapis = self.kube.list_custom("restapis", self.config.namespace)
+            controllers = self._list_custom("controllers")
+            restapis = self._list_custom("restapis")
         except Exception as exc:  # an ApiException, or the apiserver unreachable (MaxRetryError) ...
             log.error("discovery failed: %s", describe_error(exc))
-            return {"discovery": (False, False)}
+            return {"discovery": (False, False, describe_error(exc))}
         refs, problems = plan_clusters(controllers, restapis, self.config.slurm_url)
         for problem in problems:
             log.warning("skipping %s", problem)
@@ -118,13 +130,19 @@ class Service:
         outcomes.update(self._release_orphaned_claims())
         return outcomes
 
-    def _release_orphaned_claims(self) -> dict[str, tuple[bool, bool]]:
+    def _list_custom(self, plural: str) -> list[dict]:
+        """Our CRs of one kind in the watched namespaces (one cluster-wide list when watching all)."""
+        if not self.config.namespaces:
+            return self.kube.list_custom(plural, None)
+        return [obj for namespace in self.config.namespaces for obj in self.kube.list_custom(plural, namespace)]
+
+    def _release_orphaned_claims(self) -> dict[str, Outcome]:
         """Retained PVCs of deleted NodeSets whose Controller is gone (no cluster pass covers them)."""
         try:
-            nodesets = [read_nodeset(o) for o in self.kube.list_custom("nodesets", self.config.namespace)]
+            nodesets = [read_nodeset(o) for o in self._list_custom("nodesets")]
         except Exception as exc:  # as in discovery: nothing is known, nothing is released
             log.error("listing nodesets failed: %s", describe_error(exc))
-            return {"nodesets": (False, False)}
+            return {"nodesets": (False, False, f"list nodesets: {describe_error(exc)}")}
         covered = {(h.ref.namespace, h.ref.controller) for h in self.clusters.handles.values()}
         tally = Tally()
         try:
@@ -133,26 +151,35 @@ class Service:
                     release_retained_claims(self.kube, nodeset, tally)
         except Exception:  # a bug or a lost apiserver must not stop the loop
             log.exception("releasing claims of orphaned nodesets crashed")
-            return {"nodesets": (False, False)}
-        return {"orphaned nodesets": (True, not tally.errors)} if tally.errors else {}
+            return {"nodesets": (False, False, "releasing claims crashed")}
+        return {"orphaned nodesets": (True, False, "")} if tally.errors else {}
 
-    def _sync_one(self, handle: ClusterHandle) -> tuple[bool, bool]:
-        """(ready, ok) of one cluster's pass."""
+    def _sync_one(self, handle: ClusterHandle) -> Outcome:
+        """(ready, ok, why) of one cluster's pass."""
         name = handle.ref.name
         try:
             self.clusters.load_key(handle)
         except Exception as exc:  # the Secret unreadable (or the apiserver unreachable): no pass
             log.error("cluster %s: JWT key Secret %s: %s", name, handle.ref.key_secret, describe_error(exc))
-            return False, False
+            return False, False, f"JWT key Secret {handle.ref.key_secret}: {describe_error(exc)}"
         try:
             result = handle.loop.run_pass()
         except Exception:  # one cluster's bug must not stop the others
             log.exception("cluster %s: pass crashed", name)
-            return False, False
+            return False, False, "pass crashed"
         level = logging.INFO if result.ok else logging.WARNING
         log.log(level, "cluster %s: pass %s (kube writes %d, slurm writes %d)%s", name, "ok" if result.ok else "failed",
                 result.kube_writes, result.slurm_writes, "; " + "; ".join(result.errors) if result.errors else "")
-        return result.ready, result.ok
+        self._report_wrong_cluster(handle, result)
+        return result.ready, result.ok, f"Slurm cluster {handle.ref.cluster_name}: " + "; ".join(result.unready)
+
+    def _report_wrong_cluster(self, handle: ClusterHandle, result: PassResult) -> None:
+        """A Warning Event on the Controller while its slurmrestd serves another Slurm cluster."""
+        if result.wrong_cluster is None:
+            return
+        ref = handle.ref
+        controller = ObjectRef(names.API_VERSION, "Controller", ref.namespace, ref.controller, ref.uid)
+        self.events.warn(controller, "WrongSlurmCluster", result.wrong_cluster)
 
     def run_forever(self, stop: threading.Event) -> None:
         """Pass after pass until ``stop``; nothing a pass raises ends the service (it stays unready)."""
@@ -161,7 +188,7 @@ class Service:
                 self.run_pass()
             except Exception:
                 log.exception("pass crashed")
-                self.health.record(["pass"])
+                self.health.record({"pass": "crashed"})
             stop.wait(self.config.poll_interval)
 
     def close(self) -> None:

@@ -12,6 +12,12 @@ Safety rules, because slurm_sync acts on what it reads (DESIGN §4):
   state). A job submit is never retried: a lost answer does not mean a lost job.
 * The JWT comes from a provider callable on every request (so it can be refreshed) and never
   reaches a log record, an exception or a repr.
+* Every answer names the cluster that served it (``meta.slurm.cluster``). A client bound to a
+  cluster (given, or pinned by the first answer naming one) refuses an answer from any other, or
+  one naming none, with ``SlurmWrongCluster``, and verifies the cluster with a ping before a write
+  unless the last answer already did: one cluster's intents never reach another's slurmctld.
+* "Not found" is only Slurm's own per-object answer: ``GET job/<id>`` answering 200 without the
+  job, or a listing lacking an object, is no proof that it is gone.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import httpx
 import orjson
 
 from slurm_sync.slurm_errors import (
+    ESLURM_INVALID_NODE_NAME,
     NOT_FOUND_NUMBERS,
     SlurmErrorDetail,
     SlurmMalformed,
@@ -37,6 +44,7 @@ from slurm_sync.slurm_errors import (
     SlurmRejected,
     SlurmUnavailable,
     SlurmUnsupported,
+    SlurmWrongCluster,
     is_transport_number,
 )
 from slurm_sync.slurm_types import (
@@ -147,8 +155,14 @@ class SlurmClient:
         versions: Sequence[str] = SUPPORTED_VERSIONS,
         sleep: Callable[[float], None] = time.sleep,
         jitter: Callable[[], float] = random.random,
+        cluster: str | None = None,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
+        """``cluster``: the Slurm cluster this client serves (None: the first answer naming one pins
+        it). ``transport``: httpx's, to put a proxy in between (tests inject faults there)."""
         self.base_url = base_url.rstrip("/")
+        self._cluster = cluster
+        self._verified = False  # the last answer came from our cluster
         self._token = token
         self._user_name = user_name
         self._retry = retry
@@ -159,11 +173,17 @@ class SlurmClient:
         self._http = httpx.Client(
             base_url=self.base_url,
             timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
+            transport=transport,
         )
 
     def __repr__(self) -> str:
         version = self._api.version if self._api else "not negotiated"
         return f"SlurmClient({self.base_url!r}, {version})"
+
+    @property
+    def cluster(self) -> str | None:
+        """The cluster this client serves (given, or pinned by the first answer that named one)."""
+        return self._cluster
 
     def close(self) -> None:
         self._http.close()
@@ -203,6 +223,19 @@ class SlurmClient:
         saw no node change since then. Slurm never sends a partial list: any change gives all."""
         return self._listing(self._path("nodes", ""), "nodes", parse_node, since)
 
+    def get_node(self, name: str) -> Node:
+        """One node; ``SlurmNotFound`` only on Slurm's own answer that it has no such node."""
+        try:
+            body = self._get(self._path("node", name))
+        except SlurmRejected as exc:
+            if _says_no_such_node(exc, name):
+                raise SlurmNotFound(f"GET node/{name}: Slurm has no node {name!r}", status=exc.status, errors=exc.errors) from None
+            raise
+        for node in map(parse_node, object_list(body, "nodes", "node")):
+            if node.name == name:
+                return node
+        raise SlurmMalformed(f"GET node/{name}: HTTP 200 without node {name!r} (not proof that it is gone)", status=200)
+
     def update_node(self, name: str, update: NodeUpdate) -> None:
         """Apply ``update``; retried on outages only when repeating it cannot hurt."""
         body = update.body()
@@ -232,10 +265,12 @@ class SlurmClient:
         return self._listing(self._path("jobs", ""), "jobs", parse_job, since)
 
     def get_job(self, job_id: int) -> Job:
+        """One job; ``SlurmNotFound`` only on Slurm's not-found error (404 with error 2017)."""
         for job in map(parse_job, object_list(self._get(self._path("job", job_id)), "jobs", "job")):
             if job.job_id == job_id:
                 return job
-        raise SlurmNotFound(f"job {job_id} is not in Slurm's answer", status=200)
+        # slurmrestd answers a missing job with 404 and error 2017; a 200 without it proves nothing
+        raise SlurmMalformed(f"GET job/{job_id}: HTTP 200 without job {job_id} (not proof that it is gone)", status=200)
 
     def submit_job(self, job: Mapping[str, Any], script: str | None = None) -> SubmitResult:
         """Submit once (never retried: after a timeout the job may exist; look it up)."""
@@ -331,6 +366,8 @@ class SlurmClient:
         retry: bool,
     ) -> JSON | None:
         """One logical request: the parsed body, or None for 304 Not Modified."""
+        if method != "GET" and self._cluster is not None and not self._verified:
+            self.ping()  # which cluster answers here? (raises SlurmWrongCluster before any write)
         attempts = self._retry.attempts if retry else 1
         for attempt in range(attempts):
             try:
@@ -360,11 +397,55 @@ class SlurmClient:
         except httpx.HTTPError as exc:
             raise SlurmUnavailable(_redact(f"{where}: {type(exc).__name__}: {exc}", token)) from None
         try:
+            if path.startswith("/slurm"):  # Slurm's answers (the OpenAPI document names no cluster)
+                self._check_cluster(where, response.status_code, response.content)
             return interpret(where, response.status_code, response.content, token)
         except SlurmUnavailable as exc:
             if exc.status == 404:
                 self._api = None  # our version's paths are gone: negotiate again on the next call
             raise
+
+
+    def _check_cluster(self, where: str, status: int, content: bytes) -> None:
+        """Refuse an answer of another cluster (or, once bound, one naming none); pin the first name."""
+        self._verified = False
+        if status == 304:
+            return  # no body: "nothing changed" since an answer that was checked
+        body = _decode(content)
+        if body is None:
+            return  # not slurmrestd's JSON: interpret() turns it into an error
+        named = answer_cluster(body)
+        if named is None and self._cluster is not None and status == 200:
+            raise SlurmWrongCluster(f"{where}: the answer names no Slurm cluster; expected {self._cluster!r}", status=status)
+        if named is None:
+            return  # an error answer without meta: an error anyway
+        if self._cluster is None:
+            self._cluster = named
+            log.info("slurmrestd %s serves Slurm cluster %r", self.base_url, named)
+        if named.casefold() != self._cluster.casefold():  # slurmctld lowercases ClusterName
+            raise SlurmWrongCluster(
+                f"{where}: slurmrestd serves Slurm cluster {named!r}, not {self._cluster!r}; nothing is written there",
+                status=status,
+            )
+        self._verified = True
+
+
+def answer_cluster(body: JSON) -> str | None:
+    """``meta.slurm.cluster`` of an answer, or None when it names none."""
+    meta = body.get("meta")
+    slurm = meta.get("slurm") if isinstance(meta, Mapping) else None
+    name = slurm.get("cluster") if isinstance(slurm, Mapping) else None
+    return name if isinstance(name, str) and name else None
+
+
+def _says_no_such_node(exc: SlurmRejected, name: str) -> bool:
+    """slurmrestd's answer for a node slurmctld does not know: HTTP 200 with one error, number 0,
+    "Failure to query node <name>" (slurmctld answered with no record; a failure to reach it carries
+    a communication error number instead), or Slurm's invalid-node-name error."""
+    if ESLURM_INVALID_NODE_NAME in exc.numbers:
+        return True
+    return exc.status == 200 and len(exc.errors) == 1 and exc.errors[0].number == 0 and \
+        exc.errors[0].description == f"Failure to query node {name}"
 
 
 def _partition_name(partition: JSON) -> str:
@@ -480,7 +561,9 @@ class ListingWatch(Generic[K, T]):
         self._key = key
         self._last: Snapshot[K, T] | None = None
 
-    def poll(self) -> Snapshot[K, T]:
+    def poll(self, guard: Callable[[Mapping[K, T], Mapping[K, T]], None] | None = None) -> Snapshot[K, T]:
+        """``guard(previous items, new items)`` may refuse a new listing by raising (a SlurmError):
+        then the previous view stays, as after a failed poll."""
         previous = self._last
         listing = self._fetch(previous.last_update if previous else None)
         if listing.unchanged and previous is None:
@@ -490,6 +573,8 @@ class ListingWatch(Generic[K, T]):
         else:
             items = {self._key(item): item for item in listing.items}
             old: Mapping[K, T] = previous.items if previous else {}
+            if guard is not None:
+                guard(old, items)
             snapshot = Snapshot(
                 items=MappingProxyType(items),
                 last_update=listing.last_update,

@@ -67,6 +67,22 @@ class SlurmMalformed(SlurmUnavailable):
         super().__init__(message, status=status, retryable=False)
 
 
+class SlurmWrongCluster(SlurmUnavailable):
+    """The answer came from another Slurm cluster than the one this client serves (or named none
+    while one is expected): nothing it says applies to our cluster, and nothing may be written."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message, status=status, retryable=False)
+
+
+class SlurmSuspect(SlurmUnavailable):
+    """A well-formed answer that contradicts what Slurm said before (a listing that suddenly lacks
+    many objects it had): treated as a fault until Slurm confirms it object by object."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=False)
+
+
 class SlurmRejected(SlurmError):
     """Slurm refused the request; ``errors`` holds its own explanation."""
 

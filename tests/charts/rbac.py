@@ -68,17 +68,25 @@ def _literal(node: ast.expr | None) -> str | None:
 
 
 def _callers_literals(function: ast.FunctionDef, param: str, trees: dict[Path, ast.Module]) -> set[str]:
-    """The literal values callers pass for `param` of `function` (called as obj.function(...))."""
+    """The literal values callers pass for `param` of `function` (called as obj.function(...)); a caller
+    passing its own parameter on is followed to its callers in turn."""
     params = [a.arg for a in function.args.args]
     position = params.index(param) - (1 if params and params[0] == "self" else 0)
     found: set[str] = set()
     for tree in trees.values():
+        parents = _parents(tree)
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == function.name:
-                value = _literal(_argument(node, position, param))
-                if value is None:
+                argument = _argument(node, position, param)
+                value = _literal(argument)
+                caller = _enclosing_function(node, parents)
+                if value is not None:
+                    found.add(value)
+                elif isinstance(argument, ast.Name) and caller is not None and caller is not function \
+                        and argument.id in [a.arg for a in caller.args.args]:
+                    found |= _callers_literals(caller, argument.id, trees)
+                else:
                     raise AssertionError(f"a call of {function.name}() passes a non-literal {param}; the RBAC derivation cannot resolve it")
-                found.add(value)
     return found
 
 
@@ -140,7 +148,7 @@ def kubernetes_methods_called(paths: Iterable[Path]) -> set[str]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Attribute):
                 receiver = node.func.value.attr
-                if receiver in ("core", "custom", "apps", "policy", "coordination") and node.func.attr.startswith(verbs):
+                if receiver in ("core", "custom", "apps", "policy", "coordination", "events") and node.func.attr.startswith(verbs):
                     found.add(node.func.attr)
     return found
 

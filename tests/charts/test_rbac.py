@@ -1,6 +1,7 @@
 """The charts grant exactly what the code calls: the rules each chart renders for a component equal
 the rules derived from that component's Kubernetes client calls (tests/charts/rbac.py), plus the
-calls listed as planned in rbac_table.yaml (none today)."""
+calls listed as planned in rbac_table.yaml (none today). When the namespaces are known, namespaced
+rights live in a Role in each of them and only cluster-scoped resources stay in the ClusterRole."""
 
 from __future__ import annotations
 
@@ -13,11 +14,25 @@ Obj = dict[str, Any]
 HOOK_PACKAGES = ("hooks",)
 
 
+CLUSTER_SCOPED = {"nodes"}  # the only cluster-scoped resource slurm_sync touches
+
+
 def _rendered_rules(docs: list[Obj], role_name: str) -> tuple[set[Rule], set[Rule]]:
     """(ClusterRole rules, Role rules) of the roles named role_name."""
     cluster = rbac.expand(r for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == role_name for r in d["rules"])
     namespaced = rbac.expand(r for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == role_name for r in d["rules"])
     return cluster, namespaced
+
+
+def _roles_by_namespace(docs: list[Obj], role_name: str, service_account_ns: str) -> dict[str, set[Rule]]:
+    """Each namespace's Role rules, checking that a RoleBinding there gives them to our ServiceAccount."""
+    roles = {d["metadata"]["namespace"]: rbac.expand(d["rules"]) for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == role_name}
+    bindings = {d["metadata"]["namespace"]: d for d in docs if d["kind"] == "RoleBinding" and d["metadata"]["name"] == role_name}
+    assert set(bindings) == set(roles)
+    for binding in bindings.values():
+        assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role_name}
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": role_name, "namespace": service_account_ns}]
+    return roles
 
 
 def test_every_client_call_in_slurm_sync_is_in_the_table() -> None:
@@ -33,6 +48,9 @@ def test_the_derivation_sees_the_operator_calls() -> None:
     rules = rbac.derived_rules("operator")
     assert ("", "pods/status", "patch") in rules
     assert ("slinky.slurm.net", "nodesets", "patch") in rules
+    # through a helper that passes its own `plural` on (service._list_custom -> kube.list_custom)
+    assert {("slinky.slurm.net", p, "list") for p in ("controllers", "restapis", "nodesets")} <= rules
+    assert ("events.k8s.io", "events", "create") in rules
 
 
 def test_operator_chart_grants_exactly_what_slurm_sync_calls() -> None:
@@ -51,6 +69,20 @@ def test_operator_chart_in_one_namespace_moves_namespaced_rules_to_a_role() -> N
     assert role["metadata"]["namespace"] == "slurm"
 
 
+def test_operator_chart_given_namespaces_gets_a_role_in_each_instead_of_a_cluster_role() -> None:
+    docs = helm.render("slurm-operator", {"slurmSync": {"namespaces": ["hpc-a", "hpc-b"], "namespace": "hpc-b"}})
+    cluster, _ = _rendered_rules(docs, "slurm-operator-slurm-sync")
+    roles = _roles_by_namespace(docs, "slurm-operator-slurm-sync", "slinky")
+    assert set(roles) == {"hpc-a", "hpc-b"}
+    derived = rbac.derived_rules("operator")
+    assert {resource for _, resource, _ in cluster} == CLUSTER_SCOPED
+    assert all(rules == {r for r in derived if r[1] not in CLUSTER_SCOPED} for rules in roles.values())
+    assert cluster == {r for r in derived if r[1] in CLUSTER_SCOPED}
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "slurm-operator-slurm-sync"]
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["SLURM_SYNC_NAMESPACE"] == "hpc-a,hpc-b"  # slurm_sync lists only where it may
+
+
 def test_the_derivation_tells_a_status_patch_from_a_metadata_patch() -> None:
     # The bridge patches pod metadata only (annotations, labels, finalizers) and evicts nothing:
     # neither pods/status nor pods/eviction may be derived for it (nor granted by its chart).
@@ -63,8 +95,22 @@ def test_the_derivation_tells_a_status_patch_from_a_metadata_patch() -> None:
 def test_bridge_chart_grants_exactly_the_bridge_calls_derived_and_planned() -> None:
     docs = helm.render("slurm-bridge", {"slurmSync": {"enabled": True}}, "slurm-bridge-system")
     cluster, namespaced = _rendered_rules(docs, "slurm-bridge-slurm-sync")
-    assert namespaced == set()
-    assert cluster == rbac.derived_rules("bridge") | rbac.planned_rules("bridge")
+    assert cluster | namespaced == rbac.derived_rules("bridge") | rbac.planned_rules("bridge")
+
+
+def test_bridge_pod_rights_only_in_the_managed_namespaces() -> None:
+    docs = helm.render("slurm-bridge", {"slurmSync": {"enabled": True}, "admission": {"managedNamespaces": ["team-a", "team-b"]}},
+                       "slurm-bridge-system")
+    cluster, _ = _rendered_rules(docs, "slurm-bridge-slurm-sync")
+    roles = _roles_by_namespace(docs, "slurm-bridge-slurm-sync", "slurm-bridge-system")
+    assert set(roles) == {"team-a", "team-b"}
+    wanted = rbac.derived_rules("bridge") | rbac.planned_rules("bridge")
+    assert {resource for _, resource, _ in cluster} == CLUSTER_SCOPED  # no pod, binding or delete right cluster-wide
+    assert all(rules == {r for r in wanted if r[1] not in CLUSTER_SCOPED} for rules in roles.values())
+    assert ("", "pods", "delete") in roles["team-a"] and ("", "pods/binding", "create") in roles["team-a"]
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "slurm-bridge-slurm-sync"]
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["SLURM_SYNC_MANAGED_NAMESPACES"] == "team-a,team-b"  # the loop works exactly where the Roles are
 
 
 def test_planned_bridge_calls_are_not_in_the_code_yet() -> None:

@@ -1,7 +1,8 @@
 """A tiny stateful kube-apiserver on pytest-httpserver, just enough for slurm_sync's calls:
 list/get pods (equality label selectors), nodes, secrets, PVCs, our CRs; patch pods (strategic merge of
 labels, annotations and conditions), pods/status and CRs (merge patch of annotations), and JSON patches
-(test, replace, remove, add on top-level metadata fields; a failed test is a 422 as on a real apiserver).
+(test, replace, remove, add on top-level metadata fields; a failed test is a 422 as on a real apiserver);
+create events (events.k8s.io/v1, generateName honoured).
 Every write is recorded as (method, path, content type, body) for the tests to inspect."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 JSON = dict[str, Any]
-_PATH = re.compile(r"^/(?:api/v1|apis/slinky\.slurm\.net/v1beta1)(?:/namespaces/(?P<ns>[^/]+))?/(?P<kind>[a-z]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>status))?$")
+_PATH = re.compile(r"^/(?:api/v1|apis/slinky\.slurm\.net/v1beta1|apis/events\.k8s\.io/v1)(?:/namespaces/(?P<ns>[^/]+))?/(?P<kind>[a-z]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>status))?$")
 
 
 @dataclass
@@ -40,6 +41,13 @@ class FakeKube:
         if not match:
             return _json({"kind": "Status", "code": 404}, 404)
         plural, ns, name = match["kind"], match["ns"], match["name"]
+        if request.method == "POST" and name is None:
+            body = json.loads(request.get_data())
+            self.writes.append(("POST", request.path, request.headers.get("Content-Type", ""), body))
+            meta = body.setdefault("metadata", {})
+            meta.setdefault("name", f"{meta.get('generateName', 'obj-')}{len(self.writes)}")
+            self.add(plural, body)
+            return _json(body, 201)
         if request.method == "GET" and name is None:
             wanted = dict(kv.split("=", 1) for kv in request.args.get("labelSelector", "").split(",") if kv)
             items = [

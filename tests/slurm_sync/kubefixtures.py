@@ -3,7 +3,7 @@ mock tests, and the official client pointed at a pytest-httpserver."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -12,7 +12,7 @@ from kubernetes import client
 
 from hooks import names, slurmstate
 from slurm_sync.slurm import Snapshot
-from slurm_sync.slurm_errors import SlurmError
+from slurm_sync.slurm_errors import SlurmError, SlurmNotFound
 from slurm_sync.slurm_types import Node, NodeUpdate, PingResult, SlurmVersion, ControllerPing, parse_node
 
 NS = "slurm"
@@ -118,14 +118,31 @@ class FakeSlurm:
     pings: PingResult = field(default_factory=lambda: ping(("slurm-controller-0", True, True)))
     fail: SlurmError | None = None
     updates: list[tuple[str, NodeUpdate]] = field(default_factory=list)
+    unlisted: set[str] = field(default_factory=set)  # nodes Slurm has that the listing leaves out (a wrong answer)
+    previous: dict[str, Node] = field(default_factory=dict)
+    asked: list[str] = field(default_factory=list)  # per-node questions (GET node/<name>)
 
     def node_watch(self) -> FakeSlurm:
         return self
 
-    def poll(self) -> Snapshot[str, Node]:
+    def poll(self, guard: Callable[[Mapping[str, Node], Mapping[str, Node]], None] | None = None) -> Snapshot[str, Node]:
+        """The listing (``nodes`` minus ``unlisted``); ``guard`` sees it against the previous one, as ListingWatch does."""
         if self.fail:
             raise self.fail
-        return Snapshot(MappingProxyType(dict(self.nodes)), 1, frozenset(), frozenset())
+        listed = {k: v for k, v in self.nodes.items() if k not in self.unlisted}
+        if guard is not None:
+            guard(self.previous, listed)
+        self.previous = listed
+        return Snapshot(MappingProxyType(listed), 1, frozenset(), frozenset())
+
+    def get_node(self, name: str) -> Node:
+        """Slurm's per-object answer: from ``nodes`` (the listing may omit a node, Slurm still has it)."""
+        self.asked.append(name)
+        if self.fail:
+            raise self.fail
+        if name not in self.nodes:
+            raise SlurmNotFound(f"GET node/{name}: Slurm has no node {name!r}", status=200)
+        return self.nodes[name]
 
     def ping(self) -> PingResult:
         if self.fail:

@@ -89,10 +89,11 @@ def test_bridge_mode_service_runs_only_the_bridge_and_reports_it(httpserver: HTT
     BridgeFake().install(httpserver)
     kube, metrics = Kube(api_client(httpserver.url_for("/"))), Metrics()
     dead = SlurmClient("http://127.0.0.1:9", lambda: TOKEN, timeout=1.0)
-    service = Service(Config(namespace=None, mode="bridge"), kube, metrics, BridgeLoop(dead, BridgeKube(kube), metrics, ["ns"]))
+    service = Service(Config(mode="bridge"), kube, metrics, BridgeLoop(dead, BridgeKube(kube), metrics, ["ns"]))
     try:
         assert not service.run_pass()
-        assert service.health.ready() == (False, "no successful pass yet; failing: bridge")
+        ready, why = service.health.ready()
+        assert not ready and why.startswith("no successful pass yet; failing: bridge: list jobs: ") and "Connection refused" in why
         assert not any("controllers" in e[0].path for e in httpserver.log)  # no operator discovery
     finally:
         service.close()

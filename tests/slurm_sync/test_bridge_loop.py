@@ -36,7 +36,7 @@ GROUP_PATH = f"/apis/scheduling.k8s.io/v1alpha2/namespaces/{BNS}/podgroups/pg"
 class _Watch:
     source: Any
 
-    def poll(self) -> Snapshot[Any, Any]:
+    def poll(self, guard: Any = None) -> Snapshot[Any, Any]:
         items = self.source()
         return Snapshot(MappingProxyType(dict(items)), 1, frozenset(), frozenset())
 
@@ -163,7 +163,7 @@ def test_vector_17_pods_say_why_once_and_the_service_stays_ready(rig: Rig) -> No
     pods = [f"{BNS}/g{i}" for i in range(3)]
     for name in ("g0", "g1", "g2"):
         rig.kube.add("pods", bridge_pod(name, "G", job_body(pods)))
-    service = Service(Config(namespace=None, mode="bridge"), Kube(api_client(rig.url)), rig.metrics, rig.loop())
+    service = Service(Config(mode="bridge"), Kube(api_client(rig.url)), rig.metrics, rig.loop())
     assert not service.run_pass()  # a group could not be submitted: `--once` says so ...
     assert service.health.ready() == (True, "ok")  # ... but nothing failed to read: still ready
     assert rig.slurm.submitted == []
@@ -190,7 +190,7 @@ def test_readiness_ignores_user_mistakes_and_counts_them(rig: Rig) -> None:
     rig.kube.add("pods", single("p1"))
     rig.kube.add("pods", single("p2", job_id=9))
     rig.slurm.jobs[9] = running(9, "n9", [f"{BNS}/p2"])
-    service = Service(Config(namespace=None, mode="bridge"), Kube(api_client(rig.url)), rig.metrics, rig.loop())
+    service = Service(Config(mode="bridge"), Kube(api_client(rig.url)), rig.metrics, rig.loop())
     server = health_server("127.0.0.1:0", service.health, rig.metrics)
     import threading
 

@@ -151,16 +151,71 @@ def test_protection_off_removes_the_label_with_null(server: HTTPServer) -> None:
     assert run(server, loop(server, slurm)).kube_writes == 1
 
 
-def test_absent_node_marks_pod_and_clears_conditions(server: HTTPServer) -> None:
+def test_absent_node_marks_pod_and_clears_conditions_once_slurm_said_so_twice(server: HTTPServer) -> None:
+    """Absence is proven: Slurm's not-found for the node by name, again on a later pass after the delay."""
     slurm = FakeSlurm({"other": node("other", "IDLE")})
+    clock = [100.0]
+    looper = OperatorLoop(CLUSTER, NS, CLUSTER, slurm, Kube(api_client(server.url_for("/"))), Metrics(),  # type: ignore[arg-type]
+                          now=lambda: NOW, clock=lambda: clock[0], absence_confirm_seconds=5)
     absent = PodState(drained=False, absent=True, states=())
     observed = pod("gpu-0", states=("IDLE",), annotations={names.ANNOTATION_DRAINED: "true"})
+    as_is = PodState(drained=True, absent=False, states=("SlurmNodeStateIdle",))
+    for _ in range(2):  # asked once; then asked again too soon: nothing written
+        expect_reads(server, [observed], [nodeset(observed=settled_hash(("gpu-0", as_is)))], [kube_node()], [])
+        result = run(server, looper)
+        assert result.kube_writes == 0 and result.ready
+    clock[0] += 5
     expect_reads(server, [observed], [nodeset(observed=settled_hash(("gpu-0", absent)))], [kube_node()], [])
     expect_patch(server, f"/api/v1/namespaces/{NS}/pods/gpu-0/status", SMP,
                  {"status": {"conditions": [{"type": "SlurmNodeStateIdle", "$patch": "delete"}]}})
     expect_patch(server, f"/api/v1/namespaces/{NS}/pods/gpu-0", SMP, {"metadata": {"annotations": {
         names.ANNOTATION_DRAINED: None, names.ANNOTATION_SLURM_NODE_ABSENT: "true"}}})
-    assert run(server, loop(server, slurm)).kube_writes == 2
+    assert run(server, looper).kube_writes == 2
+    assert slurm.asked == ["gpu-0"] * 3
+
+
+def test_a_node_the_listing_omits_but_slurm_has_gets_no_write(server: HTTPServer) -> None:
+    busy = node("gpu-0", "ALLOCATED", comment=COMMENT)
+    slurm = FakeSlurm({"gpu-0": busy, **{f"x{i}": node(f"x{i}", "IDLE") for i in range(9)}}, unlisted={"gpu-0"})
+    observed = pod("gpu-0", states=("ALLOCATED",), labels={names.LABEL_POD_PROTECT: "true"})
+    state = PodState(drained=False, absent=False, states=("SlurmNodeStateAllocated",))
+    looper = loop(server, slurm)
+    for _ in range(3):
+        expect_reads(server, [observed], [nodeset(observed=settled_hash(("gpu-0", state)), intents={"gpu-0": "scale-in"})],
+                     [kube_node()], [])
+        result = run(server, looper)
+        assert result.kube_writes == 0 and result.slurm_writes == 0 and result.ready
+    assert slurm.asked == ["gpu-0"] * 3 and slurm.updates == []
+
+
+def test_an_empty_listing_after_a_full_one_is_a_fault(server: HTTPServer, caplog: pytest.LogCaptureFixture) -> None:
+    """Finding 1: one `200 {"nodes": []}` once marked every pod absent and unprotected a busy one."""
+    slurm = FakeSlurm({"gpu-0": node("gpu-0", "ALLOCATED", comment=COMMENT), "gpu-1": node("gpu-1", "IDLE")})
+    observed = pod("gpu-0", states=("ALLOCATED",), labels={names.LABEL_POD_PROTECT: "true"})
+    state = PodState(drained=False, absent=False, states=("SlurmNodeStateAllocated",))
+    looper = loop(server, slurm)
+    expect_reads(server, [observed], [nodeset(observed=settled_hash(("gpu-0", state)))], [kube_node()], [])
+    assert run(server, looper).ready
+    slurm.unlisted = {"gpu-0", "gpu-1"}
+    for _ in range(3):
+        expect_reads(server, [observed], [nodeset(observed=settled_hash(("gpu-0", state)))], [kube_node()], [])
+        result = run(server, looper)
+        assert result.kube_writes == 0 and result.slurm_writes == 0
+        assert not result.ready and any("lacks 2 of the 2 nodes it had, yet Slurm still has node gpu-0" in r for r in result.unready)
+    assert "a wrong listing, nothing written" in caplog.text
+    slurm.unlisted = set()  # the fault clears: back by itself
+    expect_reads(server, [observed], [nodeset(observed=settled_hash(("gpu-0", state)))], [kube_node()], [])
+    assert run(server, looper).ready
+
+
+def test_nodes_that_really_left_slurm_are_accepted_once_slurm_confirms_each(server: HTTPServer) -> None:
+    slurm = FakeSlurm({f"x{i}": node(f"x{i}", "IDLE") for i in range(4)})
+    looper = loop(server, slurm)
+    expect_reads(server, [], [], None, [])
+    assert run(server, looper).ready
+    slurm.nodes = {"x0": slurm.nodes["x0"]}  # an administrator deleted three node records
+    expect_reads(server, [], [], None, [])
+    assert run(server, looper).ready and sorted(slurm.asked) == ["x1", "x2", "x3"]
 
 
 def test_slurm_down_makes_no_pod_write(server: HTTPServer) -> None:

@@ -112,14 +112,17 @@ def test_topology_is_one_annotation_patch_and_one_slurm_update_then_nothing(http
 
 def test_a_refused_topology_update_is_reported_and_the_rest_still_happens(httpserver: HTTPServer) -> None:
     """Slurm without a topology plugin that takes updates (topology/flat) refuses topology_str:
-    logged and counted (by Slurm's error number), not a pass error; the other writes happen."""
+    logged and counted (by Slurm's error number), not a pass error, and readiness names it while it
+    lasts; the other writes happen."""
     annotated = knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO})
     slurm = DeletingSlurm({"gpu-0": snode("gpu-0", "IDLE", features=("gpu", "k8s/stale"))}, refuse={"topology"})
     expect_reads(httpserver, [pod("gpu-0", states=("IDLE",))], [nodeset(observed=settled_hash(("gpu-0", IDLE_STATE)))], [annotated], [])
     expect_patch(httpserver, f"/api/v1/namespaces/{NS}/pods/gpu-0", SMP, {"metadata": {"annotations": {names.ANNOTATION_TOPOLOGY_SPEC: TOPO}}})
     loop = looper(httpserver, slurm)
     result = run(httpserver, loop)
-    assert result.ok and result.ready and result.slurm_writes == 1
+    assert result.ok and result.slurm_writes == 1
+    assert not result.ready and result.unready == (
+        "update node gpu-0 (topology_str): refused by Slurm: Requested topology configuration is not available",)
     assert slurm.updates == [("gpu-0", NodeUpdate(features=("gpu",), features_act=("gpu",)))]
     assert slurm.attempts[-1] == ("gpu-0", NodeUpdate(topology_str=TOPO))
     assert refused_count(loop, "2178") == 1
@@ -143,11 +146,14 @@ def test_a_refused_update_is_not_resent_until_it_or_slurm_changes_or_the_backoff
     clock = Clock()
     loop = looper(httpserver, slurm, clock=clock)
     sent = NodeUpdate(topology_str=TOPO)
-    assert topology_pass(httpserver, loop).ok and slurm.attempts == [("gpu-0", sent)]
-    # the next passes: the same refused update is not sent again
+    first = topology_pass(httpserver, loop)
+    assert first.ok and slurm.attempts == [("gpu-0", sent)]
+    assert not first.ready and first.unready[0].startswith("update node gpu-0 (topology_str): refused by Slurm: ")
+    # the next passes: the same refused update is not sent again, and readiness still says so
     for _ in range(3):
         clock.now += 10
-        assert topology_pass(httpserver, loop).ok
+        result = topology_pass(httpserver, loop)
+        assert result.ok and result.unready == first.unready
     assert slurm.attempts == [("gpu-0", sent)]
     # after the backoff it is tried again (and the refusal is not counted twice)
     clock.now += 60
@@ -181,6 +187,7 @@ def test_a_refused_update_is_not_resent_until_it_or_slurm_changes_or_the_backoff
     clock.now += 600
     result = topology_pass(httpserver, loop, other)
     assert result.ok and result.slurm_writes == 1 and slurm.updates == [("gpu-0", NodeUpdate(topology_str=other))]
+    assert result.ready
     assert loop._refused == {}
 
 
@@ -191,7 +198,8 @@ def test_refusals_about_our_credentials_fail_every_pass(httpserver: HTTPServer) 
     loop = looper(httpserver, slurm)
     for _ in range(2):
         result = topology_pass(httpserver, loop)
-        assert not result.ok and result.ready and any("topology_str" in e for e in result.errors)
+        assert not result.ok and not result.ready and any("topology_str" in e for e in result.errors)
+        assert result.unready == ("update node gpu-0 (topology_str): forbidden",)
     assert len(slurm.attempts) == 2
 
 

@@ -72,8 +72,10 @@ def restore(lab: SlurmLab, *nodes: str) -> None:
 def build_rig(lab: SlurmLab, server: HTTPServer) -> Rig:
     with SlurmClient(lab.rest_url, lambda: lab.token) as client:
         ctld_host = client.ping().controllers[0].hostname
+        cluster_name = client.cluster
     kube = FakeKube()
-    kube.add("controllers", {"metadata": {"name": "slurm", "namespace": NS}, "spec": {"jwtKeyRef": {"name": "slurm-jwt", "key": "jwt.key"}}})
+    kube.add("controllers", {"metadata": {"name": "slurm", "namespace": NS, "uid": "uid-controller-slurm"},
+                             "spec": {"clusterName": cluster_name, "jwtKeyRef": {"name": "slurm-jwt", "key": "jwt.key"}}})
     kube.add("restapis", {"metadata": {"name": "slurm", "namespace": NS, "creationTimestamp": "2026-01-01T00:00:00Z"},
                           "spec": {"controllerRef": {"name": "slurm"}}})
     kube.add("secrets", {"metadata": {"name": "slurm-jwt", "namespace": NS}, "data": {"jwt.key": ""}})
@@ -84,7 +86,8 @@ def build_rig(lab: SlurmLab, server: HTTPServer) -> Rig:
     kube.add("pods", controller_pod(ctld_host))
     kube.install(server)
     metrics = Metrics()
-    config = Config(namespace=NS, slurm_url=lab.rest_url, token_user="slurm", slurm_timeout=5, poll_interval=0.5)
+    config = Config(namespaces=(NS,), slurm_url=lab.rest_url, token_user="slurm", slurm_timeout=5, poll_interval=0.5,
+                    absence_confirm_seconds=0)
     rig = Rig(lab, kube, Service(config, Kube(api_client(server.url_for("/")), metrics.count_kube_write), metrics), metrics)
     rig.set_key(lab.jwt_key_file.read_bytes(), "1")
     return rig
@@ -275,7 +278,8 @@ def test_slurmrestd_dying_between_the_listing_and_the_updates_of_one_pass_moves_
         # node stays drained, so the next pass lifts it
         assert names.ANNOTATION_DRAINED not in rig.annotations("gpu-n4")
         assert all(names.ANNOTATION_SLURM_NODE_ABSENT not in rig.annotations(p) for p in ("gpu-n3", "gpu-n4"))
-        assert rig.service.health.ready()[0] is True  # Slurm was read; the refused writes fail the pass, not readiness
+        ready, why = rig.service.health.ready()  # Slurm was read, but our writes failed: not ready, and why
+        assert not ready and f"{NS}/slurm: Slurm cluster " in why and "update node n3 (DRAIN): POST " in why
         handle.client._http.event_hooks["request"].remove(die_before_the_first_write)
         start_slurmrestd(rig.lab, dead.pop())
         assert rig.service.run_pass()

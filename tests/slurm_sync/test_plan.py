@@ -73,8 +73,17 @@ def test_every_listing_error_plans_nothing(error: Exception) -> None:
     )
 
 
-def test_a_successful_listing_without_the_node_marks_it_absent() -> None:
-    p = plan_one(cluster(pod("gpu-0")), node("other", "IDLE"))
+def test_a_listing_without_the_node_is_no_reason_to_write() -> None:
+    """An omission is not evidence: a busy pod keeps its conditions and protection, gets no absent mark."""
+    busy = pod("gpu-0", states=("ALLOCATED",), labels={names.LABEL_POD_PROTECT: "true"})
+    p = plan_one(cluster(busy, intents={"gpu-0": "scale-in"}), node("other", "IDLE"))
+    assert (p.patches, p.slurm, p.state) == ((), (), plan.observed_state(p.pod))
+
+
+def test_a_node_proven_absent_marks_the_pod() -> None:
+    c = cluster(pod("gpu-0"))
+    view = SlurmView({"other": node("other", "IDLE")}, ping(("c0", True, True)), absent=frozenset({"gpu-0"}))
+    p = plan.plan_pod(c.pods[0], c, view, NOW)
     assert p.state.absent and p.patches[0].body == {"metadata": {"annotations": {names.ANNOTATION_SLURM_NODE_ABSENT: "true"}}}
 
 

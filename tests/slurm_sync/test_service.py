@@ -101,11 +101,12 @@ def test_health_reports_readiness_and_metrics() -> None:
     try:
         assert httpx.get(base + "/healthz").status_code == 200
         assert httpx.get(base + "/readyz").status_code == 503
-        health.record([])
+        health.record({})
         assert httpx.get(base + "/readyz").status_code == 200
-        health.record(["ns/a"])
+        health.record({"ns/a": "Slurm cluster a: update node n3 (DRAIN): HTTP 503"})
         ready = httpx.get(base + "/readyz")
-        assert ready.status_code == 503 and "ns/a" in ready.text
+        assert ready.status_code == 503
+        assert ready.text == "failing: ns/a: Slurm cluster a: update node n3 (DRAIN): HTTP 503\n"
         metrics.count_kube_write("pod", "patch")
         assert 'slurm_sync_kube_writes_total{kind="pod",verb="patch"} 1.0' in httpx.get(base + "/metrics").text
     finally:
@@ -128,7 +129,7 @@ def test_a_failing_cluster_does_not_stop_the_others(httpserver: HTTPServer) -> N
     kube = _kube_with_two_clusters(httpserver)
     metrics = Metrics()
     # the "good" cluster's slurmrestd is unreachable too, but its pass is attempted and recorded
-    service = Service(Config(namespace=NS, slurm_url="http://127.0.0.1:9", slurm_timeout=1), Kube(api_client(httpserver.url_for("/"))), metrics)
+    service = Service(Config(namespaces=(NS,), slurm_url="http://127.0.0.1:9", slurm_timeout=1), Kube(api_client(httpserver.url_for("/"))), metrics)
     try:
         assert not service.run_pass()
         assert set(service.clusters.handles) == {f"{NS}/good", f"{NS}/bad"}
@@ -168,7 +169,7 @@ def test_retained_claims_of_a_nodeset_whose_controller_is_gone_are_released(http
     kube.add("nodesets", nodeset(deleting=True))
     kube.add("persistentvolumeclaims", pvc("data-gpu-0", NODESET_OWNER))
     kube.install(httpserver)
-    service = Service(Config(namespace=NS), Kube(api_client(httpserver.url_for("/"))), Metrics())
+    service = Service(Config(namespaces=(NS,)), Kube(api_client(httpserver.url_for("/"))), Metrics())
     try:
         assert service.run_pass()  # no cluster at all, and the claim released
         assert "ownerReferences" not in kube.get("persistentvolumeclaims", NS, "data-gpu-0")["metadata"]
@@ -191,7 +192,7 @@ def test_an_unreachable_apiserver_is_unready_and_the_loop_goes_on() -> None:
             from slurm_sync.slurm import SlurmClient
 
             bridge = BridgeLoop(SlurmClient("http://127.0.0.1:9", lambda: "t", timeout=1), BridgeKube(kube), metrics, [NS])
-        config = Config(namespace=NS, poll_interval=0.01, mode=mode)
+        config = Config(namespaces=(NS,), poll_interval=0.01, mode=mode)
         service = Service(config, kube, metrics, bridge)
         server = health_server("127.0.0.1:0", service.health, metrics)
         threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -218,3 +219,31 @@ def test_an_unreachable_apiserver_is_unready_and_the_loop_goes_on() -> None:
             server.server_close()
             service.close()
         assert metrics.registry.get_sample_value("slurm_sync_kube_writes_total", {"kind": "pod", "verb": "patch"}) is None
+
+
+def test_a_list_of_namespaces_is_watched_namespace_by_namespace(httpserver: HTTPServer) -> None:
+    """`--namespace a,b`: one list per namespace (what a Role per namespace allows), none cluster-wide."""
+    kube = FakeKube()
+    for ns in ("hpc-a", "hpc-b", "elsewhere"):
+        kube.add("controllers", controller(f"c-{ns}", ns))
+        kube.add("restapis", restapi(f"c-{ns}", f"c-{ns}", "2026-01-01T00:00:00Z", ns))
+    kube.install(httpserver)
+    service = Service(Config(namespaces=("hpc-a", "hpc-b"), slurm_url="http://127.0.0.1:9", slurm_timeout=1),
+                      Kube(api_client(httpserver.url_for("/"))), Metrics())
+    try:
+        service.run_pass()
+        assert set(service.clusters.handles) == {"hpc-a/c-hpc-a", "hpc-b/c-hpc-b"}
+    finally:
+        service.close()
+    listed = {request.path for request, _ in httpserver.log if request.path.endswith(("/controllers", "/restapis", "/nodesets"))}
+    assert all(path.startswith("/apis/slinky.slurm.net/v1beta1/namespaces/hpc-") for path in listed), listed
+    assert cli.parse_args(["--namespace", " hpc-a,hpc-b "]).namespace == " hpc-a,hpc-b "
+
+
+def test_discovery_binds_each_cluster_to_its_slurm_cluster_name() -> None:
+    named = controller("a")
+    named["spec"]["clusterName"] = "prod"
+    refs, problems = plan_clusters([named, controller("b"), {**controller("c"), "spec": {"clusterName": "bad name",
+                                   "jwtKeyRef": {"name": "c-jwt", "key": "jwt.key"}}}], [], "http://x")
+    assert [(r.controller, r.cluster_name) for r in refs] == [("a", "prod"), ("b", f"{NS}_b")]
+    assert len(problems) == 1 and problems[0].startswith(f"Controller {NS}/c: cannot tell its Slurm cluster name")

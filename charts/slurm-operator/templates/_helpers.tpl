@@ -14,6 +14,12 @@
 
 {{- define "slurm-operator.hooksName" -}}{{ include "slurm-operator.fullname" . }}-hooks{{- end -}}
 {{- define "slurm-operator.syncName" -}}{{ include "slurm-operator.fullname" . }}-slurm-sync{{- end -}}
+{{/* The namespaces slurm_sync watches as a JSON list (slurmSync.namespaces plus slurmSync.namespace); [] = all. */}}
+{{- define "slurm-operator.syncNamespaces" -}}
+{{- $namespaces := concat (list) (.Values.slurmSync.namespaces | default list) -}}
+{{- with .Values.slurmSync.namespace }}{{ $namespaces = append $namespaces . }}{{ end -}}
+{{- $namespaces | uniq | toJson -}}
+{{- end -}}
 {{- define "slurm-operator.authSecret" -}}
 {{- .Values.hooks.auth.existingSecret | default (printf "%s-hook-token" (include "slurm-operator.fullname" .)) -}}
 {{- end -}}
