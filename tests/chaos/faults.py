@@ -190,6 +190,7 @@ class FaultKind:
     passes: int = 2  # passes while the fault lasts (a failing request costs retries, a slow one timeouts)
     outage: Outage = no_outage  # done to the lab itself for the duration
     foreign: bool = False  # the answers come from another cluster: any Slurm write is wrong
+    spares: frozenset[str] = frozenset()  # sides that never ask what the fault touches (they stay ready)
 
     def __str__(self) -> str:
         return self.name
@@ -205,8 +206,11 @@ HTML_502 = b"<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad 
 # slurm_sync's client timeout in the chaos rigs, and how long the delay fault holds a request
 CLIENT_TIMEOUT = 1.0
 DELAY = CLIENT_TIMEOUT + 0.5
-# Passes under a well-formed lie: a "confirmed on a later pass" rule must not confirm it either
+# Passes under a well-formed lie. slurm_sync confirms an absence on any later pass (no waiting) in
+# the chaos rigs, so a rule that confirmed a lie would have two chances to act on it.
 LIES = 3
+CONFIRM_SECONDS = 0.0
+NO_JOBS = frozenset({"operator"})  # the operator side reads no job
 
 
 def _missing_busy_node(target: Target) -> Passthrough:
@@ -216,8 +220,8 @@ def _missing_busy_node(target: Target) -> Passthrough:
 KINDS: tuple[FaultKind, ...] = (
     FaultKind("empty-node-listing", lambda t: Listing("nodes"), passes=LIES),
     FaultKind("node-listing-missing-busy-node", _missing_busy_node, passes=LIES),
-    FaultKind("empty-job-answer", lambda t: EmptyJobAnswer(), passes=LIES),
-    FaultKind("empty-job-list", lambda t: Listing("jobs"), passes=LIES),
+    FaultKind("empty-job-answer", lambda t: EmptyJobAnswer(), passes=LIES, spares=NO_JOBS),
+    FaultKind("empty-job-list", lambda t: Listing("jobs"), passes=LIES, spares=NO_JOBS),
     FaultKind("garbage-200", lambda t: Canned(200, b"\x00\x17chaos{not json", "application/json")),
     FaultKind("truncated-json", lambda t: Truncated()),
     FaultKind("html-500", lambda t: Canned(500, HTML_500, "text/html")),

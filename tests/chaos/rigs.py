@@ -30,7 +30,7 @@ from slurm_sync.metrics import Metrics
 from slurm_sync.service import Config, Service
 from slurm_sync.slurm import SlurmClient
 from tests.chaos import rules
-from tests.chaos.faults import CLIENT_TIMEOUT
+from tests.chaos.faults import CLIENT_TIMEOUT, CONFIRM_SECONDS
 from tests.chaos.proxy import FaultProxy
 from tests.fixtures.slurm import SlurmLab, wait_for
 from tests.slurm_sync.bridgekube import BNS, BridgeFake, bridge_pod, job_body
@@ -145,7 +145,8 @@ class OperatorRig:
         kube.add("pods", controller_pod(ping["pings"][0]["hostname"]))
         install(kube)
         metrics = Metrics()
-        config = Config(namespace=NS, slurm_url=proxy.url, token_user="slurm", slurm_timeout=CLIENT_TIMEOUT)
+        config = Config(namespaces=(NS,), slurm_url=proxy.url, token_user="slurm", slurm_timeout=CLIENT_TIMEOUT,
+                        absence_confirm_seconds=CONFIRM_SECONDS)
         service = Service(config, Kube(api_client(kube_url), metrics.count_kube_write), metrics)
         return cls(scene, proxy, kube, service, Judge(lab))
 
@@ -162,7 +163,11 @@ class OperatorRig:
         self.proxy.begin_pass()
         ok = self.service.run_pass()
         self.judge.operator_writes(self.kube.writes[before:])
-        return ok and self.service.health.ready()[0]
+        return ok and self.ready()[0]
+
+    def ready(self) -> tuple[bool, str]:
+        """What ``/readyz`` would answer (and why not ready)."""
+        return self.service.health.ready()
 
     def holds_the_job(self) -> bool:
         """gpu-n3 as a draining, busy pod: protected, Drain condition, no drained or absent mark."""
@@ -221,9 +226,11 @@ def _bridge_kube(pods: list[dict[str, Any]], install: Install) -> BridgeFake:
 
 
 def _bridge_loop(url: str, token: Callable[[], str], kube_url: str) -> BridgeLoop:
-    """``list_interval=0``: every pass lists Slurm's jobs, so the job-list faults strike every pass."""
+    """``list_interval=0``: every pass lists Slurm's jobs, so the job-list faults strike every pass.
+    No ``cluster``: the client pins the cluster of its first answer, as ``--cluster-name`` unset does."""
     client = SlurmClient(url, token, timeout=CLIENT_TIMEOUT)
-    return BridgeLoop(client, BridgeKube(Kube(api_client(kube_url))), Metrics(), [BNS], list_interval=0)
+    return BridgeLoop(client, BridgeKube(Kube(api_client(kube_url))), Metrics(), [BNS], list_interval=0,
+                      absence_confirm_seconds=CONFIRM_SECONDS)
 
 
 @dataclass
@@ -279,6 +286,12 @@ class BridgeRig:
         self.last = self.loop.run_pass()
         self.judge.wrongs += rules.bridge_kube_wrongs(self.kube.writes[before:])
         return self.last.ok
+
+    def ready(self) -> tuple[bool, str]:
+        """The last pass's readiness (what the service's ``/readyz`` would follow) and why not."""
+        if self.last is None:
+            return False, "no pass yet"
+        return self.last.ready, "; ".join(self.last.unready) or "; ".join(map(str, self.last.errors))
 
     def holds_the_job(self) -> bool:
         steady = self.kube.objects.get(("pods", BNS, "steady"))

@@ -2,9 +2,10 @@
 real Slurm lab through the fault proxy (tests/chaos/rigs.py describes the two scenes).
 
 For each fault: no wrong Kubernetes write (judged against the real Slurm after every pass), no
-wrong Slurm write (judged on what the proxy let through), the job still RUNNING in the real
-slurmctld afterwards, and recovery without help once the fault clears (the work held back during
-the fault gets done). Each test records its outcome for the summary line (tests/chaos/summary.py)
+wrong Slurm write (judged on what the proxy let through), readiness false while the fault lasts
+(unless the side never asks what the fault touches), the job still RUNNING in the real slurmctld
+afterwards, and recovery without help once the fault clears (the work held back during the fault
+gets done). Each test records its outcome for the summary line (tests/chaos/summary.py)
 before it asserts.
 """
 
@@ -36,6 +37,8 @@ class Side(Protocol):
 
     def step(self) -> bool: ...
 
+    def ready(self) -> tuple[bool, str]: ...
+
     def lost(self) -> str | None: ...
 
     def recovered(self) -> bool: ...
@@ -58,7 +61,12 @@ def trial(side: Side, kind: FaultKind, target: Target, proxy: FaultProxy, record
             side.tempt()
             for _ in range(kind.passes):
                 side.step()
+            ready, why = side.ready()
         judge.blind = False
+        if side.side not in kind.spares:
+            judge.check(not ready, f"readiness stayed true under {kind.name}: nobody is told that Slurm is not heard")
+        elif not ready:
+            judge.failures.append(f"unready under {kind.name}, which {side.side} never asks about: {why}")
         lost = side.lost()
         if lost:
             judge.failures.append(f"nothing to recover: {lost}")
