@@ -16,6 +16,7 @@ from hooks import names
 from slurm_sync import logs
 from slurm_sync.bridge import BridgeLoop, token_file
 from slurm_sync.bridge_kube import BridgeKube
+from slurm_sync.deletion import DEFAULT_GRACE
 from slurm_sync.discovery import TokenSource
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
@@ -56,6 +57,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="comma-separated Node condition types whose True conditions become the drain reason of a cordoned Node")
     p.add_argument("--absence-confirm-seconds", type=float, default=float(_env("ABSENCE_CONFIRM_SECONDS", "5")),
                    help="a Slurm node or job is gone only when Slurm's not-found answer holds on a later pass this much later")
+    p.add_argument("--nodeset-deletion-grace", type=float, default=float(_env("NODESET_DELETION_GRACE", str(DEFAULT_GRACE))),
+                   help="seconds jobs pending in a deleting NodeSet's partition get before they are cancelled on purpose")
     p.add_argument("--cluster-name", default=_env("CLUSTER_NAME"),
                    help="bridge: the Slurm cluster --slurm-url must serve (default: the first answer's, then pinned)")
     p.add_argument("--once", action="store_true", default=_env("ONCE", "") == "1", help="one pass, then exit (0 = every cluster ok)")
@@ -107,6 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         mode=args.mode,
         propagated_node_conditions=tuple(t.strip() for t in args.propagated_node_conditions.split(",") if t.strip()),
         absence_confirm_seconds=args.absence_confirm_seconds,
+        nodeset_deletion_grace=args.nodeset_deletion_grace,
     )
     kube = Kube(kube_client(args.kubeconfig), metrics.count_kube_write)
     bridge = bridge_loop(args, kube, metrics) if args.mode in ("bridge", "both") else None

@@ -40,16 +40,15 @@ from slurm_sync import bridge_nodes, bridge_plan
 from slurm_sync.bridge_kube import BridgeKube, label_body, pod_group_scheduled_body, release_body, submit_error_body, taint_body
 from slurm_sync.bridge_plan import Cancel, PodActions, Problem
 from slurm_sync.bridge_view import BridgeNode, BridgePod, read_node, read_pod
-from slurm_sync.kube import describe_error, is_not_found
+from slurm_sync.kube import describe_error, pod_gone
 from slurm_sync.metrics import Metrics
 from slurm_sync.slurm import SlurmClient
-from slurm_sync.proof import PROBES_PER_PASS, AbsenceProof, sudden_loss
+from slurm_sync.proof import AbsenceProof, refuse_unproven_loss, sudden_loss
 from slurm_sync.slurm_errors import (
     ESLURM_ALREADY_DONE,
     SlurmError,
     SlurmNotFound,
     SlurmRejected,
-    SlurmSuspect,
     SlurmUnavailable,
 )
 from slurm_sync.slurm_types import Job, Node, parse_job
@@ -176,19 +175,7 @@ class BridgeLoop:
         if not lost:
             self._lost_gone.clear()
             return
-        for job_id in sorted(lost - self._lost_gone)[:PROBES_PER_PASS]:
-            try:
-                self.slurm.get_job(job_id)
-            except SlurmNotFound:
-                self._lost_gone.add(job_id)
-                continue
-            raise SlurmSuspect(f"the job listing lacks {len(lost)} of our {len(ours)} active jobs, yet Slurm still has "
-                               f"job {job_id}: a wrong listing, nothing done with it")
-        missing = len(lost - self._lost_gone)
-        if missing:
-            raise SlurmSuspect(f"the job listing lacks {len(lost)} of our {len(ours)} active jobs; {missing} not yet "
-                               "confirmed gone by Slurm")
-        self._lost_gone.clear()
+        refuse_unproven_loss(lost, len(ours), self._lost_gone, self.slurm.get_job, "job")
 
     def read_kube(self) -> KubeState:
         pods: list[BridgePod] = []
@@ -283,18 +270,13 @@ class BridgeLoop:
         """The apiserver's NotFound for every pod the job lists (a listing that lacks them is not enough)."""
         for key in bridge_plan.bridge_pods_of(job) or ():
             namespace, _, name = key.partition("/")
-            try:
-                self.kube.read_pod(namespace, name)
-            except ApiException as exc:
-                if is_not_found(exc):
-                    continue
-                tally.errors.append(f"read pod {key}: {describe_error(exc)}")
+            gone, unknown = pod_gone(self.kube.kube, namespace, name)
+            if unknown:
+                tally.errors.append(unknown)
+            if not gone:
+                if not unknown:
+                    log.warning("bridge: job %d looked orphaned but its pod %s exists; not cancelled", job.job_id, key)
                 return False
-            except Exception as exc:  # the apiserver unreachable: unknown, cancel nothing
-                tally.errors.append(f"read pod {key}: {describe_error(exc)}")
-                return False
-            log.warning("bridge: job %d looked orphaned but its pod %s exists; not cancelled", job.job_id, key)
-            return False
         return True
 
     def _mark_pod_groups(self, state: KubeState, now: datetime.datetime, tally: _Tally) -> None:

@@ -92,9 +92,6 @@ class BridgeKube:
     def list_nodes(self) -> list[JSON]:
         return self.kube.list_nodes()
 
-    def read_pod(self, namespace: str, name: str) -> JSON:
-        return self.kube.read_pod(namespace, name)
-
     def patch_pod(self, pod: BridgePod, body: JSON) -> None:
         self.kube.patch_pod(pod.namespace, pod.name, body)
 

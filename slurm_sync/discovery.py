@@ -20,6 +20,7 @@ import jwt
 
 from hooks.contract import BadHookRequest
 from hooks.controller_spec import parse_spec
+from slurm_sync.deletion import DEFAULT_GRACE
 from slurm_sync.kube import Kube
 from slurm_sync.logs import register_secret
 from slurm_sync.metrics import Metrics
@@ -144,9 +145,11 @@ class Clusters:
     def __init__(
         self, kube: Kube, metrics: Metrics, user: str, lifetime: int, slurm_timeout: float, propagated_conditions: tuple[str, ...] = (),
         absence_confirm_seconds: float = 5.0,
+        deletion_grace: float = DEFAULT_GRACE,
     ) -> None:
         self.kube = kube
         self.absence_confirm_seconds = absence_confirm_seconds
+        self.deletion_grace = deletion_grace
         self.propagated_conditions = propagated_conditions
         self.metrics = metrics
         self.user = user
@@ -167,7 +170,7 @@ class Clusters:
                 client = SlurmClient(ref.url, tokens, timeout=self.slurm_timeout, cluster=ref.cluster_name)
                 loop = OperatorLoop(name, ref.namespace, ref.controller, client, self.kube, self.metrics,
                                     propagated_conditions=self.propagated_conditions,
-                                    absence_confirm_seconds=self.absence_confirm_seconds)
+                                    absence_confirm_seconds=self.absence_confirm_seconds, deletion_grace=self.deletion_grace)
                 self.handles[name] = ClusterHandle(ref, tokens, client, loop)
                 log.info("cluster %s: slurmrestd at %s, Slurm cluster %r", name, ref.url, ref.cluster_name)
 

@@ -49,6 +49,18 @@ def is_not_found(exc: ApiException) -> bool:
     return isinstance(body, dict) and body.get("kind") == "Status" and body.get("reason") == "NotFound"
 
 
+def pod_gone(kube: Kube, namespace: str, name: str) -> tuple[bool, str]:
+    """(gone, error): gone only on the apiserver's NotFound for the pod; error says why it is unknown
+    ("" when the pod simply exists). A listing that lacks a pod is no such proof."""
+    try:
+        kube.read_pod(namespace, name)
+    except ApiException as exc:
+        return (True, "") if is_not_found(exc) else (False, f"read pod {name}: {describe_error(exc)}")
+    except Exception as exc:  # the apiserver unreachable (MaxRetryError ...): unknown
+        return False, f"read pod {name}: {describe_error(exc)}"
+    return False, ""
+
+
 def selector(labels: dict[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 

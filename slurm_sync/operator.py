@@ -31,10 +31,10 @@ from kubernetes.client.exceptions import ApiException
 from hooks import names
 from hooks.gcpause import collector_paused
 from hooks.objects import selector_labels
+from slurm_sync import deletion, reservations
 from slurm_sync import plan as planning
-from slurm_sync import reservations
-from slurm_sync.proof import PROBES_PER_PASS, AbsenceProof, sudden_loss
-from slurm_sync.kube import Kube, describe_error, is_not_found
+from slurm_sync.proof import PROBES_PER_PASS, AbsenceProof, refuse_unproven_loss, sudden_loss
+from slurm_sync.kube import Kube, describe_error, pod_gone
 from slurm_sync.metrics import Metrics
 from slurm_sync.plan import PodPlan, PodState, SlurmView
 from slurm_sync.slurm import ListingWatch, SlurmClient
@@ -221,6 +221,7 @@ class OperatorLoop:
         propagated_conditions: tuple[str, ...] = (),
         clock: Callable[[], float] = time.monotonic,
         absence_confirm_seconds: float = 5.0,
+        deletion_grace: float = deletion.DEFAULT_GRACE,
     ) -> None:
         self.name = name
         self.propagated_conditions = propagated_conditions
@@ -238,7 +239,9 @@ class OperatorLoop:
         self._planned: set[tuple[str, str]] = set()  # this pass's updates (stale refusals are forgotten)
         self._absence: AbsenceProof[str] = AbsenceProof(absence_confirm_seconds, clock)
         self._lost_gone: set[str] = set()  # nodes of a suspect listing that Slurm said are gone
-        self._deleted: set[str] = set()  # node records we deleted ourselves (their loss is expected)
+        self.deleted_nodes: set[str] = set()  # node records we deleted ourselves (their loss is expected)
+        self.job_absence: AbsenceProof[int] = AbsenceProof(absence_confirm_seconds, clock)  # jobs of deleting NodeSets
+        self.deletion_grace = deletion_grace
 
     def read_slurm(self, tally: Tally) -> SlurmView:
         nodes = ping = None
@@ -255,25 +258,12 @@ class OperatorLoop:
     def _check_listing(self, before: Mapping[str, Node], now: Mapping[str, Node]) -> None:
         """Refuse (SlurmSuspect) a listing that suddenly lacks many nodes it had, until Slurm says of
         each one, asked by name, that it is gone; a node Slurm still has proves the listing wrong."""
-        lost = sudden_loss(before, now, self._deleted)
+        lost = sudden_loss(before, now, self.deleted_nodes)
         if not lost:
             self._lost_gone.clear()
             return
-        ask = sorted(lost - self._lost_gone)[:PROBES_PER_PASS]
-        for name in ask:
-            try:
-                self.slurm.get_node(name)
-            except SlurmNotFound:
-                self._lost_gone.add(name)
-                continue
-            raise SlurmSuspect(f"the node listing lacks {len(lost)} of the {len(before)} nodes it had, "
-                               f"yet Slurm still has node {name}: a wrong listing, nothing written")
-        missing = len(lost - self._lost_gone)
-        if missing:
-            raise SlurmSuspect(f"the node listing lacks {len(lost)} of the {len(before)} nodes it had; "
-                               f"{missing} not yet confirmed gone by Slurm, nothing written until they are")
+        refuse_unproven_loss(lost, len(before), self._lost_gone, self.slurm.get_node, "node")
         log.warning("cluster %s: %d nodes left Slurm's listing at once; Slurm confirmed each is gone", self.name, len(lost))
-        self._lost_gone.clear()
 
     def run_pass(self) -> PassResult:
         with collector_paused():
@@ -316,6 +306,7 @@ class OperatorLoop:
                 lambda t=touch: self.kube.annotate_nodeset(t.namespace, t.name, names.ANNOTATION_SLURM_OBSERVED, t.value),
             )
         reservations.execute(self, cluster, slurm, tally)  # ScheduledUpdate maintenance reservations
+        deletion.execute(self, cluster, slurm, tally)  # deleting NodeSets: pending jobs, node records
         for nodeset in sorted(cluster.nodesets.values(), key=lambda n: n.name):
             if nodeset.releases_claims:
                 release_retained_claims(self.kube, nodeset, tally)
@@ -446,28 +437,27 @@ class OperatorLoop:
             self._applied_topology = {n: t for n, t in self._applied_topology.items() if n in slurm.nodes}
 
     def _prune(self, candidate: planning.PruneCandidate, tally: Tally) -> None:
-        """Delete a defunct Slurm node once its pod is confirmed gone: only a NotFound answer to
-        GET pod counts (any other answer or error deletes nothing)."""
+        self.delete_record(candidate.node, candidate.namespace, candidate.pod, tally,
+                           f"defunct (pod {candidate.namespace}/{candidate.pod} and its Kubernetes node are gone)")
+
+    def delete_record(self, node: str, namespace: str, pod: str, tally: Tally, why: str) -> str:
+        """Delete Slurm node record ``node`` once its pod is confirmed gone: only a NotFound answer to
+        GET pod counts (any other answer or error deletes nothing). Slurm's error, or ""."""
+        gone, unknown = pod_gone(self.kube, namespace, pod)
+        if unknown:
+            tally.errors.append(unknown)
+        if not gone:
+            return ""  # the pod exists (not labelled as ours, or just created), or nobody knows
         try:
-            self.kube.read_pod(candidate.namespace, candidate.pod)
-            return  # the pod exists (not labelled as ours, or just created): not defunct
-        except ApiException as exc:
-            if not is_not_found(exc):
-                tally.errors.append(f"read pod {candidate.pod}: HTTP {exc.status}")
-                return
-        except Exception as exc:  # the apiserver unreachable: unknown, delete nothing
-            tally.errors.append(f"read pod {candidate.pod}: {describe_error(exc)}")
-            return
-        try:
-            self.slurm.delete_node(candidate.node)
-        except SlurmError as exc:
-            self._slurm_error(tally, f"delete node {candidate.node}", exc)
-            return
-        self._deleted.add(candidate.node)
+            self.slurm.delete_node(node)
+        except SlurmError as exc:  # e.g. a job is still allocated on it: Slurm refuses
+            self._slurm_error(tally, f"delete node {node}", exc)
+            return f"delete node {node}: {exc}"
+        self.deleted_nodes.add(node)  # its leaving the listing is expected
         tally.slurm_writes += 1
         self.metrics.slurm_writes.labels(self.name, "delete").inc()
-        log.info("cluster %s: defunct Slurm node %s pruned (pod %s/%s and its Kubernetes node are gone)",
-                 self.name, candidate.node, candidate.namespace, candidate.pod)
+        log.info("cluster %s: Slurm node %s deleted: %s", self.name, node, why)
+        return ""
 
     def _kube_write(self, tally: Tally, what: str, write: Callable[[], None]) -> None:
         try:

@@ -16,6 +16,8 @@ from collections.abc import Callable, Collection, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from slurm_sync.slurm_errors import SlurmNotFound, SlurmSuspect
+
 K = TypeVar("K", bound=Hashable)
 
 # A listing "suddenly lacks many" objects when it lacks at least this many of those it had ...
@@ -35,6 +37,26 @@ def sudden_loss(before: Collection[K], now: Collection[K], expected: Collection[
     if not now or len(lost) >= SUDDEN_LOSS_MIN or len(lost) >= len(before) * SUDDEN_LOSS_SHARE:
         return lost
     return frozenset()
+
+
+def refuse_unproven_loss(lost: frozenset[K], had: int, gone: set[K], ask: Callable[[K], object], what: str) -> None:
+    """Raise SlurmSuspect while the objects a listing suddenly ``lost`` (of the ``had`` it had) are not
+    each said gone by Slurm when asked by name (``ask`` raises SlurmNotFound); ``gone`` remembers the
+    answers across passes and is cleared once the loss is proven. A lost object Slurm still has
+    proves the listing wrong; any other error propagates (nothing known)."""
+    for key in sorted(lost - gone)[:PROBES_PER_PASS]:  # type: ignore[type-var]
+        try:
+            ask(key)
+        except SlurmNotFound:
+            gone.add(key)
+            continue
+        raise SlurmSuspect(f"the {what} listing lacks {len(lost)} of the {had} {what}s it had, yet Slurm still has "
+                           f"{what} {key}: a wrong listing, nothing written")
+    missing = len(lost - gone)
+    if missing:
+        raise SlurmSuspect(f"the {what} listing lacks {len(lost)} of the {had} {what}s it had; {missing} not yet "
+                           "confirmed gone by Slurm, nothing written until they are")
+    gone.clear()
 
 
 @dataclass

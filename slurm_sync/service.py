@@ -20,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from slurm_sync.bridge import BridgeLoop
+from slurm_sync.deletion import DEFAULT_GRACE
 from slurm_sync.discovery import ClusterHandle, Clusters, plan_clusters
 from slurm_sync.events import Events, ObjectRef
 from slurm_sync.kube import Kube, describe_error
@@ -45,6 +46,8 @@ class Config:
     propagated_node_conditions: tuple[str, ...] = ()
     # A Slurm node is absent once Slurm's not-found answer holds on a later pass this much later
     absence_confirm_seconds: float = 5.0
+    # Jobs pending in a deleting NodeSet's partition are cancelled on purpose this long after it is reported
+    nodeset_deletion_grace: float = DEFAULT_GRACE
 
     @property
     def operator(self) -> bool:
@@ -86,7 +89,7 @@ class Service:
         self.bridge = bridge
         self.health = Health()
         self.clusters = Clusters(kube, metrics, config.token_user, config.token_lifetime, config.slurm_timeout,
-                                 config.propagated_node_conditions, config.absence_confirm_seconds)
+                                 config.propagated_node_conditions, config.absence_confirm_seconds, config.nodeset_deletion_grace)
         self.events = Events(kube)
 
     def run_pass(self) -> bool:

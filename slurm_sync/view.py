@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from hooks import names, slurmstate
+from hooks.cluster import InvalidSpec
 from hooks.nodeset_scheduling import node_hostname
+from hooks.slurmconf import nodeset_conf
 
 JSON = Mapping[str, Any]
 
@@ -59,6 +61,8 @@ class NodeSetView:
     prune_records: str = "Never"  # spec.pruneSlurmNodeRecords
     reservation: Any = None  # status.reservation as published (ScheduledUpdate; read by slurm_sync/reservations.py)
     reservation_report: str | None = None  # our ANNOTATION_RESERVATION_OBSERVED
+    partition: str | None = None  # its Slurm partition (spec.partition.enabled), as slurm.conf names it
+    deletion_report: str | None = None  # our ANNOTATION_DELETION_OBSERVED
 
     @property
     def prunes_defunct_nodes(self) -> bool:
@@ -182,7 +186,20 @@ def read_nodeset(obj: JSON) -> NodeSetView:
         prune_records=_str(spec.get("pruneSlurmNodeRecords")) or "Never",
         reservation=status.get(names.STATUS_RESERVATION),
         reservation_report=_map(meta.get("annotations")).get(names.ANNOTATION_RESERVATION_OBSERVED),
+        partition=_partition(obj),
+        deletion_report=_map(meta.get("annotations")).get(names.ANNOTATION_DELETION_OBSERVED),
     )
+
+
+def _partition(obj: JSON) -> str | None:
+    """The NodeSet's partition name as the Controller hook writes it into slurm.conf; None without one
+    (or when the hook could not compute it either)."""
+    if not _obj(_obj(obj.get("spec")).get("partition")).get("enabled"):
+        return None
+    try:
+        return nodeset_conf(obj, "nodeset").name
+    except (InvalidSpec, KeyError, TypeError):
+        return None
 
 
 def nodeset_controller(obj: JSON) -> str:

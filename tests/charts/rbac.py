@@ -121,12 +121,15 @@ def _calls_in(path: Path, root: ast.AST, module: ast.Module, trees: dict[Path, a
     wrappers = _wrapper_functions()
     parents = _parents(module)
     for node in ast.walk(root):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):  # a wrapper module's function
+            method = node.func.id
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            method = node.func.attr
+        else:
             continue
-        method = node.func.attr
-        if method in typed:
+        if method in typed and isinstance(node.func, ast.Attribute):
             yield Call(path, node.lineno, method, tuple(typed[method]))  # type: ignore[arg-type]
-        elif method in custom:
+        elif method in custom and isinstance(node.func, ast.Attribute):
             verb, index = custom[method]
             groups = _resolve(_argument(node, 0, "group"), node, parents, trees)
             plurals = _resolve(_argument(node, index, "plural"), node, parents, trees)

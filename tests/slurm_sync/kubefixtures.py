@@ -4,7 +4,7 @@ mock tests, and the official client pointed at a pytest-httpserver."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -12,6 +12,7 @@ from kubernetes import client
 
 from hooks import names, slurmstate
 from slurm_sync.slurm import Snapshot
+from slurm_sync.slurm_types import Job, Listing
 from slurm_sync.slurm_errors import SlurmError, SlurmNotFound
 from slurm_sync.slurm_types import Node, NodeUpdate, PingResult, SlurmVersion, ControllerPing, parse_node
 
@@ -67,6 +68,9 @@ def pod(
     return {"metadata": meta, "spec": spec, "status": {"phase": phase, "conditions": conditions}}
 
 
+SETTLED_DELETION = '{"pendingJobs":[],"cancelAt":null,"nodesLeft":[],"error":""}'
+
+
 def nodeset(
     intents: Mapping[str, str] | None = None,
     protect: bool | None = None,
@@ -77,7 +81,8 @@ def nodeset(
     meta: dict[str, Any] = {"name": NODESET, "namespace": NS, "uid": NODESET_UID}
     if observed is not None:
         meta["annotations"] = {names.ANNOTATION_SLURM_OBSERVED: observed}
-    if deleting:
+    if deleting:  # with the report of a deletion that waits for nothing (tests of other steps write no report)
+        meta.setdefault("annotations", {})[names.ANNOTATION_DELETION_OBSERVED] = SETTLED_DELETION
         meta["deletionTimestamp"] = "2026-01-02T00:00:00Z"
         meta["finalizers"] = ["metacontroller.io/compositecontroller-slurm-operator-nodeset"]
     spec: dict[str, Any] = {"controllerRef": {"name": CLUSTER}}
@@ -121,6 +126,8 @@ class FakeSlurm:
     unlisted: set[str] = field(default_factory=set)  # nodes Slurm has that the listing leaves out (a wrong answer)
     previous: dict[str, Node] = field(default_factory=dict)
     asked: list[str] = field(default_factory=list)  # per-node questions (GET node/<name>)
+    jobs: dict[int, Job] = field(default_factory=dict)
+    job_writes: list[tuple[str, Any, dict]] = field(default_factory=list)  # updates, cancels and node deletes
 
     def node_watch(self) -> FakeSlurm:
         return self
@@ -151,6 +158,30 @@ class FakeSlurm:
 
     def update_node(self, name: str, update: NodeUpdate) -> None:
         self.updates.append((name, update))
+
+    def list_jobs(self) -> Listing[Job]:
+        if self.fail:
+            raise self.fail
+        return Listing(tuple(self.jobs.values()), 1, unchanged=False)
+
+    def get_job(self, job_id: int) -> Job:
+        if self.fail:
+            raise self.fail
+        if job_id not in self.jobs:
+            raise SlurmNotFound(f"GET job/{job_id}: HTTP 404", status=404)
+        return self.jobs[job_id]
+
+    def update_job(self, job_id: int, changes: Mapping[str, Any]) -> None:
+        self.job_writes.append(("update", job_id, dict(changes)))
+        self.jobs[job_id] = replace(self.jobs[job_id], **{k: v for k, v in changes.items() if k in ("comment", "partition")})
+
+    def cancel_job(self, job_id: int) -> None:
+        self.job_writes.append(("cancel", job_id, {}))
+        self.jobs[job_id] = replace(self.jobs[job_id], state=frozenset({"CANCELLED"}))
+
+    def delete_node(self, name: str) -> None:
+        self.job_writes.append(("delete node", name, {}))
+        del self.nodes[name]
 
 
 NODESET_OWNER = {"apiVersion": names.API_VERSION, "kind": "NodeSet", "name": NODESET, "uid": NODESET_UID, "controller": True, "blockOwnerDeletion": True}

@@ -4,10 +4,7 @@ injected between the loop and the real slurmrestd (tests/slurm_sync/inject.py)."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from pytest_httpserver import HTTPServer
 
 from hooks import names
 from slurm_sync.bridge import BridgeLoop
@@ -15,25 +12,12 @@ from slurm_sync.bridge_kube import BridgeKube
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
 from slurm_sync.slurm import SlurmClient
-from tests.fixtures.slurm import SlurmLab
-from tests.slurm_sync.bridgekube import BNS, BridgeFake, bridge_pod, job_body, kube_node
+from tests.slurm_sync.bridgekube import BNS, bridge_pod, job_body
 from tests.slurm_sync.inject import Injector, answer, slurm_meta
 from tests.slurm_sync.kubefixtures import api_client
-from tests.slurm_sync.test_bridge_real import ON_N1_N2, Rig, cancel_ours
+from tests.slurm_sync.test_bridge_real import ON_N1_N2, Rig, rig  # noqa: F401 - rig is the fixture
 
 pytestmark = pytest.mark.slurm
-
-
-@pytest.fixture
-def rig(slurm_lab: SlurmLab, httpserver: HTTPServer) -> Iterator[Rig]:
-    kube = BridgeFake()
-    for n in range(1, 5):
-        kube.add("nodes", kube_node(f"kn{n}", slurm_name=f"n{n}"))
-    kube.install(httpserver)
-    try:
-        yield Rig(slurm_lab, kube, httpserver.url_for("/"), [])
-    finally:
-        cancel_ours(slurm_lab)
 
 
 def loop_with(rig: Rig, injector: Injector, list_interval: float = 3600) -> BridgeLoop:
@@ -106,7 +90,7 @@ def test_an_empty_job_listing_is_a_fault_not_the_end_of_every_job(rig: Rig) -> N
     before = len(rig.kube.writes)
     for _ in range(2):
         result = loop.run_pass()
-        assert not result.ready and any("the job listing lacks 2 of our 2 active jobs, yet Slurm still has job" in e
+        assert not result.ready and any("the job listing lacks 2 of the 2 jobs it had, yet Slurm still has job" in e
                                         for e in result.unready)
     assert rig.kube.writes[before:] == [] and injector.log.count(("POST", "/slurm/v0.0.45/job/submit")) == submits
     assert all("JobState=RUNNING" in rig.show(j) for j in jobs)

@@ -6,30 +6,17 @@ writes. The lab is shared: only n3/n4 are touched and restored."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
-
 import httpx
 import pytest
-from pytest_httpserver import HTTPServer
 
 from hooks import names
-from tests.fixtures.slurm import SlurmLab, _load_lab, wait_for
+from tests.fixtures.slurm import SlurmLab, wait_for
 from tests.slurm_sync.inject import Injector, answer, slurm_meta
 from tests.slurm_sync.kubefixtures import NS, nodeset, pod
-from tests.slurm_sync.test_operator_real import Rig, build_rig, restore, sbatch
+from tests.slurm_sync.test_operator_real import Rig, rig, sbatch  # noqa: F401 - rig is the fixture
 
 pytestmark = pytest.mark.slurm
 REASON = "slurm-operator: scale-in to 1 replicas"
-
-
-@pytest.fixture
-def rig(slurm_lab: SlurmLab, httpserver: HTTPServer) -> Iterator[Rig]:
-    rig = build_rig(slurm_lab, httpserver)
-    try:
-        yield rig
-    finally:
-        rig.service.close()
-        restore(_load_lab(), "n3", "n4")
 
 
 def inject(rig: Rig) -> Injector:

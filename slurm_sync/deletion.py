@@ -1,0 +1,268 @@
+"""slurm_sync's side of deleting a NodeSet in a safe order (the protocol is in hooks/names.py, next to
+ANNOTATION_DELETION_OBSERVED), as a pure plan: (deleting NodeSet, Slurm's jobs and nodes, its pods,
+the time) -> the report and the Slurm writes.
+
+* Its partition takes no new job (the Controller hook sets it to PARTITION_STATE_DELETING); the jobs
+  still PENDING there are reported with a ``cancelAt`` deadline (now + the grace, kept across passes
+  and restarts in the report itself). Past it, a job pending only there is cancelled on purpose,
+  after its comment says why; a job also pending in other partitions loses only this one.
+* A job leaves the report only on Slurm's word about that job (the caller asks it by id): a listing
+  that merely lacks it proves nothing, and an early "nothing pending" would let the partition go.
+* The NodeSet's Slurm node records (its pods' nodes, and nodes whose comment links them to the
+  NodeSet) are listed as ``nodesLeft`` and deleted once none of its pods is listed, each only after
+  the caller proved the pod named in the node's comment gone; Slurm itself refuses while a job runs.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from hooks import names
+from slurm_sync.plan import SlurmView, pod_info
+from slurm_sync.slurm_errors import ESLURM_ALREADY_DONE, SlurmError, SlurmNotFound, SlurmRejected
+from slurm_sync.slurm_types import Job, Node
+from slurm_sync.view import ClusterView, NodeSetView, PodView
+
+if TYPE_CHECKING:
+    from slurm_sync.operator import OperatorLoop, Tally
+
+log = logging.getLogger(__name__)
+
+DEFAULT_GRACE = 900.0  # seconds pending jobs get after their partition starts being deleted
+MAX_COMMENT = 1000
+
+
+@dataclass(frozen=True)
+class Report:
+    pending_jobs: tuple[int, ...]
+    cancel_at: str | None
+    nodes_left: tuple[str, ...]
+    error: str = ""
+
+    def value(self) -> str:
+        """The annotation value (compact JSON, stable key order)."""
+        body = {"pendingJobs": list(self.pending_jobs), "cancelAt": self.cancel_at, "nodesLeft": list(self.nodes_left),
+                "error": self.error}
+        return json.dumps(body, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class JobEnd:
+    """Past the deadline: say why in the job's comment, then cancel it, or (``partitions``) only
+    take this partition out of its list."""
+
+    job_id: int
+    comment: str
+    partitions: tuple[str, ...] | None  # the job's other partitions; None: cancel it
+
+
+@dataclass(frozen=True)
+class NodeDelete:
+    node: str
+    namespace: str
+    pod: str  # the pod named in the node's comment: proven gone before the delete
+
+
+@dataclass(frozen=True)
+class DeletionPlan:
+    nodeset: NodeSetView
+    report: Report
+    job_ends: tuple[JobEnd, ...]
+    node_deletes: tuple[NodeDelete, ...]
+
+
+def previous_report(nodeset: NodeSetView) -> Report | None:
+    """Our last report, when it can be read back."""
+    try:
+        body = json.loads(nodeset.deletion_report or "")
+        jobs = tuple(int(j) for j in body["pendingJobs"])
+        nodes = tuple(str(n) for n in body["nodesLeft"])
+        cancel_at = body["cancelAt"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return Report(jobs, cancel_at if isinstance(cancel_at, str) else None, nodes, str(body.get("error") or ""))
+
+
+def job_partitions(job: Job) -> tuple[str, ...]:
+    return tuple(p for p in job.partition.split(",") if p)
+
+
+def pending_here(job: Job, partition: str) -> bool:
+    return "PENDING" in job.state and partition in job_partitions(job)
+
+
+def pending_jobs(nodeset: NodeSetView, jobs: Iterable[Job]) -> tuple[int, ...]:
+    """Jobs Slurm lists as pending in the NodeSet's partition."""
+    if nodeset.partition is None:
+        return ()
+    return tuple(sorted(j.job_id for j in jobs if pending_here(j, nodeset.partition)))
+
+
+def nodes_of(nodeset: NodeSetView, pods: Iterable[PodView], nodes: Mapping[str, Node]) -> tuple[str, ...]:
+    """The NodeSet's Slurm node records still in slurmctld: its pods' nodes, and nodes whose comment
+    names the NodeSet (namespace, name, uid)."""
+    found = {p.slurm_node for p in pods if p.nodeset == nodeset.name and p.slurm_node in nodes}
+    for node in nodes.values():
+        info = pod_info(node.comment)
+        if info is not None and (info["namespace"], info["nodeSetName"], info["nodeSetUID"]) == \
+                (nodeset.namespace, nodeset.name, nodeset.uid):
+            found.add(node.name)
+    return tuple(sorted(found))
+
+
+def rfc3339(moment: datetime.datetime) -> str:
+    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_rfc3339(text: str | None) -> datetime.datetime | None:
+    try:
+        return datetime.datetime.strptime(text or "", "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+    except ValueError:
+        return None
+
+
+def end_comment(job: Job, nodeset: NodeSetView, grace: float) -> str:
+    """The job's comment with our reason appended (the user's own text kept)."""
+    why = (f"slurm-operator: partition {nodeset.partition} is being deleted with NodeSet {nodeset.namespace}/{nodeset.name}; "
+           f"ended after a grace of {int(grace)}s")
+    return (f"{job.comment} | {why}" if job.comment else why)[:MAX_COMMENT]
+
+
+def plan_deletion(
+    nodeset: NodeSetView,
+    pending: Iterable[Job],
+    nodes: Mapping[str, Node],
+    pods: Iterable[PodView],
+    now: datetime.datetime,
+    grace: float,
+    error: str = "",
+) -> DeletionPlan:
+    """``pending``: the jobs still pending in the partition (the caller keeps a job here until Slurm
+    said about it, by id, that it is not); ``nodes``: Slurm's successful node listing."""
+    pending = sorted(pending, key=lambda j: j.job_id)
+    mine = [p for p in pods if p.nodeset == nodeset.name]
+    before = previous_report(nodeset)
+    cancel_at = None
+    if pending:
+        cancel_at = (before.cancel_at if before and parse_rfc3339(before.cancel_at) else None) or \
+            rfc3339(now + datetime.timedelta(seconds=grace))
+    due = cancel_at is not None and now >= (parse_rfc3339(cancel_at) or now)
+    ends = []
+    for job in pending if due and nodeset.partition else ():
+        if "PENDING" not in job.state:
+            continue  # reported from an earlier answer only (Slurm could not be asked now): never ended so
+        others = tuple(p for p in job_partitions(job) if p != nodeset.partition)
+        ends.append(JobEnd(job.job_id, end_comment(job, nodeset, grace), others or None))
+    left = nodes_of(nodeset, mine, nodes)
+    deletes = []
+    if not mine:  # no pod of the NodeSet is listed any more: its records may go, each on proof
+        for name in left:
+            info = pod_info(nodes[name].comment)
+            if info is not None and info["podName"] and not nodes[name].busy:
+                deletes.append(NodeDelete(name, info["namespace"], info["podName"]))
+    report = Report(tuple(j.job_id for j in pending), cancel_at, left, error)
+    return DeletionPlan(nodeset, report, tuple(ends), tuple(deletes))
+
+
+# --- execution (the one call from the operator loop) ------------------------------------------
+
+
+def execute(loop: OperatorLoop, cluster: ClusterView, slurm: SlurmView, tally: Tally) -> None:
+    """Report on each deleting NodeSet of the cluster and carry out what is due. Needs Slurm's node
+    listing; lists jobs only while a NodeSet is being deleted."""
+    deleting = sorted((n for n in cluster.nodesets.values() if n.deleting), key=lambda n: n.name)
+    if not deleting or slurm.nodes is None:
+        return
+    now = parse_rfc3339(loop._now())
+    if now is None:
+        tally.errors.append(f"nodeset deletion: unreadable clock {loop._now()!r}; nothing written")
+        return
+    try:
+        jobs = loop.slurm.list_jobs().items
+    except SlurmError as exc:
+        loop._slurm_error(tally, "list jobs", exc)
+        return
+    loop.job_absence.next_pass()
+    for nodeset in deleting:
+        pending, unknown = still_pending(loop, nodeset, jobs)
+        if unknown:
+            loop._slurm_error(tally, f"nodeset {nodeset.name}: get job", unknown)
+        plan = plan_deletion(nodeset, pending, slurm.nodes, cluster.pods, now, loop.deletion_grace,
+                             f"asking Slurm about a job failed: {unknown}" if unknown else "")
+        error = _end_jobs(loop, plan, tally) or _delete_nodes(loop, plan, tally) or plan.report.error
+        value = Report(plan.report.pending_jobs, plan.report.cancel_at, plan.report.nodes_left, error).value()
+        if value != nodeset.deletion_report:
+            loop._kube_write(tally, f"nodeset {nodeset.name} deletion report",
+                             lambda v=value: loop.kube.annotate_nodeset(nodeset.namespace, nodeset.name,
+                                                                        names.ANNOTATION_DELETION_OBSERVED, v))
+
+
+def still_pending(loop: OperatorLoop, nodeset: NodeSetView, jobs: Iterable[Job]) -> tuple[list[Job], SlurmError | None]:
+    """Jobs pending in the partition: the listing's, plus every job of our last report that the listing
+    no longer shows pending there until Slurm, asked about it by id, says it is not (or, confirmed,
+    that it does not exist). A failed question keeps the job reported."""
+    listed = {j.job_id: j for j in jobs if nodeset.partition and pending_here(j, nodeset.partition)}
+    before = previous_report(nodeset)
+    unknown: SlurmError | None = None
+    for job_id in sorted(set(before.pending_jobs if before else ()) - set(listed)):
+        try:
+            job = loop.slurm.get_job(job_id)
+        except SlurmNotFound:
+            if not loop.job_absence.not_found(job_id):
+                listed[job_id] = _placeholder(job_id, nodeset)
+            continue
+        except SlurmError as exc:
+            unknown = exc
+            listed[job_id] = _placeholder(job_id, nodeset)
+            continue
+        loop.job_absence.found(job_id)
+        if nodeset.partition and pending_here(job, nodeset.partition):
+            listed[job_id] = job
+    return [listed[i] for i in sorted(listed)], unknown
+
+
+def _placeholder(job_id: int, nodeset: NodeSetView) -> Job:
+    """A job we keep reporting without a fresh answer about it (never ended on that basis: its state is empty)."""
+    return Job(job_id, "", frozenset(), "", "", "", nodeset.partition or "", "", None, "", "", frozenset(), None, None)
+
+
+def _end_jobs(loop: OperatorLoop, plan: DeletionPlan, tally: Tally) -> str:
+    """Past the deadline: comment, then cancel (or drop this partition from the job's list). The last
+    error, or ""."""
+    error = ""
+    for end in plan.job_ends:
+        what = f"job {end.job_id}"
+        try:
+            if end.partitions is None:
+                loop.slurm.update_job(end.job_id, {"comment": end.comment})
+                loop.slurm.cancel_job(end.job_id)
+                log.warning("cluster %s: cancelled pending %s: %s", loop.name, what, end.comment)
+            else:
+                loop.slurm.update_job(end.job_id, {"partition": ",".join(end.partitions), "comment": end.comment})
+                log.warning("cluster %s: %s stays pending in %s only: %s", loop.name, what, ",".join(end.partitions), end.comment)
+        except SlurmRejected as exc:
+            if isinstance(exc, SlurmNotFound) or ESLURM_ALREADY_DONE in exc.numbers:
+                continue  # ended meanwhile: the next pass asks Slurm about it
+            loop._slurm_error(tally, f"end {what}", exc)
+            error = f"end {what}: {exc}"
+            continue
+        except SlurmError as exc:
+            loop._slurm_error(tally, f"end {what}", exc)
+            error = f"end {what}: {exc}"
+            continue
+        tally.slurm_writes += 1
+    return error
+
+
+def _delete_nodes(loop: OperatorLoop, plan: DeletionPlan, tally: Tally) -> str:
+    """Delete each node record whose pod the apiserver says is gone (NotFound). The last error, or ""."""
+    error = ""
+    for delete in plan.node_deletes:
+        why = f"node record of deleted NodeSet {plan.nodeset.name}"
+        error = loop.delete_record(delete.node, delete.namespace, delete.pod, tally, why) or error
+    return error

@@ -1,0 +1,117 @@
+"""slurm_sync's side of deleting a NodeSet: pending jobs of its partition reported with a deadline
+and ended on purpose after it (a multi-partition job only loses this partition), a job leaves the
+report only on Slurm's word about it, node records deleted once the pods are proven gone."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from typing import Any
+
+from pytest_httpserver import HTTPServer
+
+from hooks import names
+from slurm_sync.deletion import plan_deletion
+from slurm_sync.kube import Kube
+from slurm_sync.metrics import Metrics
+from slurm_sync.operator import OperatorLoop
+from slurm_sync.slurm_types import parse_job
+from slurm_sync.view import read_nodeset
+from tests.slurm_sync.fakekube import FakeKube
+from tests.slurm_sync.kubefixtures import CLUSTER, NODESET_UID, NOW, NS, FakeSlurm, api_client, node, nodeset, pod
+
+T0 = datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
+COMMENT = json.dumps({"namespace": NS, "podName": "gpu-0", "node": "k1", "nodeSetName": "gpu", "nodeSetUID": NODESET_UID},
+                     separators=(",", ":"))
+
+
+def job(job_id: int, state: str, partition: str = "gpu", comment: str = "") -> Any:
+    return parse_job({"job_id": job_id, "job_state": [state], "partition": partition, "comment": comment})
+
+
+def deleting_nodeset(report: str | None = None) -> dict:
+    obj = nodeset(deleting=True)
+    obj["spec"]["partition"] = {"enabled": True}
+    if report is None:
+        del obj["metadata"]["annotations"][names.ANNOTATION_DELETION_OBSERVED]
+    else:
+        obj["metadata"]["annotations"][names.ANNOTATION_DELETION_OBSERVED] = report
+    return obj
+
+
+def report(kube: FakeKube) -> dict:
+    return json.loads(kube.get("nodesets", NS, "gpu")["metadata"]["annotations"][names.ANNOTATION_DELETION_OBSERVED])
+
+
+def test_the_plan_reports_pending_jobs_and_ends_them_only_after_the_grace() -> None:
+    view = read_nodeset(deleting_nodeset())
+    pending = [job(7, "PENDING"), job(8, "PENDING", "gpu,cpu", comment="mine")]
+    early = plan_deletion(view, pending, {}, (), T0, 600)
+    assert early.report.value() == '{"pendingJobs":[7,8],"cancelAt":"2026-01-02T03:14:05Z","nodesLeft":[],"error":""}'
+    assert early.job_ends == ()
+    later = read_nodeset(deleting_nodeset(early.report.value()))
+    due = plan_deletion(later, pending, {}, (), T0 + datetime.timedelta(seconds=600), 60)
+    assert due.report.cancel_at == "2026-01-02T03:14:05Z"  # the first deadline holds, whatever the grace now
+    cancel, move = due.job_ends
+    assert (cancel.job_id, cancel.partitions) == (7, None)
+    assert cancel.comment == f"slurm-operator: partition gpu is being deleted with NodeSet {NS}/gpu; ended after a grace of 60s"
+    assert (move.job_id, move.partitions) == (8, ("cpu",)) and move.comment.startswith("mine | slurm-operator: ")
+
+
+def test_a_nodeset_without_a_partition_waits_for_no_job() -> None:
+    view = read_nodeset(nodeset(deleting=True))
+    assert view.partition is None
+    assert plan_deletion(view, [job(7, "PENDING")], {}, (), T0, 600).report.pending_jobs == (7,)  # the caller's list
+    from slurm_sync.deletion import pending_jobs
+    assert pending_jobs(view, [job(7, "PENDING")]) == ()
+
+
+def loop_rig(httpserver: HTTPServer, slurm: FakeSlurm, kube: FakeKube) -> OperatorLoop:
+    kube.install(httpserver)
+    return OperatorLoop(CLUSTER, NS, CLUSTER, slurm, Kube(api_client(httpserver.url_for("/"))), Metrics(),  # type: ignore[arg-type]
+                        now=lambda: NOW, deletion_grace=0, absence_confirm_seconds=0)
+
+
+def test_the_loop_ends_pending_jobs_on_purpose_and_removes_records_once_pods_are_gone(httpserver: HTTPServer) -> None:
+    slurm = FakeSlurm({"gpu-0": node("gpu-0", "IDLE", "DRAIN", reason="slurm-operator: nodeset deleted", comment=COMMENT)})
+    slurm.jobs = {7: job(7, "PENDING"), 8: job(8, "PENDING", "gpu,cpu"), 9: job(9, "RUNNING"), 10: job(10, "PENDING", "cpu")}
+    kube = FakeKube()
+    kube.add("nodesets", deleting_nodeset())
+    kube.add("pods", pod("gpu-0", states=("IDLE", "DRAIN"), reason="slurm-operator: nodeset deleted"))
+    looper = loop_rig(httpserver, slurm, kube)
+    looper.run_pass()
+    assert report(kube) == {"pendingJobs": [7, 8], "cancelAt": NOW, "nodesLeft": ["gpu-0"], "error": ""}
+    looper.run_pass()  # the deadline (grace 0) has come
+    assert [(w[0], w[1]) for w in slurm.job_writes] == [("update", 7), ("cancel", 7), ("update", 8)]
+    assert "CANCELLED" in slurm.jobs[7].state and slurm.jobs[8].partition == "cpu"
+    assert slurm.jobs[7].comment.startswith("slurm-operator: partition gpu is being deleted")
+    assert slurm.jobs[9].state == {"RUNNING"} and slurm.jobs[10].state == {"PENDING"}  # not ours to end
+    looper.run_pass()
+    assert report(kube) == {"pendingJobs": [], "cancelAt": None, "nodesLeft": ["gpu-0"], "error": ""}
+    assert ("delete node", "gpu-0", {}) not in slurm.job_writes  # its pod still exists
+    del kube.objects[("pods", NS, "gpu-0")]  # the pod is gone: the apiserver answers NotFound
+    looper.run_pass()
+    assert ("delete node", "gpu-0", {}) in slurm.job_writes
+    looper.run_pass()
+    assert report(kube) == {"pendingJobs": [], "cancelAt": None, "nodesLeft": [], "error": ""}
+    writes = len(kube.writes)
+    looper.run_pass()
+    assert len(kube.writes) == writes  # written only on change
+
+
+def test_a_reported_job_the_listing_omits_stays_until_slurm_says_so(httpserver: HTTPServer) -> None:
+    slurm = FakeSlurm({})
+    slurm.jobs = {7: job(7, "PENDING")}
+    kube = FakeKube()
+    kube.add("nodesets", deleting_nodeset('{"pendingJobs":[7],"cancelAt":"2099-01-01T00:00:00Z","nodesLeft":[],"error":""}'))
+    looper = loop_rig(httpserver, slurm, kube)
+    listing = slurm.list_jobs
+    slurm.list_jobs = lambda: listing().__class__((), 1, unchanged=False)  # type: ignore[method-assign]  # a listing without it
+    looper.run_pass()
+    assert report(kube)["pendingJobs"] == [7]  # Slurm, asked by id, still has it pending
+    del slurm.jobs[7]  # really gone: a first not-found, then a confirmed one
+    looper.run_pass()
+    assert report(kube)["pendingJobs"] == [7]
+    looper.run_pass()
+    assert report(kube)["pendingJobs"] == []
+    assert slurm.job_writes == []  # nothing ended: it was never due
