@@ -204,7 +204,7 @@ class FaultKind:
 HTML_500 = b"<html><head><title>500 Internal Server Error</title></head><body><h1>Oops</h1></body></html>"
 HTML_502 = b"<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1></body></html>"
 # slurm_sync's client timeout in the chaos rigs, and how long the delay fault holds a request
-CLIENT_TIMEOUT = 1.0
+CLIENT_TIMEOUT = 0.5
 DELAY = CLIENT_TIMEOUT + 0.5
 # Passes under a well-formed lie. slurm_sync confirms an absence on any later pass (no waiting) in
 # the chaos rigs, so a rule that confirmed a lie would have two chances to act on it.
