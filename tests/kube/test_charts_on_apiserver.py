@@ -77,7 +77,8 @@ def test_slurm_chart_install_upgrade_uninstall_keeps_its_keys(kube_lab: KubeLab,
     assert {name: secret_data(kube_api, kube_namespace, name) for name in keys} == keys, "uninstall must keep the keys"
 
 
-def test_bridge_chart_keeps_its_generated_ca_across_an_upgrade(kube_lab: KubeLab, kube_api, kube_namespace: str) -> None:  # noqa: ANN001
+def test_bridge_chart_keeps_its_generated_ca_across_an_upgrade(kube_lab: KubeLab, metacontroller, kube_api,  # noqa: ANN001, ARG001
+                                                              kube_namespace: str) -> None:
     release = ["slurm-bridge", str(CHARTS / "slurm-bridge"), "-n", kube_namespace]
     run_helm(kube_lab, "install", *release)
     tls = secret_data(kube_api, kube_namespace, "slurm-bridge-admission-tls")
@@ -98,7 +99,9 @@ def metacontroller_crds() -> list[Obj]:
         schema = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
         return {
             "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": f"{plural}.{METACONTROLLER}"},
+            # *.k8s.io groups are protected; Metacontroller's own CRDs carry the same annotation
+            "metadata": {"name": f"{plural}.{METACONTROLLER}",
+                         "annotations": {"api-approved.kubernetes.io": "unapproved, request not yet submitted"}},
             "spec": {"group": METACONTROLLER, "scope": "Cluster",
                      "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
                      "versions": [{"name": "v1alpha1", "served": True, "storage": True,

@@ -81,7 +81,12 @@ def example_without_status(obj: dict) -> dict:
     return {key: value for key, value in obj.items() if key != "status"}
 
 
-@pytest.mark.parametrize("case", REJECTED, ids=lambda case: case.name)
+# Where tests/crds' offline validator is stricter than the API server: the server prunes a null in a
+# non-nullable field (then defaults it) instead of rejecting it.
+PRUNED_BY_THE_SERVER = {"null in non-nullable field"}
+
+
+@pytest.mark.parametrize("case", [c for c in REJECTED if c.name not in PRUNED_BY_THE_SERVER], ids=lambda case: case.name)
 def test_rejected_by_the_server(installed_crds, kube_api, kube_namespace: str, case: Rejected) -> None:  # noqa: ANN001, ARG001
     base = in_namespace(example(case.kind), kube_namespace)
     old = changed(base, case.old) if case.old is not None else None
@@ -93,6 +98,12 @@ def test_rejected_by_the_server(installed_crds, kube_api, kube_namespace: str, c
     message = case.expected.split(": ", 1)[1]
     if message in cel_messages(case.kind):
         assert message in text, f"the server's error lacks the CEL message {message!r}:\n{text}"
+
+
+def test_null_in_a_non_nullable_field_is_pruned_and_defaulted(installed_crds, kube_api, kube_namespace: str) -> None:  # noqa: ANN001, ARG001
+    (case,) = [c for c in REJECTED if c.name in PRUNED_BY_THE_SERVER]
+    created = create_cr(kube_api, changed(in_namespace(example(case.kind), kube_namespace), case.changes), kube_namespace)
+    assert created["spec"]["replicas"] == 1
 
 
 @pytest.mark.parametrize(("name", "kind", "changes", "old"), ACCEPTED, ids=[case[0] for case in ACCEPTED])

@@ -22,6 +22,10 @@ func (r *bindingREST) New() runtime.Object   { return &corev1.Binding{} }
 func (r *bindingREST) Destroy()              {}
 func (r *bindingREST) NamespaceScoped() bool { return true }
 
+// PreserveRequestObjectMetaSystemFieldsOnSubresourceCreate keeps the binding's metadata.uid: it names
+// the pod the scheduler decided about, so a pod recreated under the same name is not bound by mistake.
+func (r *bindingREST) PreserveRequestObjectMetaSystemFieldsOnSubresourceCreate() bool { return true }
+
 // Create binds as kube-apiserver does: the pod must exist, be unbound and not be deleting; the
 // binding's annotations are copied onto the pod and PodScheduled becomes True. A pod already bound
 // is a 409 Conflict.

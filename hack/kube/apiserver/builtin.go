@@ -43,6 +43,8 @@ type kind struct {
 	// keepStatus: status given on create is stored (kubelets register Nodes with their status).
 	keepStatus bool
 	shortNames []string
+	// returnDeleted: DELETE answers with the object (as kube-apiserver does for these), not a Status.
+	returnDeleted bool
 	// fields: the field selectors the kind supports beyond metadata.name/namespace.
 	fields func(obj runtime.Object) fields.Set
 	// created: server-side settings on create (pods start Pending, namespaces Active, ...).
@@ -52,14 +54,15 @@ type kind struct {
 var kinds = []*kind{
 	{gv: corev1.SchemeGroupVersion, kind: "Namespace", resource: "namespaces", status: true, shortNames: []string{"ns"},
 		fields: namespaceFields, created: func(o runtime.Object) { o.(*corev1.Namespace).Status.Phase = corev1.NamespaceActive }},
-	{gv: corev1.SchemeGroupVersion, kind: "Pod", resource: "pods", namespaced: true, status: true, shortNames: []string{"po"},
+	{gv: corev1.SchemeGroupVersion, kind: "Pod", resource: "pods", namespaced: true, status: true, shortNames: []string{"po"}, returnDeleted: true,
 		fields: podFields, created: func(o runtime.Object) { o.(*corev1.Pod).Status.Phase = corev1.PodPending }},
-	{gv: corev1.SchemeGroupVersion, kind: "Service", resource: "services", namespaced: true, status: true, shortNames: []string{"svc"}},
+	{gv: corev1.SchemeGroupVersion, kind: "Service", resource: "services", namespaced: true, status: true, shortNames: []string{"svc"},
+		returnDeleted: true},
 	{gv: corev1.SchemeGroupVersion, kind: "ConfigMap", resource: "configmaps", namespaced: true, shortNames: []string{"cm"}},
 	{gv: corev1.SchemeGroupVersion, kind: "Secret", resource: "secrets", namespaced: true, fields: secretFields},
 	{gv: corev1.SchemeGroupVersion, kind: "ServiceAccount", resource: "serviceaccounts", namespaced: true, shortNames: []string{"sa"}},
 	{gv: corev1.SchemeGroupVersion, kind: "PersistentVolumeClaim", resource: "persistentvolumeclaims", namespaced: true,
-		status: true, shortNames: []string{"pvc"},
+		status: true, shortNames: []string{"pvc"}, returnDeleted: true,
 		created: func(o runtime.Object) { o.(*corev1.PersistentVolumeClaim).Status.Phase = corev1.ClaimPending }},
 	{gv: corev1.SchemeGroupVersion, kind: "Node", resource: "nodes", status: true, keepStatus: true, shortNames: []string{"no"},
 		fields: nodeFields},
@@ -191,6 +194,7 @@ func newStore(k *kind, getter generic.RESTOptionsGetter) (*genericregistry.Store
 		DeleteStrategy:            s,
 		ResetFieldsStrategy:       s,
 		TableConvertor:            rest.NewDefaultTableConvertor(k.groupResource()),
+		ReturnDeletedObject:       k.returnDeleted,
 	}
 	err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: getter, AttrFunc: s.attrs})
 	return store, err

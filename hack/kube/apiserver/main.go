@@ -17,6 +17,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -154,6 +155,9 @@ func baseConfig(s settings, adminToken string) (*genericapiserver.RecommendedCon
 	config := genericapiserver.NewRecommendedConfig(builtinCodecs)
 	config.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
 	config.EnableProfiling = false
+	config.BuildHandlerChainFunc = func(handler http.Handler, c *genericapiserver.Config) http.Handler {
+		return trimTrailingSlash(genericapiserver.DefaultBuildHandlerChain(handler, c))
+	}
 	if err := serving.ApplyTo(&config.SecureServing, &config.LoopbackClientConfig); err != nil {
 		return nil, err
 	}
@@ -200,6 +204,18 @@ func openAPIDefinitions(ref openapicommon.ReferenceCallback) map[string]openapic
 		defs[name] = def
 	}
 	return defs
+}
+
+// trimTrailingSlash: Debian's go-restful (3.10) does not match "/version/" to "/version"; clients
+// (the Python client asks for /version/, /api/, /apis/) rely on kube-apiserver answering both.
+func trimTrailingSlash(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(r.URL.Path) > 1 && strings.HasSuffix(r.URL.Path, "/") {
+			r.URL.Path = strings.TrimSuffix(r.URL.Path, "/")
+			r.URL.RawPath = ""
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // noServiceResolver: conversion webhooks would need a cluster network; none of our CRDs uses one.
