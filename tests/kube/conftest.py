@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.kube.kubeapi import apply_crds, conditions, wait_until
+from tests.fixtures.slurm import wait_for
+from tests.kube.kubeapi import apply_crds, conditions
 from tests.kube.plugin import KubeLab
 from tests.support.kube import REPO_ROOT
 
@@ -17,5 +18,5 @@ def installed_crds(kube_lab: KubeLab) -> list[str]:
     with kube_lab.api_client() as api:
         names = apply_crds(api, CRD_FILES)
         for name in names:
-            wait_until(lambda n=name: conditions(api, n), lambda c: c.get("Established") == "True", f"{name} Established")
+            wait_for(lambda n=name: conditions(api, n), lambda c: c.get("Established") == "True", what=f"{name} Established")
     return names

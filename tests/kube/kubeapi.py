@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -54,18 +53,6 @@ def apply_crds(api: client.ApiClient, paths: list) -> list[str]:
 def conditions(api: client.ApiClient, crd_name: str) -> dict[str, str]:
     crd = client.ApiextensionsV1Api(api).read_custom_resource_definition(crd_name)
     return {c.type: c.status for c in (crd.status.conditions or [])}
-
-
-def wait_until(fetch: Callable[[], Any], ok: Callable[[Any], bool], what: str, timeout: float = 30) -> Any:
-    """Poll until ``ok(fetch())``; the server's controllers (Established, GC) act asynchronously."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fetch()
-        if ok(value):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {value!r}")
-        time.sleep(0.1)
 
 
 def plural(kind: str) -> str:

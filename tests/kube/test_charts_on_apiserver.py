@@ -16,7 +16,8 @@ from kubernetes import client
 
 from tests.charts.cases import CASES, Case
 from tests.charts.helm import CHARTS, helm, render
-from tests.kube.kubeapi import GROUP, VERSION, create_cr, wait_until
+from tests.fixtures.slurm import wait_for
+from tests.kube.kubeapi import GROUP, VERSION, create_cr
 from tests.kube.plugin import KubeLab
 
 Obj = dict[str, Any]
@@ -117,8 +118,8 @@ def metacontroller(kube_lab: KubeLab) -> None:
         for crd in metacontroller_crds():
             if not ext.list_custom_resource_definition(field_selector=f"metadata.name={crd['metadata']['name']}").items:
                 ext.create_custom_resource_definition(crd)
-            wait_until(lambda n=crd["metadata"]["name"]: ext.read_custom_resource_definition(n).status.conditions or [],
-                       lambda cs: any(c.type == "Established" and c.status == "True" for c in cs), "Established")
+            wait_for(lambda n=crd["metadata"]["name"]: ext.read_custom_resource_definition(n).status.conditions or [],
+                     lambda cs: any(c.type == "Established" and c.status == "True" for c in cs), what="Established")
 
 
 def test_operator_chart_install_upgrade_uninstall(kube_lab: KubeLab, installed_crds, metacontroller, kube_api,  # noqa: ANN001, ARG001

@@ -13,11 +13,12 @@ from kubernetes.client.exceptions import ApiException
 
 from hooks import names
 from slurm_sync.bridge_kube import BridgeKube, binding_body, label_body
-from slurm_sync.bridge_view import read_pod
+from slurm_sync.bridge_view import BridgePod, read_pod
 from slurm_sync.kube import Kube
 from slurm_sync.plan import claim_release_patch
-from tests.kube.kubeapi import GROUP, VERSION, create_cr, wait_until
 from tests.crds.test_crds import example
+from tests.fixtures.slurm import wait_for
+from tests.kube.kubeapi import GROUP, VERSION, create_cr
 
 Obj = dict[str, Any]
 
@@ -131,8 +132,8 @@ def test_released_claim_outlives_its_owner_and_an_owned_one_does_not(kube_api, c
     claim(core, kube_namespace, "owned", [ours])
     Kube(kube_api).patch_pvc(kube_namespace, "kept", claim_release_patch(released, ours["uid"]))
     core.delete_namespaced_config_map("nodeset", kube_namespace)
-    wait_until(lambda: [c.metadata.name for c in core.list_namespaced_persistent_volume_claim(kube_namespace).items],
-               lambda left: left == ["kept"], "the garbage collector to delete only the owned claim")
+    wait_for(lambda: [c.metadata.name for c in core.list_namespaced_persistent_volume_claim(kube_namespace).items],
+             lambda left: left == ["kept"], what="the garbage collector to delete only the owned claim")
 
 
 # --- the bridge: binding and resourceVersion preconditions ---------------------------------------------
@@ -151,11 +152,17 @@ def test_bind_sets_the_node_once_and_a_second_bind_conflicts(kube_api, core, kub
     assert read(core, kube_namespace, "job")["spec"]["nodeName"] == "n1"
 
 
-def test_binding_for_a_recreated_pod_is_refused(kube_api, core, kube_namespace: str) -> None:  # noqa: ANN001
-    core.create_namespaced_pod(kube_namespace, pod_body("job"))
-    old = read_pod(read(core, kube_namespace, "job"))
-    core.delete_namespaced_pod("job", kube_namespace)
-    core.create_namespaced_pod(kube_namespace, pod_body("job"))
+def recreated_pod(core: client.CoreV1Api, namespace: str, name: str) -> BridgePod:
+    """The view of a pod that was then deleted and created again under the same name."""
+    core.create_namespaced_pod(namespace, pod_body(name))
+    old = read_pod(read(core, namespace, name))
+    core.delete_namespaced_pod(name, namespace)
+    core.create_namespaced_pod(namespace, pod_body(name))
+    return old
+
+
+def test_binding_for_a_recreated_pod_is_refused(kube_api, core, kube_namespace: str) -> None:  # noqa: ANN001, ARG001
+    old = recreated_pod(core, kube_namespace, "job")
     with pytest.raises(ApiException) as refused:
         core.create_namespaced_pod_binding("job", kube_namespace, binding_body(old, "n1"), _preload_content=False,
                                            _headers={"Content-Type": "application/json"})
@@ -176,10 +183,7 @@ def test_label_patch_from_a_stale_read_conflicts(kube_api, core, kube_namespace:
 
 
 def test_delete_with_a_stale_uid_is_refused(kube_api, core, kube_namespace: str) -> None:  # noqa: ANN001
-    core.create_namespaced_pod(kube_namespace, pod_body("job"))
-    old = read_pod(read(core, kube_namespace, "job"))
-    core.delete_namespaced_pod("job", kube_namespace)
-    core.create_namespaced_pod(kube_namespace, pod_body("job"))
+    old = recreated_pod(core, kube_namespace, "job")
     with pytest.raises(ApiException) as refused:
         BridgeKube(Kube(kube_api)).delete_pod(old)
     assert refused.value.status == 409
