@@ -143,6 +143,8 @@ build_server() {
   go_env "$work" go build -ldflags "$ldflags" -o "$BINARY.tmp" slinkykube/apiserver >>"$LAB/build.log" 2>&1 \
     || fail "compiling hack/kube/apiserver failed: $(grep -m1 -E '\.go:[0-9]+' "$LAB/build.log" || echo 'see the log'); log: $LAB/build.log"
   mv -f "$BINARY.tmp" "$BINARY"
+  # binaries of older sources, unused for a week (a running one keeps its file until it exits)
+  find "$CACHE/bin" -name 'kube-lab-apiserver-*' -mtime +7 -delete 2>/dev/null || true
   echo $((SECONDS - t0)) >"$BINARY.seconds"
   rm -rf "$work"
   BUILD_DIR=""
