@@ -93,7 +93,7 @@ def parse(parent: JSON) -> AccountingSpec:
         extra_conf=slurmconf.check_extra_conf(cluster.opt_str(spec, "extraConf"), "spec.extraConf"),
         slurmdbd=cluster.opt_obj(spec, "slurmdbd"),
         template=cluster.opt_obj(spec, "template"),
-        service=cluster.opt_obj(spec, "service"),
+        service=cluster.service_override(spec),
     )
 
 

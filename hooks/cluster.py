@@ -162,6 +162,21 @@ def opt_obj(spec: JSON, field: str, where: str = "spec") -> JSON:
     return value
 
 
+def service_override(spec: JSON, where: str = "spec") -> JSON:
+    """Slinky's ServiceSpec override (`{metadata, spec, port, nodePort}`), each part of the right type."""
+    override = opt_obj(spec, "service", where)
+    path = f"{where}.service"
+    meta = opt_obj(override, "metadata", path)
+    for field in ("labels", "annotations"):
+        value = meta.get(field)
+        if value is not None and (not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values())):
+            raise InvalidSpec(f"{path}.metadata.{field} must map names to strings")
+    opt_obj(override, "spec", path)
+    opt_int(override, "port", 0, path)
+    opt_int(override, "nodePort", 0, path)
+    return override
+
+
 def str_list(spec: JSON, field: str, where: str = "spec") -> list[str]:
     value = spec.get(field)
     if value is None:

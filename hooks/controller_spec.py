@@ -133,7 +133,7 @@ def parse_spec(parent: JSON) -> ControllerSpec:
         config_files=_local_refs(spec, "configFileRefs"),
         scripts={f: _local_refs(spec, f) for f in _SCRIPT_FIELDS},
         persistence=persistence,
-        service=cluster.opt_obj(spec, "service"),
+        service=cluster.service_override(spec),
         metrics=metrics_enabled,
         service_monitor=_service_monitor(metrics) if metrics_enabled else None,
     )

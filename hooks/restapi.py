@@ -49,7 +49,7 @@ def parse(parent: JSON) -> RestApiSpec:
         slurmrestd={k: v for k, v in cluster.opt_obj(spec, "slurmrestd").items() if k != "args"},
         args=cluster.str_list(cluster.opt_obj(spec, "slurmrestd"), "args", "spec.slurmrestd"),
         template=cluster.opt_obj(spec, "template"),
-        service=cluster.opt_obj(spec, "service"),
+        service=cluster.service_override(spec),
     )
 
 
