@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from hooks import contract, names
+from hooks import contract, kubenames, names
 from hooks.contract import BadHookRequest, CompositeRequest
 from hooks.podtemplate import merge_container
 from hooks.status import condition
@@ -135,12 +135,15 @@ def conf_field(value: str, field: str) -> str:
     return written
 
 
-def opt_int(spec: JSON, field: str, default: int, where: str = "spec", minimum: int = 0) -> int:
+INT32_MAX = 2**31 - 1  # the CRDs' int32 fields; Kubernetes objects refuse more
+
+
+def opt_int(spec: JSON, field: str, default: int, where: str = "spec", minimum: int = 0, maximum: int = INT32_MAX) -> int:
     value = spec.get(field)
     if value is None:
         return default
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise InvalidSpec(f"{where}.{field} must be an integer >= {minimum}")
+    if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= maximum:
+        raise InvalidSpec(f"{where}.{field} must be an integer from {minimum} to {maximum}")
     return value
 
 
@@ -364,11 +367,31 @@ def reports_invalid_spec(sync: Callable[[CompositeRequest], JSON]) -> Callable[[
     @functools.wraps(sync)
     def guarded(req: CompositeRequest) -> JSON:
         try:
-            return sync(req)
+            response = sync(req)
+            check_new_children(req, response["children"])
+            return response
         except InvalidSpec as err:
             return invalid_spec_response(req, err)
 
     return guarded
+
+
+def check_new_children(req: CompositeRequest, children: list[JSON]) -> None:
+    """Raise InvalidSpec if a child that does not exist yet has a name or label the API server refuses.
+
+    Observed children were accepted when they were created, so only new ones are checked.
+    """
+    observed = {(obj.get("kind"), obj["metadata"].get("name")) for group in req.children.values() for obj in group.values()}
+    name = req.parent["metadata"]["name"]
+    for child in children:
+        meta = child.get("metadata") or {}
+        if (child.get("kind"), meta.get("name")) in observed:
+            continue
+        problems = kubenames.child_problems(child)
+        if problems:
+            if name in (meta.get("name") or ""):
+                raise InvalidSpec(f"metadata.name {name!r} cannot name this {req.parent['kind']}'s children: {problems[0]}")
+            raise InvalidSpec(f"a spec value gives a child a name or label the API server refuses: {problems[0]}")
 
 
 def invalid_spec_response(req: CompositeRequest, err: InvalidSpec) -> JSON:

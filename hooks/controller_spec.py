@@ -28,6 +28,9 @@ _CLAIM_FIELDS = (
     "storageClassName", "volumeAttributesClassName", "volumeMode", "volumeName",
 )
 _CLAIM_DEFAULTS: JSON = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "4Gi"}}}
+# One SlurmctldHost line and one slurmctld pod per controller: far above any real HA set-up, and a
+# bound on the hook's work (the CRD allows any int32).
+MAX_BACKUPS = 100
 _SCRIPT_FIELDS = ("prologScriptRefs", "epilogScriptRefs", "prologSlurmctldScriptRefs", "epilogSlurmctldScriptRefs")
 
 
@@ -105,7 +108,7 @@ def parse_spec(parent: JSON) -> ControllerSpec:
     external = cluster.opt_bool(spec, "external", False)
     ha = cluster.opt_obj(spec, "ha")
     ha_enabled = cluster.opt_bool(ha, "enabled", False, "spec.ha")
-    backups = cluster.opt_int(ha, "backups", 1, "spec.ha", minimum=1)
+    backups = cluster.opt_int(ha, "backups", 1, "spec.ha", minimum=1, maximum=MAX_BACKUPS)
     persistence = _persistence(cluster.opt_obj(spec, "persistence"))
     if ha_enabled and not external and not (persistence.enabled and persistence.existing_claim):
         raise InvalidSpec(

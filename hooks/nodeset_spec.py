@@ -41,6 +41,9 @@ CONFIGMAP_TYPE_KEY = contract.TYPE_CONFIGMAP
 
 SLURMCTLD_PORT = 6817
 _PERCENT = re.compile(r"^(0|[1-9][0-9]*)%$")
+# One sync builds every pod of the NodeSet in one response: 10,000 pods is about 30 MB and half a
+# second; millions would exhaust the hook's time and memory, so larger pools are split across NodeSets.
+MAX_REPLICAS = 10_000
 _MAX_ORDINAL_PADDING = 10  # an int32 ordinal has at most 10 digits
 MAX_LABEL_VALUE = 63  # label values and DNS labels (pod hostnames)
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -112,7 +115,7 @@ def parse_nodeset(parent: JSON) -> NodeSetSpec:
         name=meta["name"],
         namespace=meta.get("namespace") or "",
         controller_name=_controller_name(spec),
-        replicas=_int(spec, "replicas", 1),
+        replicas=_int(spec, "replicas", 1, maximum=MAX_REPLICAS),
         scaling_mode=_enum(spec, "scalingMode", STATEFULSET, (STATEFULSET, DAEMONSET)),
         slurmd=_object(spec, "slurmd"),
         logfile=_object(spec, "logfile"),
