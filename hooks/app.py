@@ -86,7 +86,9 @@ def _check_auth_config() -> None:
     if path is None:
         return
     if not path.strip():
-        raise ValueError("HOOKS_AUTH_TOKEN_FILE is set but empty: unset it to serve without authentication, or name the token file")
+        raise ValueError(
+            "HOOKS_AUTH_TOKEN_FILE is set but empty: unset it to serve without authentication, or name the token file"
+        )
     try:
         with open(path, "rb") as f:
             empty = not f.read().strip()
@@ -116,9 +118,10 @@ def _unauthorized() -> Response | None:
 
 
 def _answer(route: Route) -> Response:
-    body = _read_body(current_app.config["HOOKS_MAX_BODY_BYTES"])
+    limit = current_app.config["HOOKS_MAX_BODY_BYTES"]
+    body = _read_body(limit)
     if body is None:
-        return _error(413, f"request body is larger than HOOKS_MAX_BODY_BYTES ({current_app.config['HOOKS_MAX_BODY_BYTES']} bytes)")
+        return _error(413, f"request body is larger than HOOKS_MAX_BODY_BYTES ({limit} bytes)")
     try:
         parsed = route.parse(contract.load_json_object(body), route.kind)
         if route.handler is None:

@@ -138,7 +138,9 @@ def conf_field(value: str, field: str) -> str:
 INT32_MAX = 2**31 - 1  # the CRDs' int32 fields; Kubernetes objects refuse more
 
 
-def opt_int(spec: JSON, field: str, default: int, where: str = "spec", minimum: int = 0, maximum: int = INT32_MAX) -> int:
+def opt_int(
+    spec: JSON, field: str, default: int, where: str = "spec", minimum: int = 0, maximum: int = INT32_MAX
+) -> int:
     value = spec.get(field)
     if value is None:
         return default
@@ -381,7 +383,7 @@ def check_new_children(req: CompositeRequest, children: list[JSON]) -> None:
 
     Observed children were accepted when they were created, so only new ones are checked.
     """
-    observed = {(obj.get("kind"), obj["metadata"].get("name")) for group in req.children.values() for obj in group.values()}
+    observed = {(o.get("kind"), o["metadata"].get("name")) for group in req.children.values() for o in group.values()}
     name = req.parent["metadata"]["name"]
     for child in children:
         meta = child.get("metadata") or {}
@@ -390,7 +392,8 @@ def check_new_children(req: CompositeRequest, children: list[JSON]) -> None:
         problems = kubenames.child_problems(child)
         if problems:
             if name in (meta.get("name") or ""):
-                raise InvalidSpec(f"metadata.name {name!r} cannot name this {req.parent['kind']}'s children: {problems[0]}")
+                kind = req.parent["kind"]
+                raise InvalidSpec(f"metadata.name {name!r} cannot name this {kind}'s children: {problems[0]}")
             raise InvalidSpec(f"a spec value gives a child a name or label the API server refuses: {problems[0]}")
 
 

@@ -299,7 +299,8 @@ def _object_map(body: JSON, key: str) -> ObjectMap:
             if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
                 raise BadHookRequest(f"{where} must be an object with metadata")
             if obj.get("kind") != kind:
-                raise BadHookRequest(f"{where}.kind must be {kind!r} (its type key is {type_key!r}), got {obj.get('kind')!r}")
+                got = obj.get("kind")
+                raise BadHookRequest(f"{where}.kind must be {kind!r} (its type key is {type_key!r}), got {got!r}")
             _check_shape(obj, where)
     return {type_key: objects or {} for type_key, objects in groups.items()}
 

@@ -28,8 +28,8 @@ _LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 def name_problem(kind: str, name: str) -> str | None:
     """Why `name` cannot name a `kind`, or None."""
     if kind == "Service":
-        ok, rule = len(name) <= MAX_LABEL and _DNS1035_LABEL.fullmatch(name), "a DNS-1035 label (a lower-case letter first, "
-        rule += f"then lower-case letters, digits or '-', at most {MAX_LABEL} characters)"
+        ok = len(name) <= MAX_LABEL and _DNS1035_LABEL.fullmatch(name)
+        rule = f"a DNS-1035 label (a lower-case letter, then lower-case letters, digits or '-', at most {MAX_LABEL})"
     elif kind == "StatefulSet":
         ok = len(name) <= MAX_STATEFULSET_NAME and _DNS1123_LABEL.fullmatch(name)
         rule = f"a DNS label of at most {MAX_STATEFULSET_NAME} characters (its pods' revision label adds 11)"

@@ -129,7 +129,8 @@ def sync(req: CompositeRequest) -> JSON:
 def _status(parent: JSON, spec: LoginSetSpec, deployment: JSON | None, missing: list[Missing]) -> JSON:
     """`replicas` and `selector` feed the scale subresource (and so `kubectl scale` and HPAs)."""
     replicas = ((deployment or {}).get("status") or {}).get("replicas") or 0
-    match = (((deployment or {}).get("spec") or {}).get("selector") or {}).get("matchLabels") or selector_labels(APP, spec.name)
+    selector = ((deployment or {}).get("spec") or {}).get("selector") or {}
+    match = selector.get("matchLabels") or selector_labels(APP, spec.name)
     return {
         "replicas": replicas,
         "selector": ",".join(f"{k}={v}" for k, v in sorted(match.items())),

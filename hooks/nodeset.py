@@ -222,18 +222,25 @@ def _finalize_invalid(req: CompositeRequest, err: InvalidSpec) -> JSON:
     status = dict(parent.get("status") or {})
     draining = [{"name": name, "reason": plan.condemned[name]} for name in sorted(plan.condemned)]
     status[names.STATUS_DRAINING_PODS] = draining
-    replaced = (names.CONDITION_INVALID_SPEC, names.CONDITION_PODS_DRAINING, CONDITION_RETAINED_CLAIMS, names.CONDITION_INCONSISTENT_PODS)
+    replaced = (
+        names.CONDITION_INVALID_SPEC,
+        names.CONDITION_PODS_DRAINING,
+        CONDITION_RETAINED_CLAIMS,
+        names.CONDITION_INCONSISTENT_PODS,
+    )
     others = [c for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type") not in replaced]
-    how = {deletion.Release.DRAIN: "every pod is drained before it goes"}.get(mode, f"pods are released as for {mode.value}")
+    how = _FINALIZE_NOTES.get(mode, "; every pod is drained before it goes").removeprefix("; ")
     status["conditions"] = [
         *others,
         _draining_condition(parent, draining),
         _retained_condition(parent, retained),
         inconsistent_condition(parent, pods, now),
-        condition(parent, names.CONDITION_INVALID_SPEC, True, "InvalidValue", f"{err}; the NodeSet is deleted anyway: {how}"),
+        condition(parent, names.CONDITION_INVALID_SPEC, True, "InvalidValue", f"{err}; deleted anyway: {how}"),
     ]
     status.pop(names.STATUS_RESERVATION, None)  # deleting: the reservation must go
-    pending = mode == deletion.Release.DRAIN and reservation.pending_deletion(parent, parent["metadata"]["name"], reservation.read_report(parent))
+    report = reservation.read_report(parent)
+    name = parent["metadata"]["name"]
+    pending = mode == deletion.Release.DRAIN and reservation.pending_deletion(parent, name, report)
     return _finalize_response(parent, status, children, plan, mode, held, pending, retained)
 
 
@@ -294,13 +301,15 @@ def _check_identity(spec: NodeSetSpec, slot: PodSlot) -> None:
 
 
 _FINALIZE_NOTES = {
-    deletion.Release.NO_CONTROLLER: "; the NodeSet is being deleted: pods with busy evidence are kept, idle ones released",
-    deletion.Release.CLUSTER_DELETED: "; the NodeSet is being deleted with its cluster, so every pod is released at once",
-    deletion.Release.FORCE: f"; the NodeSet is being deleted with {names.ANNOTATION_FORCE_DELETE}=true, so every pod is released at once",
+    deletion.Release.NO_CONTROLLER: "; the NodeSet is being deleted: busy pods are kept, idle ones released",
+    deletion.Release.CLUSTER_DELETED: "; the NodeSet is being deleted with its cluster: every pod is released",
+    deletion.Release.FORCE: f"; deleted with {names.ANNOTATION_FORCE_DELETE}=true: every pod is released",
 }
 
 
-def controller_condition(parent: JSON, spec: NodeSetSpec, controller: ControllerInfo | None, mode: deletion.Release | None = None) -> JSON:
+def controller_condition(
+    parent: JSON, spec: NodeSetSpec, controller: ControllerInfo | None, mode: deletion.Release | None = None
+) -> JSON:
     """`mode`: how finalize releases pods (None in sync)."""
     note = _FINALIZE_NOTES.get(mode, "") if mode is not None else ""
     if controller is None:

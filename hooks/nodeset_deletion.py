@@ -70,7 +70,9 @@ def force_delete(parent: JSON) -> bool:
     return isinstance(annotations, dict) and annotations.get(names.ANNOTATION_FORCE_DELETE) == "true"
 
 
-def kept_pods(pods: list[ObservedPod], condemned: dict[str, str], mode: Release, now: float | None) -> list[ObservedPod]:
+def kept_pods(
+    pods: list[ObservedPod], condemned: dict[str, str], mode: Release, now: float | None
+) -> list[ObservedPod]:
     """The pods finalize still returns: every pod a drain or busy evidence still holds."""
     if mode in (Release.FORCE, Release.CLUSTER_DELETED):
         return []
@@ -91,8 +93,11 @@ def read_report(parent: JSON) -> Report | None:
         data = None
     if not isinstance(data, dict):
         return Report(readable=False)
-    jobs, nodes, cancel_at, error = data.get("pendingJobs"), data.get("nodesLeft"), data.get("cancelAt"), data.get("error", "")
-    if not _list_of(jobs, (int, str)) or not _list_of(nodes, (str,)) or not isinstance(cancel_at, str | None) or not isinstance(error, str):
+    jobs, nodes = data.get("pendingJobs"), data.get("nodesLeft")
+    cancel_at, error = data.get("cancelAt"), data.get("error", "")
+    if not (_list_of(jobs, (int, str)) and _list_of(nodes, (str,))):
+        return Report(readable=False)
+    if not isinstance(cancel_at, str | None) or not isinstance(error, str):
         return Report(readable=False)
     return Report(True, tuple(str(j) for j in jobs), cancel_at, tuple(nodes), error)
 
@@ -106,14 +111,16 @@ def blockers(mode: Release, report: Report | None, held: list[ObservedPod], rese
         listing = ", ".join(p.name for p in held)
         found.append(Blocker(
             "BusyPodsWithoutController",
-            f"no Controller is observed to drain through, and these pods show busy evidence, so they are kept: {listing}. "
+            f"no Controller is observed to drain through, and these pods show busy evidence: {listing}. "
             f"If the Controller was deleted on purpose, annotate this NodeSet {names.ANNOTATION_FORCE_DELETE}=true "
             "to release them at once (their jobs end)",
         ))
     elif held:
-        found.append(Blocker("PodsDraining", f"{len(held)} pod(s) wait for their Slurm node to drain; see status.drainingPods"))
+        message = f"{len(held)} pod(s) wait for their Slurm node to drain; see status.drainingPods"
+        found.append(Blocker("PodsDraining", message))
     if reservation_pending and mode == Release.DRAIN:
-        found.append(Blocker("ReservationLeft", "waiting for slurm_sync to delete this NodeSet's maintenance reservation"))
+        message = "waiting for slurm_sync to delete this NodeSet's maintenance reservation"
+        found.append(Blocker("ReservationLeft", message))
     found += _report_blockers(mode, report)
     return found
 
@@ -139,12 +146,14 @@ def _report_blockers(mode: Release, report: Report | None) -> list[Blocker]:
             return [Blocker("WaitingForReport", f"waiting for slurm_sync's deletion report ({where})")]
         return []
     if not report.readable:
-        return [Blocker("ReportUnreadable", f"slurm_sync's deletion report ({where}) cannot be read; waiting for a readable one")]
+        message = f"slurm_sync's deletion report ({where}) cannot be read; waiting for a readable one"
+        return [Blocker("ReportUnreadable", message)]
     found = []
     if report.pending_jobs:
         when = f"slurm_sync cancels them at {report.cancel_at}" if report.cancel_at else "no cancel time is set"
         jobs = ", ".join(report.pending_jobs)
-        found.append(Blocker("PendingJobs", f"{len(report.pending_jobs)} job(s) pending in this NodeSet's partition: {jobs} ({when})"))
+        message = f"{len(report.pending_jobs)} job(s) pending in this NodeSet's partition: {jobs} ({when})"
+        found.append(Blocker("PendingJobs", message))
     if report.nodes_left and mode == Release.DRAIN:
         found.append(Blocker("NodesLeft", f"Slurm node records still in slurmctld: {', '.join(report.nodes_left)}"))
     if found and report.error:

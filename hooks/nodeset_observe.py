@@ -138,7 +138,7 @@ def observe_pod(obj: JSON, nodeset: str, parent_uid: str) -> ObservedPod:
     )
 
 
-def still_wanted(pods: list[ObservedPod], condemned: dict[str, str] | frozenset[str], now: float | None) -> list[ObservedPod]:
+def still_wanted(pods: list[ObservedPod], condemned: dict[str, str], now: float | None) -> list[ObservedPod]:
     """Every named pod but the condemned ones slurm_sync marked and no busy evidence holds."""
     return [p for p in pods if p.name and not (p.name in condemned and p.removable(now))]
 

@@ -23,7 +23,9 @@ Shape = Any
 
 _TYPE_NAMES = {str: "a string", int: "an integer", bool: "a boolean", dict: "an object", list: "a list"}
 
-OWNER_REFERENCE: Final = {"apiVersion": NON_NULL_STR, "kind": NON_NULL_STR, "name": NON_NULL_STR, "uid": str, "controller": bool}
+OWNER_REFERENCE: Final = {
+    "apiVersion": NON_NULL_STR, "kind": NON_NULL_STR, "name": NON_NULL_STR, "uid": str, "controller": bool,
+}  # fmt: skip
 METADATA: Final = {
     "name": REQUIRED_STR,
     "namespace": NON_NULL_STR,
@@ -39,7 +41,9 @@ METADATA: Final = {
 }
 _CONDITIONS: Final = [{"type": str, "status": str, "reason": str, "message": str, "lastTransitionTime": str}]
 _RESOURCES: Final = {"requests": dict, "limits": dict}
-_CONTAINER: Final = {"name": str, "image": str, "resources": _RESOURCES, "env": [dict], "volumeMounts": [dict], "ports": [dict]}
+_CONTAINER: Final = {
+    "name": str, "image": str, "resources": _RESOURCES, "env": [dict], "volumeMounts": [dict], "ports": [dict],
+}  # fmt: skip
 POD_SPEC: Final = {
     "containers": [_CONTAINER],
     "initContainers": [_CONTAINER],
@@ -103,7 +107,10 @@ class ShapeError(ValueError):
 OUR_KINDS: Final = frozenset({"Controller", "NodeSet", "LoginSet", "RestApi", "Accounting", "Token"})
 _COMMON: Final = {"apiVersion": NON_NULL_STR, "kind": NON_NULL_STR, "metadata": METADATA, "spec": dict, "status": dict}
 # Metacontroller's own CompositeController/DecoratorController object, sent as `controller`.
-CONTROLLER: Final = {"metadata": {"name": str, "labels": STR_MAP, "annotations": STR_MAP}, "spec": {"childResources": [dict]}}
+CONTROLLER: Final = {
+    "metadata": {"name": str, "labels": STR_MAP, "annotations": STR_MAP},
+    "spec": {"childResources": [dict]},
+}
 
 
 def check_object(obj: Any, where: str, parent: bool = False, metadata: dict[str, Shape] = METADATA) -> None:
@@ -162,4 +169,5 @@ def type_name(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return "boolean"
-    return {dict: "object", list: "array", str: "string", int: "number", float: "number"}.get(type(value), type(value).__name__)
+    names = {dict: "object", list: "array", str: "string", int: "number", float: "number"}
+    return names.get(type(value), type(value).__name__)
