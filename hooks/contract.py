@@ -159,9 +159,10 @@ def parse_admission(body: JSON, kind: str) -> AdmissionRequest:
     if operation != "DELETE" and obj.get("kind", kind) != kind:
         raise BadHookRequest(f"request.object.kind must be {kind!r}, got {obj.get('kind')!r}")
     # A pod being created may have no name yet (generateName), and its kind may be left out.
-    _check_shape({"kind": kind, **obj}, "request.object", metadata={**shapes.METADATA, "name": str})
-    if old is not None:
-        _check_shape({"kind": kind, **old}, "request.oldObject", metadata={**shapes.METADATA, "name": str})
+    unnamed = {**shapes.METADATA, "name": str}
+    for where, pod in (("request.object", obj), ("request.oldObject", old)):
+        if pod:  # a DELETE carries no object, a CREATE no old one
+            _check_shape({"kind": kind, **pod}, where, metadata=unnamed)
     namespace = request.get("namespace", (obj.get("metadata") or {}).get("namespace", ""))
     if not isinstance(namespace, str):
         raise BadHookRequest(f"request.namespace must be a string, got {_type_name(namespace)}")
