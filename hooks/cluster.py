@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from hooks import contract, kubenames, names
+from hooks import contract, kubenames, names, shapes
 from hooks.contract import BadHookRequest, CompositeRequest
 from hooks.podtemplate import merge_container
 from hooks.status import condition
@@ -165,6 +165,17 @@ def opt_obj(spec: JSON, field: str, where: str = "spec") -> JSON:
     if not isinstance(value, dict):
         raise InvalidSpec(f"{where}.{field} must be an object")
     return value
+
+
+def container_override(spec: JSON, field: str, where: str = "spec") -> JSON:
+    """A container override (Slinky's `slurmd`, `login`, `logfile` ...): an object whose container
+    fields the hook merges have their Kubernetes JSON types."""
+    override = opt_obj(spec, field, where)
+    try:
+        shapes.check(override, shapes.CONTAINER, f"{where}.{field}")
+    except shapes.ShapeError as err:
+        raise InvalidSpec(str(err)) from None
+    return override
 
 
 def service_override(spec: JSON, where: str = "spec") -> JSON:

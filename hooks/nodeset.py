@@ -175,10 +175,9 @@ def finalize(req: CompositeRequest) -> JSON:
         return _finalize_invalid(req, err)
     pods = _observed_pods(req, spec.name)
     controller = find_controller(req, spec)
-    mode = deletion.release_mode(req.parent, controller is not None, controller is not None and controller.deleting)
+    mode, plan = _release_plan(req.parent, pods, controller)
     now = _clock(spec, pods, every_pod=mode == deletion.Release.NO_CONTROLLER)
     ctx = Context(spec=spec, revision=revision_hash(req.parent), draining=_published_draining(req.parent), now=now)
-    plan = plan_finalize(pods) if mode in (deletion.Release.DRAIN, deletion.Release.NO_CONTROLLER) else Plan()
     held = deletion.kept_pods(pods, plan.condemned, mode, now)
     pod_children = [cluster.kept(p.obj) for p in held]
     children = pod_children + _finalize_claims(req, spec, held)
@@ -209,9 +208,8 @@ def _finalize_invalid(req: CompositeRequest, err: InvalidSpec) -> JSON:
         controller = find_controller_named(req, namespace, controller_ref_name(parent))
     except InvalidSpec:
         controller = None
-    mode = deletion.release_mode(parent, controller is not None, controller is not None and controller.deleting)
+    mode, plan = _release_plan(parent, pods, controller)
     now = now_if_needed(pods, every_pod=mode == deletion.Release.NO_CONTROLLER)
-    plan = plan_finalize(pods) if mode in (deletion.Release.DRAIN, deletion.Release.NO_CONTROLLER) else Plan()
     held = deletion.kept_pods(pods, plan.condemned, mode, now)
     pod_children = [cluster.kept(p.obj) for p in held]
     retained = _retained_claims(req, lenient_when_deleted(parent))
@@ -242,6 +240,15 @@ def _finalize_invalid(req: CompositeRequest, err: InvalidSpec) -> JSON:
     name = parent["metadata"]["name"]
     pending = mode == deletion.Release.DRAIN and reservation.pending_deletion(parent, name, report)
     return _finalize_response(parent, status, children, plan, mode, held, pending, retained)
+
+
+def _release_plan(
+    parent: JSON, pods: list[ObservedPod], controller: ControllerInfo | None
+) -> tuple[deletion.Release, Plan]:
+    """How finalize lets pods go, and the drain intents it publishes (none when every pod goes at once)."""
+    mode = deletion.release_mode(parent, controller is not None, controller is not None and controller.deleting)
+    drains = mode in (deletion.Release.DRAIN, deletion.Release.NO_CONTROLLER)
+    return mode, plan_finalize(pods) if drains else Plan()
 
 
 def _finalize_response(

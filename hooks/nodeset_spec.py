@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from hooks import contract, names
-from hooks.cluster import InvalidSpec, KeyRef
+from hooks.cluster import InvalidSpec, KeyRef, container_override
 from hooks.contract import CompositeRequest
 
 JSON = dict[str, Any]
@@ -117,8 +117,8 @@ def parse_nodeset(parent: JSON) -> NodeSetSpec:
         controller_name=_controller_name(spec),
         replicas=_int(spec, "replicas", 1, maximum=MAX_REPLICAS),
         scaling_mode=_enum(spec, "scalingMode", STATEFULSET, (STATEFULSET, DAEMONSET)),
-        slurmd=_object(spec, "slurmd"),
-        logfile=_object(spec, "logfile"),
+        slurmd=container_override(spec, "slurmd"),
+        logfile=container_override(spec, "logfile"),
         template=_template(spec),
         extra_conf=_string(spec, "extraConf"),
         ssh_enabled=ssh_enabled,

@@ -4,8 +4,9 @@ Observed objects come from the API server, so a value of the wrong type (an obje
 belongs, a list for a label map) means the request is not a valid hook request: it gets a 400
 naming the field, never a 500 from deep inside a hook. Only the fields the hooks read are
 described; everything else passes untouched. A shape is a Python type (`str`, `int`, `bool`,
-`dict`, `list`), `STR_MAP` (an object of strings), a dict of field shapes (an object whose listed
-fields, when present and not null, have those shapes) or a one-item list (a list of that shape).
+`dict`, `list`), `STR_MAP` (an object of strings), `QUANTITY_MAP` (an object of quantities), a
+dict of field shapes (an object whose listed fields, when present and not null, have those
+shapes) or a one-item list (a list of that shape).
 Names that identify an object are required strings (`REQUIRED_STR`) and never null.
 """
 
@@ -16,6 +17,7 @@ import binascii
 from typing import Any, Final
 
 STR_MAP: Final = "string map"
+QUANTITY_MAP: Final = "quantity map"  # resource name -> a quantity (string or number)
 REQUIRED_STR: Final = "required string"
 NON_NULL_STR: Final = "non-null string"
 
@@ -40,13 +42,14 @@ METADATA: Final = {
     "deletionTimestamp": str,
 }
 _CONDITIONS: Final = [{"type": str, "status": str, "reason": str, "message": str, "lastTransitionTime": str}]
-_RESOURCES: Final = {"requests": dict, "limits": dict}
-_CONTAINER: Final = {
-    "name": str, "image": str, "resources": _RESOURCES, "env": [dict], "volumeMounts": [dict], "ports": [dict],
+_RESOURCES: Final = {"requests": QUANTITY_MAP, "limits": QUANTITY_MAP}
+CONTAINER: Final = {
+    "name": str, "image": str, "resources": _RESOURCES, "env": [dict], "envFrom": [dict], "volumeMounts": [dict],
+    "ports": [dict], "args": [str], "command": [str], "securityContext": dict, "lifecycle": dict,
 }  # fmt: skip
 POD_SPEC: Final = {
-    "containers": [_CONTAINER],
-    "initContainers": [_CONTAINER],
+    "containers": [CONTAINER],
+    "initContainers": [CONTAINER],
     "volumes": [dict],
     "tolerations": [dict],
     "nodeName": str,
@@ -55,6 +58,8 @@ POD_SPEC: Final = {
     "nodeSelector": STR_MAP,
     "affinity": dict,
     "priorityClassName": str,
+    "resources": _RESOURCES,
+    "schedulingGroup": {"podGroupName": str},
 }
 _TEMPLATE: Final = {"metadata": {"labels": STR_MAP, "annotations": STR_MAP}, "spec": POD_SPEC}
 _WORKLOAD_SPEC: Final = {
@@ -78,7 +83,14 @@ _CR_SPEC: Final = {
     "externalConfig": dict,
     "service": dict,
 }
-_POD_GROUP_SPEC: Final = {"template": {"metadata": dict, "spec": dict}, "minMember": int}
+# scheduler-plugins' PodGroup and the Workload API's PodGroup share the kind.
+_POD_GROUP_SPEC: Final = {
+    "minMember": int,
+    "minResources": QUANTITY_MAP,
+    "schedulingPolicy": {"gang": {"minCount": int}},
+    "workloadRef": {"workloadName": str},
+    "podGroupTemplateRef": {"workload": {"workloadName": str}},
+}
 
 # Extra shape of the objects of one kind (by `kind`), on top of every object's metadata.
 KIND_SHAPES: Final[dict[str, dict[str, Shape]]] = {
@@ -90,10 +102,10 @@ KIND_SHAPES: Final[dict[str, dict[str, Shape]]] = {
     "ConfigMap": {"data": STR_MAP},
     "Service": {"spec": {"selector": STR_MAP, "ports": [dict]}},
     "PersistentVolumeClaim": {"spec": dict, "status": dict},
-    "Job": {"spec": {"template": _TEMPLATE, "parallelism": int, "completions": int}},
+    "Job": {"spec": {"template": _TEMPLATE, "parallelism": int, "completions": int, "activeDeadlineSeconds": int}},
     "JobSet": {"spec": dict},
-    "LeaderWorkerSet": {"spec": dict},
-    "PodGroup": {"spec": _POD_GROUP_SPEC},
+    "LeaderWorkerSet": {"spec": {"leaderWorkerTemplate": {"size": int}}},
+    "PodGroup": {"spec": _POD_GROUP_SPEC, "status": {"phase": str}},
     "Workload": {"spec": dict},
 }
 for _kind in ("Controller", "NodeSet", "LoginSet", "RestApi", "Accounting", "Token"):
@@ -124,7 +136,9 @@ def check_object(obj: Any, where: str, parent: bool = False, metadata: dict[str,
     if not isinstance(obj.get("metadata"), dict):
         raise ShapeError(f"{where}.metadata must be an object, got {type_name(obj.get('metadata'))}")
     kind = obj.get("kind")
-    extra = {} if parent and kind in OUR_KINDS else KIND_SHAPES.get(kind, {})
+    extra = KIND_SHAPES.get(kind, {})
+    if parent and kind in OUR_KINDS:
+        extra = {"status": {"conditions": [dict]}}  # written by our hooks; the CRD keeps it a list
     check(obj, {**_COMMON, "metadata": metadata, **extra}, where)
     if kind == "Secret":
         _check_base64(obj.get("data") or {}, f"{where}.data")
@@ -146,6 +160,10 @@ def check(value: Any, shape: Shape, where: str) -> None:
             raise ShapeError(f"{where} must be a list, got {type_name(value)}")
         for index, item in enumerate(value):
             check(item, shape[0], f"{where}[{index}]")
+    elif shape == QUANTITY_MAP:
+        quantities = isinstance(value, dict) and all(_is_quantity(v) for v in value.values())
+        if not quantities:
+            raise ShapeError(f"{where} must map resource names to quantities (strings or numbers)")
     elif shape == STR_MAP:
         if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
             raise ShapeError(f"{where} must map names to strings")
@@ -154,6 +172,10 @@ def check(value: Any, shape: Shape, where: str) -> None:
             raise ShapeError(f"{where} must be a non-empty string, got {type_name(value)}")
     elif not isinstance(value, shape) or (shape is int and isinstance(value, bool)):
         raise ShapeError(f"{where} must be {_TYPE_NAMES[shape]}, got {type_name(value)}")
+
+
+def _is_quantity(value: Any) -> bool:
+    return isinstance(value, str | int | float) and not isinstance(value, bool)
 
 
 def _check_base64(data: dict[str, str], where: str) -> None:
