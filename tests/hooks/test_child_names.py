@@ -61,7 +61,8 @@ def test_every_child_is_valid_or_the_name_is_reported(kind, name):
 def test_kinds_with_services_report_each_name(kind, name):
     """These kinds build Services (`<name>-<component>`), which must be DNS-1035 labels of at most 63 characters."""
     reported = invalid_spec(sync(kind, renamed(kind, name, keep_children=False)))
-    assert reported is not None and any(w in reported["message"] for w in ("Service name", "StatefulSet name", "label")), reported
+    assert reported is not None, "no InvalidSpec"
+    assert any(w in reported["message"] for w in ("Service name", "StatefulSet name", "label")), reported
 
 
 @pytest.mark.parametrize("kind", ["controller", "loginset", "restapi", "accounting"])
@@ -70,13 +71,15 @@ def test_observed_children_are_kept_while_the_name_is_invalid(kind):
     observed = [obj for group in body["children"].values() for obj in group.values()]
     resp = sync(kind, copy.deepcopy(body))
     assert invalid_spec(resp) is not None
-    assert sorted((c["kind"], c["metadata"]["name"]) for c in resp["children"]) == sorted((o["kind"], o["metadata"]["name"]) for o in observed)
+    returned = sorted((c["kind"], c["metadata"]["name"]) for c in resp["children"])
+    assert returned == sorted((o["kind"], o["metadata"]["name"]) for o in observed)
 
 
 def test_the_longest_controller_name_is_41_characters():
     """`<name>-controller` is a StatefulSet whose pods carry `<name>-controller-<hash>`: 41 + 11 + 11 = 63."""
     longest = "s" * 41
     ok = sync("controller", renamed("controller", longest, keep_children=False))
-    assert invalid_spec(ok) is None and any(c["metadata"]["name"] == f"{longest}-controller-internal" for c in ok["children"])
+    assert invalid_spec(ok) is None
+    assert f"{longest}-controller-internal" in {c["metadata"]["name"] for c in ok["children"]}
     reported = invalid_spec(sync("controller", renamed("controller", longest + "s", keep_children=False)))
     assert reported is not None and "StatefulSet name" in reported["message"], reported

@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from hooks import names
-from tests.hooks.test_nodeset import T0, children, client, clock, condition, controller_cr, draining, nodeset, observed, post, request, sync  # noqa: F401
+from tests.hooks.test_nodeset import (  # noqa: F401  (client and clock are fixtures)
+    T0, children, client, clock, condition, controller_cr, draining, nodeset, observed, post, request, sync,
+)
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "requests" / "nodeset-sync.json"
 PROTECT = {names.LABEL_POD_PROTECT: "true"}
@@ -78,7 +80,8 @@ def test_a_condemned_pod_with_busy_evidence_stays_whatever_its_marks(client, mar
 def test_a_passed_deadline_is_no_longer_busy_evidence(client, clock):
     pods = children(sync(client, request(nodeset(replicas=2))))
     deadline = {names.ANNOTATION_POD_DEADLINE: iso(T0 + 60)}
-    state = [observed(pods["gpu-0"]), marked(pods["gpu-1"], slurm=("Idle", "Drain"), drained=True, annotations=deadline)]
+    victim = marked(pods["gpu-1"], slurm=("Idle", "Drain"), drained=True, annotations=deadline)
+    state = [observed(pods["gpu-0"]), victim]
     reads = clock.reads
     assert "gpu-1" in children(sync(client, request(nodeset(replicas=1), pods=state)))
     assert clock.reads == reads + 1, "the clock is read once, because a marked pod carries a deadline"

@@ -10,7 +10,9 @@ from __future__ import annotations
 import pytest
 
 from hooks import names
-from tests.hooks.test_nodeset import children, client, clock, condition, nodeset, observed, post, reported, request, sync  # noqa: F401
+from tests.hooks.test_nodeset import (  # noqa: F401  (client and clock are fixtures)
+    children, client, clock, condition, nodeset, observed, post, reported, request, sync,
+)
 
 
 def finalize(client, parent: dict, pods=(), controller=True) -> dict:
@@ -43,8 +45,17 @@ def test_node_records_left_hold_the_deletion(client):
     assert "gpu-0, gpu-1" in message and "Node gpu-1 has jobs" in message, message
 
 
-@pytest.mark.parametrize("raw", ["{not json", "[]", '{"pendingJobs": [1]}', '{"pendingJobs": ["x", null], "nodesLeft": [], "cancelAt": null}',
-                                 '{"pendingJobs": [], "nodesLeft": [3], "cancelAt": null}', '{"pendingJobs": [true], "nodesLeft": []}'])
+UNREADABLE = [
+    "{not json",
+    "[]",
+    '{"pendingJobs": [1]}',
+    '{"pendingJobs": ["x", null], "nodesLeft": [], "cancelAt": null}',
+    '{"pendingJobs": [], "nodesLeft": [3], "cancelAt": null}',
+    '{"pendingJobs": [true], "nodesLeft": []}',
+]
+
+
+@pytest.mark.parametrize("raw", UNREADABLE)
 def test_an_unreadable_report_holds_the_deletion(client, raw):
     parent = nodeset(replicas=0)
     parent["metadata"]["annotations"] = {names.ANNOTATION_DELETION_OBSERVED: raw}
@@ -78,7 +89,8 @@ def test_without_a_controller_pending_jobs_still_hold_but_node_records_do_not(cl
     assert resp["finalized"] is False and blocked(resp)[1] == "PendingJobs"
     resp = finalize(client, reported(nodeset(replicas=0), nodes=("gpu-0",)), controller=None)
     assert resp["finalized"] is True
-    assert finalize(client, nodeset(replicas=0), controller=None)["finalized"] is True, "no report: nothing holds without a Controller"
+    no_report = finalize(client, nodeset(replicas=0), controller=None)
+    assert no_report["finalized"] is True, "no report: nothing holds without a Controller"
 
 
 def test_force_delete_does_not_wait_for_the_report(client):

@@ -28,11 +28,14 @@ from tests.support.kube import validate_builtin, validate_cr
 
 APP = create_app()
 SLURM_STATES = ("Idle", "Allocated", "Mixed", "Completing", "Drain", "Down")
+# Job-end deadlines against the pinned clock T0 (00:02:00): none, empty, future, past, far future, unreadable.
+DEADLINES = [None, None, "", "2025-01-01T00:02:30Z", "2025-01-01T00:01:59Z", "2025-01-01T09:00:00Z", "soon"]
 
 
 @st.composite
 def pods(draw) -> list[dict]:
-    names_ = draw(st.lists(st.sampled_from(["gpu-0", "gpu-1", "gpu-2", "gpu-3", "gpu-01", "gpu-node-a", "gpu-x", "other-1"]), unique=True, max_size=6))
+    candidates = ["gpu-0", "gpu-1", "gpu-2", "gpu-3", "gpu-01", "gpu-node-a", "gpu-x", "other-1"]
+    names_ = draw(st.lists(st.sampled_from(candidates), unique=True, max_size=6))
     return [draw(pod(name)) for name in names_]
 
 
@@ -52,22 +55,26 @@ def pod(draw, name: str) -> dict:
         annotations[names.ANNOTATION_DRAINED] = draw(st.sampled_from(["true", "yes"]))
     if absent:
         annotations[names.ANNOTATION_SLURM_NODE_ABSENT] = "true"
-    deadline = draw(st.sampled_from([None, None, "", "2025-01-01T00:02:30Z", "2025-01-01T00:01:59Z", "2025-01-01T09:00:00Z", "soon"]))
+    deadline = draw(st.sampled_from(DEADLINES))
     if deadline is not None:
         annotations[names.ANNOTATION_POD_DEADLINE] = deadline
     meta = {"name": name, "namespace": "slurm", "uid": f"uid-{name}", "labels": labels, "annotations": annotations}
     if draw(st.booleans()):
-        meta["ownerReferences"] = [{"apiVersion": names.API_VERSION, "kind": "NodeSet", "name": "gpu", "uid": draw(st.sampled_from([NODESET_UID, "someone-else"])), "controller": True}]
+        uid = draw(st.sampled_from([NODESET_UID, "someone-else"]))
+        owner = {"apiVersion": names.API_VERSION, "kind": "NodeSet", "name": "gpu", "uid": uid, "controller": True}
+        meta["ownerReferences"] = [owner]
     if draw(st.booleans()):
         meta["deletionTimestamp"] = "2025-01-01T00:00:00Z"
-    obj = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": [{"name": "slurmd", "image": "x"}]}}
+    containers = [{"name": "slurmd", "image": "x"}]
+    obj = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": containers}}
     if draw(st.booleans()):
         obj["spec"]["nodeName"] = draw(st.sampled_from(["node-a", "node-b"]))
     if draw(st.booleans()):
         states = draw(st.lists(st.sampled_from(SLURM_STATES), unique=True, max_size=3))
         conditions = [{"type": "Ready", "status": draw(st.sampled_from(["True", "False"]))}]
         conditions += [{"type": names.CONDITION_SLURM_NODE_STATE_PREFIX + s, "status": "True"} for s in states]
-        obj["status"] = {"phase": draw(st.sampled_from(["Pending", "Running", "Succeeded", "Failed", "Unknown", "Weird"])), "conditions": conditions}
+        phase = draw(st.sampled_from(["Pending", "Running", "Succeeded", "Failed", "Unknown", "Weird"]))
+        obj["status"] = {"phase": phase, "conditions": conditions}
     return obj
 
 
@@ -85,7 +92,7 @@ def busy(obj: dict) -> bool:
 
 def marked(obj: dict) -> bool:
     annotations = obj["metadata"]["annotations"]
-    return annotations.get(names.ANNOTATION_SLURM_NODE_ABSENT) == "true" or annotations.get(names.ANNOTATION_DRAINED) == "true"
+    return "true" in (annotations.get(names.ANNOTATION_SLURM_NODE_ABSENT), annotations.get(names.ANNOTATION_DRAINED))
 
 
 # A spec the hook cannot use (finalize then works from the pods alone); most draws are valid.
@@ -95,17 +102,23 @@ specs = st.fixed_dictionaries(
         "replicas": st.integers(0, 5),
         "scalingMode": st.sampled_from(["StatefulSet", "DaemonSet"]),
         "updateStrategy": st.fixed_dictionaries(
-            {"type": st.sampled_from(["RollingUpdate", "OnDelete"]), "rollingUpdate": st.fixed_dictionaries({"maxUnavailable": st.sampled_from([1, 2, "25%", "100%"])})}
+            {
+                "type": st.sampled_from(["RollingUpdate", "OnDelete"]),
+                "rollingUpdate": st.fixed_dictionaries({"maxUnavailable": st.sampled_from([1, 2, "25%", "100%"])}),
+            }
         ),
         "minReadySeconds": st.sampled_from([0, 10]),
     }
 )
-reports = st.sampled_from([None, "{}", "not json", json.dumps({"pendingJobs": [], "cancelAt": None, "nodesLeft": [], "error": ""}),
-                           json.dumps({"pendingJobs": [17], "cancelAt": "2025-01-02T00:00:00Z", "nodesLeft": [], "error": ""}),
+CLEAR = {"pendingJobs": [], "cancelAt": None, "nodesLeft": [], "error": ""}
+reports = st.sampled_from([None, "{}", "not json", json.dumps(CLEAR),
+                           json.dumps({**CLEAR, "pendingJobs": [17], "cancelAt": "2025-01-02T00:00:00Z"}),
                            json.dumps({"pendingJobs": [], "cancelAt": None, "nodesLeft": ["gpu-0"], "error": "busy"})])
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(
     spec=specs,
     invalid=invalid_parts,
@@ -116,14 +129,20 @@ reports = st.sampled_from([None, "{}", "not json", json.dumps({"pendingJobs": []
     report=reports,
     nodes=st.sampled_from([[], ["node-a"], ["node-a", "node-b"]]),
 )
-def test_no_pod_with_busy_evidence_is_ever_left_out(clock, spec, invalid, observed, hook, controller, force, report, nodes):
+def test_no_pod_with_busy_evidence_is_ever_left_out(
+    clock, spec, invalid, observed, hook, controller, force, report, nodes
+):
     clock.now = T0
     parent = nodeset(**{**spec, **invalid})
-    annotations = {k: v for k, v in ((names.ANNOTATION_FORCE_DELETE, force), (names.ANNOTATION_DELETION_OBSERVED, report)) if v is not None}
+    pairs = ((names.ANNOTATION_FORCE_DELETE, force), (names.ANNOTATION_DELETION_OBSERVED, report))
+    annotations = {k: v for k, v in pairs if v is not None}
     if annotations:
         parent["metadata"]["annotations"] = annotations
-    ctrl = {"observed": True, "absent": None, "deleting": {**controller_cr(), "metadata": {**controller_cr()["metadata"], "deletionTimestamp": "2025-01-01T00:00:00Z"}}}[controller]
-    body = request(parent, pods=observed, nodes=[node(n) for n in nodes], controller=ctrl, finalizing=hook == "finalize")
+    deleting = controller_cr()
+    deleting["metadata"]["deletionTimestamp"] = "2025-01-01T00:00:00Z"
+    ctrl = {"observed": True, "absent": None, "deleting": deleting}[controller]
+    finalizing = hook == "finalize"
+    body = request(parent, pods=observed, nodes=[node(n) for n in nodes], controller=ctrl, finalizing=finalizing)
     resp = APP.test_client().post(f"/nodeset/{hook}", data=orjson.dumps(body), content_type="application/json")
     assert resp.status_code == 200, resp.get_json()
     result = resp.get_json()
@@ -137,7 +156,7 @@ def test_no_pod_with_busy_evidence_is_ever_left_out(clock, spec, invalid, observ
     elif result["finalized"]:
         assert returned == set(), "finalized while still wanting pods"
         if controller == "observed" and force != "true":
-            assert report is not None and json.loads(report) == {"pendingJobs": [], "cancelAt": None, "nodesLeft": [], "error": ""}
+            assert report is not None and json.loads(report) == CLEAR
     released_at_once = hook == "finalize" and (force == "true" or controller == "deleting")
     for obj in observed:
         name = obj["metadata"]["name"]

@@ -33,15 +33,18 @@ pytestmark = pytest.mark.slurm
 def test_a_deleting_nodesets_partition_refuses_new_jobs_and_keeps_queued_ones(second_cluster: SecondCluster):
     cluster = second_cluster
     keys = {"slurm.key": os.urandom(32), "jwt.key": os.urandom(32)}
-    nodeset = cr("NodeSet", "gpu", {"controllerRef": {"name": "slurm"}, "replicas": 1,
-                                    "partition": {"enabled": True, "config": "MaxTime=UNLIMITED State=UP"}})  # fmt: skip
+    partition = {"enabled": True, "config": "MaxTime=UNLIMITED State=UP"}
+    nodeset = cr("NodeSet", "gpu", {"controllerRef": {"name": "slurm"}, "replicas": 1, "partition": partition})
     write_config(cluster, for_loopback(render_controller(keys["slurm.key"], keys["jwt.key"], nodeset), cluster), keys)
     cluster.start("slurmctld", "slurmctld", "-D", "-f", cluster.conf)
-    wait_for(lambda: cluster.run("scontrol", "ping"), lambda out: "is UP" in out, timeout=30, what=f"slurmctld up\n{cluster.logs()}")
+    wait_for(lambda: cluster.run("scontrol", "ping"), lambda out: "is UP" in out, timeout=30,
+             what=f"slurmctld up\n{cluster.logs()}")  # fmt: skip
     pod = nodeset_pod(nodeset)
-    cluster.start("slurmd", "env", f"SLURM_CONF={cluster.conf}", "SLINKY_TOPOLOGY=", "sh", "-c", slurmd_command(pod, cluster))
+    slurmd = slurmd_command(pod, cluster)
+    cluster.start("slurmd", "env", f"SLURM_CONF={cluster.conf}", "SLINKY_TOPOLOGY=", "sh", "-c", slurmd)
     host = pod["spec"]["hostname"]
-    wait_for(lambda: cluster.run("sinfo", "-h", "-N", "-p", "gpu", "-o", "%N %t"), lambda out: out.split() == [host, "idle"],
+    wait_for(lambda: cluster.run("sinfo", "-h", "-N", "-p", "gpu", "-o", "%N %t"),
+             lambda out: out.split() == [host, "idle"],
              timeout=30, what=f"{host} idle in partition gpu\n{cluster.logs()}")  # fmt: skip
 
     queued = cluster.run("sbatch", "--parsable", "-H", "-p", "gpu", "--wrap", "sleep 600")
@@ -53,7 +56,8 @@ def test_a_deleting_nodesets_partition_refuses_new_jobs_and_keeps_queued_ones(se
     assert "PartitionName=gpu Nodes=gpu MaxTime=UNLIMITED State=DRAIN\n" in rendered
     write_config(cluster, for_loopback(rendered, cluster), keys)
     assert "error" not in cluster.run("scontrol", "reconfigure").lower()
-    wait_for(lambda: cluster.run("scontrol", "show", "partition", "gpu"), lambda out: re.search(r"\bState=DRAIN\b", out) is not None,
+    wait_for(lambda: cluster.run("scontrol", "show", "partition", "gpu"),
+             lambda out: re.search(r"\bState=DRAIN\b", out) is not None,
              timeout=30, what=f"partition gpu DRAIN\n{cluster.logs()}")  # fmt: skip
 
     refused = cluster.run("sbatch", "--parsable", "-p", "gpu", "--wrap", "true")
