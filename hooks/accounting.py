@@ -91,9 +91,9 @@ def parse(parent: JSON) -> AccountingSpec:
         jwks=cluster.key_ref(spec, "jwksKeyRef"),
         storage=storage,
         extra_conf=slurmconf.check_extra_conf(cluster.opt_str(spec, "extraConf"), "spec.extraConf"),
-        slurmdbd=cluster.opt_obj(spec, "slurmdbd"),
+        slurmdbd=cluster.container_override(spec, "slurmdbd"),
         template=cluster.opt_obj(spec, "template"),
-        service=cluster.opt_obj(spec, "service"),
+        service=cluster.service_override(spec),
     )
 
 

@@ -8,7 +8,12 @@ With `HOOKS_AUTH_TOKEN_FILE` set, every POST route demands `Authorization: Beare
 file's content (Metacontroller >= 4.16 sends it from a Secret: `authorization` or
 `endpointConfigs`). The file is read on each request so a rotated Secret takes effect without a
 restart; if it cannot be read, hooks answer 503 rather than run unauthenticated. Health and metrics
-stay open for probes and scrapers.
+stay open for probes and scrapers. The variable set but empty, or naming an empty file at start, is
+a configuration error: the server refuses to start rather than run without authentication.
+
+A request body larger than `HOOKS_MAX_BODY_BYTES` (default 256 MiB: a 10,000-pod NodeSet sync
+request, with its Nodes in DaemonSet mode, is about 200 MB) is answered 413 from its
+Content-Length, or as soon as a streamed body passes the limit, without reading it whole.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import time
 from collections.abc import Callable
 
 import orjson
-from flask import Flask, Response, request
+from flask import Flask, Response, current_app, request
 from werkzeug.exceptions import HTTPException
 
 from hooks import contract, metrics
@@ -30,9 +35,17 @@ from hooks.routes import Handler, Route, route_table
 log = logging.getLogger("hooks")
 
 
+DEFAULT_MAX_BODY_BYTES = 256 * 1024 * 1024
+
+
 def create_app(handlers: dict[str, Handler] | None = None) -> Flask:
-    """Build the app; `handlers` overrides the route -> handler table (tests use it)."""
+    """Build the app; `handlers` overrides the route -> handler table (tests use it).
+
+    Raises ValueError for a configuration it must not serve with (see the module docstring).
+    """
+    _check_auth_config()
     app = Flask("hooks")
+    app.config["HOOKS_MAX_BODY_BYTES"] = max_body_bytes()
     for route in route_table(handlers):
         app.add_url_rule(route.path, endpoint=route.path, view_func=_hook_view(route), methods=["POST"])
     app.add_url_rule("/healthz", endpoint="healthz", view_func=lambda: _json(200, {"status": "ok"}))
@@ -58,6 +71,33 @@ def _hook_view(route: Route) -> Callable[[], Response]:
     return view
 
 
+def max_body_bytes() -> int:
+    raw = os.environ.get("HOOKS_MAX_BODY_BYTES", "").strip()
+    if not raw:
+        return DEFAULT_MAX_BODY_BYTES
+    if not raw.isdigit() or int(raw) <= 0:
+        raise ValueError(f"HOOKS_MAX_BODY_BYTES must be a positive number of bytes, got {raw!r}")
+    return int(raw)
+
+
+def _check_auth_config() -> None:
+    """HOOKS_AUTH_TOKEN_FILE set but empty, or naming an empty file, would mean "no authentication"."""
+    path = os.environ.get("HOOKS_AUTH_TOKEN_FILE")
+    if path is None:
+        return
+    if not path.strip():
+        raise ValueError(
+            "HOOKS_AUTH_TOKEN_FILE is set but empty: unset it to serve without authentication, or name the token file"
+        )
+    try:
+        with open(path, "rb") as f:
+            empty = not f.read().strip()
+    except OSError:
+        return  # not mounted yet: every hook answers 503 until it can be read
+    if empty:
+        raise ValueError(f"HOOKS_AUTH_TOKEN_FILE {path} is empty: refusing to serve hooks with an empty bearer token")
+
+
 def _unauthorized() -> Response | None:
     """None when the request may proceed: no token configured, or the right bearer token sent."""
     path = os.environ.get("HOOKS_AUTH_TOKEN_FILE")
@@ -78,8 +118,12 @@ def _unauthorized() -> Response | None:
 
 
 def _answer(route: Route) -> Response:
+    limit = current_app.config["HOOKS_MAX_BODY_BYTES"]
+    body = _read_body(limit)
+    if body is None:
+        return _error(413, f"request body is larger than HOOKS_MAX_BODY_BYTES ({limit} bytes)")
     try:
-        parsed = route.parse(contract.load_json_object(request.get_data(cache=False)), route.kind)
+        parsed = route.parse(contract.load_json_object(body), route.kind)
         if route.handler is None:
             return _error(501, f"{route.path} is not implemented yet")
         return _json(200, route.check(route.handler(parsed)))
@@ -88,6 +132,15 @@ def _answer(route: Route) -> Response:
     except Exception:  # any failure must reach Metacontroller as an error, never as a 200
         log.exception("hook %s failed", route.path)
         return _error(500, f"{route.path} failed while computing the response; see the hook server log")
+
+
+def _read_body(limit: int) -> bytes | None:
+    """The body, or None when it is larger than `limit`: judged from Content-Length before reading, or
+    after reading one byte past the limit of a streamed body."""
+    if request.content_length is not None and request.content_length > limit:
+        return None
+    body = request.stream.read(limit + 1)
+    return None if len(body) > limit else body
 
 
 def _metrics_view() -> Response:

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from hooks import contract, names
+from hooks import contract, kubenames, names, shapes
 from hooks.contract import BadHookRequest, CompositeRequest
 from hooks.podtemplate import merge_container
 from hooks.status import condition
@@ -135,12 +135,17 @@ def conf_field(value: str, field: str) -> str:
     return written
 
 
-def opt_int(spec: JSON, field: str, default: int, where: str = "spec", minimum: int = 0) -> int:
+INT32_MAX = 2**31 - 1  # the CRDs' int32 fields; Kubernetes objects refuse more
+
+
+def opt_int(
+    spec: JSON, field: str, default: int, where: str = "spec", minimum: int = 0, maximum: int = INT32_MAX
+) -> int:
     value = spec.get(field)
     if value is None:
         return default
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise InvalidSpec(f"{where}.{field} must be an integer >= {minimum}")
+    if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= maximum:
+        raise InvalidSpec(f"{where}.{field} must be an integer from {minimum} to {maximum}")
     return value
 
 
@@ -160,6 +165,32 @@ def opt_obj(spec: JSON, field: str, where: str = "spec") -> JSON:
     if not isinstance(value, dict):
         raise InvalidSpec(f"{where}.{field} must be an object")
     return value
+
+
+def container_override(spec: JSON, field: str, where: str = "spec") -> JSON:
+    """A container override (Slinky's `slurmd`, `login`, `logfile` ...): an object whose container
+    fields the hook merges have their Kubernetes JSON types."""
+    override = opt_obj(spec, field, where)
+    try:
+        shapes.check(override, shapes.CONTAINER, f"{where}.{field}")
+    except shapes.ShapeError as err:
+        raise InvalidSpec(str(err)) from None
+    return override
+
+
+def service_override(spec: JSON, where: str = "spec") -> JSON:
+    """Slinky's ServiceSpec override (`{metadata, spec, port, nodePort}`), each part of the right type."""
+    override = opt_obj(spec, "service", where)
+    path = f"{where}.service"
+    meta = opt_obj(override, "metadata", path)
+    for field in ("labels", "annotations"):
+        value = meta.get(field)
+        if value is not None and (not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values())):
+            raise InvalidSpec(f"{path}.metadata.{field} must map names to strings")
+    opt_obj(override, "spec", path)
+    opt_int(override, "port", 0, path)
+    opt_int(override, "nodePort", 0, path)
+    return override
 
 
 def str_list(spec: JSON, field: str, where: str = "spec") -> list[str]:
@@ -349,11 +380,32 @@ def reports_invalid_spec(sync: Callable[[CompositeRequest], JSON]) -> Callable[[
     @functools.wraps(sync)
     def guarded(req: CompositeRequest) -> JSON:
         try:
-            return sync(req)
+            response = sync(req)
+            check_new_children(req, response["children"])
+            return response
         except InvalidSpec as err:
             return invalid_spec_response(req, err)
 
     return guarded
+
+
+def check_new_children(req: CompositeRequest, children: list[JSON]) -> None:
+    """Raise InvalidSpec if a child that does not exist yet has a name or label the API server refuses.
+
+    Observed children were accepted when they were created, so only new ones are checked.
+    """
+    observed = {(o.get("kind"), o["metadata"].get("name")) for group in req.children.values() for o in group.values()}
+    name = req.parent["metadata"]["name"]
+    for child in children:
+        meta = child.get("metadata") or {}
+        if (child.get("kind"), meta.get("name")) in observed:
+            continue
+        problems = kubenames.child_problems(child)
+        if problems:
+            if name in (meta.get("name") or ""):
+                kind = req.parent["kind"]
+                raise InvalidSpec(f"metadata.name {name!r} cannot name this {kind}'s children: {problems[0]}")
+            raise InvalidSpec(f"a spec value gives a child a name or label the API server refuses: {problems[0]}")
 
 
 def invalid_spec_response(req: CompositeRequest, err: InvalidSpec) -> JSON:

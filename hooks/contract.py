@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from hooks import names
+from hooks import names, shapes
 
 JSON = dict[str, Any]
 ObjectMap = dict[str, dict[str, JSON]]  # {"Pod.v1": {"ns/name" or "name": object}}
@@ -109,7 +109,7 @@ def parse_composite(body: JSON, kind: str) -> CompositeRequest:
     """Parse a sync/finalize request whose parent must be of `kind`."""
     parent = _kube_object(body, "parent", kind=kind)
     return CompositeRequest(
-        controller=_optional_object(body, "controller"),
+        controller=_controller(body),
         parent=parent,
         children=_object_map(body, "children"),
         related=_object_map(body, "related"),
@@ -119,12 +119,12 @@ def parse_composite(body: JSON, kind: str) -> CompositeRequest:
 
 def parse_customize(body: JSON, kind: str) -> CustomizeRequest:
     """Customize requests carry `parent` for composite and decorator controllers alike."""
-    return CustomizeRequest(controller=_optional_object(body, "controller"), parent=_kube_object(body, "parent", kind=kind))
+    return CustomizeRequest(controller=_controller(body), parent=_kube_object(body, "parent", kind=kind))
 
 
 def parse_decorator(body: JSON, kind: str) -> DecoratorRequest:
     return DecoratorRequest(
-        controller=_optional_object(body, "controller"),
+        controller=_controller(body),
         object=_kube_object(body, "object", kind=kind),
         attachments=_object_map(body, "attachments"),
         related=_object_map(body, "related"),
@@ -158,6 +158,11 @@ def parse_admission(body: JSON, kind: str) -> AdmissionRequest:
         raise BadHookRequest(f"request.object must be an object, got {_type_name(obj)}")
     if operation != "DELETE" and obj.get("kind", kind) != kind:
         raise BadHookRequest(f"request.object.kind must be {kind!r}, got {obj.get('kind')!r}")
+    # A pod being created may have no name yet (generateName), and its kind may be left out.
+    unnamed = {**shapes.METADATA, "name": str}
+    for where, pod in (("request.object", obj), ("request.oldObject", old)):
+        if pod:  # a DELETE carries no object, a CREATE no old one
+            _check_shape({"kind": kind, **pod}, where, metadata=unnamed)
     namespace = request.get("namespace", (obj.get("metadata") or {}).get("namespace", ""))
     if not isinstance(namespace, str):
         raise BadHookRequest(f"request.namespace must be a string, got {_type_name(namespace)}")
@@ -266,7 +271,15 @@ def _kube_object(body: JSON, key: str, kind: str) -> JSON:
     for sub in ("spec", "status"):
         if obj.get(sub) is not None and not isinstance(obj[sub], dict):
             raise BadHookRequest(f"{key}.{sub} must be an object, got {_type_name(obj[sub])}")
+    _check_shape(obj, key, parent=True)
     return obj
+
+
+def _check_shape(obj: Any, where: str, parent: bool = False, metadata: dict[str, Any] = shapes.METADATA) -> None:
+    try:
+        shapes.check_object(obj, where, parent=parent, metadata=metadata)
+    except shapes.ShapeError as err:
+        raise BadHookRequest(str(err)) from None
 
 
 def _object_map(body: JSON, key: str) -> ObjectMap:
@@ -281,10 +294,26 @@ def _object_map(body: JSON, key: str) -> ObjectMap:
             continue
         if not isinstance(objects, dict):
             raise BadHookRequest(f"{key}[{type_key!r}] must be an object keyed by name, got {_type_name(objects)}")
+        kind = type_key.split(".", 1)[0]
         for name, obj in objects.items():
+            where = f"{key}[{type_key!r}][{name!r}]"
             if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
-                raise BadHookRequest(f"{key}[{type_key!r}][{name!r}] must be an object with metadata")
+                raise BadHookRequest(f"{where} must be an object with metadata")
+            if obj.get("kind") != kind:
+                got = obj.get("kind")
+                raise BadHookRequest(f"{where}.kind must be {kind!r} (its type key is {type_key!r}), got {got!r}")
+            _check_shape(obj, where)
     return {type_key: objects or {} for type_key, objects in groups.items()}
+
+
+def _controller(body: JSON) -> JSON:
+    """Metacontroller's controller object (hooks read its annotations and child resources)."""
+    controller = _optional_object(body, "controller")
+    try:
+        shapes.check(controller, shapes.CONTROLLER, "controller")
+    except shapes.ShapeError as err:
+        raise BadHookRequest(str(err)) from None
+    return controller
 
 
 def _optional_object(body: JSON, key: str) -> JSON:

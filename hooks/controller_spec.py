@@ -28,6 +28,9 @@ _CLAIM_FIELDS = (
     "storageClassName", "volumeAttributesClassName", "volumeMode", "volumeName",
 )
 _CLAIM_DEFAULTS: JSON = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "4Gi"}}}
+# One SlurmctldHost line and one slurmctld pod per controller: far above any real HA set-up, and a
+# bound on the hook's work (the CRD allows any int32).
+MAX_BACKUPS = 100
 _SCRIPT_FIELDS = ("prologScriptRefs", "epilogScriptRefs", "prologSlurmctldScriptRefs", "epilogSlurmctldScriptRefs")
 
 
@@ -105,7 +108,7 @@ def parse_spec(parent: JSON) -> ControllerSpec:
     external = cluster.opt_bool(spec, "external", False)
     ha = cluster.opt_obj(spec, "ha")
     ha_enabled = cluster.opt_bool(ha, "enabled", False, "spec.ha")
-    backups = cluster.opt_int(ha, "backups", 1, "spec.ha", minimum=1)
+    backups = cluster.opt_int(ha, "backups", 1, "spec.ha", minimum=1, maximum=MAX_BACKUPS)
     persistence = _persistence(cluster.opt_obj(spec, "persistence"))
     if ha_enabled and not external and not (persistence.enabled and persistence.existing_claim):
         raise InvalidSpec(
@@ -125,15 +128,15 @@ def parse_spec(parent: JSON) -> ControllerSpec:
         jwks=cluster.key_ref(spec, "jwksKeyRef"),
         accounting=cluster.local_ref_name(spec, "accountingRef"),
         inplace_reconfigure=cluster.opt_bool(spec, "inplaceReconfigure", False),
-        slurmctld=cluster.opt_obj(spec, "slurmctld"),
-        reconfigure=cluster.opt_obj(spec, "reconfigure"),
-        logfile=cluster.opt_obj(spec, "logfile"),
+        slurmctld=cluster.container_override(spec, "slurmctld"),
+        reconfigure=cluster.container_override(spec, "reconfigure"),
+        logfile=cluster.container_override(spec, "logfile"),
         template=cluster.opt_obj(spec, "template"),
         extra_conf=slurmconf.check_extra_conf(cluster.opt_str(spec, "extraConf"), "spec.extraConf"),
         config_files=_local_refs(spec, "configFileRefs"),
         scripts={f: _local_refs(spec, f) for f in _SCRIPT_FIELDS},
         persistence=persistence,
-        service=cluster.opt_obj(spec, "service"),
+        service=cluster.service_override(spec),
         metrics=metrics_enabled,
         service_monitor=_service_monitor(metrics) if metrics_enabled else None,
     )

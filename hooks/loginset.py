@@ -73,10 +73,10 @@ def parse(parent: JSON) -> LoginSetSpec:
         namespace=cluster.namespace_of(parent),
         controller=cluster.required_ref_name(spec, "controllerRef"),
         replicas=cluster.opt_int(spec, "replicas", 1),
-        login=cluster.opt_obj(spec, "login"),
-        initconf=cluster.opt_obj(spec, "initconf"),
+        login=cluster.container_override(spec, "login"),
+        initconf=cluster.container_override(spec, "initconf"),
         template=cluster.opt_obj(spec, "template"),
-        service=cluster.opt_obj(spec, "service"),
+        service=cluster.service_override(spec),
         strategy=cluster.opt_obj(spec, "strategy"),
         sssd=sssd,
         authorized_keys=cluster.opt_str(spec, "rootSshAuthorizedKeys"),
@@ -130,7 +130,8 @@ def sync(req: CompositeRequest) -> JSON:
 def _status(parent: JSON, spec: LoginSetSpec, deployment: JSON | None, missing: list[Missing]) -> JSON:
     """`replicas` and `selector` feed the scale subresource (and so `kubectl scale` and HPAs)."""
     replicas = ((deployment or {}).get("status") or {}).get("replicas") or 0
-    match = ((deployment or {}).get("spec") or {}).get("selector", {}).get("matchLabels") or selector_labels(APP, spec.name)
+    selector = ((deployment or {}).get("spec") or {}).get("selector") or {}
+    match = selector.get("matchLabels") or selector_labels(APP, spec.name)
     return {
         "replicas": replicas,
         "selector": ",".join(f"{k}={v}" for k, v in sorted(match.items())),

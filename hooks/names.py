@@ -167,3 +167,10 @@ K8S_FEATURE_PREFIX: Final = "k8s/"
 ANNOTATION_DELETION_OBSERVED: Final = NODESET_PREFIX + "deletion-observed"
 CONDITION_DELETION_BLOCKED: Final = "DeletionBlocked"  # NodeSet finalize: what the deletion waits for
 PARTITION_STATE_DELETING: Final = "DRAIN"
+# NodeSet status: pods whose drained/absent mark contradicts busy evidence (a busy SlurmNodeState
+# condition, LABEL_POD_PROTECT, a job-end deadline not passed); the hook keeps them.
+CONDITION_INCONSISTENT_PODS: Final = "InconsistentPods"
+# The administrator's escape for deleting a NodeSet whose Controller is gone: "true" on the NodeSet
+# makes finalize release every pod at once, busy or not (their jobs end), and stop waiting for
+# slurm_sync's deletion report and reservation. Any other value is ignored.
+ANNOTATION_FORCE_DELETE: Final = NODESET_PREFIX + "force-delete"

@@ -2,8 +2,11 @@
 
 Pods are `OnDelete` children: an existing pod is never changed, so the hook publishes the pods
 that must go in `status.drainingPods` ({name, reason}) and keeps returning them until
-slurm_sync marks them drained (or says no Slurm node exists for them). Only then is a pod left
-out, and Metacontroller deletes it (DESIGN §4).
+slurm_sync marks them drained (or says no Slurm node exists for them) and no busy evidence
+contradicts the mark (hooks/nodeset_observe.py). Only then is a pod left out, and Metacontroller
+deletes it. Deleting the NodeSet (finalize) follows hooks/nodeset_deletion.py: what the
+Controller's presence, its deletion or the administrator's force-delete annotation allow, and
+slurm_sync's deletion report before the NodeSet's slurm.conf lines may go.
 
 Children: Pods, PersistentVolumeClaims (volumeClaimTemplates) and the sshd ConfigMap.
 PVC retention under Metacontroller, where leaving a child out deletes it:
@@ -30,10 +33,11 @@ retention policy, so it deletes anyway: every pod is drained and goes once drain
 the ConfigMap are kept until no pod is left, and whenDeleted is read leniently (only an
 explicit `Delete` deletes, as slurm_sync reads it).
 
-**The clock.** A pod is available once Ready for minReadySeconds, which is a statement about
-time: judging it against timestamps in the request (as an earlier version did) never advances
-on a plain resync, so a RollingUpdate could wait forever. `now()` is therefore the NodeSet
-hook's one clock read, made only when minReadySeconds > 0 (tests pin it). The output stays
+**The clock.** A pod is available once Ready for minReadySeconds, and a job-end deadline is busy
+evidence until it passes; both are statements about time: judging them against timestamps in the
+request (as an earlier version did) never advances on a plain resync, so a RollingUpdate could
+wait forever. `now()` is therefore the NodeSet hook's one clock read, made only when
+minReadySeconds > 0 or a pod that may go carries a deadline (tests pin it). The output stays
 byte-stable between crossings: availability (and with it status and the rolling-update budget)
 changes only when a pod passes its threshold, and only `resyncAfterSeconds` (which
 Metacontroller stores nowhere) counts down to that instant, so Metacontroller calls back on time.
@@ -48,10 +52,11 @@ from typing import Any
 
 
 from hooks import cluster, names, slurmstate
+from hooks import nodeset_deletion as deletion
 from hooks import nodeset_reservation as reservation
 from hooks.cluster import InvalidSpec
 from hooks.contract import CompositeRequest, CustomizeRequest
-from hooks.nodeset_observe import ObservedPod, observe_pod
+from hooks.nodeset_observe import ObservedPod, observe_pod, still_wanted
 from hooks.nodeset_plan import Context, Plan, plan_daemonset, plan_finalize, plan_hold, plan_statefulset
 from hooks.nodeset_pods import PodSlot, WorkerPodBuilder, claims_for, revision_hash, ssh_config_map, ssh_config_name, statefulset_slot
 from hooks.nodeset_scheduling import node_fit
@@ -125,7 +130,7 @@ def sync(req: CompositeRequest) -> JSON:
         spec=spec,
         revision=revision,
         draining=_published_draining(req.parent),
-        now=_clock(spec),
+        now=_clock(spec, pods),
         maintenance=reservation.maintenance_nodes(spec, report),
     )
     nodes = req.related_of(NODE_TYPE_KEY)
@@ -137,7 +142,7 @@ def sync(req: CompositeRequest) -> JSON:
         plan = plan_statefulset(ctx, pods, ordinal_to_node, fits)
     for slot in plan.create:
         _check_identity(spec, slot)
-    pod_children = _pod_children(pods, plan) + [builder.build(slot) for slot in plan.create]
+    pod_children = _pod_children(pods, plan, ctx.now) + [builder.build(slot) for slot in plan.create]
     claim_owners = _claim_owners(spec, pods, plan, pod_children)
     children = pod_children + _claims(req, spec, claim_owners, retain=spec.pvc_when_scaled == RETAIN)
     children += _ssh_config(req.parent, spec, pod_children, keep=True)
@@ -158,11 +163,11 @@ def _add_reservation(status: JSON, parent: JSON, spec: NodeSetSpec, wanted: JSON
 
 
 def finalize(req: CompositeRequest) -> JSON:
-    """Drain every pod, delete each once drained; finished when no pod and no owned retained PVC is left.
+    """Drain every pod and delete each once drained; finished once nothing of the NodeSet is left.
 
-    If the Controller is gone (or being deleted) there is no slurmctld to drain through and no
-    job left to protect, so the pods are released at once. Retained PVCs are still kept until
-    slurm_sync has orphaned them (see the module docstring).
+    Which pods may go, and what else is waited for, depends on the Controller and on the
+    administrator's force-delete annotation (hooks/nodeset_deletion.py). Retained PVCs are kept
+    until slurm_sync has orphaned them (see the module docstring).
     """
     try:
         spec = parse_nodeset(req.parent)
@@ -170,26 +175,21 @@ def finalize(req: CompositeRequest) -> JSON:
         return _finalize_invalid(req, err)
     pods = _observed_pods(req, spec.name)
     controller = find_controller(req, spec)
-    ctx = Context(spec=spec, revision=revision_hash(req.parent), draining=_published_draining(req.parent), now=_clock(spec))
-    retained = _retained_claims(req, spec.pvc_when_deleted)
-    if controller is None or controller.deleting:
-        plan = Plan()
-        status = _status(req.parent, spec, pods, plan, ctx, controller_condition(req.parent, spec, controller, releasing=True))
-        status["conditions"].append(_retained_condition(req.parent, retained))
-        return _finalize_response(status, retained, plan, pods_left=False, retained=retained)
-    plan = plan_finalize(pods)
-    pod_children = _pod_children(pods, plan)
-    children = pod_children + _finalize_claims(req, spec, pods, plan)
+    mode, plan = _release_plan(req.parent, pods, controller)
+    now = _clock(spec, pods, every_pod=mode == deletion.Release.NO_CONTROLLER)
+    ctx = Context(spec=spec, revision=revision_hash(req.parent), draining=_published_draining(req.parent), now=now)
+    held = deletion.kept_pods(pods, plan.condemned, mode, now)
+    pod_children = [cluster.kept(p.obj) for p in held]
+    children = pod_children + _finalize_claims(req, spec, held)
     children += _ssh_config(req.parent, spec, pod_children, keep=False)
-    status = _status(req.parent, spec, pods, plan, ctx, controller_condition(req.parent, spec, controller))
+    retained = _retained_claims(req, spec.pvc_when_deleted)
+    status = _status(req.parent, spec, pods, plan, ctx, controller_condition(req.parent, spec, controller, mode))
     status["conditions"].append(_retained_condition(req.parent, retained))
     report = reservation.read_report(req.parent)
-    _add_reservation(status, req.parent, spec, None, report)
-    response = _finalize_response(status, children, plan, pods_left=bool(pods), retained=retained)
-    if reservation.pending_deletion(req.parent, spec.name, report):
-        response["finalized"] = False  # slurm_sync deletes the reservation first; its report wakes us
-        response.setdefault("resyncAfterSeconds", DRAIN_RESYNC_SECONDS)
-    return response
+    if mode == deletion.Release.DRAIN:
+        _add_reservation(status, req.parent, spec, None, report)
+    pending = mode == deletion.Release.DRAIN and reservation.pending_deletion(req.parent, spec.name, report)
+    return _finalize_response(req.parent, status, children, plan, mode, held, pending, retained)
 
 
 def _finalize_invalid(req: CompositeRequest, err: InvalidSpec) -> JSON:
@@ -198,8 +198,8 @@ def _finalize_invalid(req: CompositeRequest, err: InvalidSpec) -> JSON:
     The observed status is kept, with this finalize's drain intents and an InvalidSpec condition.
     PVCs and the ConfigMap stay while any pod is left (which PVC belongs to which pod needs the
     claim templates); then whenDeleted, read leniently, decides. An unreadable controllerRef
-    (the CRD forbids it) finds no Controller, and slurm_sync serves no such NodeSet, so the pods
-    are released at once, as when the Controller is gone.
+    (the CRD forbids it) finds no Controller: pods with busy evidence are kept, as when the
+    Controller is not observed.
     """
     parent = req.parent
     namespace = parent["metadata"].get("namespace") or ""
@@ -208,9 +208,10 @@ def _finalize_invalid(req: CompositeRequest, err: InvalidSpec) -> JSON:
         controller = find_controller_named(req, namespace, controller_ref_name(parent))
     except InvalidSpec:
         controller = None
-    released = controller is None or controller.deleting
-    plan = Plan() if released else plan_finalize(pods)
-    pod_children = [] if released else _pod_children(pods, plan)
+    mode, plan = _release_plan(parent, pods, controller)
+    now = now_if_needed(pods, every_pod=mode == deletion.Release.NO_CONTROLLER)
+    held = deletion.kept_pods(pods, plan.condemned, mode, now)
+    pod_children = [cluster.kept(p.obj) for p in held]
     retained = _retained_claims(req, lenient_when_deleted(parent))
     if pod_children:
         children = pod_children + [cluster.kept(obj) for t in (PVC_TYPE_KEY, CONFIGMAP_TYPE_KEY) for obj in req.children_of(t)]
@@ -219,31 +220,49 @@ def _finalize_invalid(req: CompositeRequest, err: InvalidSpec) -> JSON:
     status = dict(parent.get("status") or {})
     draining = [{"name": name, "reason": plan.condemned[name]} for name in sorted(plan.condemned)]
     status[names.STATUS_DRAINING_PODS] = draining
-    replaced = (names.CONDITION_INVALID_SPEC, names.CONDITION_PODS_DRAINING, CONDITION_RETAINED_CLAIMS)
+    replaced = (
+        names.CONDITION_INVALID_SPEC,
+        names.CONDITION_PODS_DRAINING,
+        CONDITION_RETAINED_CLAIMS,
+        names.CONDITION_INCONSISTENT_PODS,
+    )
     others = [c for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type") not in replaced]
-    if released:
-        message = f"{err}; the NodeSet is deleted anyway: with no Controller to drain through, every pod is released at once"
-    else:
-        message = f"{err}; the NodeSet is deleted anyway: every pod is drained before it goes"
+    how = _FINALIZE_NOTES.get(mode, "; every pod is drained before it goes").removeprefix("; ")
     status["conditions"] = [
         *others,
         _draining_condition(parent, draining),
         _retained_condition(parent, retained),
-        condition(parent, names.CONDITION_INVALID_SPEC, True, "InvalidValue", message),
+        inconsistent_condition(parent, pods, now),
+        condition(parent, names.CONDITION_INVALID_SPEC, True, "InvalidValue", f"{err}; deleted anyway: {how}"),
     ]
     status.pop(names.STATUS_RESERVATION, None)  # deleting: the reservation must go
-    response = _finalize_response(status, children, plan, pods_left=bool(pods) and not released, retained=retained)
-    if not released and reservation.pending_deletion(parent, parent["metadata"]["name"], reservation.read_report(parent)):
-        response["finalized"] = False
-        response.setdefault("resyncAfterSeconds", DRAIN_RESYNC_SECONDS)
-    return response
+    report = reservation.read_report(parent)
+    name = parent["metadata"]["name"]
+    pending = mode == deletion.Release.DRAIN and reservation.pending_deletion(parent, name, report)
+    return _finalize_response(parent, status, children, plan, mode, held, pending, retained)
 
 
-def _finalize_response(status: JSON, children: list[JSON], plan: Plan, pods_left: bool, retained: list[JSON]) -> JSON:
+def _release_plan(
+    parent: JSON, pods: list[ObservedPod], controller: ControllerInfo | None
+) -> tuple[deletion.Release, Plan]:
+    """How finalize lets pods go, and the drain intents it publishes (none when every pod goes at once)."""
+    mode = deletion.release_mode(parent, controller is not None, controller is not None and controller.deleting)
+    drains = mode in (deletion.Release.DRAIN, deletion.Release.NO_CONTROLLER)
+    return mode, plan_finalize(pods) if drains else Plan()
+
+
+def _finalize_response(
+    parent: JSON, status: JSON, children: list[JSON], plan: Plan, mode: deletion.Release, held: list[ObservedPod],
+    reservation_pending: bool, retained: list[JSON],
+) -> JSON:
+    """finalized only when no pod, no retained claim and no Slurm-side blocker is left (DeletionBlocked says which)."""
+    blockers = deletion.blockers(mode, deletion.read_report(parent), held, reservation_pending)
+    status["conditions"] = [c for c in status["conditions"] if c.get("type") != names.CONDITION_DELETION_BLOCKED]
+    status["conditions"].append(deletion.deletion_condition(parent, mode, blockers))
     response = _response(status, children, plan)
-    if retained and "resyncAfterSeconds" not in response:
+    if (retained or blockers) and "resyncAfterSeconds" not in response:
         response["resyncAfterSeconds"] = DRAIN_RESYNC_SECONDS
-    response["finalized"] = not pods_left and not retained
+    response["finalized"] = not held and not retained and not blockers
     return response
 
 
@@ -263,9 +282,18 @@ def _retained_condition(parent: JSON, retained: list[JSON]) -> JSON:
     return condition(parent, CONDITION_RETAINED_CLAIMS, True, "WaitingForOrphaning", message)
 
 
-def _clock(spec: NodeSetSpec) -> float | None:
-    """The clock, read only when availability depends on it."""
-    return now() if spec.min_ready_seconds > 0 else None
+def _clock(spec: NodeSetSpec, pods: list[ObservedPod], every_pod: bool = False) -> float | None:
+    """The clock, read only when availability or a pod's busy evidence depends on it."""
+    return now() if spec.min_ready_seconds > 0 else now_if_needed(pods, every_pod)
+
+
+def now_if_needed(pods: list[ObservedPod], every_pod: bool) -> float | None:
+    """The clock, read only when a job-end deadline decides whether a pod may go.
+
+    That is a pod slurm_sync marked (drained or absent) with a deadline, or, when `every_pod`
+    (finalize without a Controller, where unmarked pods may go too), any pod with a deadline.
+    """
+    return now() if any(p.needs_clock and (every_pod or p.marked) for p in pods) else None
 
 
 def _check_identity(spec: NodeSetSpec, slot: PodSlot) -> None:
@@ -279,15 +307,24 @@ def _check_identity(spec: NodeSetSpec, slot: PodSlot) -> None:
     check_pod_identity(slot.name, slot.hostname, source)
 
 
-def controller_condition(parent: JSON, spec: NodeSetSpec, controller: ControllerInfo | None, releasing: bool = False) -> JSON:
-    """`releasing`: finalize without a usable Controller, which releases every pod undrained."""
-    released = "; the NodeSet is being deleted with no slurmctld to drain through, so every pod is released at once"
+_FINALIZE_NOTES = {
+    deletion.Release.NO_CONTROLLER: "; the NodeSet is being deleted: busy pods are kept, idle ones released",
+    deletion.Release.CLUSTER_DELETED: "; the NodeSet is being deleted with its cluster: every pod is released",
+    deletion.Release.FORCE: f"; deleted with {names.ANNOTATION_FORCE_DELETE}=true: every pod is released",
+}
+
+
+def controller_condition(
+    parent: JSON, spec: NodeSetSpec, controller: ControllerInfo | None, mode: deletion.Release | None = None
+) -> JSON:
+    """`mode`: how finalize releases pods (None in sync)."""
+    note = _FINALIZE_NOTES.get(mode, "") if mode is not None else ""
     if controller is None:
         message = f"Controller {spec.namespace}/{spec.controller_name} not found"
-        message += released if releasing else ": existing pods are kept, none are created"
+        message += note or ": existing pods are kept, none are created"
         return condition(parent, names.CONDITION_CONTROLLER_RESOLVED, False, "ControllerNotFound", message)
     if controller.deleting:
-        message = f"Controller {controller.name} is being deleted" + (released if releasing else "")
+        message = f"Controller {controller.name} is being deleted" + note
         return condition(parent, names.CONDITION_CONTROLLER_RESOLVED, False, "ControllerDeleting", message)
     return condition(parent, names.CONDITION_CONTROLLER_RESOLVED, True, "ControllerFound", f"Controller {controller.name} found")
 
@@ -299,7 +336,7 @@ def _hold(req: CompositeRequest, spec: NodeSetSpec, pods: list[ObservedPod]) -> 
     children = [cluster.kept(p.obj) for p in pods if p.name]
     for type_key in (PVC_TYPE_KEY, CONFIGMAP_TYPE_KEY):
         children += [cluster.kept(obj) for obj in req.children_of(type_key)]
-    ctx = Context(spec=spec, revision=revision_hash(req.parent), draining=draining, now=_clock(spec))
+    ctx = Context(spec=spec, revision=revision_hash(req.parent), draining=draining, now=_clock(spec, pods))
     status = _status(req.parent, spec, pods, plan, ctx, controller_condition(req.parent, spec, None))
     published = (req.parent.get("status") or {}).get(names.STATUS_RESERVATION)
     if isinstance(published, dict):  # nothing can be decided: the published intent stays
@@ -312,9 +349,9 @@ def _observed_pods(req: CompositeRequest, nodeset: str) -> list[ObservedPod]:
     return [observe_pod(obj, nodeset, parent_uid) for obj in req.children_of(POD_TYPE_KEY)]
 
 
-def _pod_children(pods: list[ObservedPod], plan: Plan) -> list[JSON]:
-    """Every observed pod stays, except a condemned one slurm_sync marked drained or absent."""
-    return [cluster.kept(p.obj) for p in pods if p.name and not (p.name in plan.condemned and p.removable)]
+def _pod_children(pods: list[ObservedPod], plan: Plan, now: float | None) -> list[JSON]:
+    """Every observed pod stays, except a condemned one slurm_sync marked drained or absent without busy evidence."""
+    return [cluster.kept(p.obj) for p in still_wanted(pods, plan.condemned, now)]
 
 
 def _claim_owners(spec: NodeSetSpec, pods: list[ObservedPod], plan: Plan, pod_children: list[JSON]) -> list[str]:
@@ -337,9 +374,9 @@ def _claims(req: CompositeRequest, spec: NodeSetSpec, owners: list[str], retain:
     return list(wanted.values())
 
 
-def _finalize_claims(req: CompositeRequest, spec: NodeSetSpec, pods: list[ObservedPod], plan: Plan) -> list[JSON]:
+def _finalize_claims(req: CompositeRequest, spec: NodeSetSpec, held: list[ObservedPod]) -> list[JSON]:
     """While deleting, PVCs are only kept, never created: all (Retain) or those of pods still there."""
-    remaining = {p.name for p in pods if p.ours and not (p.name in plan.condemned and p.removable)}
+    remaining = {p.name for p in held if p.ours}
     owned = {claim["metadata"]["name"] for owner in remaining for claim in claims_for(req.parent, spec, owner)}
     retain = spec.pvc_when_deleted == RETAIN
     return [cluster.kept(pvc) for pvc in req.children_of(PVC_TYPE_KEY) if retain or pvc["metadata"]["name"] in owned]
@@ -384,7 +421,12 @@ def _status(parent: JSON, spec: NodeSetSpec, pods: list[ObservedPod], plan: Plan
         "slurmDown": sum(1 for p in ours if slurmstate.base_state(p.slurm_states) == "DOWN"),
         "slurmDrain": sum(1 for p in ours if slurmstate.is_drain(p.slurm_states)),
         names.STATUS_DRAINING_PODS: draining,
-        "conditions": [controller, _draining_condition(parent, draining), _unexpected_condition(parent, plan)],
+        "conditions": [
+            controller,
+            _draining_condition(parent, draining),
+            _unexpected_condition(parent, plan),
+            inconsistent_condition(parent, pods, ctx.now),
+        ],
     }
 
 
@@ -393,6 +435,17 @@ def _draining_condition(parent: JSON, draining: list[JSON]) -> JSON:
         return condition(parent, names.CONDITION_PODS_DRAINING, False, "NoneDraining", "no pod is waiting for its Slurm node to drain")
     message = f"{len(draining)} pod(s) wait for their Slurm node to drain before deletion; see status.drainingPods"
     return condition(parent, names.CONDITION_PODS_DRAINING, True, "Draining", message)
+
+
+def inconsistent_condition(parent: JSON, pods: list[ObservedPod], now: float | None) -> JSON:
+    """Pods whose drained/absent mark busy evidence contradicts: kept, and named here."""
+    found = [(p, p.busy_evidence(now)) for p in pods if p.marked]
+    listing = "; ".join(f"{p.name}: marked {p.marked}, but {why}" for p, why in found if why)
+    if not listing:
+        message = "no pod carries a drained or absent mark that busy evidence contradicts"
+        return condition(parent, names.CONDITION_INCONSISTENT_PODS, False, "NoneObserved", message)
+    message = f"kept until slurm_sync's words agree (busy evidence wins over a mark): {listing}"
+    return condition(parent, names.CONDITION_INCONSISTENT_PODS, True, "MarkContradictsBusyEvidence", message)
 
 
 def _unexpected_condition(parent: JSON, plan: Plan) -> JSON:

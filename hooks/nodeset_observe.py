@@ -2,14 +2,20 @@
 
 Observed pods come from the cluster and may be in any shape (no status, an unknown phase, labels
 someone edited, a pod adopted by label). Reading one never fails: whatever cannot be read takes
-the value that keeps the pod alive (not drained, not absent, not ours to count).
+the value that keeps the pod alive (not drained, not absent, not ours to count, busy).
+
+**Busy evidence always wins.** slurm_sync's drained and absent marks let a condemned pod go, but
+only while nothing says a job may still run on its Slurm node: a busy SlurmNodeState condition
+(ALLOCATED, MIXED, COMPLETING), the pod-protect label, or a job-end deadline (pod-deadline) that
+has not passed or cannot be read. Marks and evidence both come from slurm_sync, so disagreement
+means one of them is stale (an empty Slurm listing once marked every pod absent); the pod stays.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 
@@ -47,6 +53,8 @@ class ObservedPod:
     pod_cordon: bool
     deletion_cost: int
     deadline: float | None
+    deadline_unreadable: bool  # a pod-deadline annotation is present but is not an RFC 3339 time
+    protected: bool  # the pod-protect label: slurm_sync saw jobs on the node
 
     @property
     def busy(self) -> bool:
@@ -59,13 +67,34 @@ class ObservedPod:
         return self.phase in ("Failed", "Succeeded")
 
     @property
-    def removable(self) -> bool:
-        """slurm_sync confirmed the pod's Slurm node is drained, or that no Slurm node exists for it.
+    def marked(self) -> str | None:
+        """slurm_sync's word that the pod may go: "absent" (no Slurm node), "drained", or None."""
+        return "absent" if self.absent_mark else "drained" if self.drained_mark else None
 
-        A drained mark is not believed while the pod's Slurm state conditions say the node is
-        busy: both come from slurm_sync, so disagreement means one is stale, and waiting is safe.
+    @property
+    def needs_clock(self) -> bool:
+        """Whether busy_evidence depends on the time (a readable deadline)."""
+        return self.deadline is not None
+
+    def busy_evidence(self, now: float | None) -> str | None:
+        """Why a job may still run on the pod's Slurm node, or None when nothing says so.
+
+        `now` None (the clock was not read) counts every deadline as not yet passed.
         """
-        return self.absent_mark or (self.drained_mark and not self.busy)
+        busy = sorted(slurmstate.BUSY_STATES & self.slurm_states)
+        if busy:
+            return f"Slurm state {'+'.join(busy)}"
+        if self.protected:
+            return f"label {names.LABEL_POD_PROTECT}"
+        if self.deadline_unreadable:
+            return f"unreadable {names.ANNOTATION_POD_DEADLINE}"
+        if self.deadline is not None and (now is None or now < self.deadline):
+            return f"{names.ANNOTATION_POD_DEADLINE} {format_time(self.deadline)} not passed"
+        return None
+
+    def removable(self, now: float | None) -> bool:
+        """slurm_sync marked the pod drained or its Slurm node absent, and no busy evidence says otherwise."""
+        return self.marked is not None and self.busy_evidence(now) is None
 
     @property
     def healthy(self) -> bool:
@@ -104,7 +133,14 @@ def observe_pod(obj: JSON, nodeset: str, parent_uid: str) -> ObservedPod:
         pod_cordon=annotations.get(names.ANNOTATION_POD_CORDON) == "true",
         deletion_cost=_int32(_str_or_none(annotations.get(names.ANNOTATION_POD_DELETION_COST))),
         deadline=parse_time(annotations.get(names.ANNOTATION_POD_DEADLINE)),
+        deadline_unreadable=_unreadable_time(annotations.get(names.ANNOTATION_POD_DEADLINE)),
+        protected=_protected(labels.get(names.LABEL_POD_PROTECT)),
     )
+
+
+def still_wanted(pods: list[ObservedPod], condemned: dict[str, str], now: float | None) -> list[ObservedPod]:
+    """Every named pod but the condemned ones slurm_sync marked and no busy evidence holds."""
+    return [p for p in pods if p.name and not (p.name in condemned and p.removable(now))]
 
 
 def victim_order(pod: ObservedPod, ordinal: int | None, draining: frozenset[str]) -> tuple[Any, ...]:
@@ -137,6 +173,21 @@ def parse_time(value: Any) -> float | None:
         return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
+
+
+def format_time(epoch: float) -> str:
+    """Epoch seconds as RFC 3339 UTC (for messages; whole seconds)."""
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _unreadable_time(value: Any) -> bool:
+    """Present, not empty, and not a time: it may hide a deadline, so it counts as one not yet passed."""
+    return value not in (None, "") and parse_time(value) is None
+
+
+def _protected(value: Any) -> bool:
+    """Any value but an explicit "false" counts: an unknown value is not proof that the node is idle."""
+    return value is not None and value != "false"
 
 
 def _is_ours(meta: JSON, labels: JSON, nodeset: str, parent_uid: str) -> bool:

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from hooks import contract, names
-from hooks.cluster import InvalidSpec, KeyRef
+from hooks.cluster import InvalidSpec, KeyRef, container_override
 from hooks.contract import CompositeRequest
 
 JSON = dict[str, Any]
@@ -41,6 +41,9 @@ CONFIGMAP_TYPE_KEY = contract.TYPE_CONFIGMAP
 
 SLURMCTLD_PORT = 6817
 _PERCENT = re.compile(r"^(0|[1-9][0-9]*)%$")
+# One sync builds every pod of the NodeSet in one response: 10,000 pods is about 30 MB and half a
+# second; millions would exhaust the hook's time and memory, so larger pools are split across NodeSets.
+MAX_REPLICAS = 10_000
 _MAX_ORDINAL_PADDING = 10  # an int32 ordinal has at most 10 digits
 MAX_LABEL_VALUE = 63  # label values and DNS labels (pod hostnames)
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -112,10 +115,10 @@ def parse_nodeset(parent: JSON) -> NodeSetSpec:
         name=meta["name"],
         namespace=meta.get("namespace") or "",
         controller_name=_controller_name(spec),
-        replicas=_int(spec, "replicas", 1),
+        replicas=_int(spec, "replicas", 1, maximum=MAX_REPLICAS),
         scaling_mode=_enum(spec, "scalingMode", STATEFULSET, (STATEFULSET, DAEMONSET)),
-        slurmd=_object(spec, "slurmd"),
-        logfile=_object(spec, "logfile"),
+        slurmd=container_override(spec, "slurmd"),
+        logfile=container_override(spec, "logfile"),
         template=_template(spec),
         extra_conf=_string(spec, "extraConf"),
         ssh_enabled=ssh_enabled,

@@ -46,10 +46,10 @@ def parse(parent: JSON) -> RestApiSpec:
         namespace=cluster.namespace_of(parent),
         controller=cluster.required_ref_name(spec, "controllerRef"),
         replicas=cluster.opt_int(spec, "replicas", 1),
-        slurmrestd={k: v for k, v in cluster.opt_obj(spec, "slurmrestd").items() if k != "args"},
+        slurmrestd={k: v for k, v in cluster.container_override(spec, "slurmrestd").items() if k != "args"},
         args=cluster.str_list(cluster.opt_obj(spec, "slurmrestd"), "args", "spec.slurmrestd"),
         template=cluster.opt_obj(spec, "template"),
-        service=cluster.opt_obj(spec, "service"),
+        service=cluster.service_override(spec),
     )
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hooks import cluster
+from hooks import cluster, names
 from hooks.cluster import InvalidSpec
 
 ETC_DIR = "/etc/slurm"
@@ -31,6 +31,8 @@ CGROUP_CONF = "CgroupPlugin=cgroup/v2\nIgnoreSystemd=yes\n"
 # slurm.conf would split on (spaces, `=`, `,`, `#`, parentheses) or read as a new line.
 _WORD = re.compile(r"[A-Za-z0-9_.-]+")
 _HOST = re.compile(r"[A-Za-z0-9_.:\[\]-]+")
+# One `State=<value>` partition option (Slurm reads option names case-insensitively).
+_STATE_OPTION = re.compile(r"(?i)(?:^|(?<=\s))State=(?:\"[^\"]*\"|\S*)")
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,11 @@ def operator_parameters(jwks: bool) -> dict[str, list[str]]:
 
 
 def nodeset_conf(nodeset: Mapping[str, Any], where: str) -> NodeSetConf:
-    """A NodeSet's slurm.conf identity: the pod hostname prefix (trimmed of `-`) or its name."""
+    """A NodeSet's slurm.conf identity: the pod hostname prefix (trimmed of `-`) or its name.
+
+    A NodeSet being deleted keeps its lines (its finalize waits for its jobs) but its partition
+    takes no new job: State=names.PARTITION_STATE_DELETING replaces any State= the user gave.
+    """
     spec = nodeset.get("spec") or {}
     hostname = ((spec.get("template") or {}).get("spec") or {}).get("hostname")
     if hostname:
@@ -126,7 +132,16 @@ def nodeset_conf(nodeset: Mapping[str, Any], where: str) -> NodeSetConf:
     config = partition.get("config") or ""
     if not isinstance(config, str):
         raise InvalidSpec(f"{where} spec.partition.config must be a string")
-    return NodeSetConf(name, check_line(config.strip(), f"{where} spec.partition.config"))
+    config = check_line(config.strip(), f"{where} spec.partition.config")
+    if (nodeset.get("metadata") or {}).get("deletionTimestamp"):
+        config = deleting_partition(config)
+    return NodeSetConf(name, config)
+
+
+def deleting_partition(config: str) -> str:
+    """Partition options with every `State=` option replaced by the state that refuses new jobs."""
+    kept = _STATE_OPTION.sub(" ", config).split()
+    return " ".join([*kept, f"State={names.PARTITION_STATE_DELETING}"])
 
 
 def check_line(value: str, where: str) -> str:

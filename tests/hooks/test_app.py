@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from werkzeug.test import create_environ, run_wsgi_app
 
 from hooks import contract
 from hooks.app import create_app
@@ -350,3 +352,67 @@ def test_unreadable_token_file_fails_closed(tmp_path, monkeypatch):
     client = create_app(handlers={"/nodeset/sync": _count_children}).test_client()
     resp = client.post("/nodeset/sync", json={"parent": NODESET}, headers={"Authorization": "Bearer x"})
     assert resp.status_code == 503
+
+
+# --- body limit and authentication set-up ---------------------------------------------------------
+
+
+class CountingStream(io.RawIOBase):
+    """A request body of `size` bytes that counts how much of it the server read."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self.consumed = size, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = min(len(buffer), self.size - self.consumed)
+        buffer[:n] = b" " * n
+        self.consumed += n
+        return n
+
+
+def raw_post(app, stream: CountingStream, headers: dict) -> tuple[str, dict]:
+    environ = create_environ("/nodeset/sync", method="POST", content_type="application/json")
+    environ.pop("CONTENT_LENGTH", None)
+    environ.update(headers)
+    environ["wsgi.input"] = stream
+    body, status, _ = run_wsgi_app(app, environ)
+    return status, json.loads(b"".join(body))
+
+
+def test_a_body_over_the_limit_gets_413_without_being_read(monkeypatch):
+    monkeypatch.setenv("HOOKS_MAX_BODY_BYTES", "1000")
+    app = create_app(handlers={"/nodeset/sync": _count_children})
+    declared = CountingStream(10**9)
+    status, body = raw_post(app, declared, {"CONTENT_LENGTH": str(10**9)})
+    assert status.startswith("413") and "HOOKS_MAX_BODY_BYTES" in body["error"] and declared.consumed == 0
+    streamed = CountingStream(10**8)  # chunked: no Content-Length to judge from
+    status, body = raw_post(app, streamed, {"HTTP_TRANSFER_ENCODING": "chunked", "wsgi.input_terminated": True})
+    assert status.startswith("413") and streamed.consumed == 1001
+    assert app.test_client().post("/nodeset/sync", json={"parent": NODESET}).status_code == 200
+
+
+def test_the_default_body_limit_fits_a_ten_thousand_pod_nodeset():
+    pod = json.loads((Path(__file__).resolve().parents[2] / "examples" / "requests" / "nodeset-sync.json").read_bytes())
+    one = len(json.dumps(next(iter(pod["children"]["Pod.v1"].values()))))
+    assert 10_000 * one * 2 < create_app().config["HOOKS_MAX_BODY_BYTES"], "pods and as many Nodes (DaemonSet mode)"
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "64MiB", "1e9"])
+def test_a_body_limit_that_is_not_a_positive_byte_count_stops_the_server(monkeypatch, value):
+    monkeypatch.setenv("HOOKS_MAX_BODY_BYTES", value)
+    with pytest.raises(ValueError, match="HOOKS_MAX_BODY_BYTES"):
+        create_app()
+
+
+def test_auth_token_file_set_but_empty_stops_the_server(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOOKS_AUTH_TOKEN_FILE", "")
+    with pytest.raises(ValueError, match="set but empty"):
+        create_app()
+    empty = tmp_path / "token"
+    empty.write_text("\n")
+    monkeypatch.setenv("HOOKS_AUTH_TOKEN_FILE", str(empty))
+    with pytest.raises(ValueError, match="is empty"):
+        create_app()

@@ -38,6 +38,12 @@ def nodeset(name: str, **spec) -> dict:
     return cr("NodeSet", name, {"controllerRef": {"name": "slurm"}, **spec})
 
 
+def deleting(obj: dict) -> dict:
+    """`obj` after `kubectl delete` while its finalizer holds it."""
+    obj["metadata"]["deletionTimestamp"] = "2025-01-01T00:00:00Z"
+    return obj
+
+
 def slurm_conf(spec: dict, *objects: dict) -> Callable[[], str]:
     def render() -> str:
         body = request(cr("Controller", "slurm", {**KEYS, **spec}), rel=related(*key_secrets(), *objects))
@@ -95,6 +101,14 @@ CASES: dict[str, Callable[[], str]] = {
         nodeset("login-like", template={"spec": {"hostname": "big-"}}, partition={"enabled": True}),
         nodeset("debug", partition={"enabled": False, "config": "Default=YES"}),
         nodeset("elsewhere", controllerRef={"name": "another"}),
+    ),
+    # Deleting NodeSets keep their lines, and their partitions refuse new jobs whatever State= they asked for.
+    "slurm.conf.deleting": slurm_conf(
+        {},
+        deleting(nodeset("gpu", partition={"enabled": True, "config": "MaxTime=UNLIMITED state=UP Default=YES"})),
+        deleting(nodeset("cpu", partition={"enabled": True})),
+        deleting(nodeset("old")),
+        nodeset("debug", partition={"enabled": True, "config": "State=UP"}),
     ),
     "slurmdbd.conf.plain": slurmdbd_conf({}),
     "slurmdbd.conf.merged": slurmdbd_conf(

@@ -98,3 +98,43 @@ def test_ctrl_c_stops_make_run(make_run):
     assert proc.wait(timeout=20) is not None
     with pytest.raises(httpx.TransportError):
         httpx.get(url + "/healthz", timeout=1)
+
+
+def _start(env_extra: dict[str, str]) -> tuple[str, subprocess.Popen]:
+    port = _free_port()
+    env = {**os.environ, "HOOKS_BIND": f"127.0.0.1:{port}", "HOOKS_WORKERS": "1", **env_extra}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    proc = subprocess.Popen(
+        ["make", "--no-print-directory", "run"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    return f"http://127.0.0.1:{port}", proc
+
+
+def test_an_empty_auth_token_file_stops_the_server_at_start(tmp_path):
+    """Not "authentication off": gunicorn exits and says why, and nothing is served."""
+    token = tmp_path / "token"
+    token.write_text("")
+    _, proc = _start({"HOOKS_AUTH_TOKEN_FILE": str(token)})
+    try:
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode != 0 and "HOOKS_AUTH_TOKEN_FILE" in output and "is empty" in output, output[-2000:]
+
+
+def test_a_body_over_the_limit_gets_413_from_gunicorn():
+    url, proc = _start({"HOOKS_MAX_BODY_BYTES": "4096"})
+    try:
+        _wait_healthy(url, proc)
+        too_big = httpx.post(url + "/nodeset/sync", content=b" " * 5000)
+        streamed = httpx.post(url + "/nodeset/sync", content=iter([b" " * 3000, b" " * 3000]))  # chunked
+        small = httpx.post(url + "/nodeset/sync", content=b"{}")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert too_big.status_code == 413 and "HOOKS_MAX_BODY_BYTES" in too_big.json()["error"]
+    assert streamed.status_code == 413
+    assert small.status_code == 400

@@ -478,10 +478,22 @@ def test_deleting_the_nodeset_drains_every_pod_before_finalizing(client):
     resp = post(client, "/nodeset/finalize", request(nodeset(replicas=2), pods=state, finalizing=True))
     assert resp["finalized"] is False and children(resp) == {}
     resp = post(client, "/nodeset/finalize", request(nodeset(replicas=2), finalizing=True))
+    assert resp["finalized"] is False
+    assert condition(resp, names.CONDITION_DELETION_BLOCKED)["reason"] == "WaitingForReport"
+    resp = post(client, "/nodeset/finalize", request(reported(nodeset(replicas=2)), finalizing=True))
     assert resp["finalized"] is True and resp["children"] == []
 
 
-def test_finalize_without_the_controller_finishes_at_once(client):
+def reported(
+    parent: dict, pending: tuple = (), nodes: tuple = (), cancel_at: str | None = None, error: str = ""
+) -> dict:
+    """`parent` with slurm_sync's deletion report (hooks/names.py ANNOTATION_DELETION_OBSERVED)."""
+    report = {"pendingJobs": list(pending), "cancelAt": cancel_at, "nodesLeft": list(nodes), "error": error}
+    parent["metadata"].setdefault("annotations", {})[names.ANNOTATION_DELETION_OBSERVED] = json.dumps(report)
+    return parent
+
+
+def test_finalize_without_the_controller_releases_idle_pods_at_once(client):
     pods = children(sync(client, request(nodeset(replicas=1))))
     resp = post(client, "/nodeset/finalize", request(nodeset(replicas=1), pods=[observed(pods["gpu-0"])], controller=None, finalizing=True))
     assert resp["finalized"] is True and resp["children"] == []
@@ -622,7 +634,8 @@ def test_finalize_with_an_invalid_spec_still_drains_and_deletes(client, spec, fi
     assert children(resp) == {} and resp["finalized"] is False
     # whenDeleted is read leniently: only an explicit Delete deletes; otherwise the PVCs wait for slurm_sync.
     assert sorted(children(resp, "PersistentVolumeClaim")) == ["data-gpu-0", "data-gpu-1"]
-    resp = post(client, "/nodeset/finalize", request(invalid_parent(spec, resp["status"]), finalizing=True), nodeset())
+    clear = reported(invalid_parent(spec, resp["status"]))
+    resp = post(client, "/nodeset/finalize", request(clear, finalizing=True), nodeset())
     assert resp["finalized"] is True and resp["children"] == []
 
 

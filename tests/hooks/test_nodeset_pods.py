@@ -9,7 +9,9 @@ import pytest
 from hooks import names
 from hooks.nodeset_pods import conf_argument, parse_quantity, pod_limits
 from hooks.nodeset_spec import parse_nodeset
-from tests.hooks.test_nodeset import children, client, clock, condition, controller_cr, draining, node, nodeset, observed, post, request, sync  # noqa: F401
+from tests.hooks.test_nodeset import (  # noqa: F401  (client and clock are fixtures)
+    children, client, clock, condition, controller_cr, draining, node, nodeset, observed, post, reported, request, sync,
+)
 
 CLAIM = {"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
 
@@ -159,7 +161,7 @@ def test_finalize_drops_pvcs_with_their_pods_only_when_when_deleted_is_delete(cl
     # until slurm_sync has removed the NodeSet's ownerReference (then Metacontroller no longer observes it).
     assert retained["finalized"] is False and retained["resyncAfterSeconds"] == 10
     assert condition(retained, names.CONDITION_RETAINED_CLAIMS)["status"] == "True"
-    orphaned = post(client, "/nodeset/finalize", request(nodeset(**spec), finalizing=True))
+    orphaned = post(client, "/nodeset/finalize", request(reported(nodeset(**spec)), finalizing=True))
     assert orphaned["finalized"] is True and orphaned["children"] == []
     assert condition(orphaned, names.CONDITION_RETAINED_CLAIMS)["status"] == "False"
     # Without a Controller the pods go at once, but the retained PVCs still wait.
@@ -167,7 +169,7 @@ def test_finalize_drops_pvcs_with_their_pods_only_when_when_deleted_is_delete(cl
     gone = post(client, "/nodeset/finalize", request(nodeset(**spec), pods=[pod0], pvcs=pvcs, controller=None, finalizing=True))
     assert children(gone) == {} and sorted(children(gone, "PersistentVolumeClaim")) == ["data-gpu-0"] and gone["finalized"] is False
     delete = {**spec, "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete"}}
-    dropped = post(client, "/nodeset/finalize", request(nodeset(**delete), pvcs=pvcs, finalizing=True))
+    dropped = post(client, "/nodeset/finalize", request(reported(nodeset(**delete)), pvcs=pvcs, finalizing=True))
     assert dropped["children"] == [] and dropped["finalized"] is True
     # Deleting never creates: a pod whose PVC is missing does not get one back.
     pod = observed(children(resp)["gpu-0"])

@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 
 from hooks import names
-from tests.hooks.test_nodeset import children, client, clock, condition, draining, nodeset, observed, post, request, sync  # noqa: F401
+from tests.hooks.test_nodeset import (  # noqa: F401  (client and clock are fixtures)
+    children, client, clock, condition, draining, nodeset, observed, post, reported, request, sync,
+)
 
 START = "2030-01-01T02:00:00Z"
 STRATEGY = {"type": "ScheduledUpdate", "scheduledUpdate": {"startTime": "2030-01-01T03:00:00+01:00", "duration": "1h30m", "flags": ["daily"]}}
@@ -103,12 +105,13 @@ def test_no_condemnation_without_the_pod_condition_or_before_the_window(client):
 
 
 def test_finalize_drops_the_intent_and_waits_until_slurm_sync_reports_the_reservation_gone(client):
-    parent = scheduled(report(), replicas=1)
+    parent = reported(scheduled(report(), replicas=1))
     resp = post(client, "/nodeset/finalize", request(parent, finalizing=True))
     assert names.STATUS_RESERVATION not in resp["status"]
     assert resp["finalized"] is False and resp["resyncAfterSeconds"] == 10
     assert condition(resp, names.CONDITION_RESERVATION_CREATED)["reason"] == "Deleting"
-    resp = post(client, "/nodeset/finalize", request(scheduled(report(state="Absent"), replicas=1), finalizing=True))
+    gone = reported(scheduled(report(state="Absent"), replicas=1))
+    resp = post(client, "/nodeset/finalize", request(gone, finalizing=True))
     assert resp["finalized"] is True
 
 
@@ -146,15 +149,18 @@ def test_created_intent_is_kept_while_every_pod_terminates(client):
 
 
 def test_finalize_waits_unless_the_report_says_absent(client):
-    published = scheduled(replicas=1)  # an intent was published, slurm_sync has not reported yet
+    # slurm_sync's deletion report is clear in every case: only the reservation can hold the deletion.
+    published = reported(scheduled(replicas=1))  # an intent was published, slurm_sync has not reported yet
     published["status"] = {names.STATUS_RESERVATION: PUBLISHED}
     assert post(client, "/nodeset/finalize", request(published, finalizing=True))["finalized"] is False
-    unreadable = scheduled(replicas=1)
-    unreadable["metadata"]["annotations"] = {names.ANNOTATION_RESERVATION_OBSERVED: "{not json"}
+    unreadable = reported(scheduled(replicas=1))
+    unreadable["metadata"]["annotations"][names.ANNOTATION_RESERVATION_OBSERVED] = "{not json"
     assert post(client, "/nodeset/finalize", request(unreadable, finalizing=True))["finalized"] is False
-    odd_state = scheduled(report(state="Failed"), replicas=1)
-    assert post(client, "/nodeset/finalize", request(odd_state, finalizing=True))["finalized"] is False
-    never = nodeset(replicas=1)  # no intent ever published, no report: nothing of ours can exist
+    odd_state = reported(scheduled(report(state="Failed"), replicas=1))
+    resp = post(client, "/nodeset/finalize", request(odd_state, finalizing=True))
+    assert resp["finalized"] is False
+    assert condition(resp, names.CONDITION_DELETION_BLOCKED)["reason"] == "ReservationLeft"
+    never = reported(nodeset(replicas=1))  # no intent ever published, no report: nothing of ours can exist
     assert post(client, "/nodeset/finalize", request(never, finalizing=True))["finalized"] is True
     # no Controller: finished at once, whatever the report says
     assert post(client, "/nodeset/finalize", request(published, finalizing=True, controller=False))["finalized"] is True

@@ -1,0 +1,195 @@
+"""The JSON shape of the Kubernetes objects a hook request carries, checked before any hook runs.
+
+Observed objects come from the API server, so a value of the wrong type (an object where a name
+belongs, a list for a label map) means the request is not a valid hook request: it gets a 400
+naming the field, never a 500 from deep inside a hook. Only the fields the hooks read are
+described; everything else passes untouched. A shape is a Python type (`str`, `int`, `bool`,
+`dict`, `list`), `STR_MAP` (an object of strings), `QUANTITY_MAP` (an object of quantities), a
+dict of field shapes (an object whose listed fields, when present and not null, have those
+shapes) or a one-item list (a list of that shape).
+Names that identify an object are required strings (`REQUIRED_STR`) and never null.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any, Final
+
+STR_MAP: Final = "string map"
+QUANTITY_MAP: Final = "quantity map"  # resource name -> a quantity (string or number)
+REQUIRED_STR: Final = "required string"
+NON_NULL_STR: Final = "non-null string"
+
+Shape = Any
+
+_TYPE_NAMES = {str: "a string", int: "an integer", bool: "a boolean", dict: "an object", list: "a list"}
+
+OWNER_REFERENCE: Final = {
+    "apiVersion": NON_NULL_STR, "kind": NON_NULL_STR, "name": NON_NULL_STR, "uid": str, "controller": bool,
+}  # fmt: skip
+METADATA: Final = {
+    "name": REQUIRED_STR,
+    "namespace": NON_NULL_STR,
+    "uid": str,
+    "generation": int,
+    "resourceVersion": str,
+    "labels": STR_MAP,
+    "annotations": STR_MAP,
+    "ownerReferences": [OWNER_REFERENCE],
+    "finalizers": [str],
+    "creationTimestamp": str,
+    "deletionTimestamp": str,
+}
+_CONDITIONS: Final = [{"type": str, "status": str, "reason": str, "message": str, "lastTransitionTime": str}]
+_RESOURCES: Final = {"requests": QUANTITY_MAP, "limits": QUANTITY_MAP}
+CONTAINER: Final = {
+    "name": str, "image": str, "resources": _RESOURCES, "env": [dict], "envFrom": [dict], "volumeMounts": [dict],
+    "ports": [dict], "args": [str], "command": [str], "securityContext": dict, "lifecycle": dict,
+}  # fmt: skip
+POD_SPEC: Final = {
+    "containers": [CONTAINER],
+    "initContainers": [CONTAINER],
+    "volumes": [dict],
+    "tolerations": [dict],
+    "nodeName": str,
+    "hostname": str,
+    "schedulerName": str,
+    "nodeSelector": STR_MAP,
+    "affinity": dict,
+    "priorityClassName": str,
+    "resources": _RESOURCES,
+    "schedulingGroup": {"podGroupName": str},
+}
+_TEMPLATE: Final = {"metadata": {"labels": STR_MAP, "annotations": STR_MAP}, "spec": POD_SPEC}
+_WORKLOAD_SPEC: Final = {
+    "replicas": int,
+    "selector": {"matchLabels": STR_MAP},
+    "template": _TEMPLATE,
+    "volumeClaimTemplates": [{"metadata": METADATA, "spec": dict}],
+}
+_WORKLOAD_STATUS: Final = {"replicas": int, "readyReplicas": int, "availableReplicas": int, "updatedReplicas": int}
+_NODE_SPEC: Final = {"taints": [{"key": str, "value": str, "effect": str}], "unschedulable": bool}
+# Custom resources of ours seen as related objects: the fields another kind's hook reads.
+_REF: Final = {"name": str}
+_CR_SPEC: Final = {
+    "controllerRef": _REF,
+    "accountingRef": _REF,
+    "partition": {"enabled": bool, "config": str},
+    "template": {"metadata": dict, "spec": {"hostname": str}},
+    "slurmKeyRef": dict,
+    "jwtKeyRef": dict,
+    "external": bool,
+    "externalConfig": dict,
+    "service": dict,
+}
+# scheduler-plugins' PodGroup and the Workload API's PodGroup share the kind.
+_POD_GROUP_SPEC: Final = {
+    "minMember": int,
+    "minResources": QUANTITY_MAP,
+    "schedulingPolicy": {"gang": {"minCount": int}},
+    "workloadRef": {"workloadName": str},
+    "podGroupTemplateRef": {"workload": {"workloadName": str}},
+}
+
+# Extra shape of the objects of one kind (by `kind`), on top of every object's metadata.
+KIND_SHAPES: Final[dict[str, dict[str, Shape]]] = {
+    "Pod": {"spec": POD_SPEC, "status": {"phase": str, "conditions": _CONDITIONS}},
+    "StatefulSet": {"spec": _WORKLOAD_SPEC, "status": _WORKLOAD_STATUS},
+    "Deployment": {"spec": _WORKLOAD_SPEC, "status": _WORKLOAD_STATUS},
+    "Node": {"spec": _NODE_SPEC, "status": {"conditions": _CONDITIONS}},
+    "Secret": {"data": STR_MAP, "stringData": STR_MAP},
+    "ConfigMap": {"data": STR_MAP},
+    "Service": {"spec": {"selector": STR_MAP, "ports": [dict]}},
+    "PersistentVolumeClaim": {"spec": dict, "status": dict},
+    "Job": {"spec": {"template": _TEMPLATE, "parallelism": int, "completions": int, "activeDeadlineSeconds": int}},
+    "JobSet": {"spec": dict},
+    "LeaderWorkerSet": {"spec": {"leaderWorkerTemplate": {"size": int}}},
+    "PodGroup": {"spec": _POD_GROUP_SPEC, "status": {"phase": str}},
+    "Workload": {"spec": dict},
+}
+for _kind in ("Controller", "NodeSet", "LoginSet", "RestApi", "Accounting", "Token"):
+    KIND_SHAPES[_kind] = {"spec": _CR_SPEC, "status": {"conditions": _CONDITIONS}}
+
+
+class ShapeError(ValueError):
+    """`where` names the field; the message says what it must be."""
+
+
+OUR_KINDS: Final = frozenset({"Controller", "NodeSet", "LoginSet", "RestApi", "Accounting", "Token"})
+_COMMON: Final = {"apiVersion": NON_NULL_STR, "kind": NON_NULL_STR, "metadata": METADATA, "spec": dict, "status": dict}
+# Metacontroller's own CompositeController/DecoratorController object, sent as `controller`.
+CONTROLLER: Final = {
+    "metadata": {"name": str, "labels": STR_MAP, "annotations": STR_MAP},
+    "spec": {"childResources": [dict]},
+}
+
+
+def check_object(obj: Any, where: str, parent: bool = False, metadata: dict[str, Shape] = METADATA) -> None:
+    """Raise ShapeError naming the first field of `obj` whose JSON type is wrong.
+
+    `parent`: the object the hook computes for; a spec of one of our kinds is the hook's to judge
+    (a value it cannot use is an InvalidSpec condition, not a 400), so only its metadata is checked.
+    """
+    if not isinstance(obj, dict):
+        raise ShapeError(f"{where} must be an object, got {type_name(obj)}")
+    if not isinstance(obj.get("metadata"), dict):
+        raise ShapeError(f"{where}.metadata must be an object, got {type_name(obj.get('metadata'))}")
+    kind = obj.get("kind")
+    extra = KIND_SHAPES.get(kind, {})
+    if parent and kind in OUR_KINDS:
+        extra = {"status": {"conditions": [dict]}}  # written by our hooks; the CRD keeps it a list
+    check(obj, {**_COMMON, "metadata": metadata, **extra}, where)
+    if kind == "Secret":
+        _check_base64(obj.get("data") or {}, f"{where}.data")
+
+
+def check(value: Any, shape: Shape, where: str) -> None:
+    if isinstance(shape, dict):
+        if not isinstance(value, dict):
+            raise ShapeError(f"{where} must be an object, got {type_name(value)}")
+        for field, inner in shape.items():
+            item = value.get(field)
+            if item is None:
+                if inner == REQUIRED_STR or (inner == NON_NULL_STR and field in value):
+                    raise ShapeError(f"{where}.{field} must be a non-empty string, got {type_name(item)}")
+                continue
+            check(item, inner, f"{where}.{field}")
+    elif isinstance(shape, list):
+        if not isinstance(value, list):
+            raise ShapeError(f"{where} must be a list, got {type_name(value)}")
+        for index, item in enumerate(value):
+            check(item, shape[0], f"{where}[{index}]")
+    elif shape == QUANTITY_MAP:
+        quantities = isinstance(value, dict) and all(_is_quantity(v) for v in value.values())
+        if not quantities:
+            raise ShapeError(f"{where} must map resource names to quantities (strings or numbers)")
+    elif shape == STR_MAP:
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            raise ShapeError(f"{where} must map names to strings")
+    elif shape in (REQUIRED_STR, NON_NULL_STR):
+        if not isinstance(value, str) or (shape == REQUIRED_STR and not value):
+            raise ShapeError(f"{where} must be a non-empty string, got {type_name(value)}")
+    elif not isinstance(value, shape) or (shape is int and isinstance(value, bool)):
+        raise ShapeError(f"{where} must be {_TYPE_NAMES[shape]}, got {type_name(value)}")
+
+
+def _is_quantity(value: Any) -> bool:
+    return isinstance(value, str | int | float) and not isinstance(value, bool)
+
+
+def _check_base64(data: dict[str, str], where: str) -> None:
+    for key, value in data.items():
+        try:
+            base64.b64decode(value, validate=True)
+        except binascii.Error:
+            raise ShapeError(f"{where}[{key!r}] must be base64") from None
+
+
+def type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    names = {dict: "object", list: "array", str: "string", int: "number", float: "number"}
+    return names.get(type(value), type(value).__name__)
