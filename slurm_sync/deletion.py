@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hooks import names
-from slurm_sync.plan import SlurmView, pod_info
+from slurm_sync.plan import SlurmView, pod_info, rfc3339
 from slurm_sync.slurm_errors import ESLURM_ALREADY_DONE, SlurmError, SlurmNotFound, SlurmRejected
 from slurm_sync.slurm_types import Job, Node
 from slurm_sync.view import ClusterView, NodeSetView, PodView
@@ -115,10 +115,6 @@ def nodes_of(nodeset: NodeSetView, pods: Iterable[PodView], nodes: Mapping[str, 
     return tuple(sorted(found))
 
 
-def rfc3339(moment: datetime.datetime) -> str:
-    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def parse_rfc3339(text: str | None) -> datetime.datetime | None:
     try:
         return datetime.datetime.strptime(text or "", "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
@@ -173,20 +169,16 @@ def plan_deletion(
 
 
 def execute(loop: OperatorLoop, cluster: ClusterView, slurm: SlurmView, tally: Tally) -> None:
-    """Report on each deleting NodeSet of the cluster and carry out what is due. Needs Slurm's node
-    listing; lists jobs only while a NodeSet is being deleted."""
+    """Report on each deleting NodeSet of the cluster and carry out what is due. Needs Slurm's node and
+    job listings of this pass (a failed one is already a pass error)."""
     deleting = sorted((n for n in cluster.nodesets.values() if n.deleting), key=lambda n: n.name)
-    if not deleting or slurm.nodes is None:
+    if not deleting or slurm.nodes is None or slurm.jobs is None:
         return
     now = parse_rfc3339(loop._now())
     if now is None:
         tally.errors.append(f"nodeset deletion: unreadable clock {loop._now()!r}; nothing written")
         return
-    try:
-        jobs = loop.slurm.list_jobs().items
-    except SlurmError as exc:
-        loop._slurm_error(tally, "list jobs", exc)
-        return
+    jobs = slurm.jobs.values()
     loop.job_absence.next_pass()
     for nodeset in deleting:
         pending, unknown = still_pending(loop, nodeset, jobs)

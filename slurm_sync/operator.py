@@ -19,6 +19,7 @@ reads nothing more.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import logging
@@ -46,7 +47,7 @@ from slurm_sync.slurm_errors import (
     SlurmUnsupported,
     SlurmWrongCluster,
 )
-from slurm_sync.slurm_types import Node, NodeUpdate
+from slurm_sync.slurm_types import Job, Node, NodeUpdate
 from slurm_sync.view import (
     ClusterView,
     NodeSetView,
@@ -232,6 +233,8 @@ class OperatorLoop:
         self.metrics = metrics
         self._now = now
         self._watch: ListingWatch[str, Node] = slurm.node_watch()
+        self._jobs: ListingWatch[int, Job] = slurm.job_watch()
+        self._deadlines: tuple[Mapping[int, Job], dict[str, int | None]] | None = None  # (job view, its node_deadlines)
         self._clock = clock
         # In memory only (rebuilt after a restart at the cost of one update each):
         self._refused: dict[tuple[str, str], Refusal] = {}  # (node, update body) -> Slurm's refusal
@@ -244,16 +247,36 @@ class OperatorLoop:
         self.deletion_grace = deletion_grace
 
     def read_slurm(self, tally: Tally) -> SlurmView:
-        nodes = ping = None
+        nodes = ping = jobs = None
         try:
             nodes = self._watch.poll(self._check_listing).items
         except SlurmError as exc:
             self._slurm_error(tally, "list nodes", exc)
         try:
+            jobs = self._jobs.poll().items if nodes is not None else None  # jobs are read only next to their nodes
+        except SlurmError as exc:
+            self._slurm_error(tally, "list jobs", exc)
+        try:
             ping = self.slurm.ping()
         except SlurmError as exc:
             self._slurm_error(tally, "ping", exc)
-        return SlurmView(nodes=nodes, ping=ping)
+        return SlurmView(nodes=nodes, ping=ping, jobs=jobs, deadlines=self._node_deadlines(jobs, tally))
+
+    def _node_deadlines(self, jobs: Mapping[int, Job] | None, tally: Tally) -> Mapping[str, int | None] | None:
+        """Each node's job deadline, computed again only when the job listing changed (an unchanged
+        listing is the very same view), so an idle pass costs nothing per job."""
+        if jobs is None:
+            return None
+        if self._deadlines is not None and self._deadlines[0] is jobs:
+            return self._deadlines[1]
+        try:
+            deadlines = planning.node_deadlines(jobs.values())
+        except ValueError as exc:
+            tally.errors.append(f"job deadlines: {exc}; no deadline written")
+            log.warning("cluster %s: a job's node list is unreadable (%s): no pod deadline written this pass", self.name, exc)
+            return None
+        self._deadlines = (jobs, deadlines)
+        return deadlines
 
     def _check_listing(self, before: Mapping[str, Node], now: Mapping[str, Node]) -> None:
         """Refuse (SlurmSuspect) a listing that suddenly lacks many nodes it had, until Slurm says of
@@ -322,7 +345,7 @@ class OperatorLoop:
             return slurm
         missing = sorted({p.slurm_node for p in cluster.pods if p.slurm_node not in slurm.nodes})
         self._absence.forget_except(missing)
-        assumed = SlurmView(slurm.nodes, slurm.ping, frozenset(missing))
+        assumed = dataclasses.replace(slurm, absent=frozenset(missing))
         settled = {p.slurm_node for p in cluster.pods if p.slurm_node in missing}
         for pod in cluster.pods:
             plan = planning.plan_pod(pod, cluster, assumed, now, self._applied_topology) if pod.slurm_node in settled else None
@@ -344,7 +367,7 @@ class OperatorLoop:
             self._absence.found(name)
             log.warning("cluster %s: node %s is missing from the listing but Slurm has it (%s); nothing written for it",
                         self.name, name, ",".join(sorted(node.state)))
-        return SlurmView(slurm.nodes, slurm.ping, frozenset(absent))
+        return dataclasses.replace(slurm, absent=frozenset(absent))
 
     def _apply_pod(self, pod_plan: PodPlan, cluster: ClusterView, slurm: SlurmView, now: str, tally: Tally) -> PodState:
         """Patches (retried from a fresh read on 409), then Slurm updates; the hook-visible state."""

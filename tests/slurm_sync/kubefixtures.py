@@ -164,6 +164,9 @@ class FakeSlurm:
             raise self.fail
         return Listing(tuple(self.jobs.values()), 1, unchanged=False)
 
+    def job_watch(self) -> JobWatch:
+        return JobWatch(self)
+
     def get_job(self, job_id: int) -> Job:
         if self.fail:
             raise self.fail
@@ -182,6 +185,17 @@ class FakeSlurm:
     def delete_node(self, name: str) -> None:
         self.job_writes.append(("delete node", name, {}))
         del self.nodes[name]
+
+
+@dataclass
+class JobWatch:
+    """The job watch over ``FakeSlurm.list_jobs`` (a complete listing every poll)."""
+
+    slurm: FakeSlurm
+
+    def poll(self) -> Snapshot[int, Job]:
+        jobs = {j.job_id: j for j in self.slurm.list_jobs().items}
+        return Snapshot(MappingProxyType(jobs), 1, frozenset(jobs), frozenset())
 
 
 NODESET_OWNER = {"apiVersion": names.API_VERSION, "kind": "NodeSet", "name": NODESET, "uid": NODESET_UID, "controller": True, "blockOwnerDeletion": True}

@@ -228,7 +228,7 @@ def test_slurm_down_makes_no_pod_write(server: HTTPServer) -> None:
     metrics = Metrics()
     result = run(server, loop(server, slurm, metrics))
     assert not result.slurm_ok and not result.ok and result.kube_writes == 0
-    assert metrics.registry.get_sample_value("slurm_sync_slurm_errors_total", {"cluster": CLUSTER, "kind": "unavailable"}) == 2
+    assert metrics.registry.get_sample_value("slurm_sync_slurm_errors_total", {"cluster": CLUSTER, "kind": "unavailable"}) == 2  # nodes, ping
     assert metrics.registry.get_sample_value("slurm_sync_cluster_up", {"cluster": CLUSTER}) == 0
 
 
