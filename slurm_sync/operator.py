@@ -244,6 +244,7 @@ class OperatorLoop:
         self._lost_gone: set[str] = set()  # nodes of a suspect listing that Slurm said are gone
         self.deleted_nodes: set[str] = set()  # node records we deleted ourselves (their loss is expected)
         self.job_absence: AbsenceProof[int] = AbsenceProof(absence_confirm_seconds, clock)  # jobs of deleting NodeSets
+        self.reservation_absence: AbsenceProof[str] = AbsenceProof(absence_confirm_seconds, clock)  # ScheduledUpdate
         self.deletion_grace = deletion_grace
 
     def read_slurm(self, tally: Tally) -> SlurmView:
