@@ -381,9 +381,10 @@ def slurm_job(slot: Slot) -> JSON:
     """The running job of a busy slot, as ``GET /slurm/v0.0.45/jobs/`` lists it (the fields slurm_sync reads)."""
     start = FIRST_UPDATE - 600
     return {
-        "job_id": 1000 + slot.index, "name": "train", "job_state": ["RUNNING"], "state_reason": "None", "nodes": slot.pod,
-        "batch_host": slot.pod, "partition": slot.nodeset, "user_name": "alice", "user_id": 1000, "admin_comment": "",
-        "comment": "", "flags": [], "start_time": no_val(start), "time_limit": no_val(120 + slot.index % 60),
+        "job_id": 1000 + slot.index, "name": "train", "job_state": ["RUNNING"], "state_reason": "None",
+        "nodes": slot.pod, "batch_host": slot.pod, "partition": slot.nodeset, "user_name": "alice", "user_id": 1000,
+        "admin_comment": "", "comment": "", "flags": [], "start_time": no_val(start),
+        "time_limit": no_val(120 + slot.index % 60),
         "end_time": no_val(start + 60 * (120 + slot.index % 60)),
     }  # fmt: skip
 
@@ -441,10 +442,10 @@ class FakeSlurmrestd:
         if path == f"{V}/jobs/" and request.method == "GET":
             since = request.url.params.get("update_time")
             if since is not None and int(since) >= FIRST_UPDATE:  # slurmrestd's "no job changes since"
-                return httpx.Response(200, json={"jobs": [], "last_update": no_val(0), "meta": slurm_meta(), "errors": [],
-                                                 "warnings": []})  # fmt: skip
-            return httpx.Response(200, json={"jobs": self.jobs, "last_update": no_val(FIRST_UPDATE), "meta": slurm_meta(),
-                                             "errors": [], "warnings": []})  # fmt: skip
+                return httpx.Response(200, json={"jobs": [], "last_update": no_val(0), "meta": slurm_meta(),
+                                                 "errors": [], "warnings": []})  # fmt: skip
+            return httpx.Response(200, json={"jobs": self.jobs, "last_update": no_val(FIRST_UPDATE),
+                                             "meta": slurm_meta(), "errors": [], "warnings": []})  # fmt: skip
         if path == f"{V}/ping/":
             pings = [{"hostname": CONTROLLER_POD, "pinged": "UP", "responding": True, "latency": 812, "mode": "primary",
                       "primary": True}]  # fmt: skip

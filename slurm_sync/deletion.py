@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hooks import names
+from slurm_sync.events import nodeset_ref
 from slurm_sync.plan import SlurmView, pod_info, rfc3339
 from slurm_sync.slurm_errors import ESLURM_ALREADY_DONE, SlurmError, SlurmNotFound, SlurmRejected
 from slurm_sync.slurm_types import Job, Node
@@ -227,6 +228,7 @@ def _end_jobs(loop: OperatorLoop, plan: DeletionPlan, tally: Tally) -> str:
     """Past the deadline: comment, then cancel (or drop this partition from the job's list). The last
     error, or ""."""
     error = ""
+    about = nodeset_ref(plan.nodeset.namespace, plan.nodeset.name, plan.nodeset.uid)
     for end in plan.job_ends:
         what = f"job {end.job_id}"
         try:
@@ -234,9 +236,25 @@ def _end_jobs(loop: OperatorLoop, plan: DeletionPlan, tally: Tally) -> str:
                 loop.slurm.update_job(end.job_id, {"comment": end.comment})
                 loop.slurm.cancel_job(end.job_id)
                 log.warning("cluster %s: cancelled pending %s: %s", loop.name, what, end.comment)
+                loop.events.warn(
+                    about,
+                    "PendingJobCancelled",
+                    f"Slurm job {end.job_id}, pending only in partition "
+                    f"{plan.nodeset.partition}, was cancelled: the NodeSet is being deleted and the grace of "
+                    f"{int(loop.deletion_grace)}s passed (its comment says so).",
+                    "CancelJob",
+                )
             else:
                 loop.slurm.update_job(end.job_id, {"partition": ",".join(end.partitions), "comment": end.comment})
                 log.warning("cluster %s: %s stays pending in %s only: %s", loop.name, what, ",".join(end.partitions), end.comment)
+                loop.events.warn(
+                    about,
+                    "PendingJobPartitionRemoved",
+                    f"Slurm job {end.job_id} no longer waits in "
+                    f"partition {plan.nodeset.partition} (the NodeSet is being deleted); it stays pending in "
+                    f"{','.join(end.partitions)}.",
+                    "UpdateJob",
+                )
         except SlurmRejected as exc:
             if isinstance(exc, SlurmNotFound) or ESLURM_ALREADY_DONE in exc.numbers:
                 continue  # ended meanwhile: the next pass asks Slurm about it
@@ -254,7 +272,11 @@ def _end_jobs(loop: OperatorLoop, plan: DeletionPlan, tally: Tally) -> str:
 def _delete_nodes(loop: OperatorLoop, plan: DeletionPlan, tally: Tally) -> str:
     """Delete each node record whose pod the apiserver says is gone (NotFound). The last error, or ""."""
     error = ""
+    about = nodeset_ref(plan.nodeset.namespace, plan.nodeset.name, plan.nodeset.uid)
     for delete in plan.node_deletes:
-        why = f"node record of deleted NodeSet {plan.nodeset.name}"
-        error = loop.delete_record(delete.node, delete.namespace, delete.pod, tally, why) or error
+        why = f"the NodeSet is being deleted, its pod {delete.namespace}/{delete.pod} is gone and no job runs there"
+        error = (
+            loop.delete_record(delete.node, delete.namespace, delete.pod, tally, why, about, "SlurmNodeDeleted")
+            or error
+        )
     return error

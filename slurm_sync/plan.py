@@ -318,7 +318,9 @@ def node_deadlines(jobs: Iterable[Job]) -> dict[str, int | None]:
     return deadlines
 
 
-def deadline_annotation(node: Node | None, name: str, deadlines: Mapping[str, int | None] | None) -> dict[str, str | None]:
+def deadline_annotation(
+    node: Node | None, name: str, deadlines: Mapping[str, int | None] | None
+) -> dict[str, str | None]:
     """The ``pod-deadline`` write for Slurm node ``name`` ({} leaves the annotation as it is): the latest
     end of the jobs Slurm lists there; removed only when Slurm says the node runs nothing (not busy, or
     proven absent). Fail closed: no job listing, a job without a known end, or a busy node the job
@@ -327,7 +329,11 @@ def deadline_annotation(node: Node | None, name: str, deadlines: Mapping[str, in
         return {}
     if name in deadlines:
         end = deadlines[name]
-        return {} if end is None else {names.ANNOTATION_POD_DEADLINE: rfc3339(datetime.datetime.fromtimestamp(end, datetime.UTC))}
+        return (
+            {}
+            if end is None
+            else {names.ANNOTATION_POD_DEADLINE: rfc3339(datetime.datetime.fromtimestamp(end, datetime.UTC))}
+        )
     if node is None or not node.busy:
         return {names.ANNOTATION_POD_DEADLINE: None}
     return {}
@@ -456,7 +462,6 @@ def controller_patches(pods: Iterable[ControllerPodView], ping: PingResult | Non
     return tuple(patches)
 
 
-
 # --- defunct Slurm nodes (DaemonSet mode, pruneSlurmNodeRecords: NodeNotFound) -----------------
 
 
@@ -467,6 +472,8 @@ class PruneCandidate:
     node: str
     namespace: str
     pod: str
+    nodeset: str  # the pruning NodeSet named in the node's comment (the event is about it)
+    nodeset_uid: str
 
 
 def prune_candidates(cluster: ClusterView, slurm: SlurmView) -> tuple[PruneCandidate, ...]:
@@ -493,5 +500,7 @@ def prune_candidates(cluster: ClusterView, slurm: SlurmView) -> tuple[PruneCandi
             continue
         if not info["node"] or node.name in in_use or node.name in mapped:
             continue
-        found.append(PruneCandidate(node.name, info["namespace"], info["podName"]))
+        found.append(
+            PruneCandidate(node.name, info["namespace"], info["podName"], info["nodeSetName"], info["nodeSetUID"])
+        )
     return tuple(found)

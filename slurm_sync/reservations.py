@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from hooks import names
 from slurm_sync.bridge_plan import expand_hostlist
+from slurm_sync.events import ObjectRef, controller_ref, nodeset_ref
 from slurm_sync.slurm_errors import SlurmError, SlurmNotFound
 from slurm_sync.slurm_types import Node, Reservation
 from slurm_sync.view import ClusterView, NodeSetView
@@ -286,7 +287,7 @@ def execute(loop: OperatorLoop, cluster: ClusterView, slurm: SlurmView, tally: T
     nodes = slurm.nodes
     plans, orphans = plan_cluster(cluster, listing.items, nodes, now)
     for action in orphans:
-        _write(loop, tally, action)
+        _write(loop, tally, action, controller_ref(cluster.namespace, cluster.controller))
     loop.reservation_absence.next_pass()
     unproven = [p.name for p in plans if _absence_unproven(p)]
     loop.reservation_absence.forget_except(unproven)
@@ -296,7 +297,9 @@ def execute(loop: OperatorLoop, cluster: ClusterView, slurm: SlurmView, tally: T
         exists = plan.exists_after
         error = plan.note
         for action in plan.actions:
-            failure = _write(loop, tally, action)
+            failure = _write(
+                loop, tally, action, nodeset_ref(plan.nodeset.namespace, plan.nodeset.name, plan.nodeset.uid)
+            )
             if failure is not None:
                 exists = _exists_after_failure(plan, action)
                 error = failure
@@ -313,7 +316,9 @@ def execute(loop: OperatorLoop, cluster: ClusterView, slurm: SlurmView, tally: T
 def _absence_unproven(plan: NodeSetPlan) -> bool:
     """The plan would report Absent only because the listing lacks the reservation (no delete of ours
     removed it), and the report says otherwise now: that needs Slurm's own word (docs/architecture.md §4.2)."""
-    return not plan.exists_after and not plan.actions and _reported_state(plan.nodeset) != names.RESERVATION_STATE_ABSENT
+    return (
+        not plan.exists_after and not plan.actions and _reported_state(plan.nodeset) != names.RESERVATION_STATE_ABSENT
+    )
 
 
 def _proven_absent(loop: OperatorLoop, tally: Tally, name: str) -> bool:
@@ -339,8 +344,14 @@ def _exists_after_failure(plan: NodeSetPlan, failed: Action) -> bool:
     return failed.verb in ("delete", "update")
 
 
-def _write(loop: OperatorLoop, tally: Tally, action: Action) -> str | None:
-    """One Slurm write; the error text on failure (a delete of a reservation already gone succeeds)."""
+_DONE = {"create": "ReservationCreated", "update": "ReservationUpdated", "delete": "ReservationDeleted"}
+_WHY = {"create": "for the NodeSet's ScheduledUpdate maintenance window", "update": "to the NodeSet's current nodes",
+        "delete": "no NodeSet wants it any more"}
+
+
+def _write(loop: OperatorLoop, tally: Tally, action: Action, about: ObjectRef) -> str | None:
+    """One Slurm write, told as an event on ``about``; the error text on failure (a delete of a
+    reservation already gone succeeds)."""
     try:
         if action.verb == "create":
             loop.slurm.create_reservation(action.body or {})
@@ -354,8 +365,13 @@ def _write(loop: OperatorLoop, tally: Tally, action: Action) -> str | None:
                 return None
     except SlurmError as exc:
         loop._slurm_error(tally, f"{action.verb} reservation {action.name}", exc)
+        loop.events.warn(about, "ReservationFailed", f"Slurm did not {action.verb} reservation {action.name}: {exc}. "
+                         "Retried on the next pass.", "Reserve")
         return str(exc)
     tally.slurm_writes += 1
     loop.metrics.slurm_writes.labels(loop.name, f"reservation-{action.verb}").inc()
     log.info("cluster %s: reservation %s: %s", loop.name, action.name, action.verb)
+    nodes = f" on {','.join((action.body or {}).get('node_list') or [])}" if action.verb != "delete" else ""
+    loop.events.normal(about, _DONE[action.verb], f"Slurm reservation {action.name}{nodes} {action.verb}d: "
+                       f"{_WHY[action.verb]}.", "Reserve")
     return None

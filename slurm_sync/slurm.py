@@ -329,8 +329,9 @@ class SlurmClient:
         for reservation in map(parse_reservation, object_list(body, "reservations", "reservation")):
             if reservation.name == name:
                 return reservation
-        raise SlurmMalformed(f"GET reservation/{name}: HTTP 200 without reservation {name!r} (not proof that it is gone)",
-                             status=200)
+        raise SlurmMalformed(
+            f"GET reservation/{name}: HTTP 200 without reservation {name!r} (not proof that it is gone)", status=200
+        )
 
     def create_reservation(self, reservation: Mapping[str, Any]) -> None:
         """Create or update one reservation (a ``reservation_desc_msg``)."""

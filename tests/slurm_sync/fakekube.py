@@ -24,7 +24,9 @@ _PATH = re.compile(r"^/(?:api/v1|apis/slinky\.slurm\.net/v1beta1|apis/events\.k8
 class FakeKube:
     objects: dict[tuple[str, str, str], JSON] = field(default_factory=dict)  # (kind plural, ns, name)
     writes: list[tuple[str, str, str, JSON]] = field(default_factory=list)
-    unlisted: set[tuple[str, str, str]] = field(default_factory=set)  # served by GET, left out of lists (a lagging cache)
+    unlisted: set[tuple[str, str, str]] = field(
+        default_factory=set
+    )  # served by GET, left out of lists (a lagging cache)
 
     def add(self, plural: str, obj: JSON) -> None:
         meta = obj["metadata"]

@@ -22,10 +22,10 @@ from hooks import names
 from hooks import nodeset as nodeset_hook
 from hooks.contract import parse_composite
 from slurm_sync.slurm import SlurmClient
-from tests.fixtures.slurm import SlurmLab, _load_lab, wait_for
+from tests.fixtures.slurm import SlurmLab, wait_for
 from tests.hooks.test_nodeset import nodeset, observed, request
 from tests.slurm_sync.kubefixtures import NS
-from tests.slurm_sync.test_operator_real import Rig, build_rig, restore
+from tests.slurm_sync.test_operator_real import Rig, rig_of
 
 pytestmark = pytest.mark.slurm
 DEADLINE = names.ANNOTATION_POD_DEADLINE
@@ -34,19 +34,10 @@ HOSTS = {"gpu-0": "n3", "gpu-1": "n4"}
 
 @pytest.fixture
 def rig(slurm_lab: SlurmLab, httpserver: HTTPServer) -> Iterator[Rig]:
-    rig = build_rig(slurm_lab, httpserver)
-    for name in ("gpu-n3", "gpu-n4"):  # the rig's own pods: replaced by the hook's
-        del rig.kube.objects[("pods", NS, name)]
-    jobs: list[str] = []
-    rig.jobs = jobs  # type: ignore[attr-defined]
-    try:
+    with rig_of(slurm_lab, httpserver, *HOSTS.values()) as rig:
+        for name in ("gpu-n3", "gpu-n4"):  # the rig's own pods: replaced by the hook's
+            del rig.kube.objects[("pods", NS, name)]
         yield rig
-    finally:
-        rig.service.close()
-        lab = _load_lab()
-        if jobs:
-            lab.run("scancel", *jobs)
-        restore(lab, *HOSTS.values())
 
 
 def hook_sync(replicas: int, pods: list[dict], status: dict | None = None) -> dict:
@@ -69,9 +60,11 @@ def hook_pods() -> list[dict]:
 
 
 def sbatch(rig: Rig, node: str, minutes: int) -> int:
-    out = rig.lab.run("sbatch", "-w", node, "-t", str(minutes), "-o", "/dev/null", "--wrap", "sleep 600", check=True).stdout
+    out = rig.lab.run(
+        "sbatch", "-w", node, "-t", str(minutes), "-o", "/dev/null", "--wrap", "sleep 600", check=True
+    ).stdout
     job = re.search(r"Submitted batch job (\d+)", out).group(1)  # type: ignore[union-attr]
-    rig.jobs.append(job)  # type: ignore[attr-defined]
+    rig.jobs.append(job)
     return int(job)
 
 
@@ -93,7 +86,11 @@ def test_scale_in_condemns_the_pod_whose_job_ends_sooner(rig: Rig) -> None:
     sooner = sbatch(rig, "n3", 10)  # gpu-0
     later = sbatch(rig, "n4", 30)  # gpu-1
     for node in HOSTS.values():
-        wait_for(lambda n=node: rig.slurm_node(n), lambda s: "State=ALLOCATED" in s or "State=MIXED" in s, what=f"job on {node}")
+        wait_for(
+            lambda n=node: rig.slurm_node(n),
+            lambda s: "State=ALLOCATED" in s or "State=MIXED" in s,
+            what=f"job on {node}",
+        )
     assert rig.service.run_pass()
     assert rig.annotations("gpu-0")[DEADLINE] == slurm_end(rig, sooner)
     assert rig.annotations("gpu-1")[DEADLINE] == slurm_end(rig, later)
@@ -114,6 +111,8 @@ def test_scale_in_condemns_the_pod_whose_job_ends_sooner(rig: Rig) -> None:
     # the jobs end: Slurm says the nodes run nothing, the deadlines go
     rig.lab.run("scancel", str(sooner), str(later), check=True)
     for node in HOSTS.values():
-        wait_for(lambda n=node: rig.slurm_node(n), lambda s: "State=IDLE" in s and "COMPLETING" not in s, what=f"{node} idle")
+        wait_for(
+            lambda n=node: rig.slurm_node(n), lambda s: "State=IDLE" in s and "COMPLETING" not in s, what=f"{node} idle"
+        )
     assert rig.service.run_pass()
     assert DEADLINE not in rig.annotations("gpu-0") and DEADLINE not in rig.annotations("gpu-1")

@@ -20,7 +20,7 @@ from pytest_httpserver import HTTPServer
 from hooks import names
 from tests.fixtures.slurm import EXEC, SlurmLab, _load_lab, wait_for
 from tests.slurm_sync.kubefixtures import NS, pod
-from tests.slurm_sync.test_operator_real import Rig, build_rig, restore
+from tests.slurm_sync.test_operator_real import Rig, rig_of
 
 pytestmark = pytest.mark.slurm
 NODE = f"dz{os.getpid() % 100000}"
@@ -40,27 +40,21 @@ def rig(slurm_lab: SlurmLab, httpserver: HTTPServer) -> Iterator[Rig]:
         [str(EXEC), "slurmd", "-D", "-Z", "-N", NODE, "--conf",
          f"NodeHostname=localhost NodeAddr=127.0.0.1 Port={free_port()} CPUs=1 RealMemory=500"],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    rig = build_rig(slurm_lab, httpserver)
-    for name in ("gpu-n3", "gpu-n4"):  # the rig's pods on static nodes: this NodeSet has only the dynamic one
-        del rig.kube.objects[("pods", NS, name)]
-    rig.kube.add("pods", pod("gpu-0", NODE))
-    jobs: list[str] = []
-    rig.jobs = jobs  # type: ignore[attr-defined]
     try:
-        wait_for(lambda: rig.lab.run("scontrol", "show", "node", NODE).stdout, lambda s: "State=IDLE" in s,
-                 what=f"dynamic node {NODE} registered idle")
-        rig.lab.run("scontrol", "create", f"partitionname={PARTITION}", f"nodes={NODE}", "state=up", check=True)
-        yield rig
+        with rig_of(slurm_lab, httpserver, "n3", "n4") as rig:
+            for name in ("gpu-n3", "gpu-n4"):  # the rig's pods on static nodes: this NodeSet has only the dynamic one
+                del rig.kube.objects[("pods", NS, name)]
+            rig.kube.add("pods", pod("gpu-0", NODE))
+            wait_for(lambda: rig.lab.run("scontrol", "show", "node", NODE).stdout, lambda s: "State=IDLE" in s,
+                     what=f"dynamic node {NODE} registered idle")
+            rig.lab.run("scontrol", "create", f"partitionname={PARTITION}", f"nodes={NODE}", "state=up", check=True)
+            yield rig
     finally:
-        rig.service.close()
         lab = _load_lab()
-        if jobs:
-            lab.run("scancel", *jobs)
         lab.run("scontrol", "delete", f"partitionname={PARTITION}")
         slurmd.terminate()
         slurmd.wait(timeout=30)
         lab.run("scontrol", "delete", f"nodename={NODE}")
-        restore(lab, "n3", "n4")
 
 
 def exists(rig: Rig) -> bool:
@@ -75,9 +69,11 @@ def nodes_left(rig: Rig) -> list[str]:
 def test_a_dynamic_node_record_goes_only_after_its_job_ended_and_its_pod_is_proven_gone(rig: Rig) -> None:
     assert rig.service.run_pass()
     assert json.loads(rig.slurm_node(NODE).split("Comment=", 1)[1].splitlines()[0])["podName"] == "gpu-0"
-    out = rig.lab.run("sbatch", "-p", PARTITION, "-w", NODE, "-o", "/dev/null", "--wrap", "sleep 600", check=True).stdout
+    out = rig.lab.run(
+        "sbatch", "-p", PARTITION, "-w", NODE, "-o", "/dev/null", "--wrap", "sleep 600", check=True
+    ).stdout
     job = re.search(r"Submitted batch job (\d+)", out).group(1)  # type: ignore[union-attr]
-    rig.jobs.append(job)  # type: ignore[attr-defined]
+    rig.jobs.append(job)
     wait_for(lambda: rig.lab.run("scontrol", "show", "job", job).stdout, lambda s: "JobState=RUNNING" in s,
              what="job running on the dynamic node")
     nodeset = rig.kube.get("nodesets", NS, "gpu")

@@ -47,8 +47,12 @@ def test_the_latest_end_of_the_jobs_holding_each_node() -> None:
         plan.node_deadlines([job(8, "n[x-")])
 
 
-def pod_plan(slurm_node: Node | None, deadlines: dict[str, int | None] | None, annotations: dict[str, str] | None = None,
-             absent: bool = False) -> plan.PodPlan:
+def pod_plan(
+    slurm_node: Node | None,
+    deadlines: dict[str, int | None] | None,
+    annotations: dict[str, str] | None = None,
+    absent: bool = False,
+) -> plan.PodPlan:
     c = cluster(pod("gpu-0", "n1", annotations=annotations or {}))
     nodes = {"n1": slurm_node} if slurm_node is not None else {}
     view = SlurmView(nodes, ping(("c0", True, True)), frozenset({"n1"}) if absent else frozenset(), deadlines=deadlines)
@@ -90,7 +94,8 @@ def test_a_failed_job_listing_is_an_error_and_no_deadline() -> None:
     tally = Tally()
     assert loop.read_slurm(tally).deadlines == {"n1": T0}
     listing = slurm.list_jobs
-    slurm.list_jobs = lambda: (_ for _ in ()).throw(SlurmUnavailable("HTTP 503", status=503))  # type: ignore[method-assign]
+    down = SlurmUnavailable("HTTP 503", status=503)
+    slurm.list_jobs = lambda: (_ for _ in ()).throw(down)  # type: ignore[method-assign]
     view = loop.read_slurm(tally)
     assert view.jobs is None and view.deadlines is None and view.nodes is not None
     assert any(e.startswith("list jobs") for e in tally.unready)

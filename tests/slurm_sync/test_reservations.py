@@ -21,7 +21,7 @@ from slurm_sync.slurm import SlurmClient
 from slurm_sync.slurm_errors import SlurmNotFound, SlurmUnavailable
 from slurm_sync.slurm_types import Listing, Node, Reservation, parse_node
 from slurm_sync.view import ClusterView, read_nodeset
-from tests.slurm_sync.kubefixtures import CLUSTER, NS, FakeSlurm, api_client, nodeset
+from tests.slurm_sync.kubefixtures import CLUSTER, NS, FakeSlurm, RecordedEvents, api_client, nodeset
 from tests.slurm_sync.test_operator_kube import MERGE, expect_patch, expect_reads, run, settled_hash
 
 NOW_EPOCH = 1_767_323_045  # kubefixtures.NOW, 2026-01-02T03:04:05Z
@@ -124,7 +124,8 @@ def test_report_names_the_nodes_in_maintenance_under_our_reservation_only():
 @dataclass
 class ReservingSlurm(FakeSlurm):
     reservations: list[Reservation] = field(default_factory=list)
-    unlisted_reservations: list[Reservation] = field(default_factory=list)  # Slurm has them; the listing leaves them out
+    # Slurm has them; the listing leaves them out
+    unlisted_reservations: list[Reservation] = field(default_factory=list)
     list_fails: bool = False
     calls: list[tuple[str, Any]] = field(default_factory=list)
 
@@ -165,7 +166,8 @@ def server(httpserver: HTTPServer) -> Iterator[HTTPServer]:
 def loop(server: HTTPServer, slurm: FakeSlurm) -> OperatorLoop:
     metrics = Metrics()
     kube = Kube(api_client(server.url_for("/")), metrics.count_kube_write)
-    return OperatorLoop(CLUSTER, NS, CLUSTER, slurm, kube, metrics, now=lambda: "2026-01-02T03:04:05Z")  # type: ignore[arg-type]
+    return OperatorLoop(CLUSTER, NS, CLUSTER, slurm, kube, metrics,  # type: ignore[arg-type]
+                        events=RecordedEvents(), now=lambda: "2026-01-02T03:04:05Z")
 
 
 def created_report(active: bool = False, maintenance: list[str] | None = None) -> str:
@@ -211,16 +213,24 @@ def test_loop_deletes_for_a_nodeset_being_deleted_and_reports_it_absent(server: 
     assert result.ok and result.slurm_writes == 1 and result.kube_writes == 1
 
 
+def proving_loop(server: HTTPServer, slurm: FakeSlurm) -> OperatorLoop:
+    """A loop whose absence proof needs two passes but no wait."""
+    kube = Kube(api_client(server.url_for("/")))
+    return OperatorLoop(CLUSTER, NS, CLUSTER, slurm, kube, Metrics(), events=RecordedEvents(),  # type: ignore[arg-type]
+                        now=lambda: "2026-01-02T03:04:05Z", absence_confirm_seconds=0)
+
+
 def absent_report(error: str = "") -> str:
-    return json.dumps({"name": RESV, "state": "Absent", "active": False, "maintenance": [], "error": error}, separators=(",", ":"))
+    return json.dumps(
+        {"name": RESV, "state": "Absent", "active": False, "maintenance": [], "error": error}, separators=(",", ":")
+    )
 
 
 def test_a_listing_that_lacks_the_reservation_reports_absent_only_on_slurms_word_twice(server: HTTPServer) -> None:
     """No intent any more, the report says Created, the listing lacks it: ask Slurm by name; Absent only
     once the not-found answer held on a later pass."""
     slurm = ReservingSlurm(dict(NODES))
-    looper = OperatorLoop(CLUSTER, NS, CLUSTER, slurm, Kube(api_client(server.url_for("/"))), Metrics(),  # type: ignore[arg-type]
-                          now=lambda: "2026-01-02T03:04:05Z", absence_confirm_seconds=0)
+    looper = proving_loop(server, slurm)
     created = with_observed(nodeset())
     created["metadata"]["annotations"][names.ANNOTATION_RESERVATION_OBSERVED] = created_report()
     expect_reads(server, [], [created], None, [])
@@ -238,10 +248,10 @@ def test_a_listing_that_lacks_the_reservation_reports_absent_only_on_slurms_word
 def test_a_listing_that_lacks_a_reservation_slurm_still_has_or_cannot_answer_for_changes_no_report(
         server: HTTPServer, slurm_says: str) -> None:
     slurm = ReservingSlurm(dict(NODES), unlisted_reservations=[resv()] if slurm_says == "it exists" else [])
-    looper = OperatorLoop(CLUSTER, NS, CLUSTER, slurm, Kube(api_client(server.url_for("/"))), Metrics(),  # type: ignore[arg-type]
-                          now=lambda: "2026-01-02T03:04:05Z", absence_confirm_seconds=0)
+    looper = proving_loop(server, slurm)
     if slurm_says == "an error":
-        slurm.get_reservation = lambda name: (_ for _ in ()).throw(SlurmUnavailable("HTTP 503", status=503))  # type: ignore[method-assign]
+        down = SlurmUnavailable("HTTP 503", status=503)
+        slurm.get_reservation = lambda name: (_ for _ in ()).throw(down)  # type: ignore[method-assign]
     created = with_observed(nodeset())
     created["metadata"]["annotations"][names.ANNOTATION_RESERVATION_OBSERVED] = created_report()
     for _ in range(3):
@@ -254,8 +264,7 @@ def test_a_listing_that_lacks_a_reservation_slurm_still_has_or_cannot_answer_for
 
 def test_a_window_that_ended_before_anything_was_created_is_reported_absent_after_proof(server: HTTPServer) -> None:
     slurm = ReservingSlurm(dict(NODES))
-    looper = OperatorLoop(CLUSTER, NS, CLUSTER, slurm, Kube(api_client(server.url_for("/"))), Metrics(),  # type: ignore[arg-type]
-                          now=lambda: "2026-01-02T03:04:05Z", absence_confirm_seconds=0)
+    looper = proving_loop(server, slurm)
     ended = with_observed(scheduled(start="2026-01-02T01:00:00Z", duration=30))
     expect_reads(server, [], [ended], None, [])
     assert run(server, looper).kube_writes == 0
@@ -395,7 +404,9 @@ def test_real_slurm_reservation_created_for_the_nodesets_nodes_and_removed_on_de
 
     with SlurmClient(slurm_lab.rest_url, lambda: slurm_lab.token, timeout=30) as client:
         kube = _Recorder()
-        looper = OperatorLoop(CLUSTER, NS, CLUSTER, client, kube, Metrics(), now=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))  # type: ignore[arg-type]
+        looper = OperatorLoop(CLUSTER, NS, CLUSTER, client, kube, Metrics(),  # type: ignore[arg-type]
+                              events=RecordedEvents(),
+                              now=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         nodes = {n.name: n for n in client.list_nodes().items}
         from slurm_sync.operator import Tally
         from slurm_sync.plan import SlurmView
@@ -408,6 +419,8 @@ def test_real_slurm_reservation_created_for_the_nodesets_nodes_and_removed_on_de
             assert {"MAINT", "IGNORE_JOBS"} <= made.flags and made.node_list == "n[3-4]" and "slurm" in made.users
             assert made.start_time == start and made.end_time == start + 45 * 60
             assert json.loads(kube.annotations[-1])["state"] == "Created"
+            created = ("Normal", "ReservationCreated", "NodeSet", "restest")
+            assert looper.events.posted == [created]  # type: ignore[attr-defined]
             tally = Tally()  # unchanged: no write
             execute(looper, cluster_of(obj(False, kube.annotations[-1])), SlurmView(nodes=nodes, ping=None), tally)
             assert tally.slurm_writes == 0 and len(kube.annotations) == 1
@@ -415,6 +428,8 @@ def test_real_slurm_reservation_created_for_the_nodesets_nodes_and_removed_on_de
             execute(looper, cluster_of(obj(True, kube.annotations[-1])), SlurmView(nodes=nodes, ping=None), tally)
             assert tally.errors == [] and name not in {r.name for r in client.list_reservations().items}
             assert json.loads(kube.annotations[-1])["state"] == "Absent"
+            deleted = ("Normal", "ReservationDeleted", "NodeSet", "restest")
+            assert looper.events.posted[1:] == [deleted]  # type: ignore[attr-defined]
         finally:
             try:
                 client.delete_reservation(name)
@@ -461,7 +476,7 @@ def test_real_slurm_says_no_such_reservation_in_both_of_its_forms(slurm_lab) -> 
 
 
 @pytest.mark.slurm
-def test_real_slurm_a_reservation_deleted_behind_our_back_is_reported_absent_only_after_slurm_says_so_twice(slurm_lab) -> None:
+def test_real_slurm_reservation_deleted_behind_our_back_is_absent_only_on_slurms_word_twice(slurm_lab) -> None:
     """The report says Created; an administrator deletes the reservation (`scontrol delete`). A listing
     that merely lacks it changes nothing while Slurm, asked by name, still has it; once it is gone,
     the first not-found is confirmed on the next pass and only then is Absent reported."""
@@ -476,12 +491,14 @@ def test_real_slurm_a_reservation_deleted_behind_our_back_is_reported_absent_onl
                                    "start_time": {"set": True, "number": int(time.time()) + 7200},
                                    "duration": {"set": True, "number": 10}})
         kube = _Recorder()
-        looper = OperatorLoop(CLUSTER, NS, CLUSTER, client, kube, Metrics(), absence_confirm_seconds=0,  # type: ignore[arg-type]
+        looper = OperatorLoop(CLUSTER, NS, CLUSTER, client, kube, Metrics(),  # type: ignore[arg-type]
+                              absence_confirm_seconds=0, events=RecordedEvents(),
                               now=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         view = SlurmView(nodes={n.name: n for n in client.list_nodes().items}, ping=None)
         try:
             listing = client.list_reservations
-            client.list_reservations = lambda: Listing(tuple(r for r in listing().items if r.name != name), 1, False)  # type: ignore[method-assign]
+            wrong = lambda: Listing(tuple(r for r in listing().items if r.name != name), 1, False)  # noqa: E731
+            client.list_reservations = wrong  # type: ignore[method-assign]
             for _ in range(2):  # a wrong listing: Slurm has it
                 tally = Tally()
                 execute(looper, cluster_of(created), view, tally)

@@ -523,7 +523,11 @@ def _error_from(source: str, description: str, number: int) -> dict:
         (200, _error_from("slurm_load_reservations()", "Unable to query reservations", 0), True),
         (422, _error_from("_get_single_reservation", "Unable to find reservation other", 9000), False),
         (422, _error_from("_op_handler_reservation", "Query empty or not RFC7320 compliant", 9000), False),
-        (200, _error_from("slurm_load_reservations()", "Unable to query reservations", 1001), False),  # slurmctld unreachable
+        (
+            200,
+            _error_from("slurm_load_reservations()", "Unable to query reservations", 1001),
+            False,
+        ),  # slurmctld unreachable
         (200, _error_from("somewhere else", "Unable to query reservations", 0), False),
     ],
     ids=["missing-among-others", "none-at-all", "another-name", "other-9000", "comm-error", "other-source"],
