@@ -8,7 +8,7 @@ HOOKS_BIND ?= 127.0.0.1:8080
 # helm v4 for the chart tests and `make manifests` (see the helm target at the end).
 HELM := .cache/bin/helm
 
-.PHONY: run test bench venv lock slurm-up slurm-down slurm-purge crds clean
+.PHONY: run test bench venv lock slurm-up slurm-down slurm-purge kube-up kube-down kube-purge crds clean
 
 venv: $(STAMP)
 
@@ -23,13 +23,15 @@ $(STAMP): $(VENV)/bin/python requirements.lock requirements-test.lock pyproject.
 run: $(STAMP)
 	HOOKS_BIND=$(HOOKS_BIND) exec $(VENV)/bin/gunicorn -c hooks/gunicorn_conf.py 'hooks.app:create_app()'
 
-## Start the real Slurm, run every test, stop Slurm; non-zero on any failure.
+## Start the real Slurm and the real Kubernetes API server, run every test, stop both; non-zero on any
+## failure. An API server that cannot be built is reported in one line and its tests are skipped.
 test: $(STAMP) $(HELM)
 	@rc=0; hack/slurm/up.sh || rc=$$?; \
+	hack/kube/up.sh || echo "make test: the Kubernetes API server lab did not start: $$(cat .kube-lab/error 2>/dev/null); its tests are skipped" >&2; \
 	if [ $$rc -eq 0 ]; then $(PY) -m pytest $(PYTEST_ARGS) || rc=$$?; \
 	else echo "make test: the Slurm harness did not start (exit $$rc); running the suite anyway so the Slurm tests say why" >&2; \
 	  $(PY) -m pytest $(PYTEST_ARGS); rc=1; fi; \
-	hack/slurm/down.sh || true; exit $$rc
+	hack/kube/down.sh || true; hack/slurm/down.sh || true; exit $$rc
 
 ## Benchmarks with the budgets of DESIGN §7 (ratios against a floor or peer); non-zero if a budget is violated.
 bench: $(STAMP)
@@ -55,6 +57,16 @@ slurm-down:
 
 slurm-purge:
 	hack/slurm/down.sh --purge
+
+## The real Kubernetes API server (etcd + hack/kube/apiserver) on loopback; see hack/kube/up.sh.
+kube-up:
+	hack/kube/up.sh
+
+kube-down:
+	hack/kube/down.sh
+
+kube-purge:
+	hack/kube/down.sh --purge
 
 ## Regenerate crds/ from hack/gen_crds.py.
 crds: $(STAMP)

@@ -154,6 +154,8 @@ class BridgeLoop:
         self._user_errors = user_errors(metrics)
         self._gone: AbsenceProof[int] = AbsenceProof(absence_confirm_seconds, clock)
         self._lost_gone: set[int] = set()  # jobs of a suspect listing that Slurm said are gone
+        self._lost_nodes_gone: set[str] = set()  # nodes of a suspect listing that Slurm said are gone
+        self._deleted_nodes: set[str] = set()  # node records we deleted ourselves (their loss is expected)
 
     # --- reads ------------------------------------------------------------------------------
 
@@ -179,6 +181,16 @@ class BridgeLoop:
             self._lost_gone.clear()
             return
         refuse_unproven_loss(lost, len(ours), self._lost_gone, self.slurm.get_job, "job")
+
+    def _check_node_listing(self, before: Mapping[str, Node], now: Mapping[str, Node]) -> None:
+        """Refuse (SlurmSuspect) a node listing that suddenly lacks many nodes it had, until Slurm says
+        of each one, asked by name, that it is gone: a refused listing never becomes the node view."""
+        lost = sudden_loss(before, now, self._deleted_nodes)
+        if not lost:
+            self._lost_nodes_gone.clear()
+            return
+        refuse_unproven_loss(lost, len(before), self._lost_nodes_gone, self.slurm.get_node, "node")
+        self._deleted_nodes -= lost
 
     def read_kube(self) -> KubeState:
         pods: list[BridgePod] = []
@@ -243,7 +255,7 @@ class BridgeLoop:
         if not state.pods and not _bridge_nodes(state):
             return {}
         try:
-            return self._nodes.poll().items
+            return self._nodes.poll(self._check_node_listing).items
         except SlurmError as exc:
             self._slurm_error(tally, "list nodes", exc, read=True)
             return None
@@ -428,7 +440,8 @@ class BridgeLoop:
             self._slurm_write(tally, f"register node {create.name}", lambda c=create: self.slurm.create_node(c.node_conf),
                               refused="node_refused")
         for delete in actions.deletes:
-            self._slurm_write(tally, f"delete node {delete.name}", lambda d=delete: self.slurm.delete_node(d.name))
+            if self._slurm_write(tally, f"delete node {delete.name}", lambda d=delete: self.slurm.delete_node(d.name)):
+                self._deleted_nodes.add(delete.name)
         for mark in actions.marks:
             body = {"metadata": {"annotations": {names.ANNOTATION_EXTERNAL_NODE_REGISTERED: mark.value}}}
             self._kube(tally, f"mark node {mark.node.name}", lambda m=mark, b=body: self.kube.patch_node(m.node, b))
@@ -449,8 +462,9 @@ class BridgeLoop:
         tally.kube_writes += 1
         return True
 
-    def _slurm_write(self, tally: _Tally, what: str, write: Callable[[], None], refused: str | None = None) -> None:
-        """``refused``: the user-error kind of a SlurmRejected answer (the request itself was wrong)."""
+    def _slurm_write(self, tally: _Tally, what: str, write: Callable[[], None], refused: str | None = None) -> bool:
+        """Whether Slurm took the write. ``refused``: the user-error kind of a SlurmRejected answer
+        (the request itself was wrong)."""
         try:
             write()
         except SlurmRejected as exc:
@@ -459,12 +473,13 @@ class BridgeLoop:
             else:
                 self.metrics.count_slurm_error(NAME, exc)
                 self._user_error(tally, Problem(f"{what}: Slurm refused it: {exc}", refused))
-            return
+            return False
         except SlurmError as exc:
             self._slurm_error(tally, what, exc)
-            return
+            return False
         tally.slurm_writes += 1
         log.info("bridge: %s", what)
+        return True
 
     def _slurm_error(self, tally: _Tally, what: str, exc: SlurmError, read: bool = False) -> None:
         """Any failed call makes the pass unready; ``read``: Slurm's state is unknown (``read_ok``)."""

@@ -1,0 +1,68 @@
+"""Small helpers over the official client for the tests against the real API server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from tests.support.kube import load_yaml_docs
+
+Obj = dict[str, Any]
+GROUP, VERSION = "slinky.slurm.net", "v1beta1"
+
+
+def error_text(exc: ApiException) -> str:
+    """The server's message and every cause as ``field: message`` (one string to search)."""
+    body = json.loads(exc.body or "{}")
+    causes = (body.get("details") or {}).get("causes") or []
+    return "\n".join([body.get("message", ""), *(f"{c.get('field', '')}: {c.get('message', '')}" for c in causes)])
+
+
+def rejection(call: Callable[[], Any]) -> tuple[int, str]:
+    """Run a write that must fail; its HTTP status and error text (AssertionError if it succeeded)."""
+    try:
+        call()
+    except ApiException as exc:
+        return exc.status, error_text(exc)
+    raise AssertionError("the API server accepted what it should have rejected")
+
+
+def apply_crds(api: client.ApiClient, paths: list) -> list[str]:
+    """Create (or replace) every CRD in the files; their names."""
+    ext = client.ApiextensionsV1Api(api)
+    names = []
+    for path in paths:
+        for crd in load_yaml_docs(path):
+            name = crd["metadata"]["name"]
+            try:
+                current = ext.read_custom_resource_definition(name)
+                crd["metadata"]["resourceVersion"] = current.metadata.resource_version
+                ext.replace_custom_resource_definition(name, crd)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+                ext.create_custom_resource_definition(crd)
+            names.append(name)
+    return names
+
+
+def conditions(api: client.ApiClient, crd_name: str) -> dict[str, str]:
+    crd = client.ApiextensionsV1Api(api).read_custom_resource_definition(crd_name)
+    return {c.type: c.status for c in (crd.status.conditions or [])}
+
+
+def plural(kind: str) -> str:
+    return {"Accounting": "accountings", "Controller": "controllers", "LoginSet": "loginsets", "NodeSet": "nodesets",
+            "RestApi": "restapis", "Token": "tokens"}[kind]
+
+
+def create_cr(api: client.ApiClient, obj: Obj, namespace: str, dry_run: bool = False) -> Obj:
+    """Create a custom resource with strict field validation (as kubectl and helm do)."""
+    extra = {"dry_run": "All"} if dry_run else {}
+    return client.CustomObjectsApi(api).create_namespaced_custom_object(
+        GROUP, VERSION, namespace, plural(obj["kind"]), obj, field_validation="Strict", **extra
+    )
