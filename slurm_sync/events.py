@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 REPORTING_CONTROLLER = "slinky.slurm.net/slurm-sync"
 EVENT_INTERVAL = 600.0  # seconds between two identical events about one object
-MAX_NOTE = 1024  # the API's limit for note
+MAX_NOTE = 1024  # the API's limit for note, in bytes
 _FORGET_AT = 4096  # remembered posts beyond which expired ones are dropped
 
 
@@ -50,6 +50,14 @@ def controller_ref(namespace: str, name: str, uid: str = "") -> ObjectRef:
     return ObjectRef(names.API_VERSION, "Controller", namespace, name, uid)
 
 
+def event_name(ref: ObjectRef, now: datetime.datetime) -> str:
+    """``<object>.<nanoseconds, hex>`` as client-go names events: an apiserver refuses a generateName
+    that ends in ``.`` (found on a real one), and this one sorts by time."""
+    nanoseconds = int(now.timestamp()) * 10**9 + now.microsecond * 1000
+    suffix = f".{nanoseconds:x}"
+    return ref.name[: 253 - len(suffix)] + suffix
+
+
 def event_body(ref: ObjectRef, kind: str, reason: str, note: str, action: str, instance: str,
                now: datetime.datetime) -> dict:
     """``kind``: Normal or Warning."""
@@ -59,14 +67,14 @@ def event_body(ref: ObjectRef, kind: str, reason: str, note: str, action: str, i
     return {
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",
-        "metadata": {"generateName": f"{ref.name}.", "namespace": ref.namespace},
+        "metadata": {"name": event_name(ref, now), "namespace": ref.namespace},
         "eventTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
         "reportingController": REPORTING_CONTROLLER,
         "reportingInstance": instance,
         "action": action,
         "reason": reason,
         "regarding": regarding,
-        "note": note[:MAX_NOTE],
+        "note": note.encode()[:MAX_NOTE].decode(errors="ignore"),  # the API counts bytes
         "type": kind,
     }
 
