@@ -13,7 +13,8 @@ Nodes and the slurmctld pod. The real ``OperatorLoop`` runs through the real Kub
   of this process is the loop's own CPU time, not the fake's.
 * Slurm: ``httpx.MockTransport`` under the ``SlurmClient``, answering the v0.0.45 paths with
   slurmrestd 26.05-shaped JSON (``GET /nodes/`` with ``last_update``; 304 for an unchanged
-  ``update_time``; ``GET /ping/``; ``POST /node/{name}`` applied to its state).
+  ``update_time``; ``GET /jobs/`` with one running job per busy node, "no job changes" for an
+  unchanged ``update_time``; ``GET /ping/``; ``POST /node/{name}`` applied to its state).
 
 The cluster is first settled (passes until one makes zero writes; must take at most 3 passes).
 Then, interleaved, subject and floor samples:
@@ -376,6 +377,18 @@ def slurm_node(slot: Slot) -> JSON:
     }  # fmt: skip
 
 
+def slurm_job(slot: Slot) -> JSON:
+    """The running job of a busy slot, as ``GET /slurm/v0.0.45/jobs/`` lists it (the fields slurm_sync reads)."""
+    start = FIRST_UPDATE - 600
+    return {
+        "job_id": 1000 + slot.index, "name": "train", "job_state": ["RUNNING"], "state_reason": "None",
+        "nodes": slot.pod, "batch_host": slot.pod, "partition": slot.nodeset, "user_name": "alice", "user_id": 1000,
+        "admin_comment": "", "comment": "", "flags": [], "start_time": no_val(start),
+        "time_limit": no_val(120 + slot.index % 60),
+        "end_time": no_val(start + 60 * (120 + slot.index % 60)),
+    }  # fmt: skip
+
+
 def openapi_spec() -> JSON:
     """The parts of slurmrestd's ``GET /openapi/v3`` the client negotiates from."""
     versions = ("v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45")
@@ -385,13 +398,14 @@ def openapi_spec() -> JSON:
                                                                             "features_act", "topology_str")}}  # fmt: skip
         schemas[f"{v}_job_desc_msg"] = {"properties": {"flags": {"type": "array", "items": {"$ref": f"#/components/schemas/{v}_flags"}}}}
         schemas[f"{v}_flags"] = {"type": "string", "enum": ["SPREAD_JOB", "EXTERNAL_JOB"]}
-    paths = {f"/slurm/{v}/{p}": {"get": {}} for v in versions for p in ("ping/", "nodes/", "node/{node_name}")}
+    paths = {f"/slurm/{v}/{p}": {"get": {}} for v in versions for p in ("ping/", "nodes/", "node/{node_name}", "jobs/")}
     return {"openapi": "3.0.3", "paths": paths, "components": {"schemas": schemas}}
 
 
 @dataclass
 class FakeSlurmrestd:
     nodes: dict[str, JSON]
+    jobs: list[JSON] = field(default_factory=list)
     last_update: int = FIRST_UPDATE
     requests: Counter[str] = field(default_factory=Counter)
     updates: list[tuple[str, JSON]] = field(default_factory=list)
@@ -425,6 +439,13 @@ class FakeSlurmrestd:
             if since is not None and int(since) >= self.last_update:
                 return httpx.Response(304)
             return httpx.Response(200, content=self.listing(), headers={"Content-Type": "application/json"})
+        if path == f"{V}/jobs/" and request.method == "GET":
+            since = request.url.params.get("update_time")
+            if since is not None and int(since) >= FIRST_UPDATE:  # slurmrestd's "no job changes since"
+                return httpx.Response(200, json={"jobs": [], "last_update": no_val(0), "meta": slurm_meta(),
+                                                 "errors": [], "warnings": []})  # fmt: skip
+            return httpx.Response(200, json={"jobs": self.jobs, "last_update": no_val(FIRST_UPDATE),
+                                             "meta": slurm_meta(), "errors": [], "warnings": []})  # fmt: skip
         if path == f"{V}/ping/":
             pings = [{"hostname": CONTROLLER_POD, "pinged": "UP", "responding": True, "latency": 812, "mode": "primary",
                       "primary": True}]  # fmt: skip
@@ -498,7 +519,7 @@ def run(quick: bool = False) -> Report:
     slots = layout()
     apiserver = ApiserverProcess()  # builds the Kubernetes objects in the child meanwhile
     try:
-        slurmd = FakeSlurmrestd({s.pod: slurm_node(s) for s in slots})
+        slurmd = FakeSlurmrestd({s.pod: slurm_node(s) for s in slots}, [slurm_job(s) for s in slots if s.busy])
         slurm = SlurmClient("http://slurmrestd.slurm.svc:6820", lambda: "bench-token")
         slurm._http.close()
         slurm._http = httpx.Client(base_url=slurm.base_url, transport=httpx.MockTransport(slurmd.handle))

@@ -40,6 +40,7 @@ from slurm_sync import bridge_nodes, bridge_plan
 from slurm_sync.bridge_kube import BridgeKube, label_body, pod_group_scheduled_body, release_body, submit_error_body, taint_body
 from slurm_sync.bridge_plan import Cancel, PodActions, Problem
 from slurm_sync.bridge_view import BridgeNode, BridgePod, read_node, read_pod
+from slurm_sync.events import Events, ObjectRef, pod_ref
 from slurm_sync.kube import describe_error, pod_gone
 from slurm_sync.metrics import Metrics
 from slurm_sync.slurm import SlurmClient
@@ -134,9 +135,11 @@ class BridgeLoop:
         now: Callable[[], datetime.datetime] = utc_now,
         clock: Callable[[], float] = time.monotonic,
         absence_confirm_seconds: float = 5.0,
+        events: Events | None = None,
     ) -> None:
         self.slurm = slurm
         self.kube = kube
+        self.events = events if events is not None else Events(kube.kube)
         self.metrics = metrics
         self.namespaces = frozenset(namespaces)
         self.scheduler = scheduler
@@ -319,7 +322,9 @@ class BridgeLoop:
             self._cancel(cancel, tally)
         for delete in actions.deletes:
             log.info("bridge: deleting pod %s: %s", delete.pod.key, delete.why)
-            self._kube(tally, f"delete pod {delete.pod.key}", lambda d=delete: self.kube.delete_pod(d.pod))
+            if self._kube(tally, f"delete pod {delete.pod.key}", lambda d=delete: self.kube.delete_pod(d.pod)):
+                self.events.normal(self._ref(delete.pod), "PodDeleted", f"Deleted by the Slurm bridge: {delete.why}.",
+                                   "Delete")
         for bind in actions.binds:
             self._bind(bind, tally)
         for update in actions.updates:
@@ -343,6 +348,9 @@ class BridgeLoop:
                 self.slurm.cancel_job(cancel.job_id)
                 tally.slurm_writes += 1
                 log.info("bridge: cancelled job %d: %s", cancel.job_id, cancel.why)
+                for pod in cancel.release:
+                    self.events.normal(self._ref(pod), "SlurmJobCancelled", f"Slurm job {cancel.job_id} cancelled: "
+                                       f"{cancel.why}.", "Cancel")
             except SlurmRejected as exc:
                 if not (isinstance(exc, SlurmNotFound) or ESLURM_ALREADY_DONE in exc.numbers):
                     self._slurm_error(tally, f"cancel job {cancel.job_id}", exc)
@@ -363,6 +371,8 @@ class BridgeLoop:
         if self._kube(tally, f"bind pod {pod.key}", lambda: self.kube.bind(pod, bind.node)):
             tally.bound[pod.key] = bind.node
             log.info("bridge: bound pod %s to node %s (Slurm %s)", pod.key, bind.node, bind.slurm_node)
+            self.events.normal(self._ref(pod), "PodBound", f"Bound to node {bind.node}: Slurm started job {pod.job_id} "
+                               f"on its node {bind.slurm_node}.", "Bind")
 
     def _update(self, update: bridge_plan.UpdateJob, tally: _Tally) -> None:
         try:
@@ -389,12 +399,19 @@ class BridgeLoop:
             self.metrics.count_slurm_error(NAME, exc)
             self._user_error(tally, Problem(f"submit job for {submit.group}: Slurm refused it: {exc}", "job_refused"))
             self._tell(submit.pods, f"Slurm refused the job: {exc}", tally)
+            for pod in submit.pods:
+                self.events.warn(self._ref(pod), "SlurmJobRefused", f"Slurm refused the placeholder job: {exc}. Fix "
+                                 "the pod's slurmjob.slinky.slurm.net/* annotations (partition, account, QOS, limits) "
+                                 "or the bridge settings.", "Submit")
             return
         except SlurmError as exc:
             self._slurm_error(tally, f"submit job for {submit.group}", exc)
             return
         tally.slurm_writes += 1
         log.info("bridge: submitted job %d for %s", result.job_id, submit.group)
+        for pod in submit.pods:
+            self.events.normal(self._ref(pod), "SlurmJobSubmitted", f"Submitted Slurm job {result.job_id} for "
+                               f"{submit.group}; the pod is bound to a node when Slurm starts it.", "Submit")
         # until the next listing, the index must know this job, or a failed label would submit again
         self._index[result.job_id] = parse_job({"job_id": result.job_id, "job_state": ["PENDING"],
                                                 "flags": ["EXTERNAL_JOB"], "admin_comment": body.get("admin_comment", "")})  # fmt: skip
@@ -430,6 +447,10 @@ class BridgeLoop:
             self._kube(tally, f"mark node {mark.node.name}", lambda m=mark, b=body: self.kube.patch_node(m.node, b))
 
     # --- plumbing ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _ref(pod: BridgePod) -> ObjectRef:
+        return pod_ref(pod.namespace, pod.name, pod.uid)
 
     def _kube(self, tally: _Tally, what: str, write: Callable[[], None]) -> bool:
         try:

@@ -163,6 +163,10 @@ def expand_hostlist(text: str) -> list[str]:
             if part := text[start:index].strip():
                 hosts.extend(_expand_one(part))
             start = index + 1
+        if depth < 0:
+            break
+    if depth:
+        raise ValueError(f"unreadable hostlist {text!r}: unbalanced brackets")
     return hosts
 
 

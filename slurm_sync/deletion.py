@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hooks import names
-from slurm_sync.plan import SlurmView, pod_info
+from slurm_sync.events import nodeset_ref
+from slurm_sync.plan import SlurmView, pod_info, rfc3339
 from slurm_sync.slurm_errors import ESLURM_ALREADY_DONE, SlurmError, SlurmNotFound, SlurmRejected
 from slurm_sync.slurm_types import Job, Node
 from slurm_sync.view import ClusterView, NodeSetView, PodView
@@ -115,10 +116,6 @@ def nodes_of(nodeset: NodeSetView, pods: Iterable[PodView], nodes: Mapping[str, 
     return tuple(sorted(found))
 
 
-def rfc3339(moment: datetime.datetime) -> str:
-    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def parse_rfc3339(text: str | None) -> datetime.datetime | None:
     try:
         return datetime.datetime.strptime(text or "", "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
@@ -173,20 +170,16 @@ def plan_deletion(
 
 
 def execute(loop: OperatorLoop, cluster: ClusterView, slurm: SlurmView, tally: Tally) -> None:
-    """Report on each deleting NodeSet of the cluster and carry out what is due. Needs Slurm's node
-    listing; lists jobs only while a NodeSet is being deleted."""
+    """Report on each deleting NodeSet of the cluster and carry out what is due. Needs Slurm's node and
+    job listings of this pass (a failed one is already a pass error)."""
     deleting = sorted((n for n in cluster.nodesets.values() if n.deleting), key=lambda n: n.name)
-    if not deleting or slurm.nodes is None:
+    if not deleting or slurm.nodes is None or slurm.jobs is None:
         return
     now = parse_rfc3339(loop._now())
     if now is None:
         tally.errors.append(f"nodeset deletion: unreadable clock {loop._now()!r}; nothing written")
         return
-    try:
-        jobs = loop.slurm.list_jobs().items
-    except SlurmError as exc:
-        loop._slurm_error(tally, "list jobs", exc)
-        return
+    jobs = slurm.jobs.values()
     loop.job_absence.next_pass()
     for nodeset in deleting:
         pending, unknown = still_pending(loop, nodeset, jobs)
@@ -235,6 +228,7 @@ def _end_jobs(loop: OperatorLoop, plan: DeletionPlan, tally: Tally) -> str:
     """Past the deadline: comment, then cancel (or drop this partition from the job's list). The last
     error, or ""."""
     error = ""
+    about = nodeset_ref(plan.nodeset.namespace, plan.nodeset.name, plan.nodeset.uid)
     for end in plan.job_ends:
         what = f"job {end.job_id}"
         try:
@@ -242,9 +236,25 @@ def _end_jobs(loop: OperatorLoop, plan: DeletionPlan, tally: Tally) -> str:
                 loop.slurm.update_job(end.job_id, {"comment": end.comment})
                 loop.slurm.cancel_job(end.job_id)
                 log.warning("cluster %s: cancelled pending %s: %s", loop.name, what, end.comment)
+                loop.events.warn(
+                    about,
+                    "PendingJobCancelled",
+                    f"Slurm job {end.job_id}, pending only in partition "
+                    f"{plan.nodeset.partition}, was cancelled: the NodeSet is being deleted and the grace of "
+                    f"{int(loop.deletion_grace)}s passed (its comment says so).",
+                    "CancelJob",
+                )
             else:
                 loop.slurm.update_job(end.job_id, {"partition": ",".join(end.partitions), "comment": end.comment})
                 log.warning("cluster %s: %s stays pending in %s only: %s", loop.name, what, ",".join(end.partitions), end.comment)
+                loop.events.warn(
+                    about,
+                    "PendingJobPartitionRemoved",
+                    f"Slurm job {end.job_id} no longer waits in "
+                    f"partition {plan.nodeset.partition} (the NodeSet is being deleted); it stays pending in "
+                    f"{','.join(end.partitions)}.",
+                    "UpdateJob",
+                )
         except SlurmRejected as exc:
             if isinstance(exc, SlurmNotFound) or ESLURM_ALREADY_DONE in exc.numbers:
                 continue  # ended meanwhile: the next pass asks Slurm about it
@@ -262,7 +272,11 @@ def _end_jobs(loop: OperatorLoop, plan: DeletionPlan, tally: Tally) -> str:
 def _delete_nodes(loop: OperatorLoop, plan: DeletionPlan, tally: Tally) -> str:
     """Delete each node record whose pod the apiserver says is gone (NotFound). The last error, or ""."""
     error = ""
+    about = nodeset_ref(plan.nodeset.namespace, plan.nodeset.name, plan.nodeset.uid)
     for delete in plan.node_deletes:
-        why = f"node record of deleted NodeSet {plan.nodeset.name}"
-        error = loop.delete_record(delete.node, delete.namespace, delete.pod, tally, why) or error
+        why = f"the NodeSet is being deleted, its pod {delete.namespace}/{delete.pod} is gone and no job runs there"
+        error = (
+            loop.delete_record(delete.node, delete.namespace, delete.pod, tally, why, about, "SlurmNodeDeleted")
+            or error
+        )
     return error

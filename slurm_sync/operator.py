@@ -19,6 +19,7 @@ reads nothing more.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import logging
@@ -32,6 +33,7 @@ from hooks import names
 from hooks.gcpause import collector_paused
 from hooks.objects import selector_labels
 from slurm_sync import deletion, reservations
+from slurm_sync.events import Events, Notice, ObjectRef, mark_notices, node_update_notice, nodeset_ref, pod_ref
 from slurm_sync import plan as planning
 from slurm_sync.proof import PROBES_PER_PASS, AbsenceProof, refuse_unproven_loss, sudden_loss
 from slurm_sync.kube import Kube, describe_error, pod_gone
@@ -46,7 +48,7 @@ from slurm_sync.slurm_errors import (
     SlurmUnsupported,
     SlurmWrongCluster,
 )
-from slurm_sync.slurm_types import Node, NodeUpdate
+from slurm_sync.slurm_types import Job, Node, NodeUpdate
 from slurm_sync.view import (
     ClusterView,
     NodeSetView,
@@ -128,7 +130,7 @@ def read_cluster(kube: Kube, namespace: str, controller: str, propagated_conditi
     )
 
 
-def release_retained_claims(kube: Kube, nodeset: NodeSetView, tally: Tally) -> None:
+def release_retained_claims(kube: Kube, nodeset: NodeSetView, tally: Tally, events: Events) -> None:
     """Remove a deleted NodeSet's ownerReference from its PVCs (whenDeleted=Retain).
 
     Needs no Slurm: the service also runs it for NodeSets whose Controller is already gone, whose
@@ -156,6 +158,13 @@ def release_retained_claims(kube: Kube, nodeset: NodeSetView, tally: Tally) -> N
             continue
         tally.kube_writes += 1
         log.info("pvc %s/%s released from deleted nodeset %s (whenDeleted: Retain)", nodeset.namespace, name, nodeset.name)
+        events.normal(
+            nodeset_ref(nodeset.namespace, nodeset.name, nodeset.uid),
+            "PersistentVolumeClaimRetained",
+            f"PersistentVolumeClaim {name} no longer belongs to the NodeSet (whenDeleted: Retain): it outlives "
+            "the NodeSet with its data; delete it by hand once that data is no longer needed.",
+            "Retain",
+        )
 
 
 @dataclass
@@ -222,8 +231,10 @@ class OperatorLoop:
         clock: Callable[[], float] = time.monotonic,
         absence_confirm_seconds: float = 5.0,
         deletion_grace: float = deletion.DEFAULT_GRACE,
+        events: Events | None = None,
     ) -> None:
         self.name = name
+        self.events = events if events is not None else Events(kube)
         self.propagated_conditions = propagated_conditions
         self.namespace = namespace
         self.controller = controller
@@ -232,6 +243,8 @@ class OperatorLoop:
         self.metrics = metrics
         self._now = now
         self._watch: ListingWatch[str, Node] = slurm.node_watch()
+        self._jobs: ListingWatch[int, Job] = slurm.job_watch()
+        self._deadlines: tuple[Mapping[int, Job], dict[str, int | None]] | None = None  # (job view, its node_deadlines)
         self._clock = clock
         # In memory only (rebuilt after a restart at the cost of one update each):
         self._refused: dict[tuple[str, str], Refusal] = {}  # (node, update body) -> Slurm's refusal
@@ -241,19 +254,42 @@ class OperatorLoop:
         self._lost_gone: set[str] = set()  # nodes of a suspect listing that Slurm said are gone
         self.deleted_nodes: set[str] = set()  # node records we deleted ourselves (their loss is expected)
         self.job_absence: AbsenceProof[int] = AbsenceProof(absence_confirm_seconds, clock)  # jobs of deleting NodeSets
+        self.reservation_absence: AbsenceProof[str] = AbsenceProof(absence_confirm_seconds, clock)  # ScheduledUpdate
         self.deletion_grace = deletion_grace
 
     def read_slurm(self, tally: Tally) -> SlurmView:
-        nodes = ping = None
+        nodes = ping = jobs = None
         try:
             nodes = self._watch.poll(self._check_listing).items
         except SlurmError as exc:
             self._slurm_error(tally, "list nodes", exc)
         try:
+            jobs = self._jobs.poll().items if nodes is not None else None  # jobs are read only next to their nodes
+        except SlurmError as exc:
+            self._slurm_error(tally, "list jobs", exc)
+        try:
             ping = self.slurm.ping()
         except SlurmError as exc:
             self._slurm_error(tally, "ping", exc)
-        return SlurmView(nodes=nodes, ping=ping)
+        return SlurmView(nodes=nodes, ping=ping, jobs=jobs, deadlines=self._node_deadlines(jobs, tally))
+
+    def _node_deadlines(self, jobs: Mapping[int, Job] | None, tally: Tally) -> Mapping[str, int | None] | None:
+        """Each node's job deadline, computed again only when the job listing changed (an unchanged
+        listing is the very same view), so an idle pass costs nothing per job."""
+        if jobs is None:
+            return None
+        if self._deadlines is not None and self._deadlines[0] is jobs:
+            return self._deadlines[1]
+        try:
+            deadlines = planning.node_deadlines(jobs.values())
+        except ValueError as exc:
+            tally.errors.append(f"job deadlines: {exc}; no deadline written")
+            log.warning(
+                "cluster %s: a job's node list is unreadable (%s): no pod deadline written this pass", self.name, exc
+            )
+            return None
+        self._deadlines = (jobs, deadlines)
+        return deadlines
 
     def _check_listing(self, before: Mapping[str, Node], now: Mapping[str, Node]) -> None:
         """Refuse (SlurmSuspect) a listing that suddenly lacks many nodes it had, until Slurm says of
@@ -309,7 +345,7 @@ class OperatorLoop:
         deletion.execute(self, cluster, slurm, tally)  # deleting NodeSets: pending jobs, node records
         for nodeset in sorted(cluster.nodesets.values(), key=lambda n: n.name):
             if nodeset.releases_claims:
-                release_retained_claims(self.kube, nodeset, tally)
+                release_retained_claims(self.kube, nodeset, tally, self.events)
         for candidate in planning.prune_candidates(cluster, slurm):
             self._prune(candidate, tally)
 
@@ -322,7 +358,7 @@ class OperatorLoop:
             return slurm
         missing = sorted({p.slurm_node for p in cluster.pods if p.slurm_node not in slurm.nodes})
         self._absence.forget_except(missing)
-        assumed = SlurmView(slurm.nodes, slurm.ping, frozenset(missing))
+        assumed = dataclasses.replace(slurm, absent=frozenset(missing))
         settled = {p.slurm_node for p in cluster.pods if p.slurm_node in missing}
         for pod in cluster.pods:
             plan = planning.plan_pod(pod, cluster, assumed, now, self._applied_topology) if pod.slurm_node in settled else None
@@ -344,7 +380,7 @@ class OperatorLoop:
             self._absence.found(name)
             log.warning("cluster %s: node %s is missing from the listing but Slurm has it (%s); nothing written for it",
                         self.name, name, ",".join(sorted(node.state)))
-        return SlurmView(slurm.nodes, slurm.ping, frozenset(absent))
+        return dataclasses.replace(slurm, absent=frozenset(absent))
 
     def _apply_pod(self, pod_plan: PodPlan, cluster: ClusterView, slurm: SlurmView, now: str, tally: Tally) -> PodState:
         """Patches (retried from a fresh read on 409), then Slurm updates; the hook-visible state."""
@@ -355,6 +391,7 @@ class OperatorLoop:
                         self.kube.patch_pod_status(patch.namespace, patch.name, patch.body)
                     else:
                         self.kube.patch_pod(patch.namespace, patch.name, patch.body)
+                        self._notify(pod_plan.pod, mark_notices(pod_plan.pod.slurm_node, patch.body))
                     tally.kube_writes += 1
                 break
             except ApiException as exc:
@@ -403,6 +440,13 @@ class OperatorLoop:
                 if is_refusal(exc):
                     self._refusal(key, seen, refusal, what, exc)
                     tally.unready.append(f"update node {action.node} ({what}): refused by Slurm: {exc}")
+                    self.events.warn(
+                        pod_ref(pod_plan.pod.namespace, pod_plan.pod.name, pod_plan.pod.uid),
+                        "SlurmWriteRefused",
+                        f"Slurm refused to update node {action.node} ({what}): {exc}. Not sent again until "
+                        "the wanted update or Slurm's node changes; slurm_sync's /readyz names it meanwhile.",
+                        "UpdateNode",
+                    )
                 else:
                     self._slurm_error(tally, f"update node {action.node} ({what})", exc)
                 continue
@@ -414,6 +458,8 @@ class OperatorLoop:
             tally.slurm_writes += 1
             self.metrics.slurm_writes.labels(self.name, what).inc()
             log.info("cluster %s: node %s: %s %s", self.name, action.node, what, action.update.reason or "")
+            notice = node_update_notice(action.node, action.update.state, action.update.reason)
+            self._notify(pod_plan.pod, [notice] if notice else [])
 
     def _refusal(self, key: tuple[str, str], seen: str, before: Refusal | None, what: str, exc: SlurmError) -> None:
         """Remember a refused update: not re-sent until it or Slurm's value changes, or the backoff
@@ -437,12 +483,26 @@ class OperatorLoop:
             self._applied_topology = {n: t for n, t in self._applied_topology.items() if n in slurm.nodes}
 
     def _prune(self, candidate: planning.PruneCandidate, tally: Tally) -> None:
-        self.delete_record(candidate.node, candidate.namespace, candidate.pod, tally,
-                           f"defunct (pod {candidate.namespace}/{candidate.pod} and its Kubernetes node are gone)")
+        self.delete_record(
+            candidate.node,
+            candidate.namespace,
+            candidate.pod,
+            tally,
+            f"defunct: its pod {candidate.namespace}/{candidate.pod} and Kubernetes node are gone "
+            "(pruneSlurmNodeRecords: NodeNotFound)",
+            nodeset_ref(candidate.namespace, candidate.nodeset, candidate.nodeset_uid),
+            "SlurmNodePruned",
+        )
 
-    def delete_record(self, node: str, namespace: str, pod: str, tally: Tally, why: str) -> str:
+    def _notify(self, pod: PodView, notices: list[Notice]) -> None:
+        for notice in notices:
+            self.events.notify(pod_ref(pod.namespace, pod.name, pod.uid), notice)
+
+    def delete_record(self, node: str, namespace: str, pod: str, tally: Tally, why: str, about: ObjectRef,
+                      reason: str) -> str:
         """Delete Slurm node record ``node`` once its pod is confirmed gone: only a NotFound answer to
-        GET pod counts (any other answer or error deletes nothing). Slurm's error, or ""."""
+        GET pod counts (any other answer or error deletes nothing). Slurm's error, or "". The event
+        (``reason`` on ``about``) says what was deleted and why, or what Slurm said instead."""
         gone, unknown = pod_gone(self.kube, namespace, pod)
         if unknown:
             tally.errors.append(unknown)
@@ -452,11 +512,14 @@ class OperatorLoop:
             self.slurm.delete_node(node)
         except SlurmError as exc:  # e.g. a job is still allocated on it: Slurm refuses
             self._slurm_error(tally, f"delete node {node}", exc)
+            self.events.warn(about, "SlurmNodeDeleteFailed", f"Slurm did not delete node record {node}: {exc}. "
+                             "Retried on the next pass.", "DeleteNode")
             return f"delete node {node}: {exc}"
         self.deleted_nodes.add(node)  # its leaving the listing is expected
         tally.slurm_writes += 1
         self.metrics.slurm_writes.labels(self.name, "delete").inc()
         log.info("cluster %s: Slurm node %s deleted: %s", self.name, node, why)
+        self.events.normal(about, reason, f"Slurm node record {node} deleted: {why}.", "DeleteNode")
         return ""
 
     def _kube_write(self, tally: Tally, what: str, write: Callable[[], None]) -> None:

@@ -17,6 +17,7 @@ Safety rules (DESIGN §4), all decided here so they are unit-testable:
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import re
@@ -26,7 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from hooks import names, slurmstate
-from slurm_sync.slurm_types import Node, NodeUpdate, PingResult
+from slurm_sync.bridge_plan import expand_hostlist
+from slurm_sync.slurm_types import Job, Node, NodeUpdate, PingResult
 from slurm_sync.view import JSON, ClusterView, ControllerPodView, KubeNodeView, NodeSetView, PodView
 
 MAX_REASON = 256
@@ -35,6 +37,8 @@ MAX_REASON = 256
 _TOPOLOGY = re.compile(r"[A-Za-z0-9._:,-]+")
 _FEATURE = re.compile(r"[A-Za-z0-9._:=+/-]+")
 _WHITESPACE_CONTROLS = str.maketrans({"\t": " ", "\r": " ", "\n": " "})
+# Job states in which a job still holds its nodes: their end times make a node's deadline.
+_HOLDING_STATES = frozenset({"RUNNING", "SUSPENDED", "COMPLETING"})
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,8 @@ class SlurmView:
     nodes: Mapping[str, Node] | None
     ping: PingResult | None
     absent: frozenset[str] = frozenset()  # nodes the listing lacks that Slurm said are gone (proven)
+    jobs: Mapping[int, Job] | None = None  # every job Slurm holds (one conditional listing per pass)
+    deadlines: Mapping[str, int | None] | None = None  # node_deadlines(jobs); None: not known this pass
 
 
 @dataclass(frozen=True)
@@ -279,6 +285,60 @@ def _flag(value: bool) -> str | None:
     return "true" if value else None
 
 
+def rfc3339(moment: datetime.datetime) -> str:
+    """A moment as Kubernetes writes times (UTC, seconds, ``Z``)."""
+    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- job deadlines (docs/architecture.md §4.3) -------------------------------------------------
+
+
+def job_end(job: Job) -> int | None:
+    """When Slurm expects the job to end (epoch seconds): its ``end_time``, else start + time limit;
+    None when neither is known."""
+    if job.end_time:
+        return job.end_time
+    if job.start_time and job.time_limit_minutes is not None:
+        return job.start_time + 60 * job.time_limit_minutes
+    return None
+
+
+def node_deadlines(jobs: Iterable[Job]) -> dict[str, int | None]:
+    """The latest end of the jobs holding each Slurm node; None for a node one of whose jobs has no
+    known end (its deadline is then unknown, not absent). ValueError when a job's node list cannot be
+    read: which nodes it holds is unknown, so no deadline is known anywhere."""
+    deadlines: dict[str, int | None] = {}
+    for job in jobs:
+        if not job.state & _HOLDING_STATES or not job.nodes:
+            continue
+        end = job_end(job)
+        for name in expand_hostlist(job.nodes):
+            before = deadlines.get(name, end)
+            deadlines[name] = None if end is None or before is None else max(end, before)
+    return deadlines
+
+
+def deadline_annotation(
+    node: Node | None, name: str, deadlines: Mapping[str, int | None] | None
+) -> dict[str, str | None]:
+    """The ``pod-deadline`` write for Slurm node ``name`` ({} leaves the annotation as it is): the latest
+    end of the jobs Slurm lists there; removed only when Slurm says the node runs nothing (not busy, or
+    proven absent). Fail closed: no job listing, a job without a known end, or a busy node the job
+    listing shows no job on (the two listings were taken apart) change nothing."""
+    if deadlines is None:
+        return {}
+    if name in deadlines:
+        end = deadlines[name]
+        return (
+            {}
+            if end is None
+            else {names.ANNOTATION_POD_DEADLINE: rfc3339(datetime.datetime.fromtimestamp(end, datetime.UTC))}
+        )
+    if node is None or not node.busy:
+        return {names.ANNOTATION_POD_DEADLINE: None}
+    return {}
+
+
 def observed_state(pod: PodView) -> PodState:
     """The hook's inputs as they are on the pod now."""
     return PodState(
@@ -322,7 +382,8 @@ def plan_pod(pod: PodView, cluster: ClusterView, slurm: SlurmView, now: str, app
     status = conditions_patch(pod, desired, now)
     if status is not None:
         patches.append(PodPatch(pod.namespace, pod.name, "status", status))
-    annotations = {names.ANNOTATION_DRAINED: _flag(drained), names.ANNOTATION_SLURM_NODE_ABSENT: _flag(node is None)}
+    annotations = {names.ANNOTATION_DRAINED: _flag(drained), names.ANNOTATION_SLURM_NODE_ABSENT: _flag(node is None),
+                   **deadline_annotation(node, pod.slurm_node, slurm.deadlines)}
     if kube_node is not None and not pod.terminating and (kube_node.topology is None or topology_spec(kube_node) is not None):
         # the Node's topology on the pod (SLINKY_TOPOLOGY at its next start); an unsafe one is not copied
         annotations[names.ANNOTATION_TOPOLOGY_SPEC] = topology_spec(kube_node)
@@ -401,7 +462,6 @@ def controller_patches(pods: Iterable[ControllerPodView], ping: PingResult | Non
     return tuple(patches)
 
 
-
 # --- defunct Slurm nodes (DaemonSet mode, pruneSlurmNodeRecords: NodeNotFound) -----------------
 
 
@@ -412,6 +472,8 @@ class PruneCandidate:
     node: str
     namespace: str
     pod: str
+    nodeset: str  # the pruning NodeSet named in the node's comment (the event is about it)
+    nodeset_uid: str
 
 
 def prune_candidates(cluster: ClusterView, slurm: SlurmView) -> tuple[PruneCandidate, ...]:
@@ -438,5 +500,7 @@ def prune_candidates(cluster: ClusterView, slurm: SlurmView) -> tuple[PruneCandi
             continue
         if not info["node"] or node.name in in_use or node.name in mapped:
             continue
-        found.append(PruneCandidate(node.name, info["namespace"], info["podName"]))
+        found.append(
+            PruneCandidate(node.name, info["namespace"], info["podName"], info["nodeSetName"], info["nodeSetUID"])
+        )
     return tuple(found)

@@ -9,6 +9,10 @@ Slurm match and reports back in the NodeSet annotation `names.ANNOTATION_RESERVA
   "slinky-metacontroller <ns>/<nodeset> <uid>", set at create) for this Controller's namespace;
   slurmrestd v0.0.45 does not list the comment back, so there such leftovers are left alone.
 * Fail closed: without a successful node listing and reservation listing nothing is written.
+* Absence is proven (docs/architecture.md §4.2): a listing that lacks a reservation the report
+  does not already call Absent only makes us ask Slurm for it by name (``GET reservation/<name>``);
+  the report says Absent once Slurm's not-found answer held on a later pass. Our own successful
+  delete is Slurm's answer already.
 * Writes only on change: an existing reservation that matches is left alone; an active one
   (the window has begun) only gets its node list updated; an inactive one whose start, length
   or flags differ is deleted and created again (POST only adds flags, it cannot drop one).
@@ -38,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from hooks import names
 from slurm_sync.bridge_plan import expand_hostlist
+from slurm_sync.events import ObjectRef, controller_ref, nodeset_ref
 from slurm_sync.slurm_errors import SlurmError, SlurmNotFound
 from slurm_sync.slurm_types import Node, Reservation
 from slurm_sync.view import ClusterView, NodeSetView
@@ -127,12 +132,17 @@ def read_wanted(nodeset: NodeSetView) -> Wanted | None:
     return Wanted(nodeset.name, raw["name"], start, minutes, flag_words, node_names)
 
 
-def _reported_absent(nodeset: NodeSetView) -> bool:
+def _reported_state(nodeset: NodeSetView) -> str | None:
+    """The state our last report gives (Created, Absent), or None without a readable one."""
     try:
         data = json.loads(nodeset.reservation_report or "")
     except ValueError:
-        return False
-    return isinstance(data, dict) and data.get("name") == reservation_name(nodeset.name) and data.get("state") == names.RESERVATION_STATE_ABSENT
+        return None
+    return data.get("state") if isinstance(data, dict) and data.get("name") == reservation_name(nodeset.name) else None
+
+
+def _reported_absent(nodeset: NodeSetView) -> bool:
+    return _reported_state(nodeset) == names.RESERVATION_STATE_ABSENT
 
 
 def in_scope(cluster: ClusterView) -> list[NodeSetView]:
@@ -277,12 +287,19 @@ def execute(loop: OperatorLoop, cluster: ClusterView, slurm: SlurmView, tally: T
     nodes = slurm.nodes
     plans, orphans = plan_cluster(cluster, listing.items, nodes, now)
     for action in orphans:
-        _write(loop, tally, action)
+        _write(loop, tally, action, controller_ref(cluster.namespace, cluster.controller))
+    loop.reservation_absence.next_pass()
+    unproven = [p.name for p in plans if _absence_unproven(p)]
+    loop.reservation_absence.forget_except(unproven)
     for plan in plans:
+        if plan.name in unproven and not _proven_absent(loop, tally, plan.name):
+            continue  # the listing lacks it: the report stays as it is until Slurm says, twice, that it is gone
         exists = plan.exists_after
         error = plan.note
         for action in plan.actions:
-            failure = _write(loop, tally, action)
+            failure = _write(
+                loop, tally, action, nodeset_ref(plan.nodeset.namespace, plan.nodeset.name, plan.nodeset.uid)
+            )
             if failure is not None:
                 exists = _exists_after_failure(plan, action)
                 error = failure
@@ -296,13 +313,45 @@ def execute(loop: OperatorLoop, cluster: ClusterView, slurm: SlurmView, tally: T
             )
 
 
+def _absence_unproven(plan: NodeSetPlan) -> bool:
+    """The plan would report Absent only because the listing lacks the reservation (no delete of ours
+    removed it), and the report says otherwise now: that needs Slurm's own word (docs/architecture.md §4.2)."""
+    return (
+        not plan.exists_after and not plan.actions and _reported_state(plan.nodeset) != names.RESERVATION_STATE_ABSENT
+    )
+
+
+def _proven_absent(loop: OperatorLoop, tally: Tally, name: str) -> bool:
+    """Slurm, asked for the reservation by name, said it has none, on two passes (slurm_sync/proof.py)."""
+    try:
+        loop.slurm.get_reservation(name)
+    except SlurmNotFound:
+        if loop.reservation_absence.not_found(name):
+            return True
+        log.info("cluster %s: Slurm says reservation %s does not exist; confirming on a later pass", loop.name, name)
+        return False
+    except SlurmError as exc:
+        loop._slurm_error(tally, f"get reservation {name}", exc)
+        return False
+    loop.reservation_absence.found(name)
+    log.warning("cluster %s: reservation %s is missing from the listing but Slurm has it; its report is left as it is",
+                loop.name, name)
+    return False
+
+
 def _exists_after_failure(plan: NodeSetPlan, failed: Action) -> bool:
     """What a failed write leaves: a failed delete or update leaves it; a failed create leaves none."""
     return failed.verb in ("delete", "update")
 
 
-def _write(loop: OperatorLoop, tally: Tally, action: Action) -> str | None:
-    """One Slurm write; the error text on failure (a delete of a reservation already gone succeeds)."""
+_DONE = {"create": "ReservationCreated", "update": "ReservationUpdated", "delete": "ReservationDeleted"}
+_WHY = {"create": "for the NodeSet's ScheduledUpdate maintenance window", "update": "to the NodeSet's current nodes",
+        "delete": "no NodeSet wants it any more"}
+
+
+def _write(loop: OperatorLoop, tally: Tally, action: Action, about: ObjectRef) -> str | None:
+    """One Slurm write, told as an event on ``about``; the error text on failure (a delete of a
+    reservation already gone succeeds)."""
     try:
         if action.verb == "create":
             loop.slurm.create_reservation(action.body or {})
@@ -316,8 +365,13 @@ def _write(loop: OperatorLoop, tally: Tally, action: Action) -> str | None:
                 return None
     except SlurmError as exc:
         loop._slurm_error(tally, f"{action.verb} reservation {action.name}", exc)
+        loop.events.warn(about, "ReservationFailed", f"Slurm did not {action.verb} reservation {action.name}: {exc}. "
+                         "Retried on the next pass.", "Reserve")
         return str(exc)
     tally.slurm_writes += 1
     loop.metrics.slurm_writes.labels(loop.name, f"reservation-{action.verb}").inc()
     log.info("cluster %s: reservation %s: %s", loop.name, action.name, action.verb)
+    nodes = f" on {','.join((action.body or {}).get('node_list') or [])}" if action.verb != "delete" else ""
+    loop.events.normal(about, _DONE[action.verb], f"Slurm reservation {action.name}{nodes} {action.verb}d: "
+                       f"{_WHY[action.verb]}.", "Reserve")
     return None

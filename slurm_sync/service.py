@@ -22,10 +22,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from slurm_sync.bridge import BridgeLoop
 from slurm_sync.deletion import DEFAULT_GRACE
 from slurm_sync.discovery import ClusterHandle, Clusters, plan_clusters
-from slurm_sync.events import Events, ObjectRef
+from slurm_sync.events import Events, controller_ref
 from slurm_sync.kube import Kube, describe_error
 from slurm_sync.metrics import Metrics
-from hooks import names
 from slurm_sync.operator import PassResult, Tally, release_retained_claims
 from slurm_sync.view import read_nodeset
 
@@ -151,7 +150,7 @@ class Service:
         try:
             for nodeset in nodesets:
                 if nodeset.releases_claims and (nodeset.namespace, nodeset.controller) not in covered:
-                    release_retained_claims(self.kube, nodeset, tally)
+                    release_retained_claims(self.kube, nodeset, tally, self.events)
         except Exception:  # a bug or a lost apiserver must not stop the loop
             log.exception("releasing claims of orphaned nodesets crashed")
             return {"nodesets": (False, False, "releasing claims crashed")}
@@ -174,6 +173,7 @@ class Service:
         log.log(level, "cluster %s: pass %s (kube writes %d, slurm writes %d)%s", name, "ok" if result.ok else "failed",
                 result.kube_writes, result.slurm_writes, "; " + "; ".join(result.errors) if result.errors else "")
         self._report_wrong_cluster(handle, result)
+        self._report_unreachable(handle, result)
         return result.ready, result.ok, f"Slurm cluster {handle.ref.cluster_name}: " + "; ".join(result.unready)
 
     def _report_wrong_cluster(self, handle: ClusterHandle, result: PassResult) -> None:
@@ -181,8 +181,23 @@ class Service:
         if result.wrong_cluster is None:
             return
         ref = handle.ref
-        controller = ObjectRef(names.API_VERSION, "Controller", ref.namespace, ref.controller, ref.uid)
+        controller = controller_ref(ref.namespace, ref.controller, ref.uid)
         self.events.warn(controller, "WrongSlurmCluster", result.wrong_cluster)
+
+    def _report_unreachable(self, handle: ClusterHandle, result: PassResult) -> None:
+        """A Warning Event on the Controller while its Slurm cannot be read (wrong cluster: see above)."""
+        if result.slurm_ok or result.wrong_cluster is not None:
+            return
+        ref = handle.ref
+        controller = controller_ref(ref.namespace, ref.controller, ref.uid)
+        self.events.warn(
+            controller,
+            "SlurmUnreadable",
+            f"slurm_sync cannot read Slurm cluster {ref.cluster_name}: {'; '.join(result.unready)}. Nothing "
+            "that depends on Slurm's state is written until it answers; check the RestApi pod, slurmctld "
+            "and the JWT key.",
+            "Read",
+        )
 
     def run_forever(self, stop: threading.Event) -> None:
         """Pass after pass until ``stop``; nothing a pass raises ends the service (it stays unready)."""

@@ -37,6 +37,7 @@ import orjson
 
 from slurm_sync.slurm_errors import (
     ESLURM_INVALID_NODE_NAME,
+    ESLURM_RESERVATION_INVALID,
     NOT_FOUND_NUMBERS,
     SlurmErrorDetail,
     SlurmMalformed,
@@ -316,6 +317,22 @@ class SlurmClient:
     def list_reservations(self, since: int | None = None) -> Listing[Reservation]:
         return self._listing(self._path("reservations", ""), "reservations", parse_reservation, since)
 
+    def get_reservation(self, name: str) -> Reservation:
+        """One reservation; ``SlurmNotFound`` only on Slurm's own answer that it has none of that name."""
+        try:
+            body = self._get(self._path("reservation", name))
+        except SlurmRejected as exc:
+            if _says_no_such_reservation(exc, name):
+                raise SlurmNotFound(f"GET reservation/{name}: Slurm has no reservation {name!r}", status=exc.status,
+                                    errors=exc.errors) from None
+            raise
+        for reservation in map(parse_reservation, object_list(body, "reservations", "reservation")):
+            if reservation.name == name:
+                return reservation
+        raise SlurmMalformed(
+            f"GET reservation/{name}: HTTP 200 without reservation {name!r} (not proof that it is gone)", status=200
+        )
+
     def create_reservation(self, reservation: Mapping[str, Any]) -> None:
         """Create or update one reservation (a ``reservation_desc_msg``)."""
         self._call("POST", self._path("reservation"), body=dict(reservation), retry=False)
@@ -446,6 +463,22 @@ def _says_no_such_node(exc: SlurmRejected, name: str) -> bool:
         return True
     return exc.status == 200 and len(exc.errors) == 1 and exc.errors[0].number == 0 and \
         exc.errors[0].description == f"Failure to query node {name}"
+
+
+def _says_no_such_reservation(exc: SlurmRejected, name: str) -> bool:
+    """slurmrestd 26.05's answers for a reservation slurmctld does not have: HTTP 422, one error
+    "Unable to find reservation <name>" (while others exist), or HTTP 200, one error number 0 "Unable
+    to query reservations" from slurm_load_reservations() (slurmctld answered and has none at all; a
+    failure to reach it carries a communication error number instead); or Slurm's invalid-reservation error."""
+    if ESLURM_RESERVATION_INVALID in exc.numbers:
+        return True
+    if len(exc.errors) != 1:
+        return False
+    error = exc.errors[0]
+    if exc.status == 422 and error.description == f"Unable to find reservation {name}":
+        return True
+    return exc.status == 200 and error.number == 0 and error.description == "Unable to query reservations" and \
+        error.source == "slurm_load_reservations()"
 
 
 def _partition_name(partition: JSON) -> str:

@@ -267,6 +267,7 @@ class Job:
     flags: frozenset[str]
     start_time: int | None
     time_limit_minutes: int | None  # None: unlimited or not set
+    end_time: int | None = None  # a running job's expected end (Slurm: start + limit, a year on when unlimited)
 
     @property
     def external(self) -> bool:
@@ -291,6 +292,7 @@ def parse_job(obj: JSON) -> Job:
         flags=frozenset(_words(obj, "flags", what)),
         start_time=no_val_number(obj, "start_time", what),
         time_limit_minutes=no_val_number(obj, "time_limit", what),
+        end_time=no_val_number(obj, "end_time", what),
     )
 
 

@@ -36,6 +36,7 @@ class PodView:
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
     state_conditions: Mapping[str, JSON]  # SlurmNodeState* conditions by type
+    uid: str = ""
 
     @property
     def cordoned(self) -> bool:
@@ -161,6 +162,7 @@ def read_pod(obj: JSON) -> PodView | None:
         labels=labels,
         annotations=_map(meta.get("annotations")),
         state_conditions={c["type"]: c for c in conditions if slurmstate.is_state_condition(c["type"])},
+        uid=_str(meta.get("uid")),
     )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from kubernetes import client
 
 from hooks import names, slurmstate
+from slurm_sync.events import Events, ObjectRef
 from slurm_sync.slurm import Snapshot
 from slurm_sync.slurm_types import Job, Listing
 from slurm_sync.slurm_errors import SlurmError, SlurmNotFound
@@ -164,6 +165,9 @@ class FakeSlurm:
             raise self.fail
         return Listing(tuple(self.jobs.values()), 1, unchanged=False)
 
+    def job_watch(self) -> JobWatch:
+        return JobWatch(self)
+
     def get_job(self, job_id: int) -> Job:
         if self.fail:
             raise self.fail
@@ -182,6 +186,30 @@ class FakeSlurm:
     def delete_node(self, name: str) -> None:
         self.job_writes.append(("delete node", name, {}))
         del self.nodes[name]
+
+
+@dataclass
+class JobWatch:
+    """The job watch over ``FakeSlurm.list_jobs`` (a complete listing every poll)."""
+
+    slurm: FakeSlurm
+
+    def poll(self) -> Snapshot[int, Job]:
+        jobs = {j.job_id: j for j in self.slurm.list_jobs().items}
+        return Snapshot(MappingProxyType(jobs), 1, frozenset(jobs), frozenset())
+
+
+class RecordedEvents(Events):
+    """Events kept in memory, for tests that pin every apiserver request; the rate limit still applies.
+    Tests against tests/slurm_sync/fakekube.py see the real POSTs instead."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.posted: list[tuple[str, str, str, str]] = []  # (type, reason, regarding kind, regarding name)
+
+    def _post(self, ref: ObjectRef, kind: str, reason: str, note: str, action: str) -> bool:
+        self.posted.append((kind, reason, ref.kind, ref.name))
+        return True
 
 
 NODESET_OWNER = {"apiVersion": names.API_VERSION, "kind": "NodeSet", "name": NODESET, "uid": NODESET_UID, "controller": True, "blockOwnerDeletion": True}

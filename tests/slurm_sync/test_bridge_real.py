@@ -73,6 +73,12 @@ def cancel_ours(lab: SlurmLab) -> None:
             lab.run("scancel", job_id)
 
 
+def events(rig: Rig, since: int = 0) -> list[tuple[str, str, str, str]]:
+    """(type, reason, pod, note) of the Events posted."""
+    return [(w[3]["type"], w[3]["reason"], w[3]["regarding"]["name"], w[3]["note"]) for w in rig.kube.writes[since:]
+            if w[1].startswith("/apis/events.k8s.io/")]
+
+
 def add(rig: Rig, *pods: dict) -> None:
     for pod in pods:
         rig.kube.add("pods", pod)
@@ -87,6 +93,8 @@ def test_pod_is_submitted_once_labelled_bound_and_its_deletion_cancels_the_job(r
     shown = rig.show(job_id)
     assert f'AdminComment={{"pods":["{BNS}/p1"]}}' in shown and "BatchFlag=0" in shown
     assert "EXTERNAL_JOB" in loop.slurm.get_job(job_id).flags
+    submitted = f"Submitted Slurm job {job_id} for Pod/{BNS}/p1; the pod is bound to a node when Slurm starts it."
+    assert events(rig) == [("Normal", "SlurmJobSubmitted", "p1", submitted)]
     label = rig.kube.writes_to("/pods/p1")[-1]
     assert label[0] == "PATCH" and label[2] == "application/strategic-merge-patch+json"
     assert label[3]["metadata"]["labels"] == {names.LABEL_SLURM_JOB_ID: str(job_id)}
@@ -96,11 +104,14 @@ def test_pod_is_submitted_once_labelled_bound_and_its_deletion_cancels_the_job(r
     node = re.search(r"\n\s+NodeList=(n\d)", rig.wait_running(job_id)).group(1)  # type: ignore[union-attr]
     before = len(rig.kube.writes)
     assert loop.run_pass().ok
-    annotate, binding = rig.kube.writes[before:]
+    annotate, binding, bound = rig.kube.writes[before:]
     assert annotate[3] == {"metadata": {"annotations": {names.ANNOTATION_SLURM_NODE: f"k{node}"}}}
     assert binding[:3] == ("POST", f"/api/v1/namespaces/{BNS}/pods/p1/binding", "application/json")
     assert binding[3] == {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p1", "namespace": BNS, "uid": "uid-p1"},
                           "target": {"apiVersion": "v1", "kind": "Node", "name": f"k{node}"}}
+    bound_note = f"Bound to node k{node}: Slurm started job {job_id} on its node {node}."
+    assert events(rig, before) == [("Normal", "PodBound", "p1", bound_note)]
+    assert bound[3]["regarding"] == {"apiVersion": "v1", "kind": "Pod", "namespace": BNS, "name": "p1", "uid": "uid-p1"}
     before = len(rig.kube.writes)
     assert loop.run_pass().ok and rig.kube.writes[before:] == []  # settled
     # kubectl delete: the finalizer holds the pod; the kubelet reports it terminal
@@ -109,6 +120,7 @@ def test_pod_is_submitted_once_labelled_bound_and_its_deletion_cancels_the_job(r
     deleting = rig.kube.pod("p1")["metadata"]["resourceVersion"]  # what the releasing pass reads
     assert loop.run_pass().ok
     assert "JobState=CANCELLED" in rig.show(job_id)
+    assert [e[:3] for e in events(rig, before)] == [("Normal", "SlurmJobCancelled", "p1")]
     release = rig.kube.writes[-1]
     assert release[3] == {"metadata": {"resourceVersion": deleting,  # guarded: refused (409) if the pod changed
                                        "annotations": {names.ANNOTATION_JOB_RELEASED: str(job_id)}, "finalizers": []}}

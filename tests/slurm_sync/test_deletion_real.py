@@ -17,7 +17,7 @@ from pytest_httpserver import HTTPServer
 from hooks import names
 from tests.fixtures.slurm import SlurmLab, _load_lab, wait_for
 from tests.slurm_sync.kubefixtures import NS
-from tests.slurm_sync.test_operator_real import Rig, build_rig, restore
+from tests.slurm_sync.test_operator_real import Rig, rig_of
 
 pytestmark = pytest.mark.slurm
 
@@ -25,26 +25,20 @@ pytestmark = pytest.mark.slurm
 @pytest.fixture
 def rig(slurm_lab: SlurmLab, httpserver: HTTPServer) -> Iterator[Rig]:
     slurm_lab.run("scontrol", "create", "partitionname=gpu", "nodes=n4", "state=up", check=True)
-    rig = build_rig(slurm_lab, httpserver)
-    jobs: list[str] = []
-    rig.jobs = jobs  # type: ignore[attr-defined]
     try:
-        yield rig
+        with rig_of(slurm_lab, httpserver, "n3", "n4") as rig:
+            yield rig
     finally:
-        rig.service.close()
         lab = _load_lab()
-        if jobs:
-            lab.run("scancel", *jobs)
         wait_for(lambda: lab.run("squeue", "-h", "-p", "gpu", "-o", "%i").stdout.strip(), lambda out: out == "",
                  what="no job left in partition gpu")
         lab.run("scontrol", "delete", "partitionname=gpu", check=True)
-        restore(lab, "n3", "n4")
 
 
 def sbatch(rig: Rig, *argv: str) -> str:
     out = rig.lab.run("sbatch", "-o", "/dev/null", *argv, check=True).stdout
     job = re.search(r"Submitted batch job (\d+)", out).group(1)  # type: ignore[union-attr]
-    rig.jobs.append(job)  # type: ignore[attr-defined]
+    rig.jobs.append(job)
     return job
 
 

@@ -52,7 +52,9 @@ def test_an_empty_node_listing_kills_no_job(rig: Rig) -> None:
             assert not rig.service.run_pass()
             ready, why = rig.service.health.ready()
             assert not ready and "the node listing lacks 4 of the 4 nodes it had, yet Slurm still has node" in why
-        assert rig.kube.writes[before:] == []
+        assert rig.object_writes(before) == []
+        (event,) = rig.events(before)  # three passes, one Warning on the Controller (rate-limited)
+        assert event[:4] == ("Warning", "SlurmUnreadable", "Controller", "slurm") and "a wrong listing" in event[4]
         assert rig.pod("gpu-n3") == busy  # protection, conditions, no absent mark: all as they were
         assert injector.writes() == []
         assert job_state(rig.lab, job) == "RUNNING"

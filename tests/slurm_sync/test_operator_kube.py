@@ -17,6 +17,7 @@ from slurm_sync.operator import OperatorLoop
 from slurm_sync.plan import observed_hash, PodState
 from slurm_sync.slurm_errors import SlurmUnavailable
 from tests.slurm_sync.kubefixtures import (
+    RecordedEvents,
     refused_url,
     CLUSTER,
     NODESET_UID,
@@ -73,7 +74,8 @@ def expect_patch(server: HTTPServer, path: str, content_type: str, body: dict[st
 def loop(server: HTTPServer, slurm: FakeSlurm, metrics: Metrics | None = None) -> OperatorLoop:
     metrics = metrics or Metrics()
     kube = Kube(api_client(server.url_for("/")), metrics.count_kube_write)
-    return OperatorLoop(CLUSTER, NS, CLUSTER, slurm, kube, metrics, now=lambda: NOW)  # type: ignore[arg-type]
+    return OperatorLoop(CLUSTER, NS, CLUSTER, slurm, kube, metrics,  # type: ignore[arg-type]
+                        events=RecordedEvents(), now=lambda: NOW)
 
 
 def settled_hash(*pods: tuple[str, PodState]) -> str:
@@ -156,7 +158,7 @@ def test_absent_node_marks_pod_and_clears_conditions_once_slurm_said_so_twice(se
     slurm = FakeSlurm({"other": node("other", "IDLE")})
     clock = [100.0]
     looper = OperatorLoop(CLUSTER, NS, CLUSTER, slurm, Kube(api_client(server.url_for("/"))), Metrics(),  # type: ignore[arg-type]
-                          now=lambda: NOW, clock=lambda: clock[0], absence_confirm_seconds=5)
+                          events=RecordedEvents(), now=lambda: NOW, clock=lambda: clock[0], absence_confirm_seconds=5)
     absent = PodState(drained=False, absent=True, states=())
     observed = pod("gpu-0", states=("IDLE",), annotations={names.ANNOTATION_DRAINED: "true"})
     as_is = PodState(drained=True, absent=False, states=("SlurmNodeStateIdle",))
@@ -228,7 +230,9 @@ def test_slurm_down_makes_no_pod_write(server: HTTPServer) -> None:
     metrics = Metrics()
     result = run(server, loop(server, slurm, metrics))
     assert not result.slurm_ok and not result.ok and result.kube_writes == 0
-    assert metrics.registry.get_sample_value("slurm_sync_slurm_errors_total", {"cluster": CLUSTER, "kind": "unavailable"}) == 2
+    labels = {"cluster": CLUSTER, "kind": "unavailable"}
+    errors = metrics.registry.get_sample_value("slurm_sync_slurm_errors_total", labels)
+    assert errors == 2  # nodes, ping
     assert metrics.registry.get_sample_value("slurm_sync_cluster_up", {"cluster": CLUSTER}) == 0
 
 

@@ -18,7 +18,9 @@ from slurm_sync.operator import OperatorLoop
 from slurm_sync.kube import Kube
 from slurm_sync.slurm_errors import SlurmError, SlurmErrorDetail, SlurmRejected, SlurmUnavailable
 from slurm_sync.slurm_types import Node, NodeUpdate, parse_node
-from tests.slurm_sync.kubefixtures import CLUSTER, NODESET_UID, NOW, NS, FakeSlurm, api_client, controller_pod, nodeset, pod
+from tests.slurm_sync.kubefixtures import (
+    CLUSTER, NODESET_UID, NOW, NS, FakeSlurm, RecordedEvents, api_client, controller_pod, nodeset, pod,
+)
 from tests.slurm_sync.test_operator_kube import COMMENT, IDLE_STATE, SMP, expect_patch, expect_reads, run, settled_hash
 
 TOPO = "topo-switch:s2,topo-block:b2"
@@ -84,8 +86,8 @@ def knode(name: str = "k1", annotations: dict[str, str] | None = None, unschedul
 def looper(server: HTTPServer, slurm: FakeSlurm, propagated: tuple[str, ...] = (), clock: Clock | None = None) -> OperatorLoop:
     metrics = Metrics()
     kube = Kube(api_client(server.url_for("/")), metrics.count_kube_write)
-    return OperatorLoop(CLUSTER, NS, CLUSTER, slurm, kube, metrics, now=lambda: NOW, propagated_conditions=propagated,  # type: ignore[arg-type]
-                        clock=clock or Clock())
+    return OperatorLoop(CLUSTER, NS, CLUSTER, slurm, kube, metrics, events=RecordedEvents(),  # type: ignore[arg-type]
+                        now=lambda: NOW, propagated_conditions=propagated, clock=clock or Clock())
 
 
 def test_topology_is_one_annotation_patch_and_one_slurm_update_then_nothing(httpserver: HTTPServer) -> None:

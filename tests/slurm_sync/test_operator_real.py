@@ -9,13 +9,14 @@ with up.sh, which would rebuild the whole lab with a new JWT key under everyone 
 from __future__ import annotations
 
 import base64
+import contextlib
 import re
 import signal
 import os
 import subprocess
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -41,6 +42,7 @@ class Rig:
     kube: FakeKube
     service: Service
     metrics: Metrics
+    jobs: list[str] = field(default_factory=list)  # submitted by the test: cancelled at the end (rig_of)
 
     def pod(self, name: str) -> dict:
         return self.kube.get("pods", NS, name)
@@ -54,6 +56,15 @@ class Rig:
     def set_intents(self, intents: dict[str, str]) -> None:
         self.kube.get("nodesets", NS, "gpu")["status"] = nodeset(intents)["status"]
 
+    def object_writes(self, since: int = 0) -> list[tuple[str, str, str, dict]]:
+        """The writes to objects (events aside: they are checked on their own)."""
+        return [w for w in self.kube.writes[since:] if not is_event(w)]
+
+    def events(self, since: int = 0) -> list[tuple[str, str, str, str, str]]:
+        """(type, reason, regarding kind, regarding name, note) of each event posted."""
+        return [(b["type"], b["reason"], b["regarding"]["kind"], b["regarding"]["name"], b["note"])
+                for w in self.kube.writes[since:] if is_event(w) for b in [w[3]]]
+
     def slurm_node(self, name: str) -> str:
         return self.lab.run("scontrol", "show", "node", name, check=True).stdout
 
@@ -63,10 +74,19 @@ class Rig:
         secret["metadata"]["resourceVersion"] = version
 
 
+def is_event(write: tuple[str, str, str, dict]) -> bool:
+    return write[0] == "POST" and write[1].startswith("/apis/events.k8s.io/")
+
+
 def restore(lab: SlurmLab, *nodes: str) -> None:
+    """Resume and uncomment ``nodes``, and wait out the NOT_RESPONDING Slurm briefly shows after a
+    resume, so the next test starts from settled nodes."""
     for node in nodes:
         lab.run("scontrol", "update", f"nodename={node}", "state=resume")
         lab.run("scontrol", "update", f"nodename={node}", "comment=")
+    for node in nodes:
+        wait_for(lambda n=node: lab.run("scontrol", "show", "node", n).stdout, lambda s: "NOT_RESPONDING" not in s,
+                 what=f"{node} responding after resume")
 
 
 def build_rig(lab: SlurmLab, server: HTTPServer) -> Rig:
@@ -93,14 +113,24 @@ def build_rig(lab: SlurmLab, server: HTTPServer) -> Rig:
     return rig
 
 
-@pytest.fixture
-def rig(slurm_lab: SlurmLab, httpserver: HTTPServer) -> Iterator[Rig]:
-    rig = build_rig(slurm_lab, httpserver)
+@contextlib.contextmanager
+def rig_of(lab: SlurmLab, server: HTTPServer, *nodes: str) -> Iterator[Rig]:
+    """A rig whose jobs (``rig.jobs``) are cancelled and whose ``nodes`` are restored at the end."""
+    rig = build_rig(lab, server)
     try:
         yield rig
     finally:
         rig.service.close()
-        restore(_load_lab(), "n3", "n4")
+        lab = _load_lab()
+        if rig.jobs:
+            lab.run("scancel", *rig.jobs)
+        restore(lab, *nodes)
+
+
+@pytest.fixture
+def rig(slurm_lab: SlurmLab, httpserver: HTTPServer) -> Iterator[Rig]:
+    with rig_of(slurm_lab, httpserver, "n3", "n4") as rig:
+        yield rig
 
 
 def sbatch(lab: SlurmLab, node: str) -> int:
@@ -220,7 +250,9 @@ def test_slurmrestd_outage_fails_closed_and_recovers(rig: Rig) -> None:
         daemon = kill_slurmrestd(rig.lab)
         before = len(rig.kube.writes)
         assert not rig.service.run_pass()
-        assert rig.kube.writes[before:] == []
+        assert rig.object_writes(before) == []
+        (event,) = rig.events(before)  # said on the Controller
+        assert event[:4] == ("Warning", "SlurmUnreadable", "Controller", "slurm") and "Connection refused" in event[4]
         assert rig.annotations("gpu-n4")[names.ANNOTATION_DRAINED] == "true"  # unknown is not false
         assert names.ANNOTATION_SLURM_NODE_ABSENT not in rig.annotations("gpu-n3")
         assert f"Reason={OUR_REASON}" in rig.slurm_node("n4")  # not undrained (scontrol talks to slurmctld)

@@ -301,12 +301,16 @@ def candidates(*slurm_nodes: Node, nodes: list[dict[str, Any]] | None = None, po
 
 
 def test_defunct_node_is_a_prune_candidate() -> None:
-    assert candidates(snode("k9", *DEFUNCT, comment=info())) == (PruneCandidate("k9", NS, "gpu-old"),)
+    assert candidates(snode("k9", *DEFUNCT, comment=info())) == (
+        PruneCandidate("k9", NS, "gpu-old", "gpu", NODESET_UID),
+    )
 
 
 def test_override_that_no_longer_maps_is_pruned() -> None:
     k9 = knode("k9", annotations={names.ANNOTATION_HOSTNAME_OVERRIDE: "renamed"})
-    assert candidates(snode("old-name", *DEFUNCT, comment=info(node_name="k9")), nodes=[k9]) == (PruneCandidate("old-name", NS, "gpu-old"),)
+    assert candidates(snode("old-name", *DEFUNCT, comment=info(node_name="k9")), nodes=[k9]) == (
+        PruneCandidate("old-name", NS, "gpu-old", "gpu", NODESET_UID),
+    )
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ from slurm_sync.slurm import SlurmClient
 from slurm_sync.slurm_errors import SlurmNotFound, SlurmUnavailable
 from slurm_sync.slurm_types import Listing, Node, Reservation, parse_node
 from slurm_sync.view import ClusterView, read_nodeset
-from tests.slurm_sync.kubefixtures import CLUSTER, NS, FakeSlurm, api_client, nodeset
+from tests.slurm_sync.kubefixtures import CLUSTER, NS, FakeSlurm, RecordedEvents, api_client, nodeset
 from tests.slurm_sync.test_operator_kube import MERGE, expect_patch, expect_reads, run, settled_hash
 
 NOW_EPOCH = 1_767_323_045  # kubefixtures.NOW, 2026-01-02T03:04:05Z
@@ -124,6 +124,8 @@ def test_report_names_the_nodes_in_maintenance_under_our_reservation_only():
 @dataclass
 class ReservingSlurm(FakeSlurm):
     reservations: list[Reservation] = field(default_factory=list)
+    # Slurm has them; the listing leaves them out
+    unlisted_reservations: list[Reservation] = field(default_factory=list)
     list_fails: bool = False
     calls: list[tuple[str, Any]] = field(default_factory=list)
 
@@ -145,6 +147,15 @@ class ReservingSlurm(FakeSlurm):
             raise SlurmNotFound("gone", status=404)
         self.reservations = [r for r in self.reservations if r.name != name]
 
+    def get_reservation(self, name: str) -> Reservation:
+        self.calls.append(("get", name))
+        if self.list_fails:
+            raise SlurmUnavailable("slurmrestd down")
+        found = [r for r in [*self.reservations, *self.unlisted_reservations] if r.name == name]
+        if not found:
+            raise SlurmNotFound(f"GET reservation/{name}: Slurm has no reservation {name!r}", status=422)
+        return found[0]
+
 
 @pytest.fixture
 def server(httpserver: HTTPServer) -> Iterator[HTTPServer]:
@@ -155,7 +166,8 @@ def server(httpserver: HTTPServer) -> Iterator[HTTPServer]:
 def loop(server: HTTPServer, slurm: FakeSlurm) -> OperatorLoop:
     metrics = Metrics()
     kube = Kube(api_client(server.url_for("/")), metrics.count_kube_write)
-    return OperatorLoop(CLUSTER, NS, CLUSTER, slurm, kube, metrics, now=lambda: "2026-01-02T03:04:05Z")  # type: ignore[arg-type]
+    return OperatorLoop(CLUSTER, NS, CLUSTER, slurm, kube, metrics,  # type: ignore[arg-type]
+                        events=RecordedEvents(), now=lambda: "2026-01-02T03:04:05Z")
 
 
 def created_report(active: bool = False, maintenance: list[str] | None = None) -> str:
@@ -199,6 +211,69 @@ def test_loop_deletes_for_a_nodeset_being_deleted_and_reports_it_absent(server: 
     result = run(server, loop(server, slurm))
     assert slurm.calls == [("list", None), ("delete", RESV)] and slurm.reservations == []
     assert result.ok and result.slurm_writes == 1 and result.kube_writes == 1
+
+
+def proving_loop(server: HTTPServer, slurm: FakeSlurm) -> OperatorLoop:
+    """A loop whose absence proof needs two passes but no wait."""
+    kube = Kube(api_client(server.url_for("/")))
+    return OperatorLoop(CLUSTER, NS, CLUSTER, slurm, kube, Metrics(), events=RecordedEvents(),  # type: ignore[arg-type]
+                        now=lambda: "2026-01-02T03:04:05Z", absence_confirm_seconds=0)
+
+
+def absent_report(error: str = "") -> str:
+    return json.dumps(
+        {"name": RESV, "state": "Absent", "active": False, "maintenance": [], "error": error}, separators=(",", ":")
+    )
+
+
+def test_a_listing_that_lacks_the_reservation_reports_absent_only_on_slurms_word_twice(server: HTTPServer) -> None:
+    """No intent any more, the report says Created, the listing lacks it: ask Slurm by name; Absent only
+    once the not-found answer held on a later pass."""
+    slurm = ReservingSlurm(dict(NODES))
+    looper = proving_loop(server, slurm)
+    created = with_observed(nodeset())
+    created["metadata"]["annotations"][names.ANNOTATION_RESERVATION_OBSERVED] = created_report()
+    expect_reads(server, [], [created], None, [])
+    result = run(server, looper)
+    assert result.ok and result.kube_writes == 0 and slurm.calls == [("list", None), ("get", RESV)]
+    server.clear()
+    expect_reads(server, [], [created], None, [])
+    expect_patch(server, f"/apis/slinky.slurm.net/v1beta1/namespaces/{NS}/nodesets/gpu", MERGE,
+                 {"metadata": {"annotations": {names.ANNOTATION_RESERVATION_OBSERVED: absent_report()}}})
+    result = run(server, looper)
+    assert result.ok and result.kube_writes == 1 and slurm.calls[2:] == [("list", None), ("get", RESV)]
+
+
+@pytest.mark.parametrize("slurm_says", ["it exists", "an error"])
+def test_a_listing_that_lacks_a_reservation_slurm_still_has_or_cannot_answer_for_changes_no_report(
+        server: HTTPServer, slurm_says: str) -> None:
+    slurm = ReservingSlurm(dict(NODES), unlisted_reservations=[resv()] if slurm_says == "it exists" else [])
+    looper = proving_loop(server, slurm)
+    if slurm_says == "an error":
+        down = SlurmUnavailable("HTTP 503", status=503)
+        slurm.get_reservation = lambda name: (_ for _ in ()).throw(down)  # type: ignore[method-assign]
+    created = with_observed(nodeset())
+    created["metadata"]["annotations"][names.ANNOTATION_RESERVATION_OBSERVED] = created_report()
+    for _ in range(3):
+        server.clear()
+        expect_reads(server, [], [created], None, [])
+        result = run(server, looper)
+        assert result.kube_writes == 0 and result.slurm_writes == 0
+    assert result.ok == (slurm_says == "it exists") and result.ready == (slurm_says == "it exists")
+
+
+def test_a_window_that_ended_before_anything_was_created_is_reported_absent_after_proof(server: HTTPServer) -> None:
+    slurm = ReservingSlurm(dict(NODES))
+    looper = proving_loop(server, slurm)
+    ended = with_observed(scheduled(start="2026-01-02T01:00:00Z", duration=30))
+    expect_reads(server, [], [ended], None, [])
+    assert run(server, looper).kube_writes == 0
+    server.clear()
+    expect_reads(server, [], [ended], None, [])
+    expect_patch(server, f"/apis/slinky.slurm.net/v1beta1/namespaces/{NS}/nodesets/gpu", MERGE,
+                 {"metadata": {"annotations": {names.ANNOTATION_RESERVATION_OBSERVED:
+                                               absent_report("the maintenance window has ended; not created")}}})
+    assert run(server, looper).kube_writes == 1
 
 
 def test_loop_reads_no_reservation_when_no_nodeset_has_an_intent_or_report(server: HTTPServer) -> None:
@@ -303,6 +378,16 @@ def test_loop_second_pass_after_the_window_began_rewrites_nothing(server: HTTPSe
 # --- the real Slurm lab -------------------------------------------------------------------
 
 
+class _Recorder:
+    """The one Kubernetes write reservations.execute makes: the NodeSet report."""
+
+    def __init__(self) -> None:
+        self.annotations: list[str] = []
+
+    def annotate_nodeset(self, namespace: str, nodeset_name: str, key: str, value: str) -> None:
+        self.annotations.append(value)
+
+
 @pytest.mark.slurm
 def test_real_slurm_reservation_created_for_the_nodesets_nodes_and_removed_on_deletion(slurm_lab) -> None:
     name = "SlurmOperatorMaint-restest"
@@ -317,16 +402,11 @@ def test_real_slurm_reservation_created_for_the_nodesets_nodes_and_removed_on_de
             o["metadata"]["annotations"] = {names.ANNOTATION_RESERVATION_OBSERVED: report_value}
         return o
 
-    class Recorder:
-        def __init__(self) -> None:
-            self.annotations: list[str] = []
-
-        def annotate_nodeset(self, namespace: str, nodeset_name: str, key: str, value: str) -> None:
-            self.annotations.append(value)
-
     with SlurmClient(slurm_lab.rest_url, lambda: slurm_lab.token, timeout=30) as client:
-        kube = Recorder()
-        looper = OperatorLoop(CLUSTER, NS, CLUSTER, client, kube, Metrics(), now=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))  # type: ignore[arg-type]
+        kube = _Recorder()
+        looper = OperatorLoop(CLUSTER, NS, CLUSTER, client, kube, Metrics(),  # type: ignore[arg-type]
+                              events=RecordedEvents(),
+                              now=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         nodes = {n.name: n for n in client.list_nodes().items}
         from slurm_sync.operator import Tally
         from slurm_sync.plan import SlurmView
@@ -339,6 +419,8 @@ def test_real_slurm_reservation_created_for_the_nodesets_nodes_and_removed_on_de
             assert {"MAINT", "IGNORE_JOBS"} <= made.flags and made.node_list == "n[3-4]" and "slurm" in made.users
             assert made.start_time == start and made.end_time == start + 45 * 60
             assert json.loads(kube.annotations[-1])["state"] == "Created"
+            created = ("Normal", "ReservationCreated", "NodeSet", "restest")
+            assert looper.events.posted == [created]  # type: ignore[attr-defined]
             tally = Tally()  # unchanged: no write
             execute(looper, cluster_of(obj(False, kube.annotations[-1])), SlurmView(nodes=nodes, ping=None), tally)
             assert tally.slurm_writes == 0 and len(kube.annotations) == 1
@@ -346,6 +428,8 @@ def test_real_slurm_reservation_created_for_the_nodesets_nodes_and_removed_on_de
             execute(looper, cluster_of(obj(True, kube.annotations[-1])), SlurmView(nodes=nodes, ping=None), tally)
             assert tally.errors == [] and name not in {r.name for r in client.list_reservations().items}
             assert json.loads(kube.annotations[-1])["state"] == "Absent"
+            deleted = ("Normal", "ReservationDeleted", "NodeSet", "restest")
+            assert looper.events.posted[1:] == [deleted]  # type: ignore[attr-defined]
         finally:
             try:
                 client.delete_reservation(name)
@@ -366,3 +450,65 @@ def test_real_slurm_update_reservation_changes_the_node_list(slurm_lab) -> None:
             assert made.node_list == "n[3-4]" and made.start_time == start
         finally:
             client.delete_reservation(name)
+
+
+@pytest.mark.slurm
+def test_real_slurm_says_no_such_reservation_in_both_of_its_forms(slurm_lab) -> None:
+    """slurmrestd 26.05 answers a missing reservation with HTTP 200 + error number 0 'Unable to query
+    reservations' while slurmctld has none at all, and HTTP 422 'Unable to find reservation <name>'
+    while it has others: both are Slurm's not-found; an existing one is returned."""
+    other = "SlurmOperatorMaint-probe"
+    with SlurmClient(slurm_lab.rest_url, lambda: slurm_lab.token, timeout=30) as client:
+        assert client.list_reservations().items == ()  # the lab holds none of its own
+        with pytest.raises(SlurmNotFound) as none_at_all:
+            client.get_reservation("SlurmOperatorMaint-nothing")
+        assert none_at_all.value.status == 200
+        client.create_reservation({"name": other, "node_list": ["n3"], "users": ["slurm"], "flags": ["MAINT"],
+                                   "start_time": {"set": True, "number": int(time.time()) + 7200},
+                                   "duration": {"set": True, "number": 10}})
+        try:
+            with pytest.raises(SlurmNotFound) as among_others:
+                client.get_reservation("SlurmOperatorMaint-nothing")
+            assert among_others.value.status == 422
+            assert client.get_reservation(other).node_list == "n3"
+        finally:
+            client.delete_reservation(other)
+
+
+@pytest.mark.slurm
+def test_real_slurm_reservation_deleted_behind_our_back_is_absent_only_on_slurms_word_twice(slurm_lab) -> None:
+    """The report says Created; an administrator deletes the reservation (`scontrol delete`). A listing
+    that merely lacks it changes nothing while Slurm, asked by name, still has it; once it is gone,
+    the first not-found is confirmed on the next pass and only then is Absent reported."""
+    from slurm_sync.operator import Tally
+    from slurm_sync.plan import SlurmView
+
+    name = "SlurmOperatorMaint-gpu"
+    created = nodeset()
+    created["metadata"]["annotations"] = {names.ANNOTATION_RESERVATION_OBSERVED: created_report()}
+    with SlurmClient(slurm_lab.rest_url, lambda: slurm_lab.token, timeout=30) as client:
+        client.create_reservation({"name": name, "node_list": ["n3"], "users": ["slurm"], "flags": ["MAINT"],
+                                   "start_time": {"set": True, "number": int(time.time()) + 7200},
+                                   "duration": {"set": True, "number": 10}})
+        kube = _Recorder()
+        looper = OperatorLoop(CLUSTER, NS, CLUSTER, client, kube, Metrics(),  # type: ignore[arg-type]
+                              absence_confirm_seconds=0, events=RecordedEvents(),
+                              now=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        view = SlurmView(nodes={n.name: n for n in client.list_nodes().items}, ping=None)
+        try:
+            listing = client.list_reservations
+            wrong = lambda: Listing(tuple(r for r in listing().items if r.name != name), 1, False)  # noqa: E731
+            client.list_reservations = wrong  # type: ignore[method-assign]
+            for _ in range(2):  # a wrong listing: Slurm has it
+                tally = Tally()
+                execute(looper, cluster_of(created), view, tally)
+                assert tally.errors == [] and kube.annotations == []
+            slurm_lab.run("scontrol", "delete", f"reservationname={name}", check=True)
+            client.list_reservations = listing  # type: ignore[method-assign]
+            tally = Tally()
+            execute(looper, cluster_of(created), view, tally)
+            assert tally.errors == [] and kube.annotations == []  # a first not-found: confirmed later
+            execute(looper, cluster_of(created), view, tally)
+            assert tally.errors == [] and [json.loads(a)["state"] for a in kube.annotations] == ["Absent"]
+        finally:
+            slurm_lab.run("scontrol", "delete", f"reservationname={name}")

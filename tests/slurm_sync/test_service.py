@@ -137,7 +137,8 @@ def test_a_failing_cluster_does_not_stop_the_others(httpserver: HTTPServer) -> N
         service.close()
     assert metrics.registry.get_sample_value("slurm_sync_slurm_errors_total", {"cluster": f"{NS}/good", "kind": "unavailable"}) == 2
     assert service.health.ready()[0] is False
-    assert kube.writes == []
+    (event,) = [body for *_, body in kube.writes]  # nothing but a Warning on the Controller that could not be read
+    assert (event["type"], event["reason"], event["regarding"]["name"]) == ("Warning", "SlurmUnreadable", "good")
 
 
 def test_once_exit_code(httpserver: HTTPServer, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -23,6 +23,7 @@ from slurm_sync.slurm import (
     interpret,
 )
 from slurm_sync.slurm_errors import (
+    SlurmError,
     SlurmMalformed,
     SlurmNotFound,
     SlurmRejected,
@@ -508,3 +509,32 @@ def test_a_watch_refuses_an_unchanged_listing_before_it_has_a_view() -> None:
     with pytest.raises(SlurmMalformed, match="no previous view"):
         watch.poll()
     assert set(watch.poll().items) == {"a"}
+
+
+def _error_from(source: str, description: str, number: int) -> dict:
+    return {"errors": [{"description": description, "error_number": number, "error": "", "source": source}],
+            "warnings": [], "meta": meta()}
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "gone"),
+    [
+        (422, _error_from("_get_single_reservation", "Unable to find reservation r1", 9000), True),
+        (200, _error_from("slurm_load_reservations()", "Unable to query reservations", 0), True),
+        (422, _error_from("_get_single_reservation", "Unable to find reservation other", 9000), False),
+        (422, _error_from("_op_handler_reservation", "Query empty or not RFC7320 compliant", 9000), False),
+        (
+            200,
+            _error_from("slurm_load_reservations()", "Unable to query reservations", 1001),
+            False,
+        ),  # slurmctld unreachable
+        (200, _error_from("somewhere else", "Unable to query reservations", 0), False),
+    ],
+    ids=["missing-among-others", "none-at-all", "another-name", "other-9000", "comm-error", "other-source"],
+)
+def test_only_slurms_own_answers_say_a_reservation_is_gone(
+        server: HTTPServer, client: SlurmClient, status: int, body: dict, gone: bool) -> None:
+    server.expect_request(f"{V}/reservation/r1").respond_with_json(body, status=status)
+    with pytest.raises(SlurmError) as info:
+        client.get_reservation("r1")
+    assert isinstance(info.value, SlurmNotFound) == gone
