@@ -33,7 +33,7 @@ test: $(STAMP) $(HELM)
 	  $(PY) -m pytest $(PYTEST_ARGS); rc=1; fi; \
 	hack/kube/down.sh || true; hack/slurm/down.sh || true; exit $$rc
 
-## Benchmarks with the budgets of DESIGN §7 (ratios against a floor or peer); non-zero if a budget is violated.
+## Benchmarks with the budgets of docs/architecture.md §7 (ratios against a floor or peer); non-zero if a budget is violated.
 bench: $(STAMP)
 	@command -v wrk >/dev/null || { echo "make bench: installing wrk (load generator) with apt" >&2; \
 	  (apt-get install -y -qq wrk >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq wrk; } >/dev/null 2>&1) \

@@ -1,4 +1,4 @@
-"""`make bench`: the budgets of DESIGN §7, each reported as a ratio against a floor or a peer.
+"""`make bench`: the budgets of docs/architecture.md §7, each reported as a ratio against a floor or a peer.
 
 Layout:
 * `bench/measure.py` — shared helpers: timed samples (interleaved A/B pairs, GC before each

@@ -1,5 +1,5 @@
 """Bridge loop on the real Slurm lab: pod-to-binding latency and the cost of scheduling one pod
-with 10 and with 2,000 Slurm jobs queued (DESIGN §7, issue 6).
+with 10 and with 2,000 Slurm jobs queued (docs/architecture.md §7, issue 6).
 
 * Slurm: the real 26.05 lab (``hack/slurm/up.sh``; started here if it is not up, and stopped again
   at the end only then), the real ``SlurmClient`` and ``BridgeLoop``. Every Slurm request and the
@@ -304,11 +304,11 @@ class Phase:
     """One queue size: its own BridgeLoop (so its first pass is the full job listing)."""
 
     def __init__(self, env: dict[str, str], apiserver: FakeApiserver) -> None:
-        from slurm_sync.bridge import BridgeLoop
-        from slurm_sync.bridge_kube import BridgeKube
+        from slurm_sync.bridge.loop import BridgeLoop
+        from slurm_sync.bridge.kube import BridgeKube
         from slurm_sync.kube import Kube
         from slurm_sync.metrics import Metrics
-        from slurm_sync.slurm import SlurmClient
+        from slurm_sync.slurm.client import SlurmClient
 
         token = env["SLURM_REST_TOKEN"]
         self.client = SlurmClient(env["SLURM_REST_URL"], lambda: token, timeout=SLURM_TIMEOUT)

@@ -1,4 +1,4 @@
-"""p99 over HTTP for a small NodeSet sync on one gunicorn worker, next to `/healthz` (DESIGN §7).
+"""p99 over HTTP for a small NodeSet sync on one gunicorn worker, next to `/healthz` (docs/architecture.md §7).
 
 gunicorn serves the app exactly as `make run` does (hooks/gunicorn_conf.py, `HOOKS_WORKERS=1`, a
 free loopback port). The load generator runs in its own process with one connection, so there is

@@ -1,6 +1,6 @@
 """Shared measuring helpers for `make bench`.
 
-Rules every suite follows (DESIGN §7): a figure is only meaningful as a ratio against a floor or a
+Rules every suite follows (docs/architecture.md §7): a figure is only meaningful as a ratio against a floor or a
 peer measured in the same run, so measurements come in interleaved pairs (subject, floor,
 subject, floor, ...) that see the same machine noise; timing uses `time.perf_counter_ns`; every
 callable is warmed up first; the garbage collector runs before each sample (and stays enabled
@@ -122,7 +122,7 @@ def compare(
 
 @dataclass(frozen=True)
 class Budget:
-    """One budget of DESIGN §7: `value` must be at most `limit`."""
+    """One budget of docs/architecture.md §7: `value` must be at most `limit`."""
 
     name: str
     value: float

@@ -1,4 +1,4 @@
-"""NodeSet sync latency for 10 … 5,000 pods against the JSON floor (DESIGN §7, issue 4).
+"""NodeSet sync latency for 10 … 5,000 pods against the JSON floor (docs/architecture.md §7, issue 4).
 
 The request is a steady-state resync as Metacontroller sends it: the NodeSet with the status of
 the previous sync, its Controller, and N running worker pods that the hook itself created
@@ -13,7 +13,7 @@ SlurmNodeState* conditions.
 * floor: `orjson.loads` of the same request bytes plus `orjson.dumps` of the same response as
   plain JSON data (the response bytes parsed back), with the garbage collector paused: the
   least any implementation must do.
-* ratio = hook median / floor median; the 1,000-pod ratio must be at most 2 (DESIGN §7).
+* ratio = hook median / floor median; the 1,000-pod ratio must be at most 2 (docs/architecture.md §7).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Run the benchmark suites, print one table per suite, check the budgets of DESIGN §7.
+"""Run the benchmark suites, print one table per suite, check the budgets of docs/architecture.md §7.
 
     .venv/bin/python -m bench                 # every suite (what `make bench` runs)
     .venv/bin/python -m bench --only nodeset  # one suite

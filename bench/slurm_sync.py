@@ -1,4 +1,4 @@
-"""slurm_sync poll cycle over 5,000 Slurm nodes: writes and CPU time (DESIGN §7, issue 5).
+"""slurm_sync poll cycle over 5,000 Slurm nodes: writes and CPU time (docs/architecture.md §7, issue 5).
 
 One cluster: 5,000 Slurm nodes, 5,000 NodeSet worker pods over four NodeSets, 5,000 Kubernetes
 Nodes and the slurmctld pod. The real ``OperatorLoop`` runs through the real Kubernetes client
@@ -513,8 +513,8 @@ def run(quick: bool = False) -> Report:
 
     from slurm_sync.kube import Kube
     from slurm_sync.metrics import Metrics
-    from slurm_sync.operator import OperatorLoop
-    from slurm_sync.slurm import SlurmClient
+    from slurm_sync.operator.loop import OperatorLoop
+    from slurm_sync.slurm.client import SlurmClient
 
     slots = layout()
     apiserver = ApiserverProcess()  # builds the Kubernetes objects in the child meanwhile

@@ -1,4 +1,4 @@
-"""The hook server: a Flask application factory serving every route of DESIGN §3.
+"""The hook server: a Flask application factory serving every route of docs/architecture.md §3.
 
 Each POST route parses its request strictly (400 naming the field), runs a pure handler, checks
 the response (500 if Metacontroller would misread it) and answers strict JSON. Nothing here does

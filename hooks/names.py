@@ -32,7 +32,7 @@ ANNOTATION_SSHD_CONF_HASH: Final = SLINKY_PREFIX + "sshd-conf-hash"
 ANNOTATION_SSSD_CONF_HASH: Final = SLINKY_PREFIX + "sssd-conf-hash"
 ANNOTATION_SSH_HOST_KEYS_HASH: Final = SLINKY_PREFIX + "ssh-host-keys-hash"
 
-# NodeSet pods: identity, revision, and the drain-before-delete protocol (DESIGN §4).
+# NodeSet pods: identity, revision, and the drain-before-delete protocol (docs/architecture.md §4).
 LABEL_NODESET_POD_NAME: Final = NODESET_PREFIX + "pod-name"
 LABEL_NODESET_POD_INDEX: Final = NODESET_PREFIX + "pod-index"
 LABEL_NODESET_POD_HOSTNAME: Final = NODESET_PREFIX + "pod-hostname"
@@ -95,7 +95,7 @@ CONDITION_SERVICE_MONITOR_CREATED: Final = "ServiceMonitorCreated"  # only when 
 # Status condition of every kind while a spec value cannot be used (children are kept as they are).
 CONDITION_INVALID_SPEC: Final = "InvalidSpec"
 
-# The bridge hooks' intents for slurm_sync and its confirmations back (hooks/bridge/*, DESIGN §4).
+# The bridge hooks' intents for slurm_sync and its confirmations back (hooks/bridge/*, docs/architecture.md §4).
 ANNOTATION_PLACEHOLDER_GROUP: Final = SCHEDULER_PREFIX + "placeholder-group"  # "<Kind>[.<group>]/<ns>/<name>" of the job's group
 ANNOTATION_JOB_RELEASED: Final = SCHEDULER_PREFIX + "job-released"  # slurm_sync: "<job id>" this pod no longer holds
 ANNOTATION_DESIRED_TAINT: Final = SCHEDULER_PREFIX + "desired-taint"  # "<key>=<value>:<effect>" slurm_sync applies
@@ -128,7 +128,7 @@ CONDITION_RETAINED_CLAIMS: Final = "RetainedClaimsOwned"
 # Node annotation: comma-separated features slurm_sync applies as `k8s/<value>` to the Slurm node of each NodeSet pod there.
 FEATURES_PREFIX: Final = "features.slinky.slurm.net/"
 ANNOTATION_FEATURES_SPEC: Final = FEATURES_PREFIX + "spec"
-# NodeSet updateStrategy ScheduledUpdate (a Slurm maintenance reservation, DESIGN §4). The hook
+# NodeSet updateStrategy ScheduledUpdate (a Slurm maintenance reservation, docs/architecture.md §4). The hook
 # publishes the wanted reservation as status.reservation ({name, startTime, duration, flags,
 # nodes}); no status.reservation means "no reservation of ours for this NodeSet". slurm_sync
 # creates, updates or deletes it and reports on the NodeSet in ANNOTATION_RESERVATION_OBSERVED,

@@ -1,4 +1,4 @@
-"""The hook route table of DESIGN §3: path, request contract, response check and handler.
+"""The hook route table of docs/architecture.md §3: path, request contract, response check and handler.
 
 Handlers are found by convention, so adding a hook never means editing this file: the route
 `/<segment>/<hook>` is served by the function `<hook>` of module `hooks.<segment>` (for the bridge,
@@ -60,7 +60,7 @@ def route_table(handlers: dict[str, Handler] | None = None) -> list[Route]:
 
 
 def _discover(path: str) -> Handler | None:
-    """`/nodeset/sync` -> hooks.nodeset.sync; None while the module or function is not written."""
+    """`/nodeset/sync` -> hooks.nodeset.hook.sync; None while the module or function is not written."""
     *parts, hook = path.strip("/").split("/")
     module_name = "hooks." + ".".join(parts)
     try:

@@ -2,7 +2,7 @@
 
 slurmrestd reports a node's state as a list of words: one base state (``IDLE``, ``MIXED`` ...)
 plus flags (``DRAIN``, ``COMPLETING`` ...). Whether a node is busy, drained or still draining
-decides when a pod may be deleted (DESIGN §4), so both sides must read the words the same way.
+decides when a pod may be deleted (docs/architecture.md §4), so both sides must read the words the same way.
 Everything here is pure: state words in, booleans and condition dicts out.
 """
 

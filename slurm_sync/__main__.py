@@ -14,14 +14,14 @@ from kubernetes import client, config
 
 from hooks import names
 from slurm_sync import logs
-from slurm_sync.bridge import BridgeLoop, token_file
-from slurm_sync.bridge_kube import BridgeKube
-from slurm_sync.deletion import DEFAULT_GRACE
-from slurm_sync.discovery import TokenSource
+from slurm_sync.bridge.loop import BridgeLoop, token_file
+from slurm_sync.bridge.kube import BridgeKube
+from slurm_sync.operator.deletion import DEFAULT_GRACE
+from slurm_sync.operator.discovery import TokenSource
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
 from slurm_sync.service import Config, Service, health_server
-from slurm_sync.slurm import SlurmClient
+from slurm_sync.slurm.client import SlurmClient
 
 log = logging.getLogger("slurm_sync")
 ENV_PREFIX = "SLURM_SYNC_"

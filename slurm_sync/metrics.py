@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from slurm_sync.slurm_errors import SlurmError, SlurmMalformed, SlurmNotFound, SlurmRejected, SlurmUnavailable, SlurmUnsupported
+from slurm_sync.slurm.errors import SlurmError, SlurmMalformed, SlurmNotFound, SlurmRejected, SlurmUnavailable, SlurmUnsupported
 
 _KINDS = (
     (SlurmMalformed, "malformed"),

@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from slurm_sync.slurm_errors import SlurmNotFound, SlurmSuspect
+from slurm_sync.slurm.errors import SlurmNotFound, SlurmSuspect
 
 K = TypeVar("K", bound=Hashable)
 

@@ -19,14 +19,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from slurm_sync.bridge import BridgeLoop
-from slurm_sync.deletion import DEFAULT_GRACE
-from slurm_sync.discovery import ClusterHandle, Clusters, plan_clusters
+from slurm_sync.bridge.loop import BridgeLoop
+from slurm_sync.operator.deletion import DEFAULT_GRACE
+from slurm_sync.operator.discovery import ClusterHandle, Clusters, plan_clusters
 from slurm_sync.events import Events, controller_ref
 from slurm_sync.kube import Kube, describe_error
 from slurm_sync.metrics import Metrics
-from slurm_sync.operator import PassResult, Tally, release_retained_claims
-from slurm_sync.view import read_nodeset
+from slurm_sync.operator.loop import PassResult, Tally, release_retained_claims
+from slurm_sync.operator.view import read_nodeset
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Write examples/requests/*.json: one realistic request per hook route of DESIGN §3.
+"""Write examples/requests/*.json: one realistic request per hook route of docs/architecture.md §3.
 
     .venv/bin/python examples/requests/generate.py          # rewrite the files
     .venv/bin/python examples/requests/generate.py --check  # exit 1 if a file is stale
@@ -35,7 +35,7 @@ import yaml  # noqa: E402
 
 from hooks import names as n  # noqa: E402
 from hooks.cluster import IMAGE_TAG  # noqa: E402
-from hooks.nodeset_pods import revision_hash  # noqa: E402
+from hooks.nodeset.pods import revision_hash  # noqa: E402
 
 OUT = Path(__file__).resolve().parent
 MANIFESTS = ROOT / "compositecontrollers"
@@ -571,7 +571,7 @@ def worker_pod(ordinal: int, parent: JSON, slurm_states: list[tuple[str, str]], 
     pod = owned(desired, parent, f"{5200 + 10 * ordinal}")
     if protect:  # slurm_sync marks busy pods so the shared PDB protects them
         pod["metadata"]["labels"][n.LABEL_POD_PROTECT] = "true"
-    if drained:  # slurm_sync: Slurm reports the node drained and idle, the pod may go (DESIGN §4)
+    if drained:  # slurm_sync: Slurm reports the node drained and idle, the pod may go (docs/architecture.md §4)
         pod["metadata"]["annotations"][n.ANNOTATION_DRAINED] = "true"
     node = WORKER_NODES[ordinal]
     pod["spec"] |= {  # what the scheduler and the API server's defaulting added
@@ -1076,7 +1076,7 @@ def admission(operation_uid: str, pod: JSON) -> JSON:
 
 
 def requests() -> dict[str, JSON]:
-    """File name -> request body, for every hook route of DESIGN §3."""
+    """File name -> request body, for every hook route of docs/architecture.md §3."""
     out: dict[str, JSON] = {}
 
     def composite_set(kind: str, parent: JSON, children: dict, related: dict,

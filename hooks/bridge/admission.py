@@ -25,7 +25,7 @@ slurm-bridge's scheduler adds in PreEnqueue; there is no scheduler here). On UPD
 label may be added: the pod spec is immutable, and rewriting it as slurm-bridge does would make
 every update of a pod created before its namespace became managed fail.
 
-Validation (managed pods) follows slurm-bridge's rejections (bridge.md §1.1). Resize requests are
+Validation (managed pods) follows slurm-bridge's rejections. Resize requests are
 recognised by their effect (container resources changed), so they are refused however they come.
 """
 

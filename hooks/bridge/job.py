@@ -1,4 +1,4 @@
-"""The placeholder job: slurm-bridge's `V0044JobDescMsg` for one group (bridge.md §1.3).
+"""The placeholder job: slurm-bridge's `V0044JobDescMsg` for one group.
 
 Values are layered as slurm-bridge layers them: the workload's (Group), then the pods' resources
 (only where a pod asks for more than zero), then the user's annotations, which win. The result is

@@ -12,7 +12,7 @@ Contract with slurm_sync (all on the pod; `names.*` spell the keys):
 * ANNOTATION_JOB_ERROR: why no job is published (a malformed `slurmjob.slinky.slurm.net/*`
   annotation, a missing owner, a gang still short of pods). Exactly one of the job and the error
   is set; fixing the cause removes the error.
-* What slurm_sync does with the body (slurm_sync/bridge_plan.py): it groups unbound live pods by
+* What slurm_sync does with the body (slurm_sync/bridge/plan.py): it groups unbound live pods by
   ANNOTATION_PLACEHOLDER_GROUP and submits only when every member publishes one body naming exactly
   the members; a group holding a PENDING job whose body changed gets that job updated in place;
   a PENDING job none of whose live pods publishes a body any more is *cancelled*. So withdrawing or

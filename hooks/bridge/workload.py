@@ -1,4 +1,4 @@
-"""Which pods share one Slurm job, and which object's annotations describe it (bridge.md §2).
+"""Which pods share one Slurm job, and which object's annotations describe it.
 
 Customize asks Metacontroller only for what this pod points at (its controller by name, the
 JobSet/LeaderWorkerSet/PodGroup named in its labels or spec, and the group's pods by label), so a

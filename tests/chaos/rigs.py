@@ -23,12 +23,12 @@ from typing import Any, ClassVar
 import httpx
 
 from hooks import names
-from slurm_sync.bridge import BridgeLoop, BridgeResult
-from slurm_sync.bridge_kube import BridgeKube
+from slurm_sync.bridge.loop import BridgeLoop, BridgeResult
+from slurm_sync.bridge.kube import BridgeKube
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
 from slurm_sync.service import Config, Service
-from slurm_sync.slurm import SlurmClient
+from slurm_sync.slurm.client import SlurmClient
 from tests.chaos import rules
 from tests.chaos.faults import CLIENT_TIMEOUT, CONFIRM_SECONDS
 from tests.chaos.proxy import FaultProxy

@@ -121,7 +121,7 @@ def test_planned_bridge_calls_are_not_in_the_code_yet() -> None:
 
 def test_hook_server_needs_no_kubernetes_api() -> None:
     # The hooks' ServiceAccounts get no role and no token; that is only right while hooks/ never
-    # imports the Kubernetes client (DESIGN §2: hooks do no network I/O).
+    # imports the Kubernetes client (docs/architecture.md §2: hooks do no network I/O).
     import ast
 
     for path in sorted((rbac.REPO / "hooks").rglob("*.py")):

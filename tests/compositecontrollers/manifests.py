@@ -15,9 +15,9 @@ EXAMPLES_DIR = REPO / "examples" / "requests"
 CRD_DIR = REPO / "crds"
 SCHEMA_FILE = Path(__file__).with_name("metacontroller_schema.yaml")
 
-# DESIGN §3, the fixed hook HTTP contract: every POST route the hook server serves.
+# docs/architecture.md §3, the fixed hook HTTP contract: every POST route the hook server serves.
 COMPOSITE_SEGMENTS = ("controller", "nodeset", "loginset", "restapi", "accounting", "token")
-DESIGN_ROUTES: frozenset[str] = frozenset(
+CONTRACT_ROUTES: frozenset[str] = frozenset(
     [f"/{segment}/{hook}" for segment in COMPOSITE_SEGMENTS for hook in ("sync", "customize", "finalize")]
     + ["/bridge/pod/sync", "/bridge/pod/customize", "/bridge/pod/finalize"]
     + ["/bridge/node/sync", "/bridge/node/finalize"]
@@ -81,7 +81,7 @@ def decorators() -> dict[str, Obj]:
 
 
 def segment_of(plural: str) -> str:
-    """`nodesets` -> `nodeset`: the URL segment of a parent kind (DESIGN §3)."""
+    """`nodesets` -> `nodeset`: the URL segment of a parent kind (docs/architecture.md §3)."""
     return plural.removesuffix("s")
 
 

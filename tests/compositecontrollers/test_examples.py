@@ -1,4 +1,4 @@
-"""examples/requests/*.json: one well-formed request per DESIGN §3 route, in step with the manifests."""
+"""examples/requests/*.json: one well-formed request per docs/architecture.md §3 route, in step with the manifests."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from hooks import names
 from tests.compositecontrollers.manifests import (
-    DESIGN_ROUTES,
+    CONTRACT_ROUTES,
     EXAMPLES_DIR,
     KIND_OF_RESOURCE,
     Obj,
@@ -105,7 +105,7 @@ def embedded_objects(body: Obj) -> list[Obj]:
 
 def test_one_example_per_design_route() -> None:
     routes = [route_of(p) for p in example_paths()]
-    assert sorted(routes) == sorted(DESIGN_ROUTES)
+    assert sorted(routes) == sorted(CONTRACT_ROUTES)
 
 
 @pytest.mark.parametrize("path", example_paths(), ids=lambda p: p.name)

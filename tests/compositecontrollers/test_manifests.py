@@ -1,4 +1,4 @@
-"""The Metacontroller manifests in compositecontrollers/: valid, strict, and wired as DESIGN §2-4 says."""
+"""The Metacontroller manifests in compositecontrollers/: valid, strict, and wired as docs/architecture.md §2-4 says."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from hooks import names
 from tests.compositecontrollers.manifests import (
     CRD_DIR,
-    DESIGN_ROUTES,
+    CONTRACT_ROUTES,
     Obj,
     all_hooks,
     composites,
@@ -216,7 +216,7 @@ def test_every_child_rule_chooses_its_update_strategy() -> None:
 
 
 def test_pods_are_never_updated_or_recreated_by_metacontroller() -> None:
-    """A slurmd pod is replaced only by the nodeset hook, after drain (DESIGN §4)."""
+    """A slurmd pod is replaced only by the nodeset hook, after drain (docs/architecture.md §4)."""
     pod_rules = [
         (doc["metadata"]["name"], rule.get("updateStrategy", {}).get("method"))
         for doc in manifests().values()
@@ -260,7 +260,7 @@ def test_every_hook_path_is_the_design_route_of_its_kind_and_hook() -> None:
     for doc in manifests().values():
         for hook, spec in hooks_of(doc).items():
             path = spec["webhook"]["path"]
-            assert path in DESIGN_ROUTES, f"{doc['metadata']['name']}: {path} is not a DESIGN §3 route"
+            assert path in CONTRACT_ROUTES, f"{doc['metadata']['name']}: {path} is not a docs/architecture.md §3 route"
             assert path == _expected_path(doc, hook), f"{doc['metadata']['name']} {hook}: {path}"
 
 

@@ -213,8 +213,8 @@ STATUS_FIELDS = {
         "ordinalToNode",
         "selector",
         "conditions",
-        "drainingPods",  # ours: the drain-before-delete intents slurm_sync carries out (DESIGN §4)
-        "reservation",  # ours: the ScheduledUpdate maintenance reservation slurm_sync creates (DESIGN §4)
+        "drainingPods",  # ours: the drain-before-delete intents slurm_sync carries out (docs/architecture.md §4)
+        "reservation",  # ours: the ScheduledUpdate maintenance reservation slurm_sync creates (docs/architecture.md §4)
     },
     "LoginSet": {"replicas", "selector", "conditions"},
     "RestApi": {"conditions"},

@@ -1,4 +1,4 @@
-"""The hook server's HTTP contract (DESIGN §3), through Flask's test client."""
+"""The hook server's HTTP contract (docs/architecture.md §3), through Flask's test client."""
 
 from __future__ import annotations
 

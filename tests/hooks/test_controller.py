@@ -1,4 +1,4 @@
-"""Controller → slurmctld (hooks/controller.py), through HTTP: children, slurm.conf, hashes, status."""
+"""Controller → slurmctld (hooks/controller/hook.py), through HTTP: children, slurm.conf, hashes, status."""
 
 from __future__ import annotations
 

@@ -13,9 +13,9 @@ import orjson
 import pytest
 
 from hooks import names
-from hooks import nodeset as nodeset_hook
+from hooks.nodeset import hook as nodeset_hook
 from hooks.app import create_app
-from hooks.nodeset_observe import parse_time
+from hooks.nodeset.observe import parse_time
 from tests.support.kube import validate_builtin, validate_cr
 
 NS = "slurm"
@@ -130,7 +130,7 @@ class Clock:
 
 @pytest.fixture(autouse=True)
 def clock(monkeypatch):
-    """Pins hooks.nodeset.now() (the NodeSet hook's one clock read); set `clock.now` to move time."""
+    """Pins hooks.nodeset.hook.now() (the NodeSet hook's one clock read); set `clock.now` to move time."""
     pinned = Clock()
     monkeypatch.setattr(nodeset_hook, "now", pinned)
     return pinned

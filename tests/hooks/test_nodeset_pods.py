@@ -7,8 +7,8 @@ import base64
 import pytest
 
 from hooks import names
-from hooks.nodeset_pods import conf_argument, parse_quantity, pod_limits
-from hooks.nodeset_spec import parse_nodeset
+from hooks.nodeset.pods import conf_argument, parse_quantity, pod_limits
+from hooks.nodeset.spec import parse_nodeset
 from tests.hooks.test_nodeset import (  # noqa: F401  (client and clock are fixtures)
     children, client, clock, condition, controller_cr, draining, node, nodeset, observed, post, reported, request, sync,
 )

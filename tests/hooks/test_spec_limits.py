@@ -13,8 +13,8 @@ import pytest
 
 from hooks import names
 from hooks.app import create_app
-from hooks.controller_spec import MAX_BACKUPS
-from hooks.nodeset_spec import MAX_REPLICAS
+from hooks.controller.spec import MAX_BACKUPS
+from hooks.nodeset.spec import MAX_REPLICAS
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "requests"
 

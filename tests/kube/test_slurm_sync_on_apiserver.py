@@ -12,10 +12,10 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from hooks import names
-from slurm_sync.bridge_kube import BridgeKube, binding_body, label_body
-from slurm_sync.bridge_view import BridgePod, read_pod
+from slurm_sync.bridge.kube import BridgeKube, binding_body, label_body
+from slurm_sync.bridge.view import BridgePod, read_pod
 from slurm_sync.kube import Kube
-from slurm_sync.plan import claim_release_patch
+from slurm_sync.operator.plan import claim_release_patch
 from tests.crds.test_crds import example
 from tests.fixtures.slurm import wait_for
 from tests.kube.kubeapi import GROUP, VERSION, create_cr

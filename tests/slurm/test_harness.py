@@ -20,7 +20,7 @@ from tests.fixtures.slurm import SlurmLab, parse_version, wait_for
 pytestmark = pytest.mark.slurm
 
 NODES = {"n1", "n2", "n3", "n4"}
-SUPPORTED_API = {"v0.0.43", "v0.0.44", "v0.0.45"}  # DESIGN §5: Slurm 25.05 and newer
+SUPPORTED_API = {"v0.0.43", "v0.0.44", "v0.0.45"}  # docs/architecture.md §5: Slurm 25.05 and newer
 
 
 @pytest.fixture(scope="module")

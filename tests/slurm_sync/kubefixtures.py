@@ -12,10 +12,10 @@ from kubernetes import client
 
 from hooks import names, slurmstate
 from slurm_sync.events import Events, ObjectRef
-from slurm_sync.slurm import Snapshot
-from slurm_sync.slurm_types import Job, Listing
-from slurm_sync.slurm_errors import SlurmError, SlurmNotFound
-from slurm_sync.slurm_types import Node, NodeUpdate, PingResult, SlurmVersion, ControllerPing, parse_node
+from slurm_sync.slurm.client import Snapshot
+from slurm_sync.slurm.types import Job, Listing
+from slurm_sync.slurm.errors import SlurmError, SlurmNotFound
+from slurm_sync.slurm.types import Node, NodeUpdate, PingResult, SlurmVersion, ControllerPing, parse_node
 
 NS = "slurm"
 CLUSTER = "slurm"

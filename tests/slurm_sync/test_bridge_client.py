@@ -11,13 +11,13 @@ import pytest
 from pytest_httpserver import HTTPServer
 
 from slurm_sync import __main__ as cli
-from slurm_sync.bridge import BridgeLoop, token_file
-from slurm_sync.bridge_kube import BridgeKube
+from slurm_sync.bridge.loop import BridgeLoop, token_file
+from slurm_sync.bridge.kube import BridgeKube
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
 from slurm_sync.service import Config, Service
-from slurm_sync.slurm import SlurmClient
-from slurm_sync.slurm_errors import SlurmMalformed, SlurmRejected
+from slurm_sync.slurm.client import SlurmClient
+from slurm_sync.slurm.errors import SlurmMalformed, SlurmRejected
 from tests.slurm_sync.bridgekube import BridgeFake
 from tests.slurm_sync.kubefixtures import api_client
 from tests.slurm_sync.test_slurm_client import TOKEN, V, spec

@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from hooks import names
-from slurm_sync.bridge import BridgeLoop
-from slurm_sync.bridge_kube import BridgeKube
+from slurm_sync.bridge.loop import BridgeLoop
+from slurm_sync.bridge.kube import BridgeKube
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
-from slurm_sync.slurm import SlurmClient
+from slurm_sync.slurm.client import SlurmClient
 from tests.slurm_sync.bridgekube import BNS, bridge_pod, job_body
 from tests.slurm_sync.inject import Injector, answer, slurm_meta
 from tests.slurm_sync.kubefixtures import api_client

@@ -17,14 +17,14 @@ from pytest_httpserver import HTTPServer
 
 from hooks import names
 from hooks.bridge import workload
-from slurm_sync.bridge import BridgeLoop
-from slurm_sync.bridge_kube import BridgeKube
+from slurm_sync.bridge.loop import BridgeLoop
+from slurm_sync.bridge.kube import BridgeKube
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
 from slurm_sync.service import Config, Service, health_server
-from slurm_sync.slurm import Snapshot
-from slurm_sync.slurm_errors import SlurmError, SlurmNotFound, SlurmRejected, SlurmUnavailable
-from slurm_sync.slurm_types import Job, Node, SubmitResult, parse_job, parse_node
+from slurm_sync.slurm.client import Snapshot
+from slurm_sync.slurm.errors import SlurmError, SlurmNotFound, SlurmRejected, SlurmUnavailable
+from slurm_sync.slurm.types import Job, Node, SubmitResult, parse_job, parse_node
 from tests.slurm_sync.bridgekube import BNS, BridgeFake, bridge_pod, job_body, kube_node, pod_group, single
 from tests.slurm_sync.kubefixtures import api_client
 

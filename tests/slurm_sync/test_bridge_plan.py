@@ -1,4 +1,4 @@
-"""The bridge plans as pure functions, named by bridge.md §7 vector where one applies."""
+"""The bridge plans as pure functions, named by slurm-bridge behaviour, vector where one applies."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ import orjson
 import pytest
 
 from hooks import names
-from slurm_sync import bridge_nodes
-from slurm_sync.bridge_nodes import CreateNode, DeleteNode, MarkRegistered, SlurmNodeChange, plan_nodes
-from slurm_sync.bridge_kube import label_body, pod_group_scheduled_body
-from slurm_sync.bridge_plan import Cancel, DeletePod, digest, expand_hostlist, orphans, plan_pods, scheduled_pod_groups
-from slurm_sync.bridge_view import BridgePod, read_node, read_pod
-from slurm_sync.slurm_types import Job, NodeUpdate, parse_job, parse_node
+from slurm_sync.bridge import nodes as bridge_nodes
+from slurm_sync.bridge.nodes import CreateNode, DeleteNode, MarkRegistered, SlurmNodeChange, plan_nodes
+from slurm_sync.bridge.kube import label_body, pod_group_scheduled_body
+from slurm_sync.bridge.plan import Cancel, DeletePod, digest, orphans, plan_pods, scheduled_pod_groups
+from slurm_sync.hostlist import expand_hostlist
+from slurm_sync.bridge.view import BridgePod, read_node, read_pod
+from slurm_sync.slurm.types import Job, NodeUpdate, parse_job, parse_node
 from tests.slurm_sync.bridgekube import BNS, OUR_TAINT, bridge_pod, job_body, kube_node, single
 
 NOW = datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)

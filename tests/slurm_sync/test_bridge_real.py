@@ -17,11 +17,11 @@ import pytest
 from pytest_httpserver import HTTPServer
 
 from hooks import names
-from slurm_sync.bridge import BridgeLoop
-from slurm_sync.bridge_kube import BridgeKube
+from slurm_sync.bridge.loop import BridgeLoop
+from slurm_sync.bridge.kube import BridgeKube
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
-from slurm_sync.slurm import SlurmClient
+from slurm_sync.slurm.client import SlurmClient
 from tests.fixtures.slurm import SlurmLab, wait_for
 from tests.slurm_sync.bridgekube import BNS, OUR_TAINT, BridgeFake, bridge_pod, job_body, kube_node
 from tests.slurm_sync.kubefixtures import api_client

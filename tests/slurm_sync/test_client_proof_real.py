@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from slurm_sync.slurm import SlurmClient
-from slurm_sync.slurm_errors import SlurmNotFound, SlurmUnavailable, SlurmWrongCluster
-from slurm_sync.slurm_types import NodeUpdate
+from slurm_sync.slurm.client import SlurmClient
+from slurm_sync.slurm.errors import SlurmNotFound, SlurmUnavailable, SlurmWrongCluster
+from slurm_sync.slurm.types import NodeUpdate
 from tests.fixtures.slurm import SlurmLab
 from tests.slurm_sync.inject import Injector, answer, rename_cluster, slurm_meta
 

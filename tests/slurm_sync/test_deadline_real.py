@@ -19,9 +19,9 @@ import pytest
 from pytest_httpserver import HTTPServer
 
 from hooks import names
-from hooks import nodeset as nodeset_hook
+from hooks.nodeset import hook as nodeset_hook
 from hooks.contract import parse_composite
-from slurm_sync.slurm import SlurmClient
+from slurm_sync.slurm.client import SlurmClient
 from tests.fixtures.slurm import SlurmLab, wait_for
 from tests.hooks.test_nodeset import nodeset, observed, request
 from tests.slurm_sync.kubefixtures import NS
@@ -41,7 +41,7 @@ def rig(slurm_lab: SlurmLab, httpserver: HTTPServer) -> Iterator[Rig]:
 
 
 def hook_sync(replicas: int, pods: list[dict], status: dict | None = None) -> dict:
-    """hooks.nodeset.sync on a NodeSet `gpu` (controller `slurm`) with these observed pods."""
+    """hooks.nodeset.hook.sync on a NodeSet `gpu` (controller `slurm`) with these observed pods."""
     return nodeset_hook.sync(parse_composite(request(nodeset(status, replicas=replicas), pods=pods), "NodeSet"))
 
 

@@ -11,12 +11,12 @@ from typing import Any
 from pytest_httpserver import HTTPServer
 
 from hooks import names
-from slurm_sync.deletion import plan_deletion
+from slurm_sync.operator.deletion import plan_deletion
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
-from slurm_sync.operator import OperatorLoop
-from slurm_sync.slurm_types import parse_job
-from slurm_sync.view import read_nodeset
+from slurm_sync.operator.loop import OperatorLoop
+from slurm_sync.slurm.types import parse_job
+from slurm_sync.operator.view import read_nodeset
 from tests.slurm_sync.fakekube import FakeKube
 from tests.slurm_sync.kubefixtures import CLUSTER, NODESET_UID, NOW, NS, FakeSlurm, api_client, node, nodeset, pod
 
@@ -62,7 +62,7 @@ def test_a_nodeset_without_a_partition_waits_for_no_job() -> None:
     view = read_nodeset(nodeset(deleting=True))
     assert view.partition is None
     assert plan_deletion(view, [job(7, "PENDING")], {}, (), T0, 600).report.pending_jobs == (7,)  # the caller's list
-    from slurm_sync.deletion import pending_jobs
+    from slurm_sync.operator.deletion import pending_jobs
     assert pending_jobs(view, [job(7, "PENDING")]) == ()
 
 

@@ -13,9 +13,9 @@ from pytest_httpserver import HTTPServer
 from hooks import names
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
-from slurm_sync.operator import OperatorLoop
-from slurm_sync.plan import observed_hash, PodState
-from slurm_sync.slurm_errors import SlurmUnavailable
+from slurm_sync.operator.loop import OperatorLoop
+from slurm_sync.operator.plan import observed_hash, PodState
+from slurm_sync.slurm.errors import SlurmUnavailable
 from tests.slurm_sync.kubefixtures import (
     RecordedEvents,
     refused_url,
@@ -333,7 +333,7 @@ def test_pvcs_are_not_even_read_unless_a_retaining_nodeset_is_deleted(server: HT
 def test_the_guarded_patch_refuses_a_concurrent_owner_change() -> None:
     """The fake apiserver applies RFC 6902 as the real one: a failed test op changes nothing."""
     from tests.slurm_sync.fakekube import _json_patch
-    from slurm_sync.plan import claim_release_patch
+    from slurm_sync.operator.plan import claim_release_patch
 
     claim = pvc("data-gpu-0", NODESET_OWNER)
     ops = claim_release_patch(claim, NODESET_UID)

@@ -14,10 +14,10 @@ from pytest_httpserver import HTTPServer
 from hooks import names
 from slurm_sync import __main__ as cli
 from slurm_sync.metrics import Metrics
-from slurm_sync.operator import OperatorLoop
+from slurm_sync.operator.loop import OperatorLoop
 from slurm_sync.kube import Kube
-from slurm_sync.slurm_errors import SlurmError, SlurmErrorDetail, SlurmRejected, SlurmUnavailable
-from slurm_sync.slurm_types import Node, NodeUpdate, parse_node
+from slurm_sync.slurm.errors import SlurmError, SlurmErrorDetail, SlurmRejected, SlurmUnavailable
+from slurm_sync.slurm.types import Node, NodeUpdate, parse_node
 from tests.slurm_sync.kubefixtures import (
     CLUSTER, NODESET_UID, NOW, NS, FakeSlurm, RecordedEvents, api_client, controller_pod, nodeset, pod,
 )

@@ -27,7 +27,7 @@ from hooks import names
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
 from slurm_sync.service import Config, Service, health_server
-from slurm_sync.slurm import SlurmClient
+from slurm_sync.slurm.client import SlurmClient
 from tests.fixtures.slurm import SlurmLab, _load_lab, wait_for
 from tests.slurm_sync.fakekube import FakeKube
 from tests.slurm_sync.kubefixtures import NS, api_client, controller_pod, kube_node, nodeset, pod

@@ -14,7 +14,7 @@ import pytest
 from pytest_httpserver import HTTPServer
 
 from hooks import names
-from slurm_sync.slurm import SlurmClient
+from slurm_sync.slurm.client import SlurmClient
 from tests.fixtures.slurm import SlurmLab, _load_lab
 from tests.slurm_sync.kubefixtures import NODESET_UID, NS
 from tests.slurm_sync.test_operator_real import Rig, build_rig, restore

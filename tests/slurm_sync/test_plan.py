@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 
 from hooks import names
-from slurm_sync import plan
+from slurm_sync.operator import plan
 from slurm_sync.metrics import Metrics
-from slurm_sync.operator import OperatorLoop, Tally
-from slurm_sync.plan import SlurmView
-from slurm_sync.slurm_errors import SlurmMalformed, SlurmNotFound, SlurmRejected, SlurmUnavailable
-from slurm_sync.slurm_types import NodeUpdate
-from slurm_sync.view import ClusterView, read_kube_node, read_nodeset, read_pod
+from slurm_sync.operator.loop import OperatorLoop, Tally
+from slurm_sync.operator.plan import SlurmView
+from slurm_sync.slurm.errors import SlurmMalformed, SlurmNotFound, SlurmRejected, SlurmUnavailable
+from slurm_sync.slurm.types import NodeUpdate
+from slurm_sync.operator.view import ClusterView, read_kube_node, read_nodeset, read_pod
 from tests.slurm_sync.kubefixtures import NODESET_UID, NOW, NS, FakeSlurm, kube_node, node, nodeset, pod, ping
 
 OUR = "slurm-operator: scale-in to 1 replicas"
@@ -224,7 +224,7 @@ def test_nodeset_touch_only_when_hook_inputs_change() -> None:
 
 
 def test_active_controller_keeps_labels_when_no_answer() -> None:
-    from slurm_sync.view import ControllerPodView
+    from slurm_sync.operator.view import ControllerPodView
 
     pods = [ControllerPodView(NS, "c-0", "c-0", True), ControllerPodView(NS, "c-1", "c-1", False)]
     assert plan.controller_patches(pods, None) == ()

@@ -9,12 +9,12 @@ import datetime
 import pytest
 
 from hooks import names
-from slurm_sync import plan
+from slurm_sync.operator import plan
 from slurm_sync.metrics import Metrics
-from slurm_sync.operator import OperatorLoop, Tally
-from slurm_sync.plan import SlurmView
-from slurm_sync.slurm_errors import SlurmUnavailable
-from slurm_sync.slurm_types import Job, Node
+from slurm_sync.operator.loop import OperatorLoop, Tally
+from slurm_sync.operator.plan import SlurmView
+from slurm_sync.slurm.errors import SlurmUnavailable
+from slurm_sync.slurm.types import Job, Node
 from tests.slurm_sync.kubefixtures import NOW, NS, FakeSlurm, node, pod, ping
 from tests.slurm_sync.test_plan import cluster
 

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from hooks import names
-from slurm_sync import plan
-from slurm_sync.plan import PruneCandidate, SlurmView
-from slurm_sync.slurm_types import Node, NodeUpdate, parse_node
-from slurm_sync.view import ClusterView, read_kube_node, read_nodeset, read_pod
+from slurm_sync.operator import plan
+from slurm_sync.operator.plan import PruneCandidate, SlurmView
+from slurm_sync.slurm.types import Node, NodeUpdate, parse_node
+from slurm_sync.operator.view import ClusterView, read_kube_node, read_nodeset, read_pod
 from tests.slurm_sync.kubefixtures import NODESET_UID, NOW, NS, nodeset, ping, pod
 
 COMMENT = f'{{"namespace":"{NS}","podName":"gpu-0","node":"k1","nodeSetName":"gpu","nodeSetUID":"{NODESET_UID}"}}'

@@ -15,12 +15,12 @@ from pytest_httpserver import HTTPServer
 from hooks import names
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
-from slurm_sync.operator import OperatorLoop
-from slurm_sync.reservations import execute, in_scope, parse_time, plan_cluster, plan_nodeset, report
-from slurm_sync.slurm import SlurmClient
-from slurm_sync.slurm_errors import SlurmNotFound, SlurmUnavailable
-from slurm_sync.slurm_types import Listing, Node, Reservation, parse_node
-from slurm_sync.view import ClusterView, read_nodeset
+from slurm_sync.operator.loop import OperatorLoop
+from slurm_sync.operator.reservations import execute, in_scope, parse_time, plan_cluster, plan_nodeset, report
+from slurm_sync.slurm.client import SlurmClient
+from slurm_sync.slurm.errors import SlurmNotFound, SlurmUnavailable
+from slurm_sync.slurm.types import Listing, Node, Reservation, parse_node
+from slurm_sync.operator.view import ClusterView, read_nodeset
 from tests.slurm_sync.kubefixtures import CLUSTER, NS, FakeSlurm, RecordedEvents, api_client, nodeset
 from tests.slurm_sync.test_operator_kube import MERGE, expect_patch, expect_reads, run, settled_hash
 
@@ -408,8 +408,8 @@ def test_real_slurm_reservation_created_for_the_nodesets_nodes_and_removed_on_de
                               events=RecordedEvents(),
                               now=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         nodes = {n.name: n for n in client.list_nodes().items}
-        from slurm_sync.operator import Tally
-        from slurm_sync.plan import SlurmView
+        from slurm_sync.operator.loop import Tally
+        from slurm_sync.operator.plan import SlurmView
 
         try:
             tally = Tally()
@@ -480,8 +480,8 @@ def test_real_slurm_reservation_deleted_behind_our_back_is_absent_only_on_slurms
     """The report says Created; an administrator deletes the reservation (`scontrol delete`). A listing
     that merely lacks it changes nothing while Slurm, asked by name, still has it; once it is gone,
     the first not-found is confirmed on the next pass and only then is Absent reported."""
-    from slurm_sync.operator import Tally
-    from slurm_sync.plan import SlurmView
+    from slurm_sync.operator.loop import Tally
+    from slurm_sync.operator.plan import SlurmView
 
     name = "SlurmOperatorMaint-gpu"
     created = nodeset()

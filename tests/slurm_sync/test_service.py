@@ -15,7 +15,7 @@ from pytest_httpserver import HTTPServer
 
 from slurm_sync import __main__ as cli
 from slurm_sync import logs
-from slurm_sync.discovery import TokenSource, plan_clusters
+from slurm_sync.operator.discovery import TokenSource, plan_clusters
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
 from slurm_sync.service import Config, Health, Service, health_server
@@ -188,9 +188,9 @@ def test_an_unreachable_apiserver_is_unready_and_the_loop_goes_on() -> None:
         kube = Kube(api_client(refused_url()), metrics.count_kube_write)
         bridge = None
         if mode == "both":
-            from slurm_sync.bridge import BridgeLoop
-            from slurm_sync.bridge_kube import BridgeKube
-            from slurm_sync.slurm import SlurmClient
+            from slurm_sync.bridge.loop import BridgeLoop
+            from slurm_sync.bridge.kube import BridgeKube
+            from slurm_sync.slurm.client import SlurmClient
 
             bridge = BridgeLoop(SlurmClient("http://127.0.0.1:9", lambda: "t", timeout=1), BridgeKube(kube), metrics, [NS])
         config = Config(namespaces=(NS,), poll_interval=0.01, mode=mode)

@@ -15,14 +15,14 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from slurm_sync.slurm import (
+from slurm_sync.slurm.client import (
     ListingWatch,
     RetryPolicy,
     SlurmClient,
     choose_version,
     interpret,
 )
-from slurm_sync.slurm_errors import (
+from slurm_sync.slurm.errors import (
     SlurmError,
     SlurmMalformed,
     SlurmNotFound,
@@ -30,7 +30,7 @@ from slurm_sync.slurm_errors import (
     SlurmUnavailable,
     SlurmUnsupported,
 )
-from slurm_sync.slurm_types import Listing, NodeUpdate, SlurmVersion, parse_job, parse_node, parse_ping
+from slurm_sync.slurm.types import Listing, NodeUpdate, SlurmVersion, parse_job, parse_node, parse_ping
 
 TOKEN = "eyJhbGciOiJIUzI1NiJ9.SECRET-PAYLOAD.SIGNATURE-do-not-leak"
 V = "/slurm/v0.0.45"

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from slurm_sync.slurm import SUPPORTED_VERSIONS, SlurmClient
-from slurm_sync.slurm_errors import ESLURM_ALREADY_DONE, SlurmNotFound, SlurmRejected
-from slurm_sync.slurm_types import Job, Node, NodeUpdate, SlurmVersion
+from slurm_sync.slurm.client import SUPPORTED_VERSIONS, SlurmClient
+from slurm_sync.slurm.errors import ESLURM_ALREADY_DONE, SlurmNotFound, SlurmRejected
+from slurm_sync.slurm.types import Job, Node, NodeUpdate, SlurmVersion
 from tests.fixtures.slurm import SlurmLab, wait_for
 
 pytestmark = pytest.mark.slurm

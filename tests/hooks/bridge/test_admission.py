@@ -1,4 +1,4 @@
-"""Admission webhooks: bridge.md §7 vectors 19-21 (mutation matrix, rejections R1-R7, updates),
+"""Admission webhooks: slurm-bridge behaviour, vectors 19-21 (mutation matrix, rejections R1-R7, updates),
 patches applied with jsonpatch and validated as real pods, and the AdmissionReview shape."""
 
 from __future__ import annotations

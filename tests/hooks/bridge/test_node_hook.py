@@ -1,4 +1,4 @@
-"""The node decorator: hook-side intents of bridge.md §7 vectors 15 and 22-24 and its finalize."""
+"""The node decorator: hook-side intents of slurm-bridge behaviour, vectors 15 and 22-24 and its finalize."""
 
 from __future__ import annotations
 

@@ -67,7 +67,7 @@ def test_bound_or_finished_pods_keep_their_job_unchanged(client, settled):
 
 
 def test_job_with_parallelism_gives_one_single_node_job_per_pod(client):
-    """Slinky's Job translation is one pod per Slurm job (bridge.md §2); gangs need a PodGroup."""
+    """Slinky's Job translation is one pod per Slurm job; gangs need a PodGroup."""
     job = obj("batch/v1", "Job", "j", spec={"parallelism": 3, "template": {"spec": {}}}, annotations=slurmjob(account="a"))
     pods = [pod(f"j-{i}", owner=owner_ref(job)) for i in range(3)]
     outs = [sync(client, p, job, *pods) for p in pods]

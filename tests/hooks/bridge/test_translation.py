@@ -1,4 +1,4 @@
-"""bridge.md §7 translation vectors 1-12 (pod/workload -> placeholder job), through the pod hook's
+"""slurm-bridge behaviour, translation vectors 1-12 (pod/workload -> placeholder job), through the pod hook's
 pure `publish` so that resolution, resources and annotations are exercised together."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def test_v01_bare_pod_with_account_and_ids():
 
 
 def test_v01_slinky_example_body_exactly_minus_required_nodes():
-    """bridge.md §1.3's submitted body for pod-single, except required_nodes (deliberately dropped)."""
+    """slurm-bridge's submitted body for pod-single, except required_nodes (deliberately dropped)."""
     target = pod("pod-single", annotations=slurmjob(job_name="pod-single", timelimit="1"),
                  containers=[container(requests={"cpu": "1", "memory": "100Mi"}, limits={"cpu": "1", "memory": "100Mi"})])
     assert job(target) == {

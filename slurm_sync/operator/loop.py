@@ -32,15 +32,16 @@ from kubernetes.client.exceptions import ApiException
 from hooks import names
 from hooks.gcpause import collector_paused
 from hooks.objects import selector_labels
-from slurm_sync import deletion, reservations
+from slurm_sync.operator import deletion
+from slurm_sync.operator import reservations
 from slurm_sync.events import Events, Notice, ObjectRef, mark_notices, node_update_notice, nodeset_ref, pod_ref
-from slurm_sync import plan as planning
+from slurm_sync.operator import plan as planning
 from slurm_sync.proof import PROBES_PER_PASS, AbsenceProof, refuse_unproven_loss, sudden_loss
 from slurm_sync.kube import Kube, describe_error, pod_gone
 from slurm_sync.metrics import Metrics
-from slurm_sync.plan import PodPlan, PodState, SlurmView
-from slurm_sync.slurm import ListingWatch, SlurmClient
-from slurm_sync.slurm_errors import (
+from slurm_sync.operator.plan import PodPlan, PodState, SlurmView
+from slurm_sync.slurm.client import ListingWatch, SlurmClient
+from slurm_sync.slurm.errors import (
     SlurmError,
     SlurmNotFound,
     SlurmRejected,
@@ -48,8 +49,8 @@ from slurm_sync.slurm_errors import (
     SlurmUnsupported,
     SlurmWrongCluster,
 )
-from slurm_sync.slurm_types import Job, Node, NodeUpdate
-from slurm_sync.view import (
+from slurm_sync.slurm.types import Job, Node, NodeUpdate
+from slurm_sync.operator.view import (
     ClusterView,
     NodeSetView,
     PodView,

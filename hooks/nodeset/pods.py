@@ -19,7 +19,7 @@ import orjson
 
 from hooks import cluster, names
 from hooks.cluster import KeyRef
-from hooks.nodeset_spec import ControllerInfo, NodeSetSpec
+from hooks.nodeset.spec import ControllerInfo, NodeSetSpec
 from hooks.objects import child_metadata, component_labels, content_hash, selector_labels
 from hooks.podtemplate import apply_pod_template, merge_container
 

@@ -1,4 +1,4 @@
-"""ScheduledUpdate: the NodeSets' Slurm maintenance reservations (hooks/nodeset_reservation.py).
+"""ScheduledUpdate: the NodeSets' Slurm maintenance reservations (hooks/nodeset/reservation.py).
 
 The NodeSet hook publishes the reservation it wants in `status.reservation`; this module makes
 Slurm match and reports back in the NodeSet annotation `names.ANNOTATION_RESERVATION_OBSERVED`
@@ -41,15 +41,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hooks import names
-from slurm_sync.bridge_plan import expand_hostlist
+from slurm_sync.hostlist import expand_hostlist
 from slurm_sync.events import ObjectRef, controller_ref, nodeset_ref
-from slurm_sync.slurm_errors import SlurmError, SlurmNotFound
-from slurm_sync.slurm_types import Node, Reservation
-from slurm_sync.view import ClusterView, NodeSetView
+from slurm_sync.slurm.errors import SlurmError, SlurmNotFound
+from slurm_sync.slurm.types import Node, Reservation
+from slurm_sync.operator.view import ClusterView, NodeSetView
 
 if TYPE_CHECKING:  # the loop imports this module; only its attributes are used
-    from slurm_sync.operator import OperatorLoop, Tally
-    from slurm_sync.plan import SlurmView
+    from slurm_sync.operator.loop import OperatorLoop, Tally
+    from slurm_sync.operator.plan import SlurmView
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""updateStrategy ScheduledUpdate: the Slurm maintenance reservation, as intent and report (DESIGN §4).
+"""updateStrategy ScheduledUpdate: the Slurm maintenance reservation, as intent and report (docs/architecture.md §4).
 
 The hook never talks to Slurm. It publishes the reservation it wants in `status.reservation`
 ({name, startTime, duration, flags, nodes}) and reads back what slurm_sync did from the NodeSet
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from hooks import names
-from hooks.nodeset_observe import ObservedPod
-from hooks.nodeset_spec import NodeSetSpec
+from hooks.nodeset.observe import ObservedPod
+from hooks.nodeset.spec import NodeSetSpec
 from hooks.status import condition
 
 JSON = dict[str, Any]

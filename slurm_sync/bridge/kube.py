@@ -15,7 +15,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from hooks import names
-from slurm_sync.bridge_view import BridgeNode, BridgePod
+from slurm_sync.bridge.view import BridgeNode, BridgePod
 from slurm_sync.kube import Kube, WriteCounter
 
 JSON = dict[str, Any]

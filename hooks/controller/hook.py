@@ -28,8 +28,8 @@ from typing import Any
 from hooks import cluster, contract, names, slurmconf
 from hooks.cluster import config_map_name, worker_service_name
 from hooks.contract import CompositeRequest, CustomizeRequest
-from hooks.controller_pod import APP_NAME, COMPONENT, internal_service_name, statefulset, statefulset_name
-from hooks.controller_spec import NODESET, ControllerSpec, Resolved, parse_spec, referenced_configmaps, resolve
+from hooks.controller.pod import APP_NAME, COMPONENT, internal_service_name, statefulset, statefulset_name
+from hooks.controller.spec import NODESET, ControllerSpec, Resolved, parse_spec, referenced_configmaps, resolve
 from hooks.objects import child_metadata, component_labels, content_hash, selector_labels, service
 from hooks.status import condition
 

@@ -3,7 +3,7 @@
 Defaults follow Slinky v1beta1 (the CRD applies most of them, but a hook must not depend on
 that: a request built by hand or by an older CRD still gets the same answer). A value the hook
 cannot build pods from raises `cluster.InvalidSpec` naming the field: the hooks answer with every
-child kept as last applied and an `InvalidSpec` condition (hooks/nodeset.py), never with a 400,
+child kept as last applied and an `InvalidSpec` condition (hooks/nodeset/hook.py), never with a 400,
 which would only leave a Metacontroller event behind.
 
 Names: the NodeSet name is the `app.kubernetes.io/instance` label of every child, and each pod's

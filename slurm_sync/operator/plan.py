@@ -1,6 +1,6 @@
 """One pass of the operator loop as a pure function: (Slurm's answer, Kubernetes views) -> writes.
 
-Safety rules (DESIGN §4), all decided here so they are unit-testable:
+Safety rules (docs/architecture.md §4), all decided here so they are unit-testable:
 
 * ``SlurmView.nodes is None`` means the listing failed: no node-derived write at all (no mark
   set or cleared, no drain lifted, no condition touched). Unknown is not false.
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from hooks import names, slurmstate
-from slurm_sync.bridge_plan import expand_hostlist
-from slurm_sync.slurm_types import Job, Node, NodeUpdate, PingResult
-from slurm_sync.view import JSON, ClusterView, ControllerPodView, KubeNodeView, NodeSetView, PodView
+from slurm_sync.hostlist import expand_hostlist
+from slurm_sync.slurm.types import Job, Node, NodeUpdate, PingResult
+from slurm_sync.operator.view import JSON, ClusterView, ControllerPodView, KubeNodeView, NodeSetView, PodView
 
 MAX_REASON = 256
 # What a topology spec may hold ("topo-switch:s2,topo-block:b2"): it becomes SLINKY_TOPOLOGY in the

@@ -12,7 +12,7 @@ from typing import Any
 
 from hooks import names, slurmstate
 from hooks.cluster import InvalidSpec
-from hooks.nodeset_scheduling import node_hostname
+from hooks.nodeset.scheduling import node_hostname
 from hooks.slurmconf import nodeset_conf
 
 JSON = Mapping[str, Any]
@@ -60,7 +60,7 @@ class NodeSetView:
     controller: str = ""  # spec.controllerRef.name
     scaling_mode: str = "StatefulSet"  # spec.scalingMode
     prune_records: str = "Never"  # spec.pruneSlurmNodeRecords
-    reservation: Any = None  # status.reservation as published (ScheduledUpdate; read by slurm_sync/reservations.py)
+    reservation: Any = None  # status.reservation as published (ScheduledUpdate; read by slurm_sync/operator/reservations.py)
     reservation_report: str | None = None  # our ANNOTATION_RESERVATION_OBSERVED
     partition: str | None = None  # its Slurm partition (spec.partition.enabled), as slurm.conf names it
     deletion_report: str | None = None  # our ANNOTATION_DELETION_OBSERVED

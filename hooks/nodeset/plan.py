@@ -1,4 +1,4 @@
-"""Which worker pods a NodeSet wants: create, keep, condemn (DESIGN §4 drain before delete).
+"""Which worker pods a NodeSet wants: create, keep, condemn (docs/architecture.md §4 drain before delete).
 
 A plan never deletes anything itself. It names the pods that must go and why; the sync hook
 leaves a condemned pod out of the desired children only once slurm_sync has marked it drained
@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hooks import names
-from hooks.nodeset_observe import ObservedPod, victim_order
-from hooks.nodeset_pods import PodSlot, daemonset_slot, statefulset_slot
-from hooks.nodeset_scheduling import Fit, node_fit, node_hostname
-from hooks.nodeset_spec import ROLLING_UPDATE, SCHEDULED_UPDATE, NodeSetSpec
+from hooks.nodeset.observe import ObservedPod, victim_order
+from hooks.nodeset.pods import PodSlot, daemonset_slot, statefulset_slot
+from hooks.nodeset.scheduling import Fit, node_fit, node_hostname
+from hooks.nodeset.spec import ROLLING_UPDATE, SCHEDULED_UPDATE, NodeSetSpec
 
 JSON = dict[str, Any]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from hooks import slurmstate
-from slurm_sync.slurm_errors import SlurmMalformed
+from slurm_sync.slurm.errors import SlurmMalformed
 
 JSON = Mapping[str, Any]
 T = TypeVar("T")

@@ -4,7 +4,7 @@ One ``SlurmClient`` per Slurm cluster. It asks the server which REST data-parser
 serves (``GET /openapi/v3``) and speaks the newest one we also know, so the same code runs
 against Slurm 25.05 (v0.0.43) up to 26.05 (v0.0.45).
 
-Safety rules, because slurm_sync acts on what it reads (DESIGN §4):
+Safety rules, because slurm_sync acts on what it reads (docs/architecture.md §4):
 
 * Every failure raises; nothing ever returns an empty result in place of an error. A 200 whose
   body lists ``errors`` is an error; an unreadable body is ``SlurmUnavailable``.
@@ -35,7 +35,7 @@ from urllib.parse import quote
 import httpx
 import orjson
 
-from slurm_sync.slurm_errors import (
+from slurm_sync.slurm.errors import (
     ESLURM_INVALID_NODE_NAME,
     ESLURM_RESERVATION_INVALID,
     NOT_FOUND_NUMBERS,
@@ -48,7 +48,7 @@ from slurm_sync.slurm_errors import (
     SlurmWrongCluster,
     is_transport_number,
 )
-from slurm_sync.slurm_types import (
+from slurm_sync.slurm.types import (
     JSON,
     Job,
     Listing,

@@ -21,9 +21,9 @@ from typing import Any
 import orjson
 
 from hooks import names, slurmstate
-from slurm_sync.bridge_plan import Problem
-from slurm_sync.bridge_view import BridgeNode
-from slurm_sync.slurm_types import Node, NodeUpdate
+from slurm_sync.bridge.plan import Problem
+from slurm_sync.bridge.view import BridgeNode
+from slurm_sync.slurm.types import Node, NodeUpdate
 
 JSON = Mapping[str, Any]
 
@@ -70,7 +70,7 @@ class NodeActions:
 def is_ours(reason: str) -> bool:
     """A drain the bridge may lift: its reason carries our prefix (names.BRIDGE_DRAIN_REASON_PREFIX).
 
-    Stricter than slurm-bridge on purpose (bridge.md: Slinky also undrains an empty reason). A
+    Stricter than slurm-bridge on purpose (Slinky's slurm-bridge also undrains an empty reason). A
     drain with no reason proves nothing about who set it (an administrator's bare
     ``scontrol update state=drain``, or a reason Slurm cleared), and lifting someone else's
     drain puts a node back into service that was taken out for a reason, so it stays.

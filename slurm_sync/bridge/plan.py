@@ -1,6 +1,6 @@
 """The bridge's pod path as a pure function: (pods, nodes, jobs Slurm reported) -> actions.
 
-Safety rules (DESIGN §4, bridge.md §4.2, §8), all decided here so they are unit-testable:
+Safety rules (docs/architecture.md §4.2, §4.6), all decided here so they are unit-testable:
 
 * The caller passes ``jobs`` only when every job it asked about answered: a job is "gone" only
   when Slurm said so (``None`` in ``jobs``), never because a read failed.
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Set as AbstractSet
 from dataclasses import dataclass, field
@@ -29,15 +28,15 @@ from dataclasses import dataclass, field
 import orjson
 
 from hooks import names
-from slurm_sync.bridge_view import ENDED_PHASES, BridgeNode, BridgePod
-from slurm_sync.slurm_types import Job
+from slurm_sync.hostlist import expand_hostlist
+from slurm_sync.bridge.view import ENDED_PHASES, BridgeNode, BridgePod
+from slurm_sync.slurm.types import Job
 
 # A deleted pod whose kubelet never reports it terminal (node gone dark) stops holding its job
 # this long after its grace period ended (slurm-bridge #49).
 DELETION_SLACK = datetime.timedelta(seconds=30)
 FINISHED_STATES = frozenset({"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
                              "DEADLINE", "OUT_OF_MEMORY"})  # fmt: skip
-_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 
 
 class Problem(str):
@@ -151,38 +150,6 @@ def bridge_pods_of(job: Job) -> tuple[str, ...] | None:
     if not isinstance(pods, list) or not all(isinstance(p, str) for p in pods):
         return None
     return tuple(pods)
-
-
-def expand_hostlist(text: str) -> list[str]:
-    """Slurm's hostlist (``n[1-3,07],gpu5``) as names, in order."""
-    hosts: list[str] = []
-    depth, start = 0, 0
-    for index, char in enumerate(text + ","):
-        depth += {"[": 1, "]": -1}.get(char, 0)
-        if char == "," and depth == 0:
-            if part := text[start:index].strip():
-                hosts.extend(_expand_one(part))
-            start = index + 1
-        if depth < 0:
-            break
-    if depth:
-        raise ValueError(f"unreadable hostlist {text!r}: unbalanced brackets")
-    return hosts
-
-
-def _expand_one(part: str) -> list[str]:
-    if "[" not in part:
-        return [part]
-    prefix, _, rest = part.partition("[")
-    ranges, _, suffix = rest.partition("]")
-    out: list[str] = []
-    for item in ranges.split(","):
-        match = _RANGE.match(item.strip())
-        if not match:
-            raise ValueError(f"unreadable hostlist {part!r}")
-        low, high = match.group(1), match.group(2) or match.group(1)
-        out.extend(f"{prefix}{n:0{len(low)}d}" for n in range(int(low), int(high) + 1))
-    return [name + tail for name in out for tail in _expand_one(suffix)] if suffix else out
 
 
 def ended(pod: BridgePod, nodes: Mapping[str, BridgeNode], now: datetime.datetime) -> bool:

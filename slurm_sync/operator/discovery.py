@@ -19,13 +19,13 @@ from typing import Any
 import jwt
 
 from hooks.contract import BadHookRequest
-from hooks.controller_spec import parse_spec
-from slurm_sync.deletion import DEFAULT_GRACE
+from hooks.controller.spec import parse_spec
+from slurm_sync.operator.deletion import DEFAULT_GRACE
 from slurm_sync.kube import Kube
 from slurm_sync.logs import register_secret
 from slurm_sync.metrics import Metrics
-from slurm_sync.operator import OperatorLoop
-from slurm_sync.slurm import SlurmClient
+from slurm_sync.operator.loop import OperatorLoop
+from slurm_sync.slurm.client import SlurmClient
 
 log = logging.getLogger(__name__)
 

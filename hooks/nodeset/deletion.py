@@ -27,7 +27,7 @@ from enum import Enum
 from typing import Any
 
 from hooks import names
-from hooks.nodeset_observe import ObservedPod, still_wanted
+from hooks.nodeset.observe import ObservedPod, still_wanted
 from hooks.status import condition
 
 JSON = dict[str, Any]

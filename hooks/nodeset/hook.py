@@ -3,8 +3,8 @@
 Pods are `OnDelete` children: an existing pod is never changed, so the hook publishes the pods
 that must go in `status.drainingPods` ({name, reason}) and keeps returning them until
 slurm_sync marks them drained (or says no Slurm node exists for them) and no busy evidence
-contradicts the mark (hooks/nodeset_observe.py). Only then is a pod left out, and Metacontroller
-deletes it. Deleting the NodeSet (finalize) follows hooks/nodeset_deletion.py: what the
+contradicts the mark (hooks/nodeset/observe.py). Only then is a pod left out, and Metacontroller
+deletes it. Deleting the NodeSet (finalize) follows hooks/nodeset/deletion.py: what the
 Controller's presence, its deletion or the administrator's force-delete annotation allow, and
 slurm_sync's deletion report before the NodeSet's slurm.conf lines may go.
 
@@ -16,10 +16,10 @@ PVC retention under Metacontroller, where leaving a child out deletes it:
 * during finalize, whenDeleted=Delete drops a PVC once its pod is gone. whenDeleted=Retain (the
   default) keeps returning every observed PVC, because Metacontroller owns every child it creates
   and garbage collection would delete them with the NodeSet: slurm_sync removes the NodeSet's
-  ownerReference from them (slurm_sync/operator.py). An orphaned PVC is no longer observed (a
+  ownerReference from them (slurm_sync/operator/loop.py). An orphaned PVC is no longer observed (a
   parent being deleted adopts nothing) and is not returned (that would make Metacontroller create
   it again); the NodeSet is finalized once no pod and no owned retained PVC is left.
-updateStrategy ScheduledUpdate (a Slurm maintenance reservation, hooks/nodeset_reservation.py):
+updateStrategy ScheduledUpdate (a Slurm maintenance reservation, hooks/nodeset/reservation.py):
 sync publishes the wanted reservation in `status.reservation` and condemns old-revision pods once
 slurm_sync reports their Slurm node in maintenance under it; finalize publishes none and waits
 until slurm_sync reports the reservation gone.
@@ -52,15 +52,15 @@ from typing import Any
 
 
 from hooks import cluster, names, slurmstate
-from hooks import nodeset_deletion as deletion
-from hooks import nodeset_reservation as reservation
+from hooks.nodeset import deletion
+from hooks.nodeset import reservation
 from hooks.cluster import InvalidSpec
 from hooks.contract import CompositeRequest, CustomizeRequest
-from hooks.nodeset_observe import ObservedPod, observe_pod, still_wanted
-from hooks.nodeset_plan import Context, Plan, plan_daemonset, plan_finalize, plan_hold, plan_statefulset
-from hooks.nodeset_pods import PodSlot, WorkerPodBuilder, claims_for, revision_hash, ssh_config_map, ssh_config_name, statefulset_slot
-from hooks.nodeset_scheduling import node_fit
-from hooks.nodeset_spec import (
+from hooks.nodeset.observe import ObservedPod, observe_pod, still_wanted
+from hooks.nodeset.plan import Context, Plan, plan_daemonset, plan_finalize, plan_hold, plan_statefulset
+from hooks.nodeset.pods import PodSlot, WorkerPodBuilder, claims_for, revision_hash, ssh_config_map, ssh_config_name, statefulset_slot
+from hooks.nodeset.scheduling import node_fit
+from hooks.nodeset.spec import (
     CONFIGMAP_TYPE_KEY,
     DAEMONSET,
     NODE_TYPE_KEY,
@@ -166,7 +166,7 @@ def finalize(req: CompositeRequest) -> JSON:
     """Drain every pod and delete each once drained; finished once nothing of the NodeSet is left.
 
     Which pods may go, and what else is waited for, depends on the Controller and on the
-    administrator's force-delete annotation (hooks/nodeset_deletion.py). Retained PVCs are kept
+    administrator's force-delete annotation (hooks/nodeset/deletion.py). Retained PVCs are kept
     until slurm_sync has orphaned them (see the module docstring).
     """
     try:

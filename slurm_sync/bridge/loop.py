@@ -36,23 +36,24 @@ from kubernetes.client.exceptions import ApiException
 from prometheus_client import Counter
 
 from hooks import names
-from slurm_sync import bridge_nodes, bridge_plan
-from slurm_sync.bridge_kube import BridgeKube, label_body, pod_group_scheduled_body, release_body, submit_error_body, taint_body
-from slurm_sync.bridge_plan import Cancel, PodActions, Problem
-from slurm_sync.bridge_view import BridgeNode, BridgePod, read_node, read_pod
+from slurm_sync.bridge import nodes as bridge_nodes
+from slurm_sync.bridge import plan as bridge_plan
+from slurm_sync.bridge.kube import BridgeKube, label_body, pod_group_scheduled_body, release_body, submit_error_body, taint_body
+from slurm_sync.bridge.plan import Cancel, PodActions, Problem
+from slurm_sync.bridge.view import BridgeNode, BridgePod, read_node, read_pod
 from slurm_sync.events import Events, ObjectRef, pod_ref
 from slurm_sync.kube import describe_error, pod_gone
 from slurm_sync.metrics import Metrics
-from slurm_sync.slurm import SlurmClient
+from slurm_sync.slurm.client import SlurmClient
 from slurm_sync.proof import AbsenceProof, refuse_unproven_loss, sudden_loss
-from slurm_sync.slurm_errors import (
+from slurm_sync.slurm.errors import (
     ESLURM_ALREADY_DONE,
     SlurmError,
     SlurmNotFound,
     SlurmRejected,
     SlurmUnavailable,
 )
-from slurm_sync.slurm_types import Job, Node, parse_job
+from slurm_sync.slurm.types import Job, Node, parse_job
 
 log = logging.getLogger(__name__)
 NAME = "bridge"

@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING
 
 from hooks import names
 from slurm_sync.events import nodeset_ref
-from slurm_sync.plan import SlurmView, pod_info, rfc3339
-from slurm_sync.slurm_errors import ESLURM_ALREADY_DONE, SlurmError, SlurmNotFound, SlurmRejected
-from slurm_sync.slurm_types import Job, Node
-from slurm_sync.view import ClusterView, NodeSetView, PodView
+from slurm_sync.operator.plan import SlurmView, pod_info, rfc3339
+from slurm_sync.slurm.errors import ESLURM_ALREADY_DONE, SlurmError, SlurmNotFound, SlurmRejected
+from slurm_sync.slurm.types import Job, Node
+from slurm_sync.operator.view import ClusterView, NodeSetView, PodView
 
 if TYPE_CHECKING:
-    from slurm_sync.operator import OperatorLoop, Tally
+    from slurm_sync.operator.loop import OperatorLoop, Tally
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from hooks import cluster, names, slurmconf
 from hooks.cluster import config_map_name
-from hooks.controller_spec import ControllerSpec
+from hooks.controller.spec import ControllerSpec
 # The same log FIFO sidecar as slurmd's (slurmctld writes its log into the FIFO it reads).
 from hooks.objects import child_metadata, component_labels, selector_labels
 from hooks.podtemplate import apply_pod_template, merge_container

@@ -1,0 +1,1 @@
+"""The bridge loop: placeholder jobs, binding, node taints/drains/registration."""
