@@ -33,8 +33,10 @@ log = logging.getLogger("hooks")
 def create_app(handlers: dict[str, Handler] | None = None) -> Flask:
     """Build the app; `handlers` overrides the route -> handler table (tests use it)."""
     app = Flask("hooks")
-    for route in route_table(handlers):
+    routes = route_table(handlers)
+    for route in routes:
         app.add_url_rule(route.path, endpoint=route.path, view_func=_hook_view(route), methods=["POST"])
+    metrics.declare(route.path for route in routes)
     app.add_url_rule("/healthz", endpoint="healthz", view_func=lambda: _json(200, {"status": "ok"}))
     app.add_url_rule("/readyz", endpoint="readyz", view_func=lambda: _json(200, {"status": "ready"}))
     app.add_url_rule("/metrics", endpoint="metrics", view_func=_metrics_view)
