@@ -1,6 +1,8 @@
 # Two commands set everything up: `make run` serves the hooks, `make test` runs the whole suite.
 SHELL := /bin/bash
-PYTHON ?= python3.11
+# The first Python 3.11+ on PATH; `make PYTHON=/path/to/python3.x` picks another.
+PYTHON ?= $(firstword $(foreach p,python3 python3.14 python3.13 python3.12 python3.11,\
+  $(shell $(p) -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1 && echo $(p))))
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -13,6 +15,7 @@ HELM := .cache/bin/helm
 venv: $(STAMP)
 
 $(VENV)/bin/python:
+	@[ -n "$(PYTHON)" ] || { echo "make: no Python 3.11 or newer on PATH; install one, or name it: make PYTHON=/path/to/python3.x" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): $(VENV)/bin/python requirements.lock requirements-test.lock pyproject.toml

@@ -105,7 +105,7 @@ class GunicornLogger(glogging.Logger):
 
     def setup(self, cfg: Any) -> None:
         super().setup(cfg)
-        fmt = formatter(os.environ.get("HOOKS_LOG_FORMAT", "json"))
+        fmt = formatter(os.environ.get("HOOKS_LOG_FORMAT") or "json")
         for handler in self.error_log.handlers + self.access_log.handlers:
             handler.setFormatter(fmt)
 
