@@ -1,0 +1,32 @@
+"""Make a `helm template` output a bundle `kubectl apply` can take on an empty cluster: prepend a
+Namespace for every namespace its objects live in (the release's first), so nothing fails for a
+namespace that does not exist yet. Reads stdin, writes stdout; the namespaces go to stderr, one a line.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import yaml
+
+
+def namespaces(rendered: str, release_namespace: str) -> list[str]:
+    """The release namespace, then every other namespace an object names, sorted."""
+    used = {doc["metadata"]["namespace"] for doc in yaml.safe_load_all(rendered)
+            if doc and doc.get("metadata", {}).get("namespace")}
+    return [release_namespace, *sorted(used - {release_namespace})]
+
+
+def namespace_documents(names: list[str]) -> str:
+    return "".join(f"---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n" for name in names)
+
+
+def main() -> None:
+    rendered = sys.stdin.read()
+    names = namespaces(rendered, sys.argv[1])
+    sys.stdout.write(namespace_documents(names) + rendered)
+    sys.stderr.write("".join(name + "\n" for name in names))
+
+
+if __name__ == "__main__":
+    main()
