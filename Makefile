@@ -19,7 +19,8 @@ IMAGE_TAG ?= $(shell sed -n 's/^appVersion: *"*\([^"]*\)"*$$/\1/p' charts/slurm-
 venv: $(STAMP)
 
 $(VENV)/bin/python:
-	@[ -n "$(PYTHON)" ] || { echo "make: no Python 3.11 or newer on PATH; install one, or name it: make PYTHON=/path/to/python3.x" >&2; exit 1; }
+	@[ -n "$(PYTHON)" ] || { echo "make: no Python 3.11 or newer on PATH;" \
+	  "install one, or name it: make PYTHON=/path/to/python3.x" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): $(VENV)/bin/python requirements.lock requirements-test.lock pyproject.toml
@@ -118,7 +119,8 @@ charts: $(HELM)
 manifests: $(HELM)
 	mkdir -p $(DIST)
 	$(HELM) template slurm-operator charts/slurm-operator -n slinky --kube-version 1.33.0 \
-	  --api-versions metacontroller.k8s.io/v1alpha1 | $(PY) hack/bundle.py slinky > $(DIST)/install.yaml 2> $(DIST)/.ns-operator
+	  --api-versions metacontroller.k8s.io/v1alpha1 \
+	  | $(PY) hack/bundle.py slinky > $(DIST)/install.yaml 2> $(DIST)/.ns-operator
 	$(HELM) template slurm-bridge charts/slurm-bridge -n slurm-bridge-system --kube-version 1.33.0 \
 	  --api-versions metacontroller.k8s.io/v1alpha1 --api-versions cert-manager.io/v1 \
 	  | $(PY) hack/bundle.py slurm-bridge-system > $(DIST)/install-bridge.yaml 2> $(DIST)/.ns-bridge
