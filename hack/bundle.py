@@ -1,6 +1,7 @@
 """Make a `helm template` output a bundle `kubectl apply` can take on an empty cluster: prepend a
-Namespace for every namespace its objects live in (the release's first), so nothing fails for a
-namespace that does not exist yet. Reads stdin, writes stdout; the namespaces go to stderr, one a line.
+Namespace for every namespace its objects live in (the release's first) that the chart does not
+create itself, so nothing fails for a namespace that does not exist yet. Reads stdin, writes stdout;
+every namespace the bundle uses goes to stderr, one a line.
 """
 
 from __future__ import annotations
@@ -17,6 +18,11 @@ def namespaces(rendered: str, release_namespace: str) -> list[str]:
     return [release_namespace, *sorted(used - {release_namespace})]
 
 
+def created(rendered: str) -> set[str]:
+    """Namespaces the chart renders itself (the bridge chart's managed namespaces)."""
+    return {doc["metadata"]["name"] for doc in yaml.safe_load_all(rendered) if doc and doc.get("kind") == "Namespace"}
+
+
 def namespace_documents(names: list[str]) -> str:
     return "".join(f"---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n" for name in names)
 
@@ -24,7 +30,7 @@ def namespace_documents(names: list[str]) -> str:
 def main() -> None:
     rendered = sys.stdin.read()
     names = namespaces(rendered, sys.argv[1])
-    sys.stdout.write(namespace_documents(names) + rendered)
+    sys.stdout.write(namespace_documents([n for n in names if n not in created(rendered)]) + rendered)
     sys.stderr.write("".join(name + "\n" for name in names))
 
 
