@@ -106,3 +106,11 @@ def test_the_image_comes_from_one_place() -> None:
     for chart in ("slurm-operator", "slurm-bridge", "slurm"):
         meta = yaml.safe_load((REPO / "charts" / chart / "Chart.yaml").read_text())
         assert meta["home"] == project["urls"]["Homepage"]
+
+
+def test_the_build_context_is_only_what_the_dockerfile_copies() -> None:
+    """No .venv, lab state or caches sent to the engine: .dockerignore ignores all but the COPY sources."""
+    lines = [line for line in (REPO / ".dockerignore").read_text().splitlines() if line and not line.startswith("#")]
+    assert lines[0] == "*"
+    copied = [arg.split()[0] for op, arg in _instructions() if op == "COPY"]
+    assert [line[1:] for line in lines if line.startswith("!")] == copied
