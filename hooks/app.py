@@ -46,8 +46,10 @@ def create_app(handlers: dict[str, Handler] | None = None) -> Flask:
     _check_auth_config()
     app = Flask("hooks")
     app.config["HOOKS_MAX_BODY_BYTES"] = max_body_bytes()
-    for route in route_table(handlers):
+    routes = route_table(handlers)
+    for route in routes:
         app.add_url_rule(route.path, endpoint=route.path, view_func=_hook_view(route), methods=["POST"])
+    metrics.declare(route.path for route in routes)
     app.add_url_rule("/healthz", endpoint="healthz", view_func=lambda: _json(200, {"status": "ok"}))
     app.add_url_rule("/readyz", endpoint="readyz", view_func=lambda: _json(200, {"status": "ready"}))
     app.add_url_rule("/metrics", endpoint="metrics", view_func=_metrics_view)
