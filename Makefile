@@ -1,6 +1,8 @@
 # Two commands set everything up: `make run` serves the hooks, `make test` runs the whole suite.
 SHELL := /bin/bash
-PYTHON ?= python3.11
+# The first Python 3.11+ on PATH; `make PYTHON=/path/to/python3.x` picks another.
+PYTHON ?= $(firstword $(foreach p,python3 python3.14 python3.13 python3.12 python3.11,\
+  $(shell $(p) -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1 && echo $(p))))
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -8,11 +10,17 @@ HOOKS_BIND ?= 127.0.0.1:8080
 # helm v4 for the chart tests and `make manifests` (see the helm target at the end).
 HELM := .cache/bin/helm
 
-.PHONY: run test bench venv lock slurm-up slurm-down slurm-purge kube-up kube-down kube-purge crds clean
+.PHONY: run test bench venv lock slurm-up slurm-down slurm-purge kube-up kube-down kube-purge crds clean image
+
+# The image of both processes: the charts default to this repository and their appVersion as the tag.
+IMAGE_REPOSITORY ?= ghcr.io/slinky-metacontroller/slinky-metacontroller
+IMAGE_TAG ?= $(shell sed -n 's/^appVersion: *"*\([^"]*\)"*$$/\1/p' charts/slurm-operator/Chart.yaml)
 
 venv: $(STAMP)
 
 $(VENV)/bin/python:
+	@[ -n "$(PYTHON)" ] || { echo "make: no Python 3.11 or newer on PATH;" \
+	  "install one, or name it: make PYTHON=/path/to/python3.x" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): $(VENV)/bin/python requirements.lock requirements-test.lock pyproject.toml
@@ -32,6 +40,10 @@ test: $(STAMP) $(HELM)
 	else echo "make test: the Slurm harness did not start (exit $$rc); running the suite anyway so the Slurm tests say why" >&2; \
 	  $(PY) -m pytest $(PYTEST_ARGS); rc=1; fi; \
 	hack/kube/down.sh || true; hack/slurm/down.sh || true; exit $$rc
+
+## Build $(IMAGE_REPOSITORY):$(IMAGE_TAG) with docker, podman or buildah (IMAGE_ENGINE= picks one).
+image:
+	@hack/image.sh $(IMAGE_REPOSITORY):$(IMAGE_TAG)
 
 ## Benchmarks with the budgets of docs/architecture.md §7 (ratios against a floor or peer); non-zero if a budget is violated.
 bench: $(STAMP)
@@ -102,11 +114,16 @@ charts: $(HELM)
 
 ## Plain YAML for `kubectl apply` users: dist/install.yaml (operator: CRDs, CompositeControllers, hook
 ## server, slurm_sync; namespace slinky) and dist/install-bridge.yaml (bridge; TLS by cert-manager, so
-## no private key is written into the file). Generated, not committed.
+## no private key is written into the file), each starting with the Namespaces it uses (hack/bundle.py).
+## Generated, not committed.
 manifests: $(HELM)
 	mkdir -p $(DIST)
 	$(HELM) template slurm-operator charts/slurm-operator -n slinky --kube-version 1.33.0 \
-	  --api-versions metacontroller.k8s.io/v1alpha1 > $(DIST)/install.yaml
+	  --api-versions metacontroller.k8s.io/v1alpha1 \
+	  | $(PY) hack/bundle.py slinky > $(DIST)/install.yaml 2> $(DIST)/.ns-operator
 	$(HELM) template slurm-bridge charts/slurm-bridge -n slurm-bridge-system --kube-version 1.33.0 \
-	  --api-versions metacontroller.k8s.io/v1alpha1 --api-versions cert-manager.io/v1 > $(DIST)/install-bridge.yaml
-	@echo "wrote $(DIST)/install.yaml and $(DIST)/install-bridge.yaml (create the namespaces first: kubectl create namespace slinky)"
+	  --api-versions metacontroller.k8s.io/v1alpha1 --api-versions cert-manager.io/v1 \
+	  | $(PY) hack/bundle.py slurm-bridge-system > $(DIST)/install-bridge.yaml 2> $(DIST)/.ns-bridge
+	@echo "wrote $(DIST)/install.yaml (namespace $$(paste -sd, $(DIST)/.ns-operator)) and" \
+	  "$(DIST)/install-bridge.yaml (namespaces $$(paste -sd, $(DIST)/.ns-bridge)), each creating its namespaces;" \
+	  "apply with: kubectl apply -f $(DIST)/install.yaml" && rm -f $(DIST)/.ns-*

@@ -31,11 +31,9 @@ from werkzeug.exceptions import HTTPException
 from hooks import contract, metrics
 from hooks.gcpause import collector_paused
 from hooks.routes import Handler, Route, route_table
+from hooks.serve import setting
 
 log = logging.getLogger("hooks")
-
-
-DEFAULT_MAX_BODY_BYTES = 256 * 1024 * 1024
 
 
 def create_app(handlers: dict[str, Handler] | None = None) -> Flask:
@@ -46,8 +44,10 @@ def create_app(handlers: dict[str, Handler] | None = None) -> Flask:
     _check_auth_config()
     app = Flask("hooks")
     app.config["HOOKS_MAX_BODY_BYTES"] = max_body_bytes()
-    for route in route_table(handlers):
+    routes = route_table(handlers)
+    for route in routes:
         app.add_url_rule(route.path, endpoint=route.path, view_func=_hook_view(route), methods=["POST"])
+    metrics.declare(route.path for route in routes)
     app.add_url_rule("/healthz", endpoint="healthz", view_func=lambda: _json(200, {"status": "ok"}))
     app.add_url_rule("/readyz", endpoint="readyz", view_func=lambda: _json(200, {"status": "ready"}))
     app.add_url_rule("/metrics", endpoint="metrics", view_func=_metrics_view)
@@ -72,9 +72,7 @@ def _hook_view(route: Route) -> Callable[[], Response]:
 
 
 def max_body_bytes() -> int:
-    raw = os.environ.get("HOOKS_MAX_BODY_BYTES", "").strip()
-    if not raw:
-        return DEFAULT_MAX_BODY_BYTES
+    raw = setting("HOOKS_MAX_BODY_BYTES").strip()
     if not raw.isdigit() or int(raw) <= 0:
         raise ValueError(f"HOOKS_MAX_BODY_BYTES must be a positive number of bytes, got {raw!r}")
     return int(raw)

@@ -31,18 +31,31 @@ def _env(name: str, default: str | None = None) -> str | None:
     return os.environ.get(ENV_PREFIX + name, default)
 
 
+class _HelpWithEnv(argparse.ArgumentDefaultsHelpFormatter):
+    """--help names each flag's environment variable (SLURM_SYNC_<FLAG>) and its default."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = super()._get_help_string(action) or ""
+        if not action.option_strings or action.dest == "help":
+            return text
+        return f"{text} [env {ENV_PREFIX}{action.dest.upper()}]".lstrip()
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m slurm_sync", description="Keep Slurm and Kubernetes in step (Slinky operator side).")
+    p = argparse.ArgumentParser(prog="slurm-sync", description="Keep Slurm and Kubernetes in step (Slinky operator side).",
+                                formatter_class=_HelpWithEnv)
     p.add_argument("--namespace", default=_env("NAMESPACE", ""),
-                   help="comma-separated namespaces to watch (env SLURM_SYNC_NAMESPACE; default: all)")
+                   help="comma-separated namespaces to watch (empty: all)")
     p.add_argument("--poll-interval", type=float, default=float(_env("POLL_INTERVAL", "10")), help="seconds between passes")
     p.add_argument("--slurm-url", default=_env("SLURM_URL"), help="slurmrestd URL for every cluster (running outside the cluster)")
     p.add_argument("--token-user", default=_env("TOKEN_USER", "slurm"), help="Slurm user in the minted JWT")
     p.add_argument("--token-lifetime", type=int, default=int(_env("TOKEN_LIFETIME", "300")), help="JWT lifetime in seconds")
     p.add_argument("--slurm-timeout", type=float, default=float(_env("SLURM_TIMEOUT", "10")), help="slurmrestd request timeout")
     p.add_argument("--bind", default=_env("BIND", "127.0.0.1:8081"), help="host:port for /healthz, /readyz, /metrics")
-    p.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"))
-    p.add_argument("--kubeconfig", default=_env("KUBECONFIG", os.environ.get("KUBECONFIG")), help="default: in-cluster, else ~/.kube/config")
+    p.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"), help="DEBUG, INFO, WARNING, ERROR")
+    p.add_argument("--log-format", choices=logs.FORMATS, default=_env("LOG_FORMAT", "json"), help="json lines, or text for a terminal")
+    p.add_argument("--kubeconfig", default=_env("KUBECONFIG", os.environ.get("KUBECONFIG")),
+                   help="also $KUBECONFIG; unset: in-cluster, else ~/.kube/config")
     p.add_argument("--mode", choices=("operator", "bridge", "both"), default=_env("MODE", "operator"),
                    help="operator: Slinky operator side; bridge: slurm-bridge loop against --slurm-url; both")
     p.add_argument("--token-file", default=_env("TOKEN_FILE"), help="bridge: file holding the Slurm JWT (read on every request)")
@@ -66,14 +79,44 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def kube_client(kubeconfig: str | None) -> client.ApiClient:
-    """Standard loading: an explicit kubeconfig, else in-cluster, else the default kubeconfig."""
-    if kubeconfig:
-        return config.new_client_from_config(config_file=kubeconfig)
+    """Standard loading: an explicit kubeconfig, else in-cluster, else the default kubeconfig; then
+    one request to prove the API server answers. Either failing exits with one line saying what to
+    fix rather than a traceback."""
     try:
-        config.load_incluster_config()
-        return client.ApiClient()
-    except config.ConfigException:
-        return config.new_client_from_config()
+        if kubeconfig:
+            api = config.new_client_from_config(config_file=kubeconfig)
+        else:
+            try:
+                config.load_incluster_config()
+                api = client.ApiClient()
+            except config.ConfigException:
+                api = config.new_client_from_config()
+    except (config.ConfigException, OSError) as err:
+        where = kubeconfig or "~/.kube/config (no in-cluster service account either)"
+        raise SystemExit(f"slurm-sync: cannot load a Kubernetes configuration from {where}: {err}; "
+                         "set --kubeconfig (or SLURM_SYNC_KUBECONFIG / KUBECONFIG), or run in a pod") from None
+    check_api(api)
+    return api
+
+
+def check_api(api: client.ApiClient) -> None:
+    """Ask the API server its version once at start, so a wrong address or credential is one line
+    naming what to fix, not a stream of retries; after the start, failures are per pass."""
+    urllib3_log = logging.getLogger("urllib3.connectionpool")
+    level = urllib3_log.level
+    urllib3_log.setLevel(logging.ERROR)  # its retry warnings would repeat the one line below
+    try:
+        client.VersionApi(api).get_code(_request_timeout=10)
+    except Exception as err:  # any failure here means the same: that API server cannot be used
+        raise SystemExit(f"slurm-sync: cannot reach the Kubernetes API at {api.configuration.host}: "
+                         f"{type(err).__name__}: {_first_line(err)}; check --kubeconfig (or SLURM_SYNC_KUBECONFIG / "
+                         "KUBECONFIG), its server address and credentials, and that the API server runs") from None
+    finally:
+        urllib3_log.setLevel(level)
+
+
+def _first_line(err: Exception) -> str:
+    return (str(err).strip().splitlines() or [""])[0][:300]
 
 
 def bridge_loop(args: argparse.Namespace, kube: Kube, metrics: Metrics) -> BridgeLoop:
@@ -97,7 +140,7 @@ def bridge_loop(args: argparse.Namespace, kube: Kube, metrics: Metrics) -> Bridg
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    logs.configure(args.log_level)
+    logs.configure(args.log_level, kind=args.log_format)
     metrics = Metrics()
     cfg = Config(
         namespaces=tuple(n.strip() for n in args.namespace.split(",") if n.strip()),

@@ -13,8 +13,8 @@ ownerReferences, controller-uid, last-applied annotation, managedFields, status)
 never echo back. Secrets hold obviously fake key material. (A real `controller` also carries the
 fields Metacontroller's CRD defaults; hooks must not depend on its contents.)
 
-Routes without a hook in the manifests (the finalize hooks of every kind but NodeSet) still get an
-example, because the hook server serves them; Metacontroller never calls them with these manifests.
+Routes without a hook in the manifests (the finalize hooks of every kind but NodeSet) get no
+example: Metacontroller never calls them, and the hook server answers them 501.
 """
 
 from __future__ import annotations
@@ -1084,12 +1084,9 @@ def requests() -> dict[str, JSON]:
         file = f"{kind}.yaml"
         out[f"{kind}-sync.json"] = composite(file, parent, children, related, finalizing=False)
         out[f"{kind}-customize.json"] = {"controller": controller_of(file), "parent": parent}
-        hooks = manifest(file)["spec"]["hooks"]
-        # Without a finalize hook in the manifest no Metacontroller finalizer exists; the object is
-        # then shown in a foreground deletion, the other way a parent lingers with deletionTimestamp.
-        finalizers = [cc_finalizer(file)] if "finalize" in hooks else ["foregroundDeletion"]
-        out[f"{kind}-finalize.json"] = composite(
-            file, finalize_parent or deleting(parent, finalizers), finalize_children or children, related, finalizing=True)
+        if "finalize" in manifest(file)["spec"]["hooks"]:
+            out[f"{kind}-finalize.json"] = composite(file, finalize_parent or deleting(parent, [cc_finalizer(file)]),
+                                                     finalize_children or children, related, finalizing=True)
 
     composite_set("controller", CONTROLLER, controller_children(), controller_related())
 

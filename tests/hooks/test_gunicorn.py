@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -138,3 +139,54 @@ def test_a_body_over_the_limit_gets_413_from_gunicorn():
     assert too_big.status_code == 413 and "HOOKS_MAX_BODY_BYTES" in too_big.json()["error"]
     assert streamed.status_code == 413
     assert small.status_code == 400
+
+
+def _serve_and_stop(env: dict[str, str], requests: list[tuple[str, str, bytes | None]]) -> tuple[list[httpx.Response], str]:
+    """gunicorn as the charts run it (two workers, access log on) with a HOME it cannot write;
+    sends ``requests`` (method, path, body), stops it with SIGTERM and returns what it printed."""
+    port = _free_port()
+    env = {**os.environ, "HOOKS_BIND": f"127.0.0.1:{port}", "HOOKS_WORKERS": "2", "HOOKS_ACCESS_LOG": "-",
+           "HOME": "/nonexistent", **env}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    proc = subprocess.Popen(
+        [str(ROOT / ".venv/bin/gunicorn"), "-c", "hooks/gunicorn_conf.py", "hooks.app:create_app()"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(url, proc)
+        answers = [httpx.request(method, url + path, content=body) for method, path, body in requests]
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+    return answers, out
+
+
+def test_every_line_both_gunicorn_and_access_is_json_and_no_control_socket() -> None:
+    answers, out = _serve_and_stop({}, [("POST", "/nodeset/sync", b"{}"), ("GET", "/readyz", None)])
+    assert [a.status_code for a in answers] == [400, 200]
+    lines = [json.loads(line) for line in out.splitlines()]  # raises on any line that is not JSON
+    messages = [line["message"] for line in lines]
+    assert any(m.startswith("Starting gunicorn") for m in messages), messages
+    assert any(m.startswith("Booting worker") for m in messages), messages
+    access = [line for line in lines if line["logger"] == "gunicorn.access"]
+    by_route = {(a["method"], a["route"], a["status"]) for a in access}
+    assert {("POST", "/nodeset/sync", 400), ("GET", "/readyz", 200)} <= by_route
+    assert all(isinstance(a["duration_ms"], float) and a["duration_ms"] >= 0 for a in access)
+    assert not [line for line in lines if line["level"] in ("error", "critical")], lines
+    assert "control" not in out.lower()
+
+
+def test_text_format_for_terminals() -> None:
+    answers, out = _serve_and_stop({"HOOKS_LOG_FORMAT": "text"}, [("POST", "/token/sync", b"{}")])
+    assert answers[0].status_code == 400
+    assert not any(line.startswith("{") for line in out.splitlines())
+    assert any("gunicorn.access: POST /token/sync 400" in line and "duration_ms=" in line for line in out.splitlines()), out
+
+
+def test_metrics_lists_every_family_before_the_first_hook_request() -> None:
+    (metrics,), _ = _serve_and_stop({}, [("GET", "/metrics", None)])
+    for family in ("slinky_hook_requests_total", "slinky_hook_request_duration_seconds"):
+        for route in route_table():
+            assert any(line.startswith(family) and f'route="{route.path}"' in line for line in metrics.text.splitlines()), (
+                family, route.path)

@@ -145,7 +145,7 @@ def test_once_exit_code(httpserver: HTTPServer, monkeypatch: pytest.MonkeyPatch)
     kube = FakeKube()
     kube.install(httpserver)
     monkeypatch.setattr(cli, "kube_client", lambda _: api_client(httpserver.url_for("/")))
-    monkeypatch.setattr(logs, "configure", lambda level: None)
+    monkeypatch.setattr(logs, "configure", lambda level, **_: None)
     assert cli.main(["--once", "--namespace", NS]) == 0  # no cluster: nothing failed
     kube.add("controllers", controller("good"))
     kube.add("restapis", restapi("good", "good", "2026-01-01T00:00:00Z"))

@@ -1,0 +1,38 @@
+"""Make a `helm template` output a bundle `kubectl apply` can take on an empty cluster: prepend a
+Namespace for every namespace its objects live in (the release's first) that the chart does not
+create itself, so nothing fails for a namespace that does not exist yet. Reads stdin, writes stdout;
+every namespace the bundle uses goes to stderr, one a line.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import yaml
+
+
+def namespaces(rendered: str, release_namespace: str) -> list[str]:
+    """The release namespace, then every other namespace an object names, sorted."""
+    used = {doc["metadata"]["namespace"] for doc in yaml.safe_load_all(rendered)
+            if doc and doc.get("metadata", {}).get("namespace")}
+    return [release_namespace, *sorted(used - {release_namespace})]
+
+
+def created(rendered: str) -> set[str]:
+    """Namespaces the chart renders itself (the bridge chart's managed namespaces)."""
+    return {doc["metadata"]["name"] for doc in yaml.safe_load_all(rendered) if doc and doc.get("kind") == "Namespace"}
+
+
+def namespace_documents(names: list[str]) -> str:
+    return "".join(f"---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n" for name in names)
+
+
+def main() -> None:
+    rendered = sys.stdin.read()
+    names = namespaces(rendered, sys.argv[1])
+    sys.stdout.write(namespace_documents([n for n in names if n not in created(rendered)]) + rendered)
+    sys.stderr.write("".join(name + "\n" for name in names))
+
+
+if __name__ == "__main__":
+    main()

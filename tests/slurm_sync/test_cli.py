@@ -1,0 +1,79 @@
+"""The command line of both processes: entry points, --help, and one-line start-up errors."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+from importlib import import_module
+from pathlib import Path
+
+import pytest
+
+from hooks import serve
+from slurm_sync import __main__ as cli
+
+ROOT = Path(__file__).resolve().parents[2]
+# A value each flag accepts from its environment variable that differs from its default.
+SPECIAL = {"mode": "both", "log_format": "text", "once": "1", "log_level": "DEBUG"}
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "slurm_sync", *args], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"})
+
+
+def test_entry_points_name_the_two_processes() -> None:
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert set(scripts) == {"slinky-hooks", "slurm-sync"}
+    for target in scripts.values():
+        module, function = target.split(":")
+        assert callable(getattr(import_module(module), function))
+
+
+def test_slurm_sync_help_names_every_flag_env_and_default(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    with pytest.raises(SystemExit):
+        cli.parse_args(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    flags = sorted(set(re.findall(r"\[(--[a-z-]+)", text)))
+    assert len(flags) > 15
+    for flag in flags:
+        dest = flag[2:].replace("-", "_")
+        env = f"SLURM_SYNC_{dest.upper()}"
+        assert f"[env {env}]" in text and "(default:" in text, flag
+        before = getattr(cli.parse_args([]), dest)
+        monkeypatch.setenv(env, SPECIAL.get(dest, "7"))
+        assert getattr(cli.parse_args([]), dest) != before, f"{env} does not set {flag}"
+        monkeypatch.delenv(env)
+
+
+def test_hooks_help_lists_every_setting_the_gunicorn_config_reads(capsys) -> None:
+    with pytest.raises(SystemExit):
+        serve.parse_args(["--help"])
+    out = capsys.readouterr().out
+    assert "(default: 127.0.0.1:8080)" in out
+    conf = (ROOT / "hooks/gunicorn_conf.py").read_text() + (ROOT / "hooks/app.py").read_text()
+    read = set(re.findall(r'(?:setting\(|environ\.get\(|environ\[)"([A-Z_]+)"', conf))
+    assert read <= {s.env for s in serve.SETTINGS}, read
+    assert all(s.env in out for s in serve.SETTINGS)
+
+
+def test_missing_kubeconfig_is_one_line_naming_the_fix() -> None:
+    result = _run("--once", "--kubeconfig", "/nonexistent/kubeconfig")
+    assert result.returncode == 1
+    (line,) = result.stderr.splitlines()
+    assert "/nonexistent/kubeconfig" in line and "set --kubeconfig" in line
+
+
+def test_unreachable_api_is_one_line_naming_the_server(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:9'}}]\n"
+        "users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+    )
+    result = _run("--once", "--kubeconfig", str(kubeconfig))
+    assert result.returncode == 1
+    (line,) = result.stderr.splitlines()
+    assert "cannot reach the Kubernetes API at https://127.0.0.1:9" in line and "check --kubeconfig" in line
