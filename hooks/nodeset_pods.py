@@ -19,6 +19,7 @@ import orjson
 
 from hooks import cluster, names
 from hooks.cluster import KeyRef
+from hooks.gres import node_gres
 from hooks.nodeset_spec import ControllerInfo, NodeSetSpec
 from hooks.objects import child_metadata, component_labels, content_hash, selector_labels
 from hooks.podtemplate import apply_pod_template, merge_container
@@ -72,17 +73,19 @@ def slurm_nodeset_name(spec: NodeSetSpec) -> str:
 
 
 def conf_argument(spec: NodeSetSpec) -> str:
-    """The slurmd `--conf` value: features, topology and the user's extraConf items, sorted."""
+    """The slurmd `--conf` value: features, topology, gres and the user's extraConf items, sorted."""
     items = parse_extra_conf(spec.extra_conf)
     features = {slurm_nodeset_name(spec)}
     for key in ("Feature", "Features"):
         for value in items.pop(key, []):
             features.update(v for v in value.split(",") if v)
     topology = items.pop("Topology", None)
+    gres = node_gres(items.pop("Gres", None), spec.slurmd, spec.template_spec, f"NodeSet {spec.name!r}")
     conf = {
         "Features": ",".join(sorted(features)),
         "Topology": ",".join(topology) if topology else "'\"$SLINKY_TOPOLOGY\"'",
         **{key: ",".join(values) for key, values in items.items()},
+        **({"Gres": gres} if gres else {}),
     }
     return "'" + " ".join(f"{key}={conf[key]}" for key in sorted(conf)) + "'"
 
