@@ -68,6 +68,8 @@ LABEL_EXTERNAL_NODE: Final = SCHEDULER_PREFIX + "external-node"
 LABEL_BRIDGE_WORKER: Final = SCHEDULER_PREFIX + "slurm-bridge"
 ANNOTATION_EXTERNAL_NODE_PARTITIONS: Final = SCHEDULER_PREFIX + "external-node-partitions"
 ANNOTATION_TOPOLOGY_SPEC: Final = TOPOLOGY_PREFIX + "spec"
+# On a NodeSet: how long (seconds) each new worker pod waits for ANNOTATION_TOPOLOGY_SPEC before slurmd starts.
+ANNOTATION_TOPOLOGY_WAIT: Final = TOPOLOGY_PREFIX + "wait-seconds"
 TAINT_MANAGED_NODE: Final = SLINKY_PREFIX + "managed-node"
 
 # NodeSet pods: the scaling mode a pod was built for, the worker toleration, the revision.
