@@ -265,14 +265,16 @@ def _status(req: CompositeRequest, spec: ControllerSpec, refs: Resolved, frozen:
         message += "; slurm.conf is kept as last written until they exist" if frozen else ""
         references = condition(parent, names.CONDITION_REFERENCES_RESOLVED, False, "MissingReferences", message)
     else:
-        references = condition(parent, names.CONDITION_REFERENCES_RESOLVED, True, "AllFound", "every referenced object exists")
+        message = "every referenced object exists"
+        references = condition(parent, names.CONDITION_REFERENCES_RESOLVED, True, "AllFound", message)
     if spec.external is not None:
         where = f"{spec.external.host}:{spec.external.port}"
         message = f"slurmctld runs outside Kubernetes at {where}; only its client slurm.conf is managed here"
         conditions = [condition(parent, names.CONDITION_EXTERNAL, True, "External", message),
                       ready_condition(parent, unmet(references), "External", message)]
     else:
-        conditions = _workload_conditions(parent, spec, cluster.observed(req, STATEFULSET, statefulset_name(spec.name)), references)
+        sts = cluster.observed(req, STATEFULSET, statefulset_name(spec.name))
+        conditions = _workload_conditions(parent, spec, sts, references)
     conditions.append(references)
     if spec.service_monitor is not None and spec.external is None:
         if monitor_supported:
@@ -291,10 +293,12 @@ def _workload_conditions(parent: JSON, spec: ControllerSpec, sts: JSON | None, r
     name = statefulset_name(spec.name)
     ready_cond = workload_ready(parent, references, sts, "StatefulSet", name, spec.replicas, "slurmctld")
     if sts is None:
-        return [ready_cond, condition(parent, names.CONDITION_AVAILABLE, False, "StatefulSetMissing", f"StatefulSet {name} does not exist yet")]
+        message = f"StatefulSet {name} does not exist yet"
+        return [ready_cond, condition(parent, names.CONDITION_AVAILABLE, False, "StatefulSetMissing", message)]
     ready = replica_count(sts.get("status") or {}, "readyReplicas")
+    reason = "SlurmctldReady" if ready else "NoSlurmctldReady"
     message = f"{ready}/{spec.replicas} slurmctld pods ready"
-    return [ready_cond, condition(parent, names.CONDITION_AVAILABLE, ready > 0, "SlurmctldReady" if ready else "NoSlurmctldReady", message)]
+    return [ready_cond, condition(parent, names.CONDITION_AVAILABLE, ready > 0, reason, message)]
 
 
 def _child_type_configured(controller: JSON, api_version: str, resource: str) -> bool:

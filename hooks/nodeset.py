@@ -184,7 +184,8 @@ def finalize(req: CompositeRequest) -> JSON:
     children = pod_children + _finalize_claims(req, spec, held)
     children += _ssh_config(req.parent, spec, pod_children, keep=False)
     retained = _retained_claims(req, spec.pvc_when_deleted)
-    status = _status(req.parent, spec, pods, plan, ctx, controller_condition(req.parent, spec, controller, mode))
+    resolved = controller_condition(req.parent, spec, controller, mode)
+    status = _status(req.parent, spec, pods, plan, ctx, resolved, deleting=True)
     status["conditions"].append(_retained_condition(req.parent, retained))
     report = reservation.read_report(req.parent)
     if mode == deletion.Release.DRAIN:
@@ -404,7 +405,10 @@ def _response(status: JSON, children: list[JSON], plan: Plan, until_available: i
     return response
 
 
-def _status(parent: JSON, spec: NodeSetSpec, pods: list[ObservedPod], plan: Plan, ctx: Context, controller: JSON) -> JSON:
+def _status(
+    parent: JSON, spec: NodeSetSpec, pods: list[ObservedPod], plan: Plan, ctx: Context, controller: JSON,
+    deleting: bool = False,
+) -> JSON:
     """Counts describe the observed pods of this NodeSet (foreign and terminating pods excluded)."""
     ours = [p for p in pods if p.ours and not p.terminating]
     available = sum(1 for p in ours if ctx.available(p))
@@ -425,7 +429,7 @@ def _status(parent: JSON, spec: NodeSetSpec, pods: list[ObservedPod], plan: Plan
         "slurmDrain": sum(1 for p in ours if slurmstate.is_drain(p.slurm_states)),
         names.STATUS_DRAINING_PODS: draining,
         "conditions": [
-            nodeset_ready(parent, desired, ours, frozenset(plan.condemned), controller),
+            nodeset_ready(parent, desired, ours, frozenset(plan.condemned), controller, deleting),
             controller,
             _draining_condition(parent, draining),
             _unexpected_condition(parent, plan),

@@ -23,9 +23,11 @@ UNUSABLE_FLAGS: Final = frozenset({"FAIL", "INVALID", "INVALID_REG", "NOT_RESPON
 LISTED_PODS: Final = 5  # names shown per problem; the rest are counted
 
 
-def nodeset_ready(parent: JSON, desired: int, pods: list[ObservedPod], condemned: frozenset[str], controller: JSON) -> JSON:
+def nodeset_ready(
+    parent: JSON, desired: int, pods: list[ObservedPod], condemned: frozenset[str], controller: JSON, deleting: bool
+) -> JSON:
     """`pods`: this NodeSet's own pods that are not terminating; `controller`: the ControllerResolved condition."""
-    if (parent.get("metadata") or {}).get("deletionTimestamp"):
+    if deleting:
         return deleting_ready(parent)
     kept = [p for p in pods if p.name not in condemned]
     problems = unmet(controller) + _count_problems(desired, kept, condemned) + _slurm_problems(kept)
@@ -48,18 +50,19 @@ def _count_problems(desired: int, kept: list[ObservedPod], condemned: frozenset[
     not_ready = [p.name for p in kept if not p.healthy]
     if not_ready:
         ready = len(kept) - len(not_ready)
-        problems.append(Problem("PodsNotReady", f"{ready}/{desired} pods running and ready; not ready: {_listing(not_ready)}"))
+        message = f"{ready}/{desired} pods running and ready; not ready: {_listing(not_ready)}"
+        problems.append(Problem("PodsNotReady", message))
     return problems
 
 
 def _slurm_problems(pods: list[ObservedPod]) -> list[Problem]:
-    """One problem per kind of Slurm trouble, each listing its pods (healthy pods only: not-ready ones are named already)."""
+    """One problem per kind of Slurm trouble, each listing its pods (not-ready pods are named already)."""
     healthy = [p for p in pods if p.healthy]
     checks: list[tuple[str, str, Callable[[ObservedPod], str | None]]] = [
         ("SlurmNodeDown", "Slurm node DOWN", _down),
         ("SlurmNodeDrained", "drained outside the operator (undrain with scontrol once fixed)", _unexpected_drain),
         ("SlurmNodeNotUsable", "Slurm cannot start jobs", _unusable),
-        ("SlurmStateUnknown", "no Slurm node state reported yet (is slurm_sync running, did slurmd register?)", _unknown),
+        ("SlurmStateUnknown", "no Slurm node state reported yet (slurm_sync running? slurmd registered?)", _unknown),
     ]
     problems = []
     for reason, what, check in checks:
@@ -87,7 +90,8 @@ def _unusable(pod: ObservedPod) -> str | None:
     base = slurmstate.base_state(pod.slurm_states)
     if base == "DOWN":
         return None
-    words = ([base] if base is not None and base not in USABLE_BASE_STATES else []) + sorted(UNUSABLE_FLAGS & pod.slurm_states)
+    odd_base = [base] if base is not None and base not in USABLE_BASE_STATES else []
+    words = odd_base + sorted(UNUSABLE_FLAGS & pod.slurm_states)
     return "+".join(words) or None
 
 

@@ -77,7 +77,9 @@ def sync(req: CompositeRequest) -> JSON:
     references = cluster.references_condition(req.parent, missing)
     status = {
         "conditions": [
-            workload_ready(req.parent, references, observed, "Deployment", spec.child_name, spec.replicas, "slurmrestd"),
+            workload_ready(
+                req.parent, references, observed, "Deployment", spec.child_name, spec.replicas, "slurmrestd"
+            ),
             references,
             cluster.available_condition(req.parent, observed, spec.replicas),
         ]

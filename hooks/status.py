@@ -77,7 +77,8 @@ def workload_problems(workload: JSON | None, kind: str, name: str, desired: int,
         return [Problem(f"{kind}Missing", f"{kind_name} does not exist yet")]
     status = workload.get("status") or {}
     ready, updated = replica_count(status, "readyReplicas"), replica_count(status, "updatedReplicas")
-    progress = f"{ready}/{desired} {noun} pods ready, {updated}/{desired} updated (kubectl describe {kind_name.lower()})"
+    progress = f"{ready}/{desired} {noun} pods ready, {updated}/{desired} updated"
+    progress += f" (kubectl describe {kind.lower()} {name})"
     generation = (workload.get("metadata") or {}).get("generation")
     if isinstance(generation, int) and replica_count(status, "observedGeneration") < generation:
         return [Problem("RolloutPending", f"{kind_name} change not observed yet; {progress}")]
@@ -86,11 +87,14 @@ def workload_problems(workload: JSON | None, kind: str, name: str, desired: int,
     return []
 
 
-def workload_ready(parent: JSON, references: JSON, workload: JSON | None, kind: str, name: str, desired: int, noun: str) -> JSON:
+def workload_ready(
+    parent: JSON, references: JSON, workload: JSON | None, kind: str, name: str, desired: int, noun: str
+) -> JSON:
     """Ready of a kind that runs one workload: its references resolve and its pods run the current template."""
     problems = unmet(references) + workload_problems(workload, kind, name, desired, noun)
     ready = replica_count((workload or {}).get("status") or {}, "readyReplicas")
-    return ready_condition(parent, problems, "PodsReady", f"{ready}/{desired} {noun} pods ready on the current template")
+    message = f"{ready}/{desired} {noun} pods ready on the current template"
+    return ready_condition(parent, problems, "PodsReady", message)
 
 
 def replica_count(status: JSON, key: str) -> int:

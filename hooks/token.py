@@ -189,8 +189,10 @@ def _status(parent: JSON, spec: TokenSpec, token: str | None, missing: list[Miss
     references = cluster.references_condition(parent, missing)
     problems = unmet(references)
     if not stored:
-        problems.append(Problem("SecretNotCreated", f"Secret {spec.secret_name} holds no token yet (key {spec.secret_key})"))
-    ready = ready_condition(parent, problems, "TokenIssued", f"Secret {spec.secret_name} holds a token under key {spec.secret_key}")
+        message = f"Secret {spec.secret_name} holds no token yet (key {spec.secret_key})"
+        problems.append(Problem("SecretNotCreated", message))
+    message = f"Secret {spec.secret_name} holds a token under key {spec.secret_key}"
+    ready = ready_condition(parent, problems, "TokenIssued", message)
     status: JSON = {"conditions": [ready, references]}
     try:
         iat = jwt.decode(token, options={"verify_signature": False}).get("iat") if token else None
