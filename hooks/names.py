@@ -92,7 +92,8 @@ CONDITION_AVAILABLE: Final = "Available"  # the workload's pods are ready
 CONDITION_EXTERNAL: Final = "External"  # the daemon runs outside Kubernetes; no workload is managed
 
 # Controller status condition types (with CONDITION_AVAILABLE, _REFERENCES_RESOLVED and _EXTERNAL).
-CONDITION_READY: Final = "Ready"  # every slurmctld pod is ready on the current template
+# Every kind: nothing stands between the CR and working daemons (reason: the first problem; hooks/status.py).
+CONDITION_READY: Final = "Ready"
 CONDITION_SERVICE_MONITOR_CREATED: Final = "ServiceMonitorCreated"  # only when metrics.serviceMonitor asks for one
 # Status condition of every kind while a spec value cannot be used (children are kept as they are).
 CONDITION_INVALID_SPEC: Final = "InvalidSpec"
