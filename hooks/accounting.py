@@ -20,7 +20,7 @@ from hooks.cluster import JSON, InvalidSpec, KeyRef, Missing
 from hooks.contract import CompositeRequest, CustomizeRequest
 from hooks.objects import child_metadata, component_labels, content_hash, selector_labels, service
 from hooks.podtemplate import apply_pod_template, merge_container
-from hooks.status import condition
+from hooks.status import condition, ready_condition, workload_ready
 
 APP = "slurmdbd"
 COMPONENT = "accounting"
@@ -135,7 +135,10 @@ def sync(req: CompositeRequest) -> JSON:
     if spec.external:
         message = f"slurmdbd runs outside Kubernetes at {spec.external_host}:{spec.external_port}; no workload is managed"
         return {
-            "status": {"conditions": [condition(req.parent, names.CONDITION_EXTERNAL, True, "External", message)]},
+            "status": {"conditions": [
+                condition(req.parent, names.CONDITION_EXTERNAL, True, "External", message),
+                ready_condition(req.parent, [], "External", message),
+            ]},
             "children": [],
         }
     assert spec.storage is not None and spec.slurm_key is not None and spec.jwt_key is not None  # parse() checked
@@ -159,9 +162,11 @@ def sync(req: CompositeRequest) -> JSON:
             names.ANNOTATION_SLURMDBD_CONF_HASH: content_hash({CONF: conf}),
         }
         children += [_config_secret(req.parent, spec, conf), _statefulset(req.parent, spec, hashes)]
+    references = cluster.references_condition(req.parent, missing)
     status = {
         "conditions": [
-            cluster.references_condition(req.parent, missing),
+            workload_ready(req.parent, references, observed_sts, "StatefulSet", spec.child_name, 1, "slurmdbd"),
+            references,
             cluster.available_condition(req.parent, observed_sts, 1),
         ]
     }

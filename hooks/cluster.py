@@ -21,7 +21,7 @@ import orjson
 from hooks import contract, kubenames, names, shapes
 from hooks.contract import BadHookRequest, CompositeRequest
 from hooks.podtemplate import merge_container
-from hooks.status import condition
+from hooks.status import condition, invalid_spec_ready
 
 JSON = dict[str, Any]
 T = TypeVar("T")
@@ -417,9 +417,14 @@ def invalid_spec_response(req: CompositeRequest, err: InvalidSpec) -> JSON:
     """
     children = [kept(child) for type_key in sorted(req.children) for child in req.children_of(type_key)]
     status = dict(req.parent.get("status") or {})
-    others = [c for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type") != names.CONDITION_INVALID_SPEC]
+    replaced = (names.CONDITION_INVALID_SPEC, names.CONDITION_READY)
+    others = [c for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type") not in replaced]
     message = f"{err}; every existing child is kept as last applied until this is fixed"
-    status["conditions"] = [*others, condition(req.parent, names.CONDITION_INVALID_SPEC, True, "InvalidValue", message)]
+    status["conditions"] = [
+        invalid_spec_ready(req.parent, message),
+        *others,
+        condition(req.parent, names.CONDITION_INVALID_SPEC, True, "InvalidValue", message),
+    ]
     return {"status": status, "children": children, "resyncAfterSeconds": MISSING_REFERENCE_RESYNC_SECONDS}
 
 

@@ -20,6 +20,7 @@ from hooks.cluster import JSON, ControllerView, InvalidSpec, KeyRef, Missing
 from hooks.contract import CompositeRequest, CustomizeRequest
 from hooks.objects import child_metadata, component_labels, content_hash, selector_labels, service
 from hooks.podtemplate import apply_pod_template, merge_container
+from hooks.status import workload_ready
 
 APP = "login"
 COMPONENT = "login"
@@ -132,11 +133,13 @@ def _status(parent: JSON, spec: LoginSetSpec, deployment: JSON | None, missing: 
     replicas = ((deployment or {}).get("status") or {}).get("replicas") or 0
     selector = ((deployment or {}).get("spec") or {}).get("selector") or {}
     match = selector.get("matchLabels") or selector_labels(APP, spec.name)
+    references = cluster.references_condition(parent, missing)
     return {
         "replicas": replicas,
         "selector": ",".join(f"{k}={v}" for k, v in sorted(match.items())),
         "conditions": [
-            cluster.references_condition(parent, missing),
+            workload_ready(parent, references, deployment, "Deployment", spec.name, spec.replicas, "login"),
+            references,
             cluster.available_condition(parent, deployment, spec.replicas),
         ],
     }

@@ -68,6 +68,8 @@ LABEL_EXTERNAL_NODE: Final = SCHEDULER_PREFIX + "external-node"
 LABEL_BRIDGE_WORKER: Final = SCHEDULER_PREFIX + "slurm-bridge"
 ANNOTATION_EXTERNAL_NODE_PARTITIONS: Final = SCHEDULER_PREFIX + "external-node-partitions"
 ANNOTATION_TOPOLOGY_SPEC: Final = TOPOLOGY_PREFIX + "spec"
+# On a NodeSet: how long (seconds) each new worker pod waits for ANNOTATION_TOPOLOGY_SPEC before slurmd starts.
+ANNOTATION_TOPOLOGY_WAIT: Final = TOPOLOGY_PREFIX + "wait-seconds"
 TAINT_MANAGED_NODE: Final = SLINKY_PREFIX + "managed-node"
 
 # NodeSet pods: the scaling mode a pod was built for, the worker toleration, the revision.
@@ -90,7 +92,8 @@ CONDITION_AVAILABLE: Final = "Available"  # the workload's pods are ready
 CONDITION_EXTERNAL: Final = "External"  # the daemon runs outside Kubernetes; no workload is managed
 
 # Controller status condition types (with CONDITION_AVAILABLE, _REFERENCES_RESOLVED and _EXTERNAL).
-CONDITION_READY: Final = "Ready"  # every slurmctld pod is ready on the current template
+# Every kind: nothing stands between the CR and working daemons (reason: the first problem; hooks/status.py).
+CONDITION_READY: Final = "Ready"
 CONDITION_SERVICE_MONITOR_CREATED: Final = "ServiceMonitorCreated"  # only when metrics.serviceMonitor asks for one
 # Status condition of every kind while a spec value cannot be used (children are kept as they are).
 CONDITION_INVALID_SPEC: Final = "InvalidSpec"

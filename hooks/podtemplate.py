@@ -15,6 +15,8 @@ import copy
 from typing import Any
 
 JSON = dict[str, Any]
+# What the API server stores for a projected service account token that names no expiry (SetDefaults).
+TOKEN_EXPIRATION_SECONDS = 3600
 
 # Lists that strategic merge treats as maps, per type: field -> (merge key, item type).
 _MERGE_LISTS: dict[str, dict[str, tuple[str, str | None]]] = {
@@ -86,7 +88,36 @@ def apply_pod_template(base: JSON, user: JSON | None) -> JSON:
         values = {**(user_meta.get(key) or {}), **(base_meta.get(key) or {})}
         if values:
             metadata[key] = values
-    return {"metadata": metadata, "spec": merge_pod_spec(base.get("spec") or {}, user.get("spec"))}
+    spec = merge_pod_spec(base.get("spec") or {}, user.get("spec"))
+    for volume in spec.get("volumes") or []:
+        _fill_server_defaults(volume)
+    return {"metadata": metadata, "spec": spec}
+
+
+def _fill_server_defaults(volume: JSON) -> None:
+    """The defaults the API server stores in a volume's keyless lists, filled in where the user left them out.
+
+    A projected volume's `sources` has no merge key, so Metacontroller's dynamic apply compares it whole with
+    the stored copy; without the server's `expirationSeconds: 3600` and `fieldRef.apiVersion: v1` the workload
+    would be updated on every sync (README, "Both of Metacontroller's apply strategies").
+    """
+    if not isinstance(volume, dict):
+        return
+    sources = (volume.get("projected") or {}).get("sources") if isinstance(volume.get("projected"), dict) else None
+    for source in sources if isinstance(sources, list) else []:
+        if not isinstance(source, dict):
+            continue
+        if isinstance(source.get("serviceAccountToken"), dict):
+            source["serviceAccountToken"].setdefault("expirationSeconds", TOKEN_EXPIRATION_SECONDS)
+        _fill_field_ref_versions(source.get("downwardAPI"))
+    _fill_field_ref_versions(volume.get("downwardAPI"))
+
+
+def _fill_field_ref_versions(downward_api: Any) -> None:
+    items = downward_api.get("items") if isinstance(downward_api, dict) else None
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict) and isinstance(item.get("fieldRef"), dict):
+            item["fieldRef"].setdefault("apiVersion", "v1")
 
 
 def _merge_map(base: JSON, patch: JSON, type_name: str | None) -> JSON:

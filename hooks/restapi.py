@@ -15,6 +15,7 @@ from hooks.cluster import JSON, ControllerView, Missing
 from hooks.contract import CompositeRequest, CustomizeRequest
 from hooks.objects import child_metadata, component_labels, selector_labels, service
 from hooks.podtemplate import apply_pod_template, merge_container
+from hooks.status import workload_ready
 
 APP = "slurmrestd"
 COMPONENT = "restapi"
@@ -73,9 +74,13 @@ def sync(req: CompositeRequest) -> JSON:
             children.append(cluster.kept(observed))
     else:
         children.append(build_deployment(req.parent, spec, controller))
+    references = cluster.references_condition(req.parent, missing)
     status = {
         "conditions": [
-            cluster.references_condition(req.parent, missing),
+            workload_ready(
+                req.parent, references, observed, "Deployment", spec.child_name, spec.replicas, "slurmrestd"
+            ),
+            references,
             cluster.available_condition(req.parent, observed, spec.replicas),
         ]
     }

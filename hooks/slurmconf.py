@@ -14,8 +14,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hooks import cluster, names
+from hooks import cluster, gres, names
 from hooks.cluster import InvalidSpec
+from hooks.nodeset.pods import parse_extra_conf
 
 ETC_DIR = "/etc/slurm"
 STATE_SAVE_ROOT = "/var/spool/slurmctld"
@@ -43,10 +44,11 @@ class Endpoint:
 
 @dataclass(frozen=True)
 class NodeSetConf:
-    """One NodeSet as slurm.conf sees it: its feature name and, if enabled, partition options."""
+    """One NodeSet as slurm.conf sees it: its feature name, partition options if enabled, its gres names."""
 
     name: str
     partition: str | None = None
+    gres_types: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,7 @@ def render(conf: SlurmConf) -> str:
         ("PROLOG & EPILOG", _script_lines(conf.scripts.prolog, "Prolog", "") + _script_lines(conf.scripts.epilog, "Epilog", "")),
         ("NODESET & PARTITION", _nodeset_lines(conf.nodesets)),
         ("EXTRA CONFIG", [conf.extra_conf.rstrip("\n")] if conf.extra_conf.strip() else []),
-        ("MERGED CONFIG", cluster.merged_config(operator_parameters(conf.jwks), conf.extra_conf)),
+        ("MERGED CONFIG", cluster.merged_config(operator_parameters(conf.jwks, _gres_types(conf)), conf.extra_conf)),
     ]
     return _join(sections)
 
@@ -100,18 +102,22 @@ def render_external(cluster_name: str, controller: Endpoint, accounting: Endpoin
     ])
 
 
-def operator_parameters(jwks: bool) -> dict[str, list[str]]:
+def operator_parameters(jwks: bool, gres_types: tuple[str, ...] = ()) -> dict[str, list[str]]:
     """Values the daemons depend on, for the keys a user may extend through extraConf.
+
+    `GresTypes` names every gres a NodeSet's nodes register (hooks/gres.py); without it slurmctld
+    rejects their registration.
 
     A user's own setting of one of these keys is merged into a last MERGED CONFIG line (Slurm
     keeps the last setting), so extraConf can add options but never drop ours.
     """
     alt = [f"jwt_key={ETC_DIR}/{JWT_KEY_FILE}"] + ([f"jwks={ETC_DIR}/{JWKS_FILE}"] if jwks else [])
-    return {
+    params = {
         "AuthAltParameters": alt,
         "AuthInfo": ["use_client_ids"],
         "SlurmctldParameters": ["enable_configless", "reconfig_on_restart"],
     }
+    return params | ({"GresTypes": list(gres_types)} if gres_types else {})
 
 
 def nodeset_conf(nodeset: Mapping[str, Any], where: str) -> NodeSetConf:
@@ -121,21 +127,38 @@ def nodeset_conf(nodeset: Mapping[str, Any], where: str) -> NodeSetConf:
     takes no new job: State=names.PARTITION_STATE_DELETING replaces any State= the user gave.
     """
     spec = nodeset.get("spec") or {}
-    hostname = ((spec.get("template") or {}).get("spec") or {}).get("hostname")
+    template_spec = (spec.get("template") or {}).get("spec") or {}
+    hostname = template_spec.get("hostname")
     if hostname:
         name = check_word(str(hostname).strip("-"), f"{where} spec.template.spec.hostname")
     else:
         name = check_word(nodeset["metadata"]["name"], f"{where} metadata.name")
+    types = _nodeset_gres_types(spec, template_spec, where)
     partition = spec.get("partition") or {}
     if not partition.get("enabled"):
-        return NodeSetConf(name)
+        return NodeSetConf(name, gres_types=types)
     config = partition.get("config") or ""
     if not isinstance(config, str):
         raise InvalidSpec(f"{where} spec.partition.config must be a string")
     config = check_line(config.strip(), f"{where} spec.partition.config")
     if (nodeset.get("metadata") or {}).get("deletionTimestamp"):
         config = deleting_partition(config)
-    return NodeSetConf(name, config)
+    return NodeSetConf(name, config, types)
+
+
+def _nodeset_gres_types(spec: Mapping[str, Any], template_spec: Mapping[str, Any], where: str) -> tuple[str, ...]:
+    """The gres names the NodeSet's slurmd register (its extraConf `Gres=`, else its GPUs)."""
+    extra = spec.get("extraConf") or ""
+    if not isinstance(extra, str):
+        raise InvalidSpec(f"{where} spec.extraConf must be a string")
+    explicit = parse_extra_conf(extra).get("Gres")
+    slurmd = cluster.container_override(dict(spec), "slurmd", f"{where} spec")
+    value = gres.node_gres(explicit, slurmd, dict(template_spec), where)
+    return gres.gres_types(value, f"{where} gres") if value else ()
+
+
+def _gres_types(conf: SlurmConf) -> tuple[str, ...]:
+    return gres.union(ns.gres_types for ns in conf.nodesets)
 
 
 def deleting_partition(config: str) -> str:
@@ -202,7 +225,7 @@ def _general(conf: SlurmConf) -> list[str]:
 
 
 def _plugins(conf: SlurmConf) -> list[str]:
-    ours = operator_parameters(conf.jwks)
+    ours = operator_parameters(conf.jwks, _gres_types(conf))
     lines = ["AuthType=auth/slurm", "CredType=cred/slurm", "AuthAltTypes=auth/jwt"]
     lines += [f"{key}={','.join(values)}" for key, values in ours.items()]
     return lines + (["MetricsType=metrics/openmetrics"] if conf.metrics else [])

@@ -25,6 +25,7 @@ from hooks import cluster, contract
 from hooks.cluster import JSON, InvalidSpec, KeyRef, Missing
 from hooks.contract import CompositeRequest, CustomizeRequest
 from hooks.objects import child_metadata
+from hooks.status import Problem, ready_condition, unmet
 
 DEFAULT_LIFETIME = "15m"
 DEFAULT_USERNAME = "nobody"
@@ -148,7 +149,7 @@ def sync(req: CompositeRequest) -> JSON:
         response["children"].append(build_secret(req.parent, spec, token))
         if spec.refresh:
             response["resyncAfterSeconds"] = _resync_after(claims, current, spec.lifetime)
-    response["status"] = _status(req.parent, token, missing)
+    response["status"] = _status(req.parent, spec, token, missing, stored=_token_in(secret, spec) is not None)
     return response
 
 
@@ -180,9 +181,19 @@ def _resync_after(claims: JSON, current: int, lifetime: int) -> float:
     return float(min(max(refresh_at(claims) - current, 1), lifetime))
 
 
-def _status(parent: JSON, token: str | None, missing: list[Missing]) -> JSON:
-    """`issuedAt` is the iat claim of the token in the Secret (RFC 3339, UTC)."""
-    status: JSON = {"conditions": [cluster.references_condition(parent, missing)]}
+def _status(parent: JSON, spec: TokenSpec, token: str | None, missing: list[Missing], stored: bool) -> JSON:
+    """`issuedAt` is the iat claim of the token in the Secret (RFC 3339, UTC).
+
+    Ready once the observed Secret holds a token (so a client reading it after `kubectl wait` finds one).
+    """
+    references = cluster.references_condition(parent, missing)
+    problems = unmet(references)
+    if not stored:
+        message = f"Secret {spec.secret_name} holds no token yet (key {spec.secret_key})"
+        problems.append(Problem("SecretNotCreated", message))
+    message = f"Secret {spec.secret_name} holds a token under key {spec.secret_key}"
+    ready = ready_condition(parent, problems, "TokenIssued", message)
+    status: JSON = {"conditions": [ready, references]}
     try:
         iat = jwt.decode(token, options={"verify_signature": False}).get("iat") if token else None
     except jwt.InvalidTokenError:

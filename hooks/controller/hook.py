@@ -31,7 +31,7 @@ from hooks.contract import CompositeRequest, CustomizeRequest
 from hooks.controller.pod import APP_NAME, COMPONENT, internal_service_name, statefulset, statefulset_name
 from hooks.controller.spec import NODESET, ControllerSpec, Resolved, parse_spec, referenced_configmaps, resolve
 from hooks.objects import child_metadata, component_labels, content_hash, selector_labels, service
-from hooks.status import condition
+from hooks.status import condition, ready_condition, replica_count, unmet, workload_ready
 
 JSON = dict[str, Any]
 
@@ -260,19 +260,22 @@ def _metrics_endpoint(endpoint: JSON, interval: str, scrape_timeout: str) -> JSO
 
 def _status(req: CompositeRequest, spec: ControllerSpec, refs: Resolved, frozen: bool, monitor_supported: bool) -> JSON:
     parent = req.parent
+    if refs.missing:
+        message = "missing: " + "; ".join(refs.missing) + ". Existing children and pod hashes are kept"
+        message += "; slurm.conf is kept as last written until they exist" if frozen else ""
+        references = condition(parent, names.CONDITION_REFERENCES_RESOLVED, False, "MissingReferences", message)
+    else:
+        message = "every referenced object exists"
+        references = condition(parent, names.CONDITION_REFERENCES_RESOLVED, True, "AllFound", message)
     if spec.external is not None:
         where = f"{spec.external.host}:{spec.external.port}"
         message = f"slurmctld runs outside Kubernetes at {where}; only its client slurm.conf is managed here"
         conditions = [condition(parent, names.CONDITION_EXTERNAL, True, "External", message),
-                      condition(parent, names.CONDITION_READY, True, "External", message)]
+                      ready_condition(parent, unmet(references), "External", message)]
     else:
-        conditions = _workload_conditions(parent, spec, cluster.observed(req, STATEFULSET, statefulset_name(spec.name)))
-    if refs.missing:
-        message = "missing: " + "; ".join(refs.missing) + ". Existing children and pod hashes are kept"
-        message += "; slurm.conf is kept as last written until they exist" if frozen else ""
-        conditions.append(condition(parent, names.CONDITION_REFERENCES_RESOLVED, False, "MissingReferences", message))
-    else:
-        conditions.append(condition(parent, names.CONDITION_REFERENCES_RESOLVED, True, "AllFound", "every referenced object exists"))
+        sts = cluster.observed(req, STATEFULSET, statefulset_name(spec.name))
+        conditions = _workload_conditions(parent, spec, sts, references)
+    conditions.append(references)
     if spec.service_monitor is not None and spec.external is None:
         if monitor_supported:
             conditions.append(condition(parent, names.CONDITION_SERVICE_MONITOR_CREATED, True, "Created", "ServiceMonitor is a child"))
@@ -285,30 +288,17 @@ def _status(req: CompositeRequest, spec: ControllerSpec, refs: Resolved, frozen:
     return {"conditions": conditions}
 
 
-def _workload_conditions(parent: JSON, spec: ControllerSpec, sts: JSON | None) -> list[JSON]:
-    """Ready: every slurmctld is up on the current template. Available: at least one is."""
+def _workload_conditions(parent: JSON, spec: ControllerSpec, sts: JSON | None, references: JSON) -> list[JSON]:
+    """Ready: every reference exists and every slurmctld is up on the current template. Available: at least one is."""
+    name = statefulset_name(spec.name)
+    ready_cond = workload_ready(parent, references, sts, "StatefulSet", name, spec.replicas, "slurmctld")
     if sts is None:
-        message = f"StatefulSet {statefulset_name(spec.name)} does not exist yet"
-        return [condition(parent, names.CONDITION_READY, False, "StatefulSetMissing", message),
-                condition(parent, names.CONDITION_AVAILABLE, False, "StatefulSetMissing", message)]
-    status = sts.get("status") or {}
-    ready = _count(status, "readyReplicas")
-    updated = _count(status, "updatedReplicas")
-    generation = (sts.get("metadata") or {}).get("generation")
-    progress = f"{ready}/{spec.replicas} slurmctld pods ready, {updated}/{spec.replicas} updated"
-    if isinstance(generation, int) and _count(status, "observedGeneration") < generation:
-        ready_cond = condition(parent, names.CONDITION_READY, False, "RolloutPending", f"StatefulSet change not observed yet; {progress}")
-    elif ready < spec.replicas or updated < spec.replicas:
-        ready_cond = condition(parent, names.CONDITION_READY, False, "PodsNotReady", progress)
-    else:
-        ready_cond = condition(parent, names.CONDITION_READY, True, "PodsReady", progress)
-    available = condition(parent, names.CONDITION_AVAILABLE, ready > 0, "SlurmctldReady" if ready else "NoSlurmctldReady", progress)
-    return [ready_cond, available]
-
-
-def _count(status: JSON, key: str) -> int:
-    value = status.get(key, 0)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+        message = f"StatefulSet {name} does not exist yet"
+        return [ready_cond, condition(parent, names.CONDITION_AVAILABLE, False, "StatefulSetMissing", message)]
+    ready = replica_count(sts.get("status") or {}, "readyReplicas")
+    reason = "SlurmctldReady" if ready else "NoSlurmctldReady"
+    message = f"{ready}/{spec.replicas} slurmctld pods ready"
+    return [ready_cond, condition(parent, names.CONDITION_AVAILABLE, ready > 0, reason, message)]
 
 
 def _child_type_configured(controller: JSON, api_version: str, resource: str) -> bool:

@@ -57,6 +57,7 @@ from hooks.nodeset import reservation
 from hooks.cluster import InvalidSpec
 from hooks.contract import CompositeRequest, CustomizeRequest
 from hooks.nodeset.observe import ObservedPod, observe_pod, still_wanted
+from hooks.nodeset.ready import deleting_ready, nodeset_ready
 from hooks.nodeset.plan import Context, Plan, plan_daemonset, plan_finalize, plan_hold, plan_statefulset
 from hooks.nodeset.pods import PodSlot, WorkerPodBuilder, claims_for, revision_hash, ssh_config_map, ssh_config_name, statefulset_slot
 from hooks.nodeset.scheduling import node_fit
@@ -183,7 +184,8 @@ def finalize(req: CompositeRequest) -> JSON:
     children = pod_children + _finalize_claims(req, spec, held)
     children += _ssh_config(req.parent, spec, pod_children, keep=False)
     retained = _retained_claims(req, spec.pvc_when_deleted)
-    status = _status(req.parent, spec, pods, plan, ctx, controller_condition(req.parent, spec, controller, mode))
+    resolved = controller_condition(req.parent, spec, controller, mode)
+    status = _status(req.parent, spec, pods, plan, ctx, resolved, deleting=True)
     status["conditions"].append(_retained_condition(req.parent, retained))
     report = reservation.read_report(req.parent)
     if mode == deletion.Release.DRAIN:
@@ -221,6 +223,7 @@ def _finalize_invalid(req: CompositeRequest, err: InvalidSpec) -> JSON:
     draining = [{"name": name, "reason": plan.condemned[name]} for name in sorted(plan.condemned)]
     status[names.STATUS_DRAINING_PODS] = draining
     replaced = (
+        names.CONDITION_READY,
         names.CONDITION_INVALID_SPEC,
         names.CONDITION_PODS_DRAINING,
         CONDITION_RETAINED_CLAIMS,
@@ -229,6 +232,7 @@ def _finalize_invalid(req: CompositeRequest, err: InvalidSpec) -> JSON:
     others = [c for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type") not in replaced]
     how = _FINALIZE_NOTES.get(mode, "; every pod is drained before it goes").removeprefix("; ")
     status["conditions"] = [
+        deleting_ready(parent),
         *others,
         _draining_condition(parent, draining),
         _retained_condition(parent, retained),
@@ -401,7 +405,10 @@ def _response(status: JSON, children: list[JSON], plan: Plan, until_available: i
     return response
 
 
-def _status(parent: JSON, spec: NodeSetSpec, pods: list[ObservedPod], plan: Plan, ctx: Context, controller: JSON) -> JSON:
+def _status(
+    parent: JSON, spec: NodeSetSpec, pods: list[ObservedPod], plan: Plan, ctx: Context, controller: JSON,
+    deleting: bool = False,
+) -> JSON:
     """Counts describe the observed pods of this NodeSet (foreign and terminating pods excluded)."""
     ours = [p for p in pods if p.ours and not p.terminating]
     available = sum(1 for p in ours if ctx.available(p))
@@ -422,6 +429,7 @@ def _status(parent: JSON, spec: NodeSetSpec, pods: list[ObservedPod], plan: Plan
         "slurmDrain": sum(1 for p in ours if slurmstate.is_drain(p.slurm_states)),
         names.STATUS_DRAINING_PODS: draining,
         "conditions": [
+            nodeset_ready(parent, desired, ours, frozenset(plan.condemned), controller, deleting),
             controller,
             _draining_condition(parent, draining),
             _unexpected_condition(parent, plan),

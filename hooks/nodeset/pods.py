@@ -19,6 +19,7 @@ import orjson
 
 from hooks import cluster, names
 from hooks.cluster import KeyRef
+from hooks.gres import node_gres
 from hooks.nodeset.spec import ControllerInfo, NodeSetSpec
 from hooks.objects import child_metadata, component_labels, content_hash, selector_labels
 from hooks.podtemplate import apply_pod_template, merge_container
@@ -27,6 +28,22 @@ JSON = dict[str, Any]
 
 SSH_CONFIG_KEY = "sshd_config"
 PRESTOP_COMMAND = "scontrol update nodename=$(hostname) state=down reason='slurm-operator: Pod is terminating';"
+TOPOLOGY_WAIT_CONTAINER = "topology-wait"
+TOPOLOGY_VOLUME = "pod-topology"
+TOPOLOGY_DIR = "/run/slinky/pod-topology"
+TOPOLOGY_FILE = "topology"
+# Waits until the downwardAPI file is non-empty or WAIT_SECONDS have passed; either way slurmd may start.
+TOPOLOGY_WAIT_SCRIPT = """\
+end=$(( $(date +%s) + WAIT_SECONDS ))
+until [ -s "$TOPOLOGY_FILE" ]; do
+  if [ "$(date +%s)" -ge "$end" ]; then
+    echo "no topology on this pod after ${WAIT_SECONDS}s: slurmd starts without it, slurm_sync sets it later"
+    exit 0
+  fi
+  sleep 1
+done
+echo "topology: $(cat "$TOPOLOGY_FILE")"
+"""
 _REVISION_FIELDS = ("template", "ordinalPadding", "oversubscribeNode", "slurmd", "extraConf", "logfile", "ssh")
 
 
@@ -45,6 +62,9 @@ def revision_hash(parent: JSON) -> str:
     """Hash of the pod-shaping spec fields (Slinky's revision data); 10 hex digits, label-safe."""
     spec = parent.get("spec") or {}
     data = {key: spec.get(key) for key in _REVISION_FIELDS}
+    wait = ((parent.get("metadata") or {}).get("annotations") or {}).get(names.ANNOTATION_TOPOLOGY_WAIT)
+    if wait:  # only when set, so the revision of every NodeSet without it stays as it was
+        data[names.ANNOTATION_TOPOLOGY_WAIT] = wait
     return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()[:10]
 
 
@@ -72,17 +92,19 @@ def slurm_nodeset_name(spec: NodeSetSpec) -> str:
 
 
 def conf_argument(spec: NodeSetSpec) -> str:
-    """The slurmd `--conf` value: features, topology and the user's extraConf items, sorted."""
+    """The slurmd `--conf` value: features, topology, gres and the user's extraConf items, sorted."""
     items = parse_extra_conf(spec.extra_conf)
     features = {slurm_nodeset_name(spec)}
     for key in ("Feature", "Features"):
         for value in items.pop(key, []):
             features.update(v for v in value.split(",") if v)
     topology = items.pop("Topology", None)
+    gres = node_gres(items.pop("Gres", None), spec.slurmd, spec.template_spec, f"NodeSet {spec.name!r}")
     conf = {
         "Features": ",".join(sorted(features)),
         "Topology": ",".join(topology) if topology else "'\"$SLINKY_TOPOLOGY\"'",
         **{key: ",".join(values) for key, values in items.items()},
+        **({"Gres": gres} if gres else {}),
     }
     return "'" + " ".join(f"{key}={conf[key]}" for key in sorted(conf)) + "'"
 
@@ -225,6 +247,9 @@ def _base_template(parent: JSON, spec: NodeSetSpec, controller: ControllerInfo, 
         "initContainers": [_logfile_container(spec)],
         "volumes": _volumes(spec, controller),
     }
+    if waits_for_topology(spec):
+        pod_spec["initContainers"].append(_topology_wait_container(spec, pod_spec["containers"][0]["image"]))
+        pod_spec["volumes"].append(_topology_volume())
     return {"metadata": {"labels": metadata["labels"], "annotations": metadata.get("annotations", {})}, "spec": pod_spec}
 
 
@@ -295,6 +320,34 @@ def _slurmd_container(spec: NodeSetSpec, controller: ControllerInfo) -> JSON:
         "volumeMounts": mounts,
     }
     return merge_container(base, spec.slurmd)
+
+
+def waits_for_topology(spec: NodeSetSpec) -> bool:
+    """A wait is asked for and slurmd takes its topology from the pod (not from an extraConf `Topology=`)."""
+    return spec.topology_wait > 0 and "Topology" not in parse_extra_conf(spec.extra_conf)
+
+
+def _topology_wait_container(spec: NodeSetSpec, image: str) -> JSON:
+    """Holds slurmd back until the pod carries its Node's topology, for at most `spec.topology_wait` seconds.
+
+    The kubelet resolves slurmd's SLINKY_TOPOLOGY from the pod's annotations when it creates the slurmd
+    container, after every init container has finished; this one watches the same annotation through a
+    downwardAPI file, which the kubelet refreshes while the pod runs (docs/architecture.md §4.7). It always
+    exits 0: after the bound slurmd starts without topology and slurm_sync sets it in Slurm afterwards.
+    """
+    return {
+        "name": TOPOLOGY_WAIT_CONTAINER,
+        "image": image,
+        "command": ["sh", "-c", TOPOLOGY_WAIT_SCRIPT],
+        "env": [{"name": "WAIT_SECONDS", "value": str(spec.topology_wait)},
+                {"name": "TOPOLOGY_FILE", "value": f"{TOPOLOGY_DIR}/{TOPOLOGY_FILE}"}],  # fmt: skip
+        "volumeMounts": [{"name": TOPOLOGY_VOLUME, "mountPath": TOPOLOGY_DIR, "readOnly": True}],
+    }
+
+
+def _topology_volume() -> JSON:
+    field = {"apiVersion": "v1", "fieldPath": f"metadata.annotations['{names.ANNOTATION_TOPOLOGY_SPEC}']"}
+    return {"name": TOPOLOGY_VOLUME, "downwardAPI": {"items": [{"path": TOPOLOGY_FILE, "fieldRef": field}]}}
 
 
 def _logfile_container(spec: NodeSetSpec) -> JSON:

@@ -58,6 +58,9 @@ class ScheduledUpdate:
     flags: tuple[str, ...]
 
 
+# A pod that waits longer than this for a topology label is better started without it (slurm_sync sets it later).
+MAX_TOPOLOGY_WAIT = 600
+
 @dataclass(frozen=True)
 class NodeSetSpec:
     """What the hook needs from a NodeSet, defaults applied."""
@@ -84,6 +87,7 @@ class NodeSetSpec:
     pin_to_node: bool
     oversubscribe_node: bool
     scheduled: ScheduledUpdate | None = None  # updateStrategy.scheduledUpdate, parsed only for ScheduledUpdate
+    topology_wait: int = 0  # seconds a new pod waits for its Node's topology (names.ANNOTATION_TOPOLOGY_WAIT)
 
     @property
     def template_spec(self) -> JSON:
@@ -134,7 +138,19 @@ def parse_nodeset(parent: JSON) -> NodeSetSpec:
         pin_to_node=_bool(spec, "pinToNode", False),
         oversubscribe_node=_bool(spec, "oversubscribeNode", False),
         scheduled=_scheduled_update(strategy) if strategy.get("type") == SCHEDULED_UPDATE else None,
+        topology_wait=topology_wait(parent),
     )
+
+
+def topology_wait(parent: JSON) -> int:
+    """The NodeSet's topology wait in whole seconds, 0 (no wait) by default, at most MAX_TOPOLOGY_WAIT."""
+    value = ((parent["metadata"].get("annotations") or {})).get(names.ANNOTATION_TOPOLOGY_WAIT)
+    if value is None or value == "":
+        return 0
+    if not isinstance(value, str) or not (value.isascii() and value.isdigit()) or int(value) > MAX_TOPOLOGY_WAIT:
+        raise InvalidSpec(f"annotation {names.ANNOTATION_TOPOLOGY_WAIT} must be a whole number of seconds "
+                          f"from 0 to {MAX_TOPOLOGY_WAIT}, got {value!r}")  # fmt: skip
+    return int(value)
 
 
 def controller_ref_name(parent: JSON) -> str:

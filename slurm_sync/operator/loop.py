@@ -34,6 +34,7 @@ from hooks.gcpause import collector_paused
 from hooks.objects import selector_labels
 from slurm_sync.operator import deletion
 from slurm_sync.operator import reservations
+from slurm_sync.operator import topology as topology_copy
 from slurm_sync.events import Events, Notice, ObjectRef, mark_notices, node_update_notice, nodeset_ref, pod_ref
 from slurm_sync.operator import plan as planning
 from slurm_sync.proof import PROBES_PER_PASS, AbsenceProof, refuse_unproven_loss, sudden_loss
@@ -331,7 +332,7 @@ class OperatorLoop:
         self._planned = set()
         slurm = self._prove_absence(cluster, slurm, now, tally)
         for pod in cluster.pods:
-            pod_plan = planning.plan_pod(pod, cluster, slurm, now, self._applied_topology)
+            pod_plan = topology_copy.plan_pod(pod, cluster, slurm, now, self._applied_topology)
             states[pod.name] = self._apply_pod(pod_plan, cluster, slurm, now, tally)
         self._forget(slurm)
         for patch in planning.controller_patches(cluster.controller_pods, slurm.ping):
@@ -401,7 +402,7 @@ class OperatorLoop:
                     fresh = self._reread(pod_plan.pod, tally)
                     if fresh is None:
                         return planning.observed_state(pod_plan.pod)
-                    pod_plan = planning.plan_pod(fresh, cluster, slurm, now, self._applied_topology)
+                    pod_plan = topology_copy.plan_pod(fresh, cluster, slurm, now, self._applied_topology)
                     continue
                 tally.errors.append(f"patch pod {pod_plan.pod.name}: HTTP {exc.status}")
                 log.error("pod %s/%s: patch failed: HTTP %s %s", pod_plan.pod.namespace, pod_plan.pod.name, exc.status, exc.reason)

@@ -192,3 +192,56 @@ def test_model_ignores_a_desired_scalar_where_an_object_is_observed():
 
 def test_model_annotation_is_go_json():
     assert mc.go_json({"b": "<&>", "a": [1, None]}) == '{"a":[1,null],"b":"\\u003c\\u0026\\u003e"}'
+
+
+# --- a user's projected volumes (issue 11, finding 6: lists without a merge key) ------------------------------
+
+USER_VOLUMES = [
+    {"name": "token", "projected": {"sources": [
+        {"serviceAccountToken": {"path": "token", "audience": "vault"}},
+        {"downwardAPI": {"items": [{"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}},
+    ]}},
+    {"name": "podinfo", "downwardAPI": {"items": [{"path": "name", "fieldRef": {"fieldPath": "metadata.name"}}]}},
+]  # fmt: skip
+WORKLOAD_KINDS = ("controller", "restapi", "loginset", "accounting")
+
+
+def with_user_volumes(body: JSON) -> JSON:
+    """`body` whose parent's pod template mounts a token and pod fields the way users write them (no defaults)."""
+    out = copy.deepcopy(body)
+    out["parent"]["spec"]["template"] = {"spec": {"volumes": copy.deepcopy(USER_VOLUMES)}}
+    return out
+
+
+@pytest.mark.parametrize("kind", WORKLOAD_KINDS)
+def test_a_users_projected_token_and_downward_api_volumes_settle(kind):
+    """The server fills `expirationSeconds: 3600` and `fieldRef.apiVersion: v1`; a projected volume's `sources`
+    has no merge key, so unless the hook emits them as stored the workload is updated on every sync."""
+    body = with_user_volumes(fresh(kind))
+    assert unsettled(body, created(body, CURRENT)) == {}
+
+
+@pytest.mark.parametrize("kind", WORKLOAD_KINDS)
+def test_a_users_own_token_expiry_and_field_api_version_are_kept(kind):
+    body = with_user_volumes(fresh(kind))
+    volumes = body["parent"]["spec"]["template"]["spec"]["volumes"]
+    volumes[0]["projected"]["sources"][0]["serviceAccountToken"]["expirationSeconds"] = 7200
+    volumes[0]["projected"]["sources"][1]["downwardAPI"]["items"][0]["fieldRef"]["apiVersion"] = "v1"
+    observed = created(body, CURRENT)
+    assert unsettled(body, observed) == {}
+    stored_volumes = [v for obj in observed.values() for v in pod_volumes(obj) if v["name"] == "token"]
+    assert stored_volumes and all(
+        v["projected"]["sources"][0]["serviceAccountToken"]["expirationSeconds"] == 7200 for v in stored_volumes)
+
+
+def test_the_defaults_model_fills_token_expiry_and_field_api_version():
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"volumes": copy.deepcopy(USER_VOLUMES)}}
+    volumes = apiserver.stored(pod, CURRENT)["spec"]["volumes"]
+    sources = volumes[0]["projected"]["sources"]
+    assert sources[0]["serviceAccountToken"]["expirationSeconds"] == 3600
+    assert sources[1]["downwardAPI"]["items"][0]["fieldRef"]["apiVersion"] == "v1"
+    assert volumes[1]["downwardAPI"]["items"][0]["fieldRef"]["apiVersion"] == "v1"
+
+
+def pod_volumes(obj: JSON) -> list[JSON]:
+    return (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get("volumes") or []

@@ -80,7 +80,7 @@ def assert_invalid_spec(
 
     First sync: no children, an InvalidSpec condition naming the field, a resync. After `good` was
     applied (with `good_rel`, default `rel`): every child comes back exactly as last applied and the observed status fields stay.
-    Customize still answers. Returns the condition message.
+    Ready is False with reason InvalidSpec both times. Customize still answers. Returns the condition message.
     """
     from tests.support.kube import validate_cr
 
@@ -99,7 +99,12 @@ def assert_invalid_spec(
     assert {k: v for k, v in later["status"].items() if k != "conditions"} == {
         k: v for k, v in applied["status"].items() if k != "conditions"
     }
-    assert [c for c in later["status"]["conditions"] if c["type"] != names.CONDITION_INVALID_SPEC] == applied["status"]["conditions"]
+    replaced = (names.CONDITION_INVALID_SPEC, names.CONDITION_READY)
+    kept = [c for c in applied["status"]["conditions"] if c["type"] != names.CONDITION_READY]
+    assert [c for c in later["status"]["conditions"] if c["type"] not in replaced] == kept
+    for response in (body, later):  # `kubectl wait --for=condition=Ready` must not pass while the spec is unusable
+        ready = condition_of(response, names.CONDITION_READY)
+        assert (ready["status"], ready["reason"]) == ("False", "InvalidSpec") and needle in ready["message"]
     assert client.post(f"/{segment}/customize", json={"parent": bad}).status_code == 200
     return invalid["message"]
 
@@ -247,7 +252,8 @@ def test_invalid_spec_keeps_children_status_and_other_conditions():
     resp = cluster.invalid_spec_response(req, cluster.InvalidSpec("spec.replicas must be an integer >= 0"))
     assert resp["children"] == [desired]
     assert resp["status"]["replicas"] == 2
-    available, invalid = resp["status"]["conditions"]
+    ready, available, invalid = resp["status"]["conditions"]
+    assert (ready["type"], ready["status"], ready["reason"]) == (names.CONDITION_READY, "False", "InvalidSpec")
     assert available == parent["status"]["conditions"][0]
     assert invalid["message"].startswith("spec.replicas must be an integer >= 0; ")
     assert invalid["lastTransitionTime"] == "2024-02-02T00:00:00Z"  # still invalid: the transition time holds

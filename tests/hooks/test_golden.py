@@ -110,6 +110,15 @@ CASES: dict[str, Callable[[], str]] = {
         deleting(nodeset("old")),
         nodeset("debug", partition={"enabled": True, "config": "State=UP"}),
     ),
+    # GPUs given to slurmd, or a NodeSet's own extraConf Gres=, put their names in GresTypes (merged with the user's).
+    "slurm.conf.gres": slurm_conf(
+        {"extraConf": "GresTypes=mps\n"},
+        nodeset("nvidia", slurmd={"resources": {"limits": {"nvidia.com/gpu": 4}}}),
+        nodeset("amd", template={"spec": {"containers": [
+            {"name": "slurmd", "resources": {"requests": {"amd.com/gpu": "2"}}}]}}),  # fmt: skip
+        nodeset("typed", extraConf="Gres=gpu:h100:8,shard:16", slurmd={"resources": {"limits": {"nvidia.com/gpu": 8}}}),
+        nodeset("cpu", partition={"enabled": True}),
+    ),
     "slurmdbd.conf.plain": slurmdbd_conf({}),
     "slurmdbd.conf.merged": slurmdbd_conf(
         {

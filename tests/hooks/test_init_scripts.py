@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from hooks import cluster
+from hooks import cluster, names
 from hooks.app import create_app
 from tests.fixtures import busybox
 from tests.hooks import test_accounting, test_controller, test_loginset, test_nodeset, test_restapi
@@ -56,8 +56,11 @@ def controller_pod(client, **spec: Any) -> JSON:
     return test_controller.pod_template(resp)["spec"]
 
 
-def nodeset_pod(client) -> JSON:
-    resp = test_nodeset.sync(client, test_nodeset.request(test_nodeset.nodeset(replicas=1)))
+def nodeset_pod(client, topology_wait: str | None = None) -> JSON:
+    parent = test_nodeset.nodeset(replicas=1)
+    if topology_wait is not None:
+        parent["metadata"]["annotations"] = {names.ANNOTATION_TOPOLOGY_WAIT: topology_wait}
+    resp = test_nodeset.sync(client, test_nodeset.request(parent))
     return test_nodeset.children(resp)["gpu-0"]["spec"]
 
 
@@ -84,13 +87,13 @@ def test_every_script_container_of_every_pod_is_run_below(client):
     """A new init or sidecar container in any pod must get a run-for-real test here."""
     pods = {
         "controller": controller_pod(client, inplaceReconfigure=True),
-        "nodeset": nodeset_pod(client),
+        "nodeset": nodeset_pod(client, topology_wait="30"),
         "loginset": login_pod(client),
         "restapi": restapi_pod(client),
         "accounting": accounting_pod(client),
     }
     found = {(kind, c["name"]) for kind, spec in pods.items() for c in spec.get("initContainers") or []}
-    run_here = {("loginset", "initconf"), ("controller", "logfile"), ("nodeset", "logfile")}
+    run_here = {("loginset", "initconf"), ("controller", "logfile"), ("nodeset", "logfile"), ("nodeset", "topology-wait")}
     assert found == run_here | NOT_BUSYBOX
     for kind, name in NOT_BUSYBOX:
         assert container(pods[kind], name)["image"] == cluster.default_image("slurmctld")
@@ -207,3 +210,21 @@ def test_logfile_sidecar_makes_a_fifo_copies_it_to_stdout_and_ends_on_term(
     assert _read_line(proc) == "slurmd: started\n"
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=HANG_GUARD_SECONDS) == 0
+
+
+@pytest.mark.parametrize(("topology", "wait", "says"), [
+    (b"topo-switch:s1,topo-block:b1", "30", "topology: topo-switch:s1,topo-block:b1"),
+    (b"", "1", "no topology on this pod after 1s: slurmd starts without it"),
+])  # fmt: skip
+def test_nodeset_topology_wait_ends_when_the_pod_carries_topology_or_the_bound_passes(client, tmp_path, topology, wait,
+                                                                                      says):
+    """An empty downwardAPI file is a pod without the annotation; either way the wait ends with 0 (slurmd starts)."""
+    pod = nodeset_pod(client, topology_wait=wait)
+    waiter = container(pod, "topology-wait")
+    root = busybox.minimal_root(tmp_path / "root")
+    busybox.lay_out_volumes(root, pod, waiter, {"pod-topology": {"topology": topology}})
+
+    result = busybox.run(root, pod, waiter)
+
+    assert result.returncode == 0, result.stderr
+    assert says in result.stdout, result.stdout

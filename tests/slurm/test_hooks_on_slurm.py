@@ -167,13 +167,11 @@ def slurmd_command(pod: dict, cluster: SecondCluster) -> str:
     return f"exec slurmd -D -N {shlex.quote(pod['spec']['hostname'])} {' '.join(words)}"
 
 
-def test_rendered_slurm_conf_boots_slurmctld_and_a_nodeset_slurmd_joins_its_partition(second_cluster: SecondCluster):
-    cluster = second_cluster
+def boot_with_nodeset(cluster: SecondCluster, nodeset: dict, site_files: dict | None = None) -> tuple[str, str]:
+    """slurmctld from the Controller hook's slurm.conf (plus a site's own config files, which configless
+    slurmd fetch as they fetch slurm.conf), then the NodeSet pod's slurmd; returns (slurm.conf, hostname)."""
     keys = {"slurm.key": os.urandom(32), "jwt.key": os.urandom(32)}
-    nodeset = cr("NodeSet", "gpu", {"controllerRef": {"name": "slurm"}, "replicas": 1,
-                                    "partition": {"enabled": True, "config": "MaxTime=UNLIMITED State=UP"}})  # fmt: skip
     rendered = render_controller(keys["slurm.key"], keys["jwt.key"], nodeset)
-    assert "NodeSet=gpu Feature=gpu\nPartitionName=gpu Nodes=gpu MaxTime=UNLIMITED State=UP\n" in rendered
     conf = for_loopback(rendered, cluster)
     changed = [(a, b) for a, b in zip(rendered.splitlines(), conf.splitlines(), strict=True) if a != b]
     assert {a.partition("=")[0] for a, _ in changed} <= {
@@ -181,6 +179,8 @@ def test_rendered_slurm_conf_boots_slurmctld_and_a_nodeset_slurmd_joins_its_part
         "SlurmctldLogFile", "SlurmSchedLogFile", "SlurmdLogFile", "AuthAltParameters",
     }  # fmt: skip
     write_config(cluster, conf, keys)
+    for name, text in (site_files or {}).items():
+        (cluster.host / "etc" / name).write_text(text)
 
     cluster.start("slurmctld", "slurmctld", "-D", "-f", cluster.conf)
     wait_for(lambda: cluster.run("scontrol", "ping"), lambda out: "is UP" in out, timeout=30, what=f"slurmctld up\n{cluster.logs()}")
@@ -190,14 +190,43 @@ def test_rendered_slurm_conf_boots_slurmctld_and_a_nodeset_slurmd_joins_its_part
     # config itself comes from slurmctld (configless). The pod's topology annotation is unset.
     cluster.start("slurmd", "env", f"SLURM_CONF={cluster.conf}", "SLINKY_TOPOLOGY=", "sh", "-c", slurmd_command(pod, cluster))
     host = pod["spec"]["hostname"]
+    partition = nodeset["metadata"]["name"]
     wait_for(
-        lambda: cluster.run("sinfo", "-h", "-N", "-p", "gpu", "-o", "%N %t"),
+        lambda: cluster.run("sinfo", "-h", "-N", "-p", partition, "-o", "%N %t"),
         lambda out: out.split() == [host, "idle"],
         timeout=30,
-        what=f"{host} idle in partition gpu\n{cluster.logs()}",
+        what=f"{host} idle in partition {partition}\n{cluster.run('scontrol', 'show', 'node')}\n{cluster.logs()}",
     )
+    return rendered, host
+
+
+def test_rendered_slurm_conf_boots_slurmctld_and_a_nodeset_slurmd_joins_its_partition(second_cluster: SecondCluster):
+    cluster = second_cluster
+    nodeset = cr("NodeSet", "gpu", {"controllerRef": {"name": "slurm"}, "replicas": 1,
+                                    "partition": {"enabled": True, "config": "MaxTime=UNLIMITED State=UP"}})  # fmt: skip
+    rendered, host = boot_with_nodeset(cluster, nodeset)
+    assert "NodeSet=gpu Feature=gpu\nPartitionName=gpu Nodes=gpu MaxTime=UNLIMITED State=UP\n" in rendered
     node = cluster.run("scontrol", "show", "node", host)
     assert "ActiveFeatures=gpu" in node, node
+    assert all(d.poll() is None for d in cluster.daemons), cluster.logs()
+
+
+def test_a_nodeset_whose_slurmd_has_gpus_registers_them_as_gres_and_runs_a_gpu_job(second_cluster: SecondCluster):
+    """GresTypes and the node's Gres= come from the hooks; which devices back them is the site's gres.conf
+    (on a GPU node `AutoDetect=nvidia`; the lab has no GPU, so two stand-in character devices)."""
+    cluster = second_cluster
+    nodeset = cr("NodeSet", "accel", {"controllerRef": {"name": "slurm"}, "replicas": 1,
+                                      "slurmd": {"resources": {"limits": {"nvidia.com/gpu": 2}}},
+                                      "partition": {"enabled": True, "config": "State=UP"}})  # fmt: skip
+    site_gres = "AutoDetect=off\nName=gpu File=/dev/null\nName=gpu File=/dev/zero\n"
+    rendered, host = boot_with_nodeset(cluster, nodeset, {"gres.conf": site_gres})
+    assert "\nGresTypes=gpu\n" in rendered
+    node = cluster.run("scontrol", "show", "node", host)
+    assert "Gres=gpu:2" in node, node
+    job = cluster.run("srun", "-p", "accel", "--gres=gpu:2", "-t", "1", "sh", "-c", "echo gres-ok")
+    assert "gres-ok" in job, f"{job}\n{cluster.logs()}"
+    refused = cluster.run("srun", "-p", "accel", "--gres=gpu:3", "-t", "1", "true")
+    assert "Requested node configuration is not available" in refused, refused
     assert all(d.poll() is None for d in cluster.daemons), cluster.logs()
 
 

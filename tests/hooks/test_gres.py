@@ -1,0 +1,75 @@
+"""GPUs given to a NodeSet's slurmd become the Gres= its dynamic node registers (Slinky issues #106, #191)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hooks import names
+from hooks.cluster import InvalidSpec
+from hooks.gres import gres_types
+from hooks.nodeset.pods import conf_argument
+from hooks.nodeset.spec import parse_nodeset
+from tests.hooks.test_cluster import cr, related
+from tests.hooks.test_cluster import request as controller_request
+from tests.hooks.test_nodeset import client, clock, condition, nodeset, request, sync  # noqa: F401  (fixtures)
+from tests.hooks.test_nodeset_pods import slurmd
+
+TOPOLOGY = "Topology='\"$SLINKY_TOPOLOGY\"'"
+
+
+def conf(**spec) -> str:
+    return conf_argument(parse_nodeset({"metadata": {"name": "gpu", "namespace": "slurm"},
+                                        "spec": {"controllerRef": {"name": "slurm"}, **spec}}))  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ({}, f"'Features=gpu {TOPOLOGY}'"),
+        ({"slurmd": {"resources": {"limits": {"nvidia.com/gpu": 4}}}}, f"'Features=gpu Gres=gpu:4 {TOPOLOGY}'"),
+        ({"slurmd": {"resources": {"requests": {"amd.com/gpu": "2"}}}}, f"'Features=gpu Gres=gpu:2 {TOPOLOGY}'"),
+        ({"slurmd": {"resources": {"limits": {"nvidia.com/gpu": "0", "cpu": "4"}}}}, f"'Features=gpu {TOPOLOGY}'"),
+        ({"template": {"spec": {"containers": [{"name": "slurmd", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}},
+         f"'Features=gpu Gres=gpu:1 {TOPOLOGY}'"),
+        ({"template": {"spec": {"containers": [{"name": "sidecar", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}},
+         f"'Features=gpu {TOPOLOGY}'"),
+        # The user's own Gres= (Slinky's place for it: extraConf) wins over what the limits say.
+        ({"extraConf": "Gres=gpu:h100:8", "slurmd": {"resources": {"limits": {"nvidia.com/gpu": 8}}}},
+         f"'Features=gpu Gres=gpu:h100:8 {TOPOLOGY}'"),
+        ({"extraConf": "gres=shard:16 Weight=5"}, f"'Features=gpu Gres=shard:16 {TOPOLOGY} Weight=5'"),
+    ],
+)  # fmt: skip
+def test_slurmd_registers_the_gpus_of_its_container_or_the_users_gres(spec, expected):
+    assert conf(**spec) == expected
+
+
+def test_the_worker_pod_runs_slurmd_with_the_gres(client):
+    resp = sync(client, request(nodeset(replicas=1, slurmd={"resources": {"limits": {"nvidia.com/gpu": 2}}})))
+    pod = next(c for c in resp["children"] if c["kind"] == "Pod")
+    args = slurmd(pod)["args"]
+    assert "Gres=gpu:2" in args[args.index("--conf") + 1]
+
+
+@pytest.mark.parametrize(
+    ("spec", "problem"),
+    [
+        ({"slurmd": {"resources": {"limits": {"nvidia.com/gpu": "two"}}}}, "resources.limits['nvidia.com/gpu']"),
+        ({"slurmd": {"resources": {"limits": {"amd.com/gpu": "1500m"}}}}, "whole number of devices"),
+        ({"extraConf": "Gres=gpu=4"}, "name[:type][:count]"),
+    ],
+)
+def test_unusable_gpu_counts_are_invalid_spec_on_the_nodeset_and_the_controller(client, spec, problem):
+    resp = sync(client, request(nodeset(replicas=1, **spec)))
+    invalid = condition(resp, names.CONDITION_INVALID_SPEC)
+    assert invalid["status"] == "True" and problem in invalid["message"], invalid
+    controller = client.post("/controller/sync", json=controller_request(cr("Controller", "slurm", {}), rel=related(
+        cr("NodeSet", "gpu", {"controllerRef": {"name": "slurm"}, **spec}))))  # fmt: skip
+    assert controller.status_code == 200, controller.get_json()
+    invalid = condition(controller.get_json(), names.CONDITION_INVALID_SPEC)
+    assert invalid["status"] == "True" and problem in invalid["message"], invalid
+
+
+def test_gres_types_are_the_sorted_names():
+    assert gres_types("shard:16,gpu:h100:8,gpu:a100:1", "x") == ("gpu", "shard")
+    with pytest.raises(InvalidSpec, match="x must be"):
+        gres_types("gpu:1,", "x")
