@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -77,3 +78,14 @@ def test_unreachable_api_is_one_line_naming_the_server(tmp_path: Path) -> None:
     assert result.returncode == 1
     (line,) = result.stderr.splitlines()
     assert "cannot reach the Kubernetes API at https://127.0.0.1:9" in line and "check --kubeconfig" in line
+
+
+@pytest.mark.kube
+def test_every_line_slurm_sync_prints_is_json(kube_lab, kube_namespace: str) -> None:
+    """The process as the charts run it, one pass against the real API server: stdout and stderr
+    parse line by line as JSON objects (start-up, discovery and the pass's own lines)."""
+    result = _run("--once", "--kubeconfig", str(kube_lab.kubeconfig), "--namespace", kube_namespace, "--log-level", "DEBUG")
+    lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+    assert lines, result
+    records = [json.loads(line) for line in lines]  # raises on any line that is not JSON
+    assert all(isinstance(r, dict) and r.get("message") for r in records), records
