@@ -266,7 +266,9 @@ def _kube_object(body: JSON, key: str, kind: str) -> JSON:
             raise BadHookRequest(f"{key}.metadata.{sub} must be a string")
     for sub in ("labels", "annotations"):
         values = meta.get(sub)
-        if values is not None and (not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values())):
+        if values is not None and (
+            not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values())
+        ):
             raise BadHookRequest(f"{key}.metadata.{sub} must map names to strings")
     for sub in ("spec", "status"):
         if obj.get(sub) is not None and not isinstance(obj[sub], dict):

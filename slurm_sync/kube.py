@@ -95,7 +95,9 @@ class Kube:
         return self._json(self.core.read_namespaced_pod(name, namespace, _preload_content=False))
 
     def list_pvcs(self, namespace: str, labels: dict[str, str]) -> list[JSON]:
-        response = self.core.list_namespaced_persistent_volume_claim(namespace, label_selector=selector(labels), _preload_content=False)
+        response = self.core.list_namespaced_persistent_volume_claim(
+            namespace, label_selector=selector(labels), _preload_content=False
+        )
         return list(self._json(response).get("items") or [])
 
     def list_nodes(self) -> list[JSON]:

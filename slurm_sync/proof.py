@@ -2,7 +2,8 @@
 
 A Slurm node or job is "gone" only when Slurm said so about that very object (its per-object
 not-found answer) on two passes at least ``confirm_after`` seconds apart; Slurm finding the object in
-between starts over (an error in between neither confirms nor voids). A listing that lacks an object is only a reason to ask.
+between starts over (an error in between neither confirms nor voids). A listing that lacks an object is only a reason
+to ask.
 A listing that suddenly lacks many of the objects it had is a fault (``sudden_loss``) until each of
 them is proven gone.
 
@@ -50,12 +51,16 @@ def refuse_unproven_loss(lost: frozenset[K], had: int, gone: set[K], ask: Callab
         except SlurmNotFound:
             gone.add(key)
             continue
-        raise SlurmSuspect(f"the {what} listing lacks {len(lost)} of the {had} {what}s it had, yet Slurm still has "
-                           f"{what} {key}: a wrong listing, nothing written")
+        raise SlurmSuspect(
+            f"the {what} listing lacks {len(lost)} of the {had} {what}s it had, yet Slurm still has "
+            f"{what} {key}: a wrong listing, nothing written"
+        )
     missing = len(lost - gone)
     if missing:
-        raise SlurmSuspect(f"the {what} listing lacks {len(lost)} of the {had} {what}s it had; {missing} not yet "
-                           "confirmed gone by Slurm, nothing written until they are")
+        raise SlurmSuspect(
+            f"the {what} listing lacks {len(lost)} of the {had} {what}s it had; {missing} not yet "
+            "confirmed gone by Slurm, nothing written until they are"
+        )
     gone.clear()
 
 

@@ -88,10 +88,15 @@ def _settled(pod: JSON) -> bool:
 def _holds_a_job(pod: JSON) -> bool:
     """The pod publishes a body or slurm_sync recorded a job for it: withdrawing would cancel that job."""
     meta = pod.get("metadata") or {}
-    return bool((meta.get("annotations") or {}).get(names.ANNOTATION_PLACEHOLDER_JOB)
-                or (meta.get("labels") or {}).get(names.LABEL_SLURM_JOB_ID))
+    return bool(
+        (meta.get("annotations") or {}).get(names.ANNOTATION_PLACEHOLDER_JOB)
+        or (meta.get("labels") or {}).get(names.LABEL_SLURM_JOB_ID)
+    )
 
 
 def _withdrawn() -> dict[str, str | None]:
-    return {names.ANNOTATION_PLACEHOLDER_JOB: None, names.ANNOTATION_PLACEHOLDER_GROUP: None,
-            names.ANNOTATION_JOB_ERROR: None}
+    return {
+        names.ANNOTATION_PLACEHOLDER_JOB: None,
+        names.ANNOTATION_PLACEHOLDER_GROUP: None,
+        names.ANNOTATION_JOB_ERROR: None,
+    }

@@ -60,7 +60,11 @@ class Context:
             return False
         if self.spec.min_ready_seconds == 0:
             return True
-        return pod.ready_since is not None and self.now is not None and pod.ready_since + self.spec.min_ready_seconds <= self.now
+        return (
+            pod.ready_since is not None
+            and self.now is not None
+            and pod.ready_since + self.spec.min_ready_seconds <= self.now
+        )
 
     def seconds_until_available(self, pods: Iterable[ObservedPod]) -> int | None:
         """Whole seconds until the next healthy pod reaches minReadySeconds (at least 1); None if none will."""
@@ -77,7 +81,9 @@ class Context:
         return victim_order(pod, ordinal, self.draining)
 
 
-def plan_statefulset(ctx: Context, pods: list[ObservedPod], ordinal_to_node: dict[str, str], fits: dict[str, Fit]) -> Plan:
+def plan_statefulset(
+    ctx: Context, pods: list[ObservedPod], ordinal_to_node: dict[str, str], fits: dict[str, Fit]
+) -> Plan:
     """Ordinal pods: replicas of them, lowest free ordinals first, highest-ordinal victims first."""
     spec = ctx.spec
     plan = Plan(desired=spec.replicas)
@@ -239,7 +245,12 @@ def _scheduled_update(plan: Plan, ctx: Context, members: Iterable[ObservedPod]) 
     """
     reason = f"scheduled update to revision {ctx.revision} in maintenance reservation"
     plan.condemn(
-        (p for p in members if p.revision != ctx.revision and "MAINTENANCE" in p.slurm_states and p.hostname in ctx.maintenance), reason
+        (
+            p
+            for p in members
+            if p.revision != ctx.revision and "MAINTENANCE" in p.slurm_states and p.hostname in ctx.maintenance
+        ),
+        reason,
     )
 
 

@@ -89,7 +89,13 @@ def _requirement(value: Any, requirement: JSON) -> bool:
         return value is not None
     if operator == "DoesNotExist":
         return value is None
-    if operator in ("Gt", "Lt") and isinstance(value, str) and _INTEGER.match(value) and len(values) == 1 and _INTEGER.match(str(values[0])):
+    if (
+        operator in ("Gt", "Lt")
+        and isinstance(value, str)
+        and _INTEGER.match(value)
+        and len(values) == 1
+        and _INTEGER.match(str(values[0]))
+    ):
         return int(value) > int(values[0]) if operator == "Gt" else int(value) < int(values[0])
     return False
 
