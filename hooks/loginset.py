@@ -152,7 +152,7 @@ def _status(parent: JSON, spec: LoginSetSpec, deployment: JSON | None, missing: 
 
 def generate_host_keys() -> dict[str, bytes]:
     """Fresh OpenSSH host keys of the three types sshd offers by default."""
-    keys = {
+    keys: dict[str, rsa.RSAPrivateKey | ed25519.Ed25519PrivateKey | ec.EllipticCurvePrivateKey] = {
         "rsa": rsa.generate_private_key(public_exponent=65537, key_size=4096),
         "ed25519": ed25519.Ed25519PrivateKey.generate(),
         "ecdsa": ec.generate_private_key(ec.SECP256R1()),

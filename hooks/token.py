@@ -146,7 +146,7 @@ def sync(req: CompositeRequest) -> JSON:
     else:
         current = now()
         claims = reusable_claims(token, spec, key) if token else None
-        if claims is None or current >= refresh_at(claims):
+        if not token or claims is None or current >= refresh_at(claims):
             claims = claims_for(spec, current)
             token = jwt.encode(claims, key, algorithm="HS256")
         response["children"].append(build_secret(req.parent, spec, token))

@@ -9,6 +9,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from typing import overload
 
 from kubernetes import client, config
 
@@ -27,6 +28,10 @@ log = logging.getLogger("slurm_sync")
 ENV_PREFIX = "SLURM_SYNC_"
 
 
+@overload
+def _env(name: str, default: str) -> str: ...
+@overload
+def _env(name: str, default: None = None) -> str | None: ...
 def _env(name: str, default: str | None = None) -> str | None:
     return os.environ.get(ENV_PREFIX + name, default)
 

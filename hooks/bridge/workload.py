@@ -91,9 +91,8 @@ def related_rules(pod: JSON) -> list[JSON]:
     """The related objects the pod's group resolution reads, in a stable order."""
     ns, labels = _ns(pod), _labels(pod)
     rules: list[JSON] = []
-    owner = controller_ref(pod)
-    if owner is not None and (kind := OWNER_KINDS.get((owner.get("apiVersion"), owner.get("kind")))):
-        rules.append(_by_name(kind, ns, owner["name"]))
+    if (owner := fetchable_owner(pod)) is not None:
+        rules.append(_by_name(owner[0], ns, owner[1]))
     if (jobset := labels.get(names.LABEL_JOBSET_NAME)) is not None:
         rules.append(_by_name(JOBSET, ns, jobset))
     if (lws := labels.get(names.LABEL_LWS_NAME)) is not None:
@@ -140,17 +139,16 @@ def resolve(req: DecoratorRequest) -> Group:
             )
     if (name := labels.get(names.LABEL_LWS_NAME)) is not None:
         return _leader_worker_set(req, _require(req, LWS, _ns(pod), name))
-    owner = controller_ref(pod)
-    owner_kind = OWNER_KINDS.get((owner.get("apiVersion"), owner.get("kind"))) if owner else None
+    owner = fetchable_owner(pod)
     if (name := labels.get(names.LABEL_JOBSET_NAME)) is not None:
         jobset = _require(req, JOBSET, _ns(pod), name)
-        if owner_kind is not JOB:
+        if owner is None or owner[0] is not JOB:
             raise GroupNotReady(f"pod {_ns(pod)}/{_name(pod)} of JobSet {name} has no controlling Job")
-        return _from_job(pod, _require(req, JOB, _ns(pod), owner["name"]), source=jobset)
-    if owner_kind is JOB:
-        job = _require(req, JOB, _ns(pod), owner["name"])
+        return _from_job(pod, _require(req, JOB, _ns(pod), owner[1]), source=jobset)
+    if owner is not None and owner[0] is JOB:
+        job = _require(req, JOB, _ns(pod), owner[1])
         return _from_job(pod, job, source=job)
-    source = _require(req, owner_kind, _ns(pod), owner["name"]) if owner_kind else pod
+    source = _require(req, owner[0], _ns(pod), owner[1]) if owner else pod
     return _single_pod(pod, source)
 
 
@@ -162,6 +160,18 @@ def scheduling_group(pod: JSON) -> str | None:
 def controller_ref(obj: JSON) -> JSON | None:
     refs = (obj.get("metadata") or {}).get("ownerReferences") or []
     return next((ref for ref in refs if ref.get("controller") and ref.get("name")), None)
+
+
+def fetchable_owner(pod: JSON) -> tuple[Kind, str] | None:
+    """The pod's controller, as (kind, name), when it is of a kind customize can fetch by name."""
+    ref = controller_ref(pod)
+    if ref is None:
+        return None
+    api_version, kind_name = ref.get("apiVersion"), ref.get("kind")
+    if not isinstance(api_version, str) or not isinstance(kind_name, str):
+        return None
+    kind = OWNER_KINDS.get((api_version, kind_name))
+    return (kind, ref["name"]) if kind else None
 
 
 def is_live(pod: JSON) -> bool:
@@ -210,9 +220,8 @@ def _built_in_pod_group(req: DecoratorRequest, name: str) -> Group:
             f"PodGroup {ns}/{name} has {len(members)} of the {min_count} pods its gang needs; waiting for the rest"
         )
     sources = [pod_group]
-    owner = controller_ref(pod)
-    if owner is not None and (kind := OWNER_KINDS.get((owner.get("apiVersion"), owner.get("kind")))):
-        sources.append(_require(req, kind, ns, owner["name"]))
+    if (owner := fetchable_owner(pod)) is not None:
+        sources.append(_require(req, owner[0], ns, owner[1]))
     if workload_name := _workload_name(pod_group):
         sources.append(_require(req, WORKLOAD, ns, workload_name))
     merged: dict[str, str] = {}

@@ -23,7 +23,7 @@ is requested.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, TypeGuard
 
 from hooks import cluster, contract, names, slurmconf
 from hooks.cluster import config_map_name, worker_service_name
@@ -355,5 +355,5 @@ def _child_type_configured(controller: JSON, api_version: str, resource: str) ->
     )
 
 
-def _is_string_map(value: Any) -> bool:
+def _is_string_map(value: Any) -> TypeGuard[dict[str, str]]:
     return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, TypeGuard
 
 from hooks import names
 from hooks.nodeset.observe import ObservedPod, still_wanted
@@ -163,5 +163,5 @@ def _report_blockers(mode: Release, report: Report | None) -> list[Blocker]:
     return found
 
 
-def _list_of(value: Any, types: tuple[type, ...]) -> bool:
+def _list_of(value: Any, types: tuple[type, ...]) -> TypeGuard[list[Any]]:
     return isinstance(value, list) and all(isinstance(v, types) and not isinstance(v, bool) for v in value)

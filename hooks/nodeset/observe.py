@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from hooks import names, slurmstate
+from hooks.objects import dict_field, list_field
 
 JSON = dict[str, Any]
 
@@ -102,20 +103,20 @@ class ObservedPod:
 
 def observe_pod(obj: JSON, nodeset: str, parent_uid: str) -> ObservedPod:
     """Read one observed pod; never raises."""
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    meta = dict_field(obj, "metadata")
     # Only the string values of these maps count; look up the few keys read (a sync reads every
     # pod, so copying both maps per pod was a tenth of a 1,000-pod sync).
-    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
-    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
-    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-    status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
+    labels = dict_field(meta, "labels")
+    annotations = dict_field(meta, "annotations")
+    spec = dict_field(obj, "spec")
+    status = dict_field(obj, "status")
     conditions = (
         [c for c in status.get("conditions") or [] if isinstance(c, dict)]
         if isinstance(status.get("conditions"), list)
         else []
     )
     ready_condition = next((c for c in conditions if c.get("type") == "Ready"), {})
-    phase = status.get("phase") if status.get("phase") in KNOWN_PHASES else "Unknown"
+    phase = str(status.get("phase")) if status.get("phase") in KNOWN_PHASES else "Unknown"
     return ObservedPod(
         name=str(meta.get("name") or ""),
         obj=obj,
@@ -201,7 +202,7 @@ def _is_ours(meta: JSON, labels: JSON, nodeset: str, parent_uid: str) -> bool:
     """Built by this NodeSet: worker labels for it, and no controller other than it."""
     if labels.get(names.LABEL_INSTANCE) != nodeset or labels.get(names.LABEL_NAME) != "slurmd":
         return False
-    refs = meta.get("ownerReferences") if isinstance(meta.get("ownerReferences"), list) else []
+    refs = list_field(meta, "ownerReferences")
     controllers = [r for r in refs if isinstance(r, dict) and r.get("controller") is True]
     return not parent_uid or all(r.get("uid") == parent_uid for r in controllers)
 

@@ -128,15 +128,15 @@ def plan_daemonset(ctx: Context, pods: list[ObservedPod], nodes: list[JSON], pod
     members: list[tuple[ObservedPod, int | None]] = []
     for node_name in sorted(by_name.keys() | by_node.keys()):
         group = by_node.get(node_name, [])
-        node = by_name.get(node_name)
-        if node is None:
+        kube_node = by_name.get(node_name)
+        if kube_node is None:
             if by_name:
                 plan.condemn(group, f"node {node_name} is gone")
             else:
                 members += [(p, None) for p in group if not p.terminating]
             continue
-        fit = node_fit(node, pod_spec)
-        hostname = node_hostname(node, names.ANNOTATION_HOSTNAME_OVERRIDE)
+        fit = node_fit(kube_node, pod_spec)
+        hostname = node_hostname(kube_node, names.ANNOTATION_HOSTNAME_OVERRIDE)
         if fit.should_run or (fit.should_continue and group):
             plan.desired += 1
         if not fit.should_continue:

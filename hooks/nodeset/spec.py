@@ -21,6 +21,7 @@ from typing import Any
 from hooks import contract, names
 from hooks.cluster import InvalidSpec, KeyRef, container_override
 from hooks.contract import CompositeRequest
+from hooks.objects import dict_field
 
 JSON = dict[str, Any]
 
@@ -187,7 +188,7 @@ def sssd_secret_name(parent: JSON) -> str | None:
 
 def lenient_when_deleted(parent: JSON) -> str:
     """whenDeleted for a spec that does not parse: only an explicit Delete deletes (slurm_sync reads it alike)."""
-    spec = parent.get("spec") if isinstance(parent.get("spec"), dict) else {}
+    spec = dict_field(parent, "spec")
     policy = spec.get("persistentVolumeClaimRetentionPolicy")
     return DELETE if isinstance(policy, dict) and policy.get("whenDeleted") == DELETE else RETAIN
 
@@ -224,14 +225,14 @@ def find_controller_named(req: CompositeRequest, namespace: str, name: str) -> C
 
 def _controller_info(obj: JSON, namespace: str) -> ControllerInfo:
     name = obj["metadata"]["name"]
-    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    spec = dict_field(obj, "spec")
     external = spec.get("external") is True
-    config = spec.get("externalConfig") if isinstance(spec.get("externalConfig"), dict) else {}
+    config = dict_field(spec, "externalConfig")
     if external and config.get("host"):
         conf_server = f"{config['host']}:{config.get('port') or SLURMCTLD_PORT}"
     else:
         conf_server = f"{name}-controller.{namespace}:{SLURMCTLD_PORT}"
-    key_ref = spec.get("slurmKeyRef") if isinstance(spec.get("slurmKeyRef"), dict) else {}
+    key_ref = dict_field(spec, "slurmKeyRef")
     slurm_key = KeyRef(key_ref["name"], key_ref["key"]) if key_ref.get("name") and key_ref.get("key") else None
     return ControllerInfo(
         name=name,

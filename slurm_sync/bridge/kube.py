@@ -7,7 +7,7 @@ next pass recomputes. Deletes carry the pod's uid, so a pod re-created under the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -85,7 +85,7 @@ def binding_body(pod: BridgePod, node: str) -> JSON:
     }
 
 
-def taint_body(node: BridgeNode, taints: Sequence[JSON]) -> JSON:
+def taint_body(node: BridgeNode, taints: Sequence[Mapping[str, Any]]) -> JSON:
     return {"metadata": {"resourceVersion": node.resource_version}, "spec": {"taints": [dict(t) for t in taints]}}
 
 
@@ -106,7 +106,11 @@ class BridgeKube:
 
     def bind(self, pod: BridgePod, node: str) -> None:
         self.core.create_namespaced_pod_binding(
-            pod.name, pod.namespace, binding_body(pod, node), _preload_content=False, _headers=dict(_JSON_BODY)
+            pod.name,
+            pod.namespace,
+            binding_body(pod, node),  # type: ignore[arg-type]  # the client sends a dict body as it is
+            _preload_content=False,
+            _headers=dict(_JSON_BODY),
         )
         self.count("pod_binding", "create")
 
@@ -120,7 +124,8 @@ class BridgeKube:
     def read_pod_group(self, namespace: str, name: str) -> JSON | None:
         """A built-in PodGroup (hooks.bridge.workload.POD_GROUP), None when it does not exist."""
         try:
-            response = self.kube.custom.get_namespaced_custom_object(
+            # Any: an undecoded urllib3 response (_preload_content=False); the client's types say object.
+            response: Any = self.kube.custom.get_namespaced_custom_object(
                 "scheduling.k8s.io", "v1alpha2", namespace, "podgroups", name, _preload_content=False
             )
         except ApiException as exc:

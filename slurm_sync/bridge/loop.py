@@ -31,6 +31,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 
 import orjson
 from kubernetes.client.exceptions import ApiException
@@ -338,7 +339,7 @@ class BridgeLoop:
             if body is None or self._kube(
                 tally,
                 f"mark {what} scheduled",
-                lambda b=body, ns=namespace, n=name: self.kube.patch_pod_group_status(ns, n, b),
+                partial(self.kube.patch_pod_group_status, namespace, name, body),
             ):
                 self._scheduled.add((namespace, name))
 
@@ -347,7 +348,7 @@ class BridgeLoop:
             self._cancel(cancel, tally)
         for delete in actions.deletes:
             log.info("bridge: deleting pod %s: %s", delete.pod.key, delete.why)
-            if self._kube(tally, f"delete pod {delete.pod.key}", lambda d=delete: self.kube.delete_pod(d.pod)):
+            if self._kube(tally, f"delete pod {delete.pod.key}", partial(self.kube.delete_pod, delete.pod)):
                 self.events.normal(
                     self._ref(delete.pod), "PodDeleted", f"Deleted by the Slurm bridge: {delete.why}.", "Delete"
                 )
@@ -366,9 +367,7 @@ class BridgeLoop:
         """Say on each pod why its job is not submitted (written only when it changes)."""
         for pod in pods:
             if pod.submit_error != why:
-                self._kube(
-                    tally, f"annotate pod {pod.key}", lambda p=pod: self.kube.patch_pod(p, submit_error_body(why))
-                )
+                self._kube(tally, f"annotate pod {pod.key}", partial(self.kube.patch_pod, pod, submit_error_body(why)))
 
     def _cancel(self, cancel: Cancel, tally: _Tally) -> None:
         if cancel.needed:
@@ -392,7 +391,7 @@ class BridgeLoop:
                 return
         for pod in cancel.release:
             self._kube(
-                tally, f"release pod {pod.key}", lambda p=pod: self.kube.patch_pod(p, release_body(p, cancel.job_id))
+                tally, f"release pod {pod.key}", partial(self.kube.patch_pod, pod, release_body(pod, cancel.job_id))
             )
 
     def _bind(self, bind: bridge_plan.Bind, tally: _Tally) -> None:
@@ -424,7 +423,7 @@ class BridgeLoop:
     def _label(self, job_id: int, applied: str, pods: Iterable[BridgePod], tally: _Tally) -> None:
         for pod in pods:
             self._kube(
-                tally, f"label pod {pod.key}", lambda p=pod: self.kube.patch_pod(p, label_body(p, job_id, applied))
+                tally, f"label pod {pod.key}", partial(self.kube.patch_pod, pod, label_body(pod, job_id, applied))
             )
 
     def _submit(self, submit: bridge_plan.Submit, tally: _Tally) -> None:
@@ -491,24 +490,27 @@ class BridgeLoop:
             self._kube(
                 tally,
                 f"taint node {taint.node.name}",
-                lambda t=taint: self.kube.patch_node(t.node, taint_body(t.node, t.taints)),
+                partial(self.kube.patch_node, taint.node, taint_body(taint.node, taint.taints)),
             )
         for change in actions.slurm:
-            self._slurm_write(tally, f"update node {change.name} {change.update.body()}",
-                              lambda c=change: self.slurm.update_node(c.name, c.update))  # fmt: skip
+            self._slurm_write(
+                tally,
+                f"update node {change.name} {change.update.body()}",
+                partial(self.slurm.update_node, change.name, change.update),
+            )
         for create in actions.creates:
             self._slurm_write(
                 tally,
                 f"register node {create.name}",
-                lambda c=create: self.slurm.create_node(c.node_conf),
+                partial(self.slurm.create_node, create.node_conf),
                 refused="node_refused",
             )
         for delete in actions.deletes:
-            if self._slurm_write(tally, f"delete node {delete.name}", lambda d=delete: self.slurm.delete_node(d.name)):
+            if self._slurm_write(tally, f"delete node {delete.name}", partial(self.slurm.delete_node, delete.name)):
                 self._deleted_nodes.add(delete.name)
         for mark in actions.marks:
             body = {"metadata": {"annotations": {names.ANNOTATION_EXTERNAL_NODE_REGISTERED: mark.value}}}
-            self._kube(tally, f"mark node {mark.node.name}", lambda m=mark, b=body: self.kube.patch_node(m.node, b))
+            self._kube(tally, f"mark node {mark.node.name}", partial(self.kube.patch_node, mark.node, body))
 
     # --- plumbing ---------------------------------------------------------------------------
 
@@ -516,7 +518,7 @@ class BridgeLoop:
     def _ref(pod: BridgePod) -> ObjectRef:
         return pod_ref(pod.namespace, pod.name, pod.uid)
 
-    def _kube(self, tally: _Tally, what: str, write: Callable[[], None]) -> bool:
+    def _kube(self, tally: _Tally, what: str, write: Callable[[], object]) -> bool:
         try:
             write()
         except ApiException as exc:
@@ -526,7 +528,7 @@ class BridgeLoop:
         tally.kube_writes += 1
         return True
 
-    def _slurm_write(self, tally: _Tally, what: str, write: Callable[[], None], refused: str | None = None) -> bool:
+    def _slurm_write(self, tally: _Tally, what: str, write: Callable[[], object], refused: str | None = None) -> bool:
         """Whether Slurm took the write. ``refused``: the user-error kind of a SlurmRejected answer
         (the request itself was wrong)."""
         try:

@@ -25,6 +25,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 import orjson
 
@@ -131,7 +132,7 @@ def is_active(job: Job | None) -> bool:
     return job is not None and not (job.state & FINISHED_STATES)
 
 
-def is_running(job: Job | None) -> bool:
+def is_running(job: Job | None) -> TypeGuard[Job]:
     return job is not None and "RUNNING" in job.state
 
 

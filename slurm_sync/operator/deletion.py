@@ -20,6 +20,7 @@ import json
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from hooks import names
@@ -211,8 +212,12 @@ def execute(loop: OperatorLoop, cluster: ClusterView, slurm: SlurmView, tally: T
             loop._kube_write(
                 tally,
                 f"nodeset {nodeset.name} deletion report",
-                lambda v=value, ns=nodeset: loop.kube.annotate_nodeset(
-                    ns.namespace, ns.name, names.ANNOTATION_DELETION_OBSERVED, v
+                partial(
+                    loop.kube.annotate_nodeset,
+                    nodeset.namespace,
+                    nodeset.name,
+                    names.ANNOTATION_DELETION_OBSERVED,
+                    value,
                 ),
             )
 

@@ -87,7 +87,7 @@ def plan_clusters(
         key = _jwt_ref(spec)
         restapi = first_restapi(controller, restapis)
         try:
-            cluster_name = parse_spec(controller).cluster_name
+            cluster_name = parse_spec(dict(controller)).cluster_name
         except (BadHookRequest, KeyError, TypeError) as exc:
             problems.append(f"{where}: cannot tell its Slurm cluster name ({exc}); nothing is synced for it")
             continue

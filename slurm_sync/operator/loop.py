@@ -26,6 +26,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 
 from kubernetes.client.exceptions import ApiException
 
@@ -350,14 +351,18 @@ class OperatorLoop:
         self._forget(slurm)
         for patch in planning.controller_patches(cluster.controller_pods, slurm.ping):
             self._kube_write(
-                tally, f"pod {patch.name}", lambda p=patch: self.kube.patch_pod(p.namespace, p.name, p.body)
+                tally, f"pod {patch.name}", partial(self.kube.patch_pod, patch.namespace, patch.name, patch.body)
             )
         for touch in planning.nodeset_touches(cluster, states):
             self._kube_write(
                 tally,
                 f"nodeset {touch.name}",
-                lambda t=touch: self.kube.annotate_nodeset(
-                    t.namespace, t.name, names.ANNOTATION_SLURM_OBSERVED, t.value
+                partial(
+                    self.kube.annotate_nodeset,
+                    touch.namespace,
+                    touch.name,
+                    names.ANNOTATION_SLURM_OBSERVED,
+                    touch.value,
                 ),
             )
         reservations.execute(self, cluster, slurm, tally)  # ScheduledUpdate maintenance reservations
@@ -573,7 +578,7 @@ class OperatorLoop:
         self.events.normal(about, reason, f"Slurm node record {node} deleted: {why}.", "DeleteNode")
         return ""
 
-    def _kube_write(self, tally: Tally, what: str, write: Callable[[], None]) -> None:
+    def _kube_write(self, tally: Tally, what: str, write: Callable[[], object]) -> None:
         try:
             write()
             tally.kube_writes += 1

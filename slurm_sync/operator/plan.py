@@ -67,7 +67,7 @@ class PodPatch:
     namespace: str
     name: str
     subresource: str
-    body: JSON
+    body: dict[str, Any]  # a dict: the client sends a dict body as a strategic merge patch
 
 
 @dataclass(frozen=True)
@@ -260,7 +260,7 @@ def features_action(node: Node, kube_node: KubeNodeView) -> SlurmAction | None:
     return SlurmAction(node.name, update, lifts_drain=False)
 
 
-def conditions_patch(pod: PodView, desired: list[dict[str, Any]], now: str) -> JSON | None:
+def conditions_patch(pod: PodView, desired: list[dict[str, Any]], now: str) -> dict[str, Any] | None:
     """Strategic merge on ``status.conditions`` (merge key ``type``): changed ones, and a
     ``$patch: delete`` for each stale SlurmNodeState* condition. Other conditions are untouched."""
     items: list[dict[str, Any]] = []
@@ -277,7 +277,7 @@ def conditions_patch(pod: PodView, desired: list[dict[str, Any]], now: str) -> J
 
 def metadata_patch(
     pod: PodView, labels: Mapping[str, str | None], annotations: Mapping[str, str | None]
-) -> JSON | None:
+) -> dict[str, Any] | None:
     """Only the keys whose value differs; None deletes (strategic merge treats null as delete)."""
     meta: dict[str, Any] = {}
     for field, current, wanted in (("labels", pod.labels, labels), ("annotations", pod.annotations, annotations)):

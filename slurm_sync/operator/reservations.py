@@ -38,6 +38,7 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from hooks import names
@@ -351,8 +352,12 @@ def execute(loop: OperatorLoop, cluster: ClusterView, slurm: SlurmView, tally: T
             loop._kube_write(
                 tally,
                 f"nodeset {plan.nodeset.name} reservation report",
-                lambda p=plan, v=value: loop.kube.annotate_nodeset(
-                    p.nodeset.namespace, p.nodeset.name, names.ANNOTATION_RESERVATION_OBSERVED, v
+                partial(
+                    loop.kube.annotate_nodeset,
+                    plan.nodeset.namespace,
+                    plan.nodeset.name,
+                    names.ANNOTATION_RESERVATION_OBSERVED,
+                    value,
                 ),
             )
 
