@@ -31,11 +31,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-import yaml  # noqa: E402
+import yaml  # noqa: E402 - after the sys.path insert that makes the repo importable
 
-from hooks import names as n  # noqa: E402
-from hooks.cluster import IMAGE_TAG  # noqa: E402
-from hooks.nodeset.pods import revision_hash  # noqa: E402
+from hooks import names as n  # noqa: E402 - after the sys.path insert that makes the repo importable
+from hooks.cluster import IMAGE_TAG  # noqa: E402 - after the sys.path insert that makes the repo importable
+from hooks.nodeset.pods import revision_hash  # noqa: E402 - after the sys.path insert that makes the repo importable
 
 OUT = Path(__file__).resolve().parent
 MANIFESTS = ROOT / "compositecontrollers"

@@ -6,7 +6,7 @@ import pytest
 
 from hooks import names
 from hooks.nodeset.pods import revision_hash
-from tests.hooks.test_nodeset import children, client, clock, condition, nodeset, request, sync  # noqa: F401
+from tests.hooks.test_nodeset import children, client, clock, condition, nodeset, request, sync  # noqa: F401 - client and clock are fixtures
 from tests.hooks.test_nodeset_pods import slurmd
 
 TOPOLOGY_REF = f"metadata.annotations['{names.ANNOTATION_TOPOLOGY_SPEC}']"

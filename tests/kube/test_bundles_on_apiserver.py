@@ -38,7 +38,7 @@ def operator_bundle(tmp_path: Path) -> Path:
 def test_the_operator_bundle_applies_on_a_cluster_without_its_namespace(
     kube_lab: KubeLab,
     installed_crds,
-    metacontroller,  # noqa: F811
+    metacontroller,  # noqa: F811 - the imported fixture
     kube_api,
     operator_bundle: Path,
 ) -> None:

@@ -665,7 +665,7 @@ def test_real_slurm_reservation_deleted_behind_our_back_is_absent_only_on_slurms
         view = SlurmView(nodes={n.name: n for n in client.list_nodes().items}, ping=None)
         try:
             listing = client.list_reservations
-            wrong = lambda: Listing(tuple(r for r in listing().items if r.name != name), 1, False)  # noqa: E731
+            wrong = lambda: Listing(tuple(r for r in listing().items if r.name != name), 1, False)  # noqa: E731 - swapped in for the client method
             client.list_reservations = wrong  # type: ignore[method-assign]
             for _ in range(2):  # a wrong listing: Slurm has it
                 tally = Tally()
