@@ -10,7 +10,7 @@ HOOKS_BIND ?= 127.0.0.1:8080
 # helm v4 for the chart tests and `make manifests` (see the helm target at the end).
 HELM := .cache/bin/helm
 
-.PHONY: run test bench venv lock slurm-up slurm-down slurm-purge kube-up kube-down kube-purge crds clean image
+.PHONY: run test lint bench venv lock slurm-up slurm-down slurm-purge kube-up kube-down kube-purge crds clean image
 
 # The image of both processes: the charts default to this repository and their appVersion as the tag.
 IMAGE_REPOSITORY ?= ghcr.io/slinky-metacontroller/slinky-metacontroller
@@ -31,9 +31,17 @@ $(STAMP): $(VENV)/bin/python requirements.lock requirements-test.lock pyproject.
 run: $(STAMP)
 	HOOKS_BIND=$(HOOKS_BIND) exec $(VENV)/bin/gunicorn -c hooks/gunicorn_conf.py 'hooks.app:create_app()'
 
-## Start the real Slurm and the real Kubernetes API server, run every test, stop both; non-zero on any
-## failure. An API server that cannot be built is reported in one line and its tests are skipped.
-test: $(STAMP) $(HELM)
+## ruff (lint and format check) over the repository and mypy over hooks/ and slurm_sync/ (pyproject.toml
+## configures all three); non-zero on any finding.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+## Lint first (a finding fails it before any lab starts), then start the real Slurm and the real
+## Kubernetes API server, run every test, stop both; non-zero on any failure. An API server that
+## cannot be built is reported in one line and its tests are skipped.
+test: lint $(STAMP) $(HELM)
 	@rc=0; hack/slurm/up.sh || rc=$$?; \
 	hack/kube/up.sh || echo "make test: the Kubernetes API server lab did not start: $$(cat .kube-lab/error 2>/dev/null); its tests are skipped" >&2; \
 	if [ $$rc -eq 0 ]; then $(PY) -m pytest $(PYTEST_ARGS) || rc=$$?; \
@@ -85,7 +93,7 @@ crds: $(STAMP)
 	$(PY) hack/gen_crds.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
 # --- charts, the kubectl-apply bundle and the helm binary ------------------------------------------
 

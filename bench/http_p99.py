@@ -166,14 +166,37 @@ def run(quick: bool = False) -> Report:
     def spread(results: list[dict[str, float]]) -> str:
         return f"{fmt_ns(min(r['p99'] for r in results))} - {fmt_ns(max(r['p99'] for r in results))}"
 
-    report = Report(title=TITLE, columns=["route", "body", "p50", "p99", "p99 of rounds", "requests", "p50 ratio", "p99 ratio"])
-    report.rows.append(["GET /healthz (peer)", "-", fmt_ns(med(peer, "p50")), fmt_ns(med(peer, "p99")), spread(peer),
-                        f"{sum(r['requests'] for r in peer):.0f}", "1.00x", "1.00x"])  # fmt: skip
-    report.rows.append([
-        f"POST /nodeset/sync ({SMALL_SYNC_PODS} pods)", f"{len(body) / 1e3:.0f} kB",
-        fmt_ns(med(subject, "p50")), fmt_ns(med(subject, "p99")), spread(subject), f"{sum(r['requests'] for r in subject):.0f}",
-        fmt_ratio(med(subject, "p50") / med(peer, "p50")), fmt_ratio(med(subject, "p99") / med(peer, "p99")),
-    ])  # fmt: skip
-    report.notes.append(f"load generator: {tool}, one connection, {rounds} round(s) of {seconds:g} s each, medians over rounds")
-    report.budgets.append(Budget("p99 of a small NodeSet sync on one gunicorn worker", med(subject, "p99") / 1e6, P99_BUDGET_MS, " ms"))
+    report = Report(
+        title=TITLE, columns=["route", "body", "p50", "p99", "p99 of rounds", "requests", "p50 ratio", "p99 ratio"]
+    )
+    report.rows.append(
+        [
+            "GET /healthz (peer)",
+            "-",
+            fmt_ns(med(peer, "p50")),
+            fmt_ns(med(peer, "p99")),
+            spread(peer),
+            f"{sum(r['requests'] for r in peer):.0f}",
+            "1.00x",
+            "1.00x",
+        ]
+    )
+    report.rows.append(
+        [
+            f"POST /nodeset/sync ({SMALL_SYNC_PODS} pods)",
+            f"{len(body) / 1e3:.0f} kB",
+            fmt_ns(med(subject, "p50")),
+            fmt_ns(med(subject, "p99")),
+            spread(subject),
+            f"{sum(r['requests'] for r in subject):.0f}",
+            fmt_ratio(med(subject, "p50") / med(peer, "p50")),
+            fmt_ratio(med(subject, "p99") / med(peer, "p99")),
+        ]
+    )
+    report.notes.append(
+        f"load generator: {tool}, one connection, {rounds} round(s) of {seconds:g} s each, medians over rounds"
+    )
+    report.budgets.append(
+        Budget("p99 of a small NodeSet sync on one gunicorn worker", med(subject, "p99") / 1e6, P99_BUDGET_MS, " ms")
+    )
     return report

@@ -14,17 +14,21 @@ import json
 import socket
 import sys
 import time
+from pathlib import Path
 from urllib.parse import urlsplit
 
 
 def main(argv: list[str]) -> int:
     url, seconds = urlsplit(argv[1]), float(argv[2])
-    body = open(argv[3], "rb").read() if len(argv) > 3 else None
+    body = Path(argv[3]).read_bytes() if len(argv) > 3 else None
     path = url.path or "/"
     if body is None:
         request = f"GET {path} HTTP/1.1\r\nHost: {url.netloc}\r\n\r\n".encode()
     else:
-        head = f"POST {path} HTTP/1.1\r\nHost: {url.netloc}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: {url.netloc}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        )
         request = head.encode() + body
     latencies: list[int] = []
     errors = 0

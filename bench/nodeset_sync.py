@@ -72,7 +72,10 @@ def fields_v1(obj: Any) -> JSON:
             else:
                 out[f"f:{key}"] = {
                     ".": {},
-                    **{f"k:{json.dumps({merge_key: v.get(merge_key)}, separators=(',', ':'))}": fields_v1(v) for v in value},
+                    **{
+                        f"k:{json.dumps({merge_key: v.get(merge_key)}, separators=(',', ':'))}": fields_v1(v)
+                        for v in value
+                    },
                 }
         else:
             out[f"f:{key}"] = fields_v1(value)
@@ -89,7 +92,12 @@ def nodeset_parent(replicas: int, status: JSON | None = None) -> JSON:
         "extraConf": "Gres=gpu:8 Weight=10",
         "partition": {"enabled": True, "config": "Default=YES MaxTime=UNLIMITED State=UP"},
         "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%"}},
-        "template": {"spec": {"nodeSelector": {"node.kubernetes.io/instance-type": "gpu-8x"}, "priorityClassName": "slurm-workers"}},
+        "template": {
+            "spec": {
+                "nodeSelector": {"node.kubernetes.io/instance-type": "gpu-8x"},
+                "priorityClassName": "slurm-workers",
+            }
+        },
     }
     parent: JSON = {
         "apiVersion": names.API_VERSION,
@@ -108,11 +116,24 @@ def nodeset_parent(replicas: int, status: JSON | None = None) -> JSON:
         "spec": spec,
     }
     parent["metadata"]["managedFields"] = [
-        {"manager": "helm", "operation": "Update", "apiVersion": names.API_VERSION, "time": CREATED,
-         "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": fields_v1(spec)}},
-        {"manager": "metacontroller", "operation": "Update", "apiVersion": names.API_VERSION, "time": LATER,
-         "fieldsType": "FieldsV1", "fieldsV1": {"f:status": fields_v1(status or {})}, "subresource": "status"},
-    ]  # fmt: skip
+        {
+            "manager": "helm",
+            "operation": "Update",
+            "apiVersion": names.API_VERSION,
+            "time": CREATED,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:spec": fields_v1(spec)},
+        },
+        {
+            "manager": "metacontroller",
+            "operation": "Update",
+            "apiVersion": names.API_VERSION,
+            "time": LATER,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:status": fields_v1(status or {})},
+            "subresource": "status",
+        },
+    ]
     if status is not None:
         parent["status"] = status
     return parent
@@ -122,11 +143,24 @@ def controller_cr() -> JSON:
     return {
         "apiVersion": names.API_VERSION,
         "kind": "Controller",
-        "metadata": {"name": CLUSTER, "namespace": NS, "uid": uid("Controller", NS, CLUSTER), "resourceVersion": "3001",
-                     "generation": 1, "creationTimestamp": CREATED},
-        "spec": {"slurmKeyRef": {"name": "slurm-key", "key": "slurm.key"}, "jwtKeyRef": {"name": "slurm-jwt", "key": "jwt.key"}},
-        "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready", "message": "", "lastTransitionTime": LATER}]},
-    }  # fmt: skip
+        "metadata": {
+            "name": CLUSTER,
+            "namespace": NS,
+            "uid": uid("Controller", NS, CLUSTER),
+            "resourceVersion": "3001",
+            "generation": 1,
+            "creationTimestamp": CREATED,
+        },
+        "spec": {
+            "slurmKeyRef": {"name": "slurm-key", "key": "slurm.key"},
+            "jwtKeyRef": {"name": "slurm-jwt", "key": "jwt.key"},
+        },
+        "status": {
+            "conditions": [
+                {"type": "Ready", "status": "True", "reason": "Ready", "message": "", "lastTransitionTime": LATER}
+            ]
+        },
+    }
 
 
 def observed_pod(desired: JSON, index: int) -> JSON:
@@ -144,9 +178,17 @@ def observed_pod(desired: JSON, index: int) -> JSON:
         uid=uid("Pod", NS, name),
         resourceVersion=str(100000 + 7 * index),
         creationTimestamp=LATER,
-        ownerReferences=[{"apiVersion": names.API_VERSION, "kind": "NodeSet", "name": NODESET, "uid": PARENT_UID,
-                          "controller": True, "blockOwnerDeletion": True}],
-    )  # fmt: skip
+        ownerReferences=[
+            {
+                "apiVersion": names.API_VERSION,
+                "kind": "NodeSet",
+                "name": NODESET,
+                "uid": PARENT_UID,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ],
+    )
     spec = pod["spec"]
     node = f"gpu-node-{index:05d}"
     spec |= {
@@ -164,7 +206,12 @@ def observed_pod(desired: JSON, index: int) -> JSON:
     spec["tolerations"] = [
         *spec.get("tolerations", []),
         {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
-        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+        {
+            "key": "node.kubernetes.io/unreachable",
+            "operator": "Exists",
+            "effect": "NoExecute",
+            "tolerationSeconds": 300,
+        },
     ]
     for container in [*spec.get("initContainers", []), *spec.get("containers", [])]:
         container.setdefault("imagePullPolicy", "IfNotPresent")
@@ -185,9 +232,14 @@ def observed_pod(desired: JSON, index: int) -> JSON:
         for t in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")
     ]
     slurm_conditions = [
-        {"type": names.CONDITION_SLURM_NODE_STATE_PREFIX + slurm_state, "status": "True", "lastProbeTime": None,
-         "lastTransitionTime": SLURM_UPDATE, "message": ""}
-    ]  # fmt: skip
+        {
+            "type": names.CONDITION_SLURM_NODE_STATE_PREFIX + slurm_state,
+            "status": "True",
+            "lastProbeTime": None,
+            "lastTransitionTime": SLURM_UPDATE,
+            "message": "",
+        }
+    ]
     digest = hashlib.sha256(name.encode()).hexdigest()
     status = {
         "phase": "Running",
@@ -199,29 +251,69 @@ def observed_pod(desired: JSON, index: int) -> JSON:
         "qosClass": "Burstable",
         "startTime": LATER,
         "initContainerStatuses": [
-            {"name": c["name"], "ready": True, "started": True, "restartCount": 0, "image": c["image"],
-             "imageID": f"{c['image']}@sha256:{digest}", "containerID": f"containerd://{digest}",
-             "state": {"running": {"startedAt": LATER}}}
+            {
+                "name": c["name"],
+                "ready": True,
+                "started": True,
+                "restartCount": 0,
+                "image": c["image"],
+                "imageID": f"{c['image']}@sha256:{digest}",
+                "containerID": f"containerd://{digest}",
+                "state": {"running": {"startedAt": LATER}},
+            }
             for c in spec.get("initContainers", [])
         ],
         "containerStatuses": [
-            {"name": c["name"], "ready": True, "started": True, "restartCount": 0, "image": c["image"],
-             "imageID": f"{c['image']}@sha256:{digest}", "containerID": f"containerd://{digest[::-1]}",
-             "lastState": {}, "state": {"running": {"startedAt": LATER}}}
+            {
+                "name": c["name"],
+                "ready": True,
+                "started": True,
+                "restartCount": 0,
+                "image": c["image"],
+                "imageID": f"{c['image']}@sha256:{digest}",
+                "containerID": f"containerd://{digest[::-1]}",
+                "lastState": {},
+                "state": {"running": {"startedAt": LATER}},
+            }
             for c in spec.get("containers", [])
         ],
-    }  # fmt: skip
+    }
     pod["status"] = status
     meta["managedFields"] = [
-        {"manager": "metacontroller", "operation": "Update", "apiVersion": "v1", "time": LATER, "fieldsType": "FieldsV1",
-         "fieldsV1": {"f:metadata": fields_v1({k: meta[k] for k in ("labels", "annotations", "ownerReferences")}),
-                      "f:spec": fields_v1(desired["spec"])}},
-        {"manager": "kubelet", "operation": "Update", "apiVersion": "v1", "time": LATER, "fieldsType": "FieldsV1",
-         "fieldsV1": {"f:status": fields_v1({k: v for k, v in status.items() if k != "conditions"}
-                                            | {"conditions": kubelet_conditions})}, "subresource": "status"},
-        {"manager": "slurm-sync", "operation": "Update", "apiVersion": "v1", "time": SLURM_UPDATE, "fieldsType": "FieldsV1",
-         "fieldsV1": {"f:status": fields_v1({"conditions": slurm_conditions})}, "subresource": "status"},
-    ]  # fmt: skip
+        {
+            "manager": "metacontroller",
+            "operation": "Update",
+            "apiVersion": "v1",
+            "time": LATER,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {
+                "f:metadata": fields_v1({k: meta[k] for k in ("labels", "annotations", "ownerReferences")}),
+                "f:spec": fields_v1(desired["spec"]),
+            },
+        },
+        {
+            "manager": "kubelet",
+            "operation": "Update",
+            "apiVersion": "v1",
+            "time": LATER,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {
+                "f:status": fields_v1(
+                    {k: v for k, v in status.items() if k != "conditions"} | {"conditions": kubelet_conditions}
+                )
+            },
+            "subresource": "status",
+        },
+        {
+            "manager": "slurm-sync",
+            "operation": "Update",
+            "apiVersion": "v1",
+            "time": SLURM_UPDATE,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:status": fields_v1({"conditions": slurm_conditions})},
+            "subresource": "status",
+        },
+    ]
     return pod
 
 
@@ -258,7 +350,17 @@ def run(quick: bool = False) -> Report:
     client = create_app().test_client()
     report = Report(
         title=TITLE,
-        columns=["pods", "request", "response", "hook p50", "hook p90", "floor p50", "floor p90", "ratio p50", "samples"],
+        columns=[
+            "pods",
+            "request",
+            "response",
+            "hook p50",
+            "hook p90",
+            "floor p50",
+            "floor p90",
+            "ratio p50",
+            "samples",
+        ],
     )
     for pods in SIZES:
         body = build_request(pods, client)
@@ -297,5 +399,7 @@ def run(quick: bool = False) -> Report:
             report.budgets.append(Budget(f"NodeSet sync with {pods:,} pods, hook/floor (p50)", ratio, BUDGET_RATIO))
         del body, response, response_bytes, hook, floor
     report.notes.append("hook = Flask test client POST /nodeset/sync (parse, hook, response check, serialise);")
-    report.notes.append("floor = orjson.loads(request) + orjson.dumps(response as plain JSON), GC paused, interleaved with the hook.")
+    report.notes.append(
+        "floor = orjson.loads(request) + orjson.dumps(response as plain JSON), GC paused, interleaved with the hook."
+    )
     return report

@@ -35,8 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     selected = args.only or list(SUITES)
 
-    print(f"make bench: Python {platform.python_version()} on {platform.machine()}, {_cpus()} CPU(s)"
-          + (" [--quick: figures are indicative only]" if args.quick else ""))
+    print(
+        f"make bench: Python {platform.python_version()} on {platform.machine()}, {_cpus()} CPU(s)"
+        + (" [--quick: figures are indicative only]" if args.quick else "")
+    )
     reports: list[Report] = []
     failed: list[str] = []
     for name in selected:

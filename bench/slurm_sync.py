@@ -50,6 +50,7 @@ import orjson
 
 from bench.measure import Budget, Report, fmt_ns, fmt_ratio
 from hooks import names
+
 # The apiserver's merge of pod metadata and conditions, as the tests' fake does it.
 from tests.slurm_sync.fakekube import merge_conditions, merge_metadata
 
@@ -122,7 +123,7 @@ def build_kube_objects() -> dict[tuple[str, str, str], JSON]:
     for nodeset, count in NODESETS:
         uid = nodeset_uid(nodeset)
 
-        def parent(status: JSON | None = None, nodeset: str = nodeset, uid: str = uid) -> JSON:
+        def parent(status: JSON | None = None, nodeset: str = nodeset, uid: str = uid, count: int = count) -> JSON:
             obj = ns_bench.nodeset_parent(count, status)
             obj["metadata"] |= {"name": nodeset, "uid": uid}
             return obj
@@ -147,16 +148,28 @@ def kube_node(slot: Slot) -> JSON:
     """A Kubernetes Node roughly as the kubelet reports it (without the image list)."""
     name, ip = slot.kube_node, f"172.18.{(slot.index >> 8) & 255}.{slot.index & 255}"
     conditions = [
-        {"type": t, "status": s, "lastHeartbeatTime": "2025-06-02T09:05:00Z", "lastTransitionTime": "2025-06-02T09:00:00Z",
-         "reason": r, "message": m}
+        {
+            "type": t,
+            "status": s,
+            "lastHeartbeatTime": "2025-06-02T09:05:00Z",
+            "lastTransitionTime": "2025-06-02T09:00:00Z",
+            "reason": r,
+            "message": m,
+        }
         for t, s, r, m in (
             ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
             ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
             ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
             ("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
         )
-    ]  # fmt: skip
-    resources = {"cpu": "64", "memory": "263856020Ki", "ephemeral-storage": "1966788624Ki", "pods": "110", "nvidia.com/gpu": "8"}
+    ]
+    resources = {
+        "cpu": "64",
+        "memory": "263856020Ki",
+        "ephemeral-storage": "1966788624Ki",
+        "pods": "110",
+        "nvidia.com/gpu": "8",
+    }
     return {
         "metadata": {
             "name": name,
@@ -164,13 +177,18 @@ def kube_node(slot: Slot) -> JSON:
             "resourceVersion": str(500000 + slot.index),
             "creationTimestamp": "2025-06-01T00:00:00Z",
             "labels": {
-                "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-                "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64",
-                "node.kubernetes.io/instance-type": "gpu-8x", "topology.kubernetes.io/zone": f"zone-{slot.index % 4}",
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "beta.kubernetes.io/os": "linux",
+                "beta.kubernetes.io/arch": "amd64",
+                "node.kubernetes.io/instance-type": "gpu-8x",
+                "topology.kubernetes.io/zone": f"zone-{slot.index % 4}",
                 "topology.kubernetes.io/region": "region-1",
             },
             "annotations": {
-                "node.alpha.kubernetes.io/ttl": "0", "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+                "node.alpha.kubernetes.io/ttl": "0",
+                "volumes.kubernetes.io/controller-managed-attach-detach": "true",
                 "csi.volume.kubernetes.io/nodeid": json.dumps({"csi.example.com": name}),
             },
         },
@@ -182,13 +200,19 @@ def kube_node(slot: Slot) -> JSON:
             "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
             "nodeInfo": {
-                "machineID": f"{slot.index:032x}", "systemUUID": f"{slot.index:08x}-0000-0000-0000-000000000000",
-                "bootID": f"{slot.index:08x}-1111-1111-1111-111111111111", "kernelVersion": "6.8.0-45-generic",
-                "osImage": "Ubuntu 24.04.1 LTS", "containerRuntimeVersion": "containerd://1.7.22",
-                "kubeletVersion": "v1.33.1", "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64",
+                "machineID": f"{slot.index:032x}",
+                "systemUUID": f"{slot.index:08x}-0000-0000-0000-000000000000",
+                "bootID": f"{slot.index:08x}-1111-1111-1111-111111111111",
+                "kernelVersion": "6.8.0-45-generic",
+                "osImage": "Ubuntu 24.04.1 LTS",
+                "containerRuntimeVersion": "containerd://1.7.22",
+                "kubeletVersion": "v1.33.1",
+                "kubeProxyVersion": "",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
             },
         },
-    }  # fmt: skip
+    }
 
 
 def controller_pod() -> JSON:
@@ -230,13 +254,20 @@ class FakeApiserver:
                 selector = parse_qs(url.query).get("labelSelector", [""])[0]
                 wanted = dict(kv.split("=", 1) for kv in selector.split(",") if kv)
                 items = [
-                    o for (p, n, _), o in self.objects.items()
-                    if p == plural and (ns is None or n == ns)
+                    o
+                    for (p, n, _), o in self.objects.items()
+                    if p == plural
+                    and (ns is None or n == ns)
                     and all((o["metadata"].get("labels") or {}).get(k) == v for k, v in wanted.items())
-                ]  # fmt: skip
+                ]
                 kind = "NodeSetList" if plural == "nodesets" else f"{plural[:-1].capitalize()}List"
                 api = names.API_VERSION if plural == "nodesets" else "v1"
-                listing = {"kind": kind, "apiVersion": api, "metadata": {"resourceVersion": str(self.version)}, "items": items}
+                listing = {
+                    "kind": kind,
+                    "apiVersion": api,
+                    "metadata": {"resourceVersion": str(self.version)},
+                    "items": items,
+                }
                 self._lists[target] = orjson.dumps(listing)
             return 200, self._lists[target]
         obj = self.objects.get((plural, ns or "", name or ""))
@@ -337,12 +368,16 @@ class ApiserverProcess:
 
 def slurm_meta() -> JSON:
     return {
-        "plugin": {"type": "openapi/slurmctld", "name": "Slurm OpenAPI slurmctld", "data_parser": "data_parser/v0.0.45",
-                   "accounting_storage": "accounting_storage/slurmdbd"},
+        "plugin": {
+            "type": "openapi/slurmctld",
+            "name": "Slurm OpenAPI slurmctld",
+            "data_parser": "data_parser/v0.0.45",
+            "accounting_storage": "accounting_storage/slurmdbd",
+        },
         "client": {"source": "[10.0.0.5]:40312(fd:9)", "user": "slurm", "group": "slurm"},
         "command": [],
         "slurm": {"version": {"major": "26", "micro": "5", "minor": "05"}, "release": "26.05.5", "cluster": CLUSTER},
-    }  # fmt: skip
+    }
 
 
 def no_val(number: int) -> JSON:
@@ -352,41 +387,109 @@ def no_val(number: int) -> JSON:
 def slurm_node(slot: Slot) -> JSON:
     """One entry of ``GET /slurm/v0.0.45/nodes/`` as slurmrestd 26.05 writes it."""
     comment = json.dumps(
-        {"namespace": NS, "podName": slot.pod, "node": slot.kube_node, "nodeSetName": slot.nodeset,
-         "nodeSetUID": nodeset_uid(slot.nodeset)}, separators=(",", ":"),
-    )  # fmt: skip
+        {
+            "namespace": NS,
+            "podName": slot.pod,
+            "node": slot.kube_node,
+            "nodeSetName": slot.nodeset,
+            "nodeSetUID": nodeset_uid(slot.nodeset),
+        },
+        separators=(",", ":"),
+    )
     alloc = {"ALLOCATED": 64, "MIXED": 24}.get(slot.slurm_state, 0)
     ip = f"10.{(slot.index >> 16) & 255}.{(slot.index >> 8) & 255}.{slot.index & 255}"
     return {
-        "architecture": "x86_64", "burstbuffer_network_address": "", "boards": 1, "boot_time": no_val(FIRST_UPDATE - 3600),
-        "cert_flags": [], "cluster_name": CLUSTER, "cores": 32, "specialized_cores": 0, "cpu_binding": 0, "cpu_load": 1250,
-        "free_mem": no_val(201_334), "cpus": 64, "effective_cpus": 64, "specialized_cpus": "",
-        "energy": {"average_watts": 0, "base_consumed_energy": 0, "consumed_energy": 0, "current_watts": no_val(0),
-                   "previous_consumed_energy": 0, "last_collected": 0},
-        "external_sensors": {}, "extra": "", "power": {}, "features": [slot.nodeset], "active_features": [slot.nodeset],
-        "gpu_spec": "", "gres": "gpu:8", "gres_drained": "N/A", "gres_used": "gpu:0", "instance_id": "", "instance_type": "",
-        "last_busy": no_val(FIRST_UPDATE - 60), "mcs_label": "", "specialized_memory": 0, "name": slot.pod,
-        "next_state_after_reboot": ["INVALID"], "address": ip, "hostname": slot.pod, "state": [slot.slurm_state],
-        "operating_system": "Linux 6.8.0-45-generic #45-Ubuntu SMP", "owner": "", "partitions": [slot.nodeset, "all"],
-        "port": 6818, "real_memory": 257_000, "res_cores_per_gpu": 0, "comment": comment, "reason": "",
-        "reason_changed_at": no_val(0), "reason_set_by_user": "", "resume_after": no_val(0), "reservation": "",
-        "alloc_memory": alloc * 4000, "alloc_cpus": alloc, "alloc_idle_cpus": 64 - alloc, "tres_used": f"cpu={alloc}",
-        "tres_weighted": 0.0, "slurmd_start_time": no_val(FIRST_UPDATE - 3500), "sockets": 2, "threads": 1,
-        "temporary_disk": 0, "weight": 1, "tres": "cpu=64,mem=257000M,billing=64,gres/gpu=8", "topology": "",
-        "tls_cert_last_renewal": no_val(0), "suspend_time": no_val(0), "version": "26.05.5",
-    }  # fmt: skip
+        "architecture": "x86_64",
+        "burstbuffer_network_address": "",
+        "boards": 1,
+        "boot_time": no_val(FIRST_UPDATE - 3600),
+        "cert_flags": [],
+        "cluster_name": CLUSTER,
+        "cores": 32,
+        "specialized_cores": 0,
+        "cpu_binding": 0,
+        "cpu_load": 1250,
+        "free_mem": no_val(201_334),
+        "cpus": 64,
+        "effective_cpus": 64,
+        "specialized_cpus": "",
+        "energy": {
+            "average_watts": 0,
+            "base_consumed_energy": 0,
+            "consumed_energy": 0,
+            "current_watts": no_val(0),
+            "previous_consumed_energy": 0,
+            "last_collected": 0,
+        },
+        "external_sensors": {},
+        "extra": "",
+        "power": {},
+        "features": [slot.nodeset],
+        "active_features": [slot.nodeset],
+        "gpu_spec": "",
+        "gres": "gpu:8",
+        "gres_drained": "N/A",
+        "gres_used": "gpu:0",
+        "instance_id": "",
+        "instance_type": "",
+        "last_busy": no_val(FIRST_UPDATE - 60),
+        "mcs_label": "",
+        "specialized_memory": 0,
+        "name": slot.pod,
+        "next_state_after_reboot": ["INVALID"],
+        "address": ip,
+        "hostname": slot.pod,
+        "state": [slot.slurm_state],
+        "operating_system": "Linux 6.8.0-45-generic #45-Ubuntu SMP",
+        "owner": "",
+        "partitions": [slot.nodeset, "all"],
+        "port": 6818,
+        "real_memory": 257_000,
+        "res_cores_per_gpu": 0,
+        "comment": comment,
+        "reason": "",
+        "reason_changed_at": no_val(0),
+        "reason_set_by_user": "",
+        "resume_after": no_val(0),
+        "reservation": "",
+        "alloc_memory": alloc * 4000,
+        "alloc_cpus": alloc,
+        "alloc_idle_cpus": 64 - alloc,
+        "tres_used": f"cpu={alloc}",
+        "tres_weighted": 0.0,
+        "slurmd_start_time": no_val(FIRST_UPDATE - 3500),
+        "sockets": 2,
+        "threads": 1,
+        "temporary_disk": 0,
+        "weight": 1,
+        "tres": "cpu=64,mem=257000M,billing=64,gres/gpu=8",
+        "topology": "",
+        "tls_cert_last_renewal": no_val(0),
+        "suspend_time": no_val(0),
+        "version": "26.05.5",
+    }
 
 
 def slurm_job(slot: Slot) -> JSON:
     """The running job of a busy slot, as ``GET /slurm/v0.0.45/jobs/`` lists it (the fields slurm_sync reads)."""
     start = FIRST_UPDATE - 600
     return {
-        "job_id": 1000 + slot.index, "name": "train", "job_state": ["RUNNING"], "state_reason": "None",
-        "nodes": slot.pod, "batch_host": slot.pod, "partition": slot.nodeset, "user_name": "alice", "user_id": 1000,
-        "admin_comment": "", "comment": "", "flags": [], "start_time": no_val(start),
+        "job_id": 1000 + slot.index,
+        "name": "train",
+        "job_state": ["RUNNING"],
+        "state_reason": "None",
+        "nodes": slot.pod,
+        "batch_host": slot.pod,
+        "partition": slot.nodeset,
+        "user_name": "alice",
+        "user_id": 1000,
+        "admin_comment": "",
+        "comment": "",
+        "flags": [],
+        "start_time": no_val(start),
         "time_limit": no_val(120 + slot.index % 60),
         "end_time": no_val(start + 60 * (120 + slot.index % 60)),
-    }  # fmt: skip
+    }
 
 
 def openapi_spec() -> JSON:
@@ -394,9 +497,12 @@ def openapi_spec() -> JSON:
     versions = ("v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45")
     schemas: JSON = {}
     for v in versions:
-        schemas[f"{v}_update_node_msg"] = {"properties": {f: {} for f in ("state", "reason", "comment", "features",
-                                                                            "features_act", "topology_str")}}  # fmt: skip
-        schemas[f"{v}_job_desc_msg"] = {"properties": {"flags": {"type": "array", "items": {"$ref": f"#/components/schemas/{v}_flags"}}}}
+        schemas[f"{v}_update_node_msg"] = {
+            "properties": {f: {} for f in ("state", "reason", "comment", "features", "features_act", "topology_str")}
+        }
+        schemas[f"{v}_job_desc_msg"] = {
+            "properties": {"flags": {"type": "array", "items": {"$ref": f"#/components/schemas/{v}_flags"}}}
+        }
         schemas[f"{v}_flags"] = {"type": "string", "enum": ["SPREAD_JOB", "EXTERNAL_JOB"]}
     paths = {f"/slurm/{v}/{p}": {"get": {}} for v in versions for p in ("ping/", "nodes/", "node/{node_name}", "jobs/")}
     return {"openapi": "3.0.3", "paths": paths, "components": {"schemas": schemas}}
@@ -413,8 +519,13 @@ class FakeSlurmrestd:
 
     def listing(self) -> bytes:
         if self._listing is None:
-            body = {"nodes": list(self.nodes.values()), "last_update": no_val(self.last_update),
-                    "meta": slurm_meta(), "errors": [], "warnings": []}  # fmt: skip
+            body = {
+                "nodes": list(self.nodes.values()),
+                "last_update": no_val(self.last_update),
+                "meta": slurm_meta(),
+                "errors": [],
+                "warnings": [],
+            }
             self._listing = orjson.dumps(body)
         return self._listing
 
@@ -442,13 +553,30 @@ class FakeSlurmrestd:
         if path == f"{V}/jobs/" and request.method == "GET":
             since = request.url.params.get("update_time")
             if since is not None and int(since) >= FIRST_UPDATE:  # slurmrestd's "no job changes since"
-                return httpx.Response(200, json={"jobs": [], "last_update": no_val(0), "meta": slurm_meta(),
-                                                 "errors": [], "warnings": []})  # fmt: skip
-            return httpx.Response(200, json={"jobs": self.jobs, "last_update": no_val(FIRST_UPDATE),
-                                             "meta": slurm_meta(), "errors": [], "warnings": []})  # fmt: skip
+                return httpx.Response(
+                    200, json={"jobs": [], "last_update": no_val(0), "meta": slurm_meta(), "errors": [], "warnings": []}
+                )
+            return httpx.Response(
+                200,
+                json={
+                    "jobs": self.jobs,
+                    "last_update": no_val(FIRST_UPDATE),
+                    "meta": slurm_meta(),
+                    "errors": [],
+                    "warnings": [],
+                },
+            )
         if path == f"{V}/ping/":
-            pings = [{"hostname": CONTROLLER_POD, "pinged": "UP", "responding": True, "latency": 812, "mode": "primary",
-                      "primary": True}]  # fmt: skip
+            pings = [
+                {
+                    "hostname": CONTROLLER_POD,
+                    "pinged": "UP",
+                    "responding": True,
+                    "latency": 812,
+                    "mode": "primary",
+                    "primary": True,
+                }
+            ]
             return httpx.Response(200, json={"pings": pings, "meta": slurm_meta(), "errors": [], "warnings": []})
         if path.startswith(f"{V}/node/") and request.method == "POST":
             name = path.rsplit("/", 1)[1]
@@ -556,9 +684,11 @@ def run(quick: bool = False) -> Report:
             apiserver.get(f"/api/v1/namespaces/{NS}/pods?labelSelector={names.LABEL_CLUSTER}%3D{CLUSTER}"),
             apiserver.get(f"/apis/slinky.slurm.net/v1beta1/namespaces/{NS}/nodesets"),
             apiserver.get("/api/v1/nodes"),
-            apiserver.get(f"/api/v1/namespaces/{NS}/pods?labelSelector={names.LABEL_INSTANCE}%3D{CLUSTER}"
-                          f"%2C{names.LABEL_NAME}%3Dslurmctld"),
-        ]  # fmt: skip
+            apiserver.get(
+                f"/api/v1/namespaces/{NS}/pods?labelSelector={names.LABEL_INSTANCE}%3D{CLUSTER}"
+                f"%2C{names.LABEL_NAME}%3Dslurmctld"
+            ),
+        ]
         slurm_listing = slurmd.listing()
 
         def floor() -> object:
@@ -606,7 +736,7 @@ def run(quick: bool = False) -> Report:
         example: list[str] = []
         changed_requests: list[int] = []
         picks = []  # one idle node in the middle of each NodeSet
-        for nodeset, count in NODESETS:
+        for nodeset, _count in NODESETS:
             mine = [s for s in slots if s.nodeset == nodeset and not s.busy]
             picks.append(mine[len(mine) // 2])
         for slot in picks:
@@ -618,8 +748,11 @@ def run(quick: bool = False) -> Report:
             http_writes = apiserver.writes()
             new = http_writes[writes_seen:]
             writes_seen = len(http_writes)
-            allowed = {f"pod {slot.pod}": "pod <pod> (metadata)", f"pod {slot.pod}/status": "pod <pod>/status",
-                       f"nodeset {slot.nodeset}": "nodeset <its NodeSet>"}  # fmt: skip
+            allowed = {
+                f"pod {slot.pod}": "pod <pod> (metadata)",
+                f"pod {slot.pod}/status": "pod <pod>/status",
+                f"nodeset {slot.nodeset}": "nodeset <its NodeSet>",
+            }
             for write in new:
                 target = _write_target(write)
                 if target in allowed:
@@ -627,8 +760,10 @@ def run(quick: bool = False) -> Report:
                 else:
                     stray.append(f"after draining {slot.pod}: {target}")
             if not example:
-                example = [f"{w['method']} {w['path']} ({w['content_type'].split('/')[-1]}) {orjson.dumps(w['body']).decode()}"
-                           for w in new]  # fmt: skip
+                example = [
+                    f"{w['method']} {w['path']} ({w['content_type'].split('/')[-1]}) {orjson.dumps(w['body']).decode()}"
+                    for w in new
+                ]
             changed_requests.append(sum(slurmd.requests.values()) - requests_before)
             if len(new) != sum(counted.values()) - counted_before or len(new) != result.kube_writes:  # type: ignore[attr-defined]
                 stray.append(f"write count mismatch: HTTP {len(new)}, Kube {sum(counted.values()) - counted_before}")
@@ -637,7 +772,10 @@ def run(quick: bool = False) -> Report:
             after_quiet += after.kube_writes + after.slurm_writes
             pod = orjson.loads(apiserver.get(f"/api/v1/namespaces/{NS}/pods/{slot.pod}"))
             types = {c["type"]: c.get("message") for c in pod["status"]["conditions"]}
-            if types.get("SlurmNodeStateDrain") != ADMIN_REASON or pod["metadata"]["annotations"].get(names.ANNOTATION_DRAINED) != "true":
+            if (
+                types.get("SlurmNodeStateDrain") != ADMIN_REASON
+                or pod["metadata"]["annotations"].get(names.ANNOTATION_DRAINED) != "true"
+            ):
                 stray.append(f"pod {slot.pod} does not show the drain: {types}")
             if slurmd.nodes[slot.pod]["reason"] != ADMIN_REASON or "DRAIN" not in slurmd.nodes[slot.pod]["state"]:
                 stray.append(f"the administrator's drain on {slot.pod} was changed")
@@ -646,28 +784,45 @@ def run(quick: bool = False) -> Report:
         apiserver.close()
 
     floor_cpu, floor_wall = median_cpu(floors), median_wall(floors)
-    report = Report(title=TITLE, columns=["measure", "k8s writes", "slurm req", "CPU p50", "wall p50", "CPU / floor", "samples"])
+    report = Report(
+        title=TITLE, columns=["measure", "k8s writes", "slurm req", "CPU p50", "wall p50", "CPU / floor", "samples"]
+    )
 
     def row(label: str, writes: str, requests: str, samples: list[Sample], ratio: bool = True) -> None:
         cpu = median_cpu(samples)
-        report.rows.append([label, writes, requests, fmt_ns(cpu), fmt_ns(median_wall(samples)),
-                            fmt_ratio(cpu / floor_cpu) if ratio else "1.00x (floor)", str(len(samples))])  # fmt: skip
+        report.rows.append(
+            [
+                label,
+                writes,
+                requests,
+                fmt_ns(cpu),
+                fmt_ns(median_wall(samples)),
+                fmt_ratio(cpu / floor_cpu) if ratio else "1.00x (floor)",
+                str(len(samples)),
+            ]
+        )
 
     row("unchanged cycle (run_pass)", f"{unchanged_writes}", f"{statistics.median(slurm_requests):.0f}", cycle)
     row("floor: orjson.loads of the 4 k8s lists", "-", "-", floors, ratio=False)
     row("peer: unchanged Slurm poll (304 + ping)", "-", f"{statistics.median(poll_requests):.0f}", polls)
     row("peer: orjson.loads of the Slurm listing", "-", "-", parses)
-    row("one node drained by an admin (run_pass)", f"{statistics.median(per_change):.0f}",
-        f"{statistics.median(changed_requests):.0f}", changed)
+    row(
+        "one node drained by an admin (run_pass)",
+        f"{statistics.median(per_change):.0f}",
+        f"{statistics.median(changed_requests):.0f}",
+        changed,
+    )
 
     mb = sum(map(len, lists)) / 1e6
     report.notes.append(
         f"{len(slots):,} Slurm nodes, {len(slots):,} pods in {len(NODESETS)} NodeSets, {len(slots):,} k8s Nodes; "
-        f"k8s lists per pass {mb:.1f} MB (pods {len(lists[0]) / 1e6:.1f} MB), full Slurm listing {len(slurm_listing) / 1e6:.1f} MB."
+        f"k8s lists per pass {mb:.1f} MB (pods {len(lists[0]) / 1e6:.1f} MB), full Slurm listing "
+        f"{len(slurm_listing) / 1e6:.1f} MB."
     )
     report.notes.append(f"settled in {len(settle)} pass(es), (k8s, Slurm) writes per pass: {settle}.")
     report.notes.append(
-        f"unchanged: writes seen by the fake apiserver over {rounds} cycles: {unchanged_http} (Kube-counted + Slurm: {unchanged_writes}); "
+        f"unchanged: writes seen by the fake apiserver over {rounds} cycles: {unchanged_http} (Kube-counted + Slurm: "
+        f"{unchanged_writes}); "
         f"wall/floor {median_wall(cycle) / floor_wall:.2f}x."
     )
     report.notes.append(
@@ -678,8 +833,12 @@ def run(quick: bool = False) -> Report:
     report.notes.extend(f"  e.g. {line}" for line in example)
     for problem in stray[:5]:
         report.notes.append(f"STRAY: {problem}")
-    report.notes.append("CPU = time.process_time of this process (the fake apiserver runs in a child process); floor GC paused.")
-    report.budgets.append(Budget("k8s + Slurm writes in unchanged cycles", float(unchanged_writes + unchanged_http), 0, unit=""))
+    report.notes.append(
+        "CPU = time.process_time of this process (the fake apiserver runs in a child process); floor GC paused."
+    )
+    report.budgets.append(
+        Budget("k8s + Slurm writes in unchanged cycles", float(unchanged_writes + unchanged_http), 0, unit="")
+    )
     report.budgets.append(Budget("writes not for the changed node's pod or NodeSet", float(len(stray)), 0, unit=""))
     report.budgets.append(Budget("writes in the pass after each change", float(after_quiet), 0, unit=""))
     return report

@@ -13,8 +13,11 @@ import yaml
 
 def namespaces(rendered: str, release_namespace: str) -> list[str]:
     """The release namespace, then every other namespace an object names, sorted."""
-    used = {doc["metadata"]["namespace"] for doc in yaml.safe_load_all(rendered)
-            if doc and doc.get("metadata", {}).get("namespace")}
+    used = {
+        doc["metadata"]["namespace"]
+        for doc in yaml.safe_load_all(rendered)
+        if doc and doc.get("metadata", {}).get("namespace")
+    }
     return [release_namespace, *sorted(used - {release_namespace})]
 
 

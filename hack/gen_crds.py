@@ -795,7 +795,9 @@ def nodeset() -> Kind:
                     "name": string("Reservation name, `SlurmOperatorMaint-<nodeset>`."),
                     "startTime": string("Start of the maintenance window (RFC 3339, UTC).", format="date-time"),
                     "duration": integer("Length of the window in minutes."),
-                    "flags": array("Reservation flags: MAINT, IGNORE_JOBS and the user's.", string("A Slurm reservation flag.")),
+                    "flags": array(
+                        "Reservation flags: MAINT, IGNORE_JOBS and the user's.", string("A Slurm reservation flag.")
+                    ),
                     "nodes": array("Slurm node names of the NodeSet's pods.", string("A Slurm node name.")),
                 },
                 required=("name", "startTime", "duration", "flags", "nodes"),

@@ -133,12 +133,16 @@ def customize(req: CustomizeRequest) -> JSON:
 def sync(req: CompositeRequest) -> JSON:
     spec = parse(req.parent)
     if spec.external:
-        message = f"slurmdbd runs outside Kubernetes at {spec.external_host}:{spec.external_port}; no workload is managed"
+        message = (
+            f"slurmdbd runs outside Kubernetes at {spec.external_host}:{spec.external_port}; no workload is managed"
+        )
         return {
-            "status": {"conditions": [
-                condition(req.parent, names.CONDITION_EXTERNAL, True, "External", message),
-                ready_condition(req.parent, [], "External", message),
-            ]},
+            "status": {
+                "conditions": [
+                    condition(req.parent, names.CONDITION_EXTERNAL, True, "External", message),
+                    ready_condition(req.parent, [], "External", message),
+                ]
+            },
             "children": [],
         }
     assert spec.storage is not None and spec.slurm_key is not None and spec.jwt_key is not None  # parse() checked
@@ -185,8 +189,11 @@ def _password(ref: KeyRef, raw: bytes | None) -> str | Missing | None:
     except UnicodeDecodeError:
         written = None
     if written is None:
-        return Missing("PasswordInvalid", f"Secret {ref.name!r} key {ref.key!r} holds a password slurmdbd.conf cannot "
-                                          "carry (not UTF-8, a line break or NUL, or a double quote with spaces)")  # fmt: skip
+        return Missing(
+            "PasswordInvalid",
+            f"Secret {ref.name!r} key {ref.key!r} holds a password slurmdbd.conf cannot "
+            "carry (not UTF-8, a line break or NUL, or a double quote with spaces)",
+        )
     return written
 
 
@@ -285,7 +292,9 @@ def _statefulset(parent: JSON, spec: AccountingSpec, hashes: dict[str, str]) -> 
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
-        "metadata": child_metadata(parent, spec.child_name, {**(user_meta.get("labels") or {}), **labels}, user_meta.get("annotations")),
+        "metadata": child_metadata(
+            parent, spec.child_name, {**(user_meta.get("labels") or {}), **labels}, user_meta.get("annotations")
+        ),
         "spec": {
             "replicas": 1,
             "serviceName": spec.child_name,

@@ -131,7 +131,9 @@ def conf_field(value: str, field: str) -> str:
     """A spec value written into a Slurm config file; one that would change the file's meaning is refused."""
     written = conf_value(value)
     if written is None:
-        raise InvalidSpec(f"{field} cannot be written into a Slurm config file (line break, NUL, or a double quote with spaces)")
+        raise InvalidSpec(
+            f"{field} cannot be written into a Slurm config file (line break, NUL, or a double quote with spaces)"
+        )
     return written
 
 
@@ -369,7 +371,9 @@ def kept(child: JSON) -> JSON:
 def references_condition(parent: JSON, missing: list[Missing]) -> JSON:
     """Explains unresolved references; the children that depend on them are kept as they are."""
     if not missing:
-        return condition(parent, names.CONDITION_REFERENCES_RESOLVED, True, "Resolved", "every referenced object exists")
+        return condition(
+            parent, names.CONDITION_REFERENCES_RESOLVED, True, "Resolved", "every referenced object exists"
+        )
     message = "; ".join(m.message for m in missing) + "; children that need it are kept unchanged until it exists"
     return condition(parent, names.CONDITION_REFERENCES_RESOLVED, False, missing[0].reason, message)
 
@@ -449,7 +453,9 @@ def available_condition(parent: JSON, workload: JSON | None, desired: int) -> JS
         return condition(parent, names.CONDITION_AVAILABLE, False, "NotCreated", "the workload does not exist yet")
     ready = (workload.get("status") or {}).get("readyReplicas") or 0
     ok = ready >= desired
-    return condition(parent, names.CONDITION_AVAILABLE, ok, "Ready" if ok else "NotReady", f"{ready}/{desired} pods ready")
+    return condition(
+        parent, names.CONDITION_AVAILABLE, ok, "Ready" if ok else "NotReady", f"{ready}/{desired} pods ready"
+    )
 
 
 # --- Slurm config files ------------------------------------------------------------------------------

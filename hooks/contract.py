@@ -230,8 +230,8 @@ def _check_objects(objects: list[Any], where: str) -> None:
     for i, obj in enumerate(objects):
         if not isinstance(obj, dict):
             raise BadHookResponse(f"{where}[{i}] must be an object")
-        meta = obj.get("metadata")
-        name = meta.get("name") if isinstance(meta, dict) else None
+        meta = found if isinstance(found := obj.get("metadata"), dict) else {}
+        name = meta.get("name")
         if not obj.get("apiVersion") or not obj.get("kind") or not isinstance(name, str) or not name:
             raise BadHookResponse(f"{where}[{i}] needs apiVersion, kind and metadata.name")
         identity = (obj["apiVersion"], obj["kind"], meta.get("namespace", ""), name)
@@ -266,7 +266,9 @@ def _kube_object(body: JSON, key: str, kind: str) -> JSON:
             raise BadHookRequest(f"{key}.metadata.{sub} must be a string")
     for sub in ("labels", "annotations"):
         values = meta.get(sub)
-        if values is not None and (not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values())):
+        if values is not None and (
+            not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values())
+        ):
             raise BadHookRequest(f"{key}.metadata.{sub} must map names to strings")
     for sub in ("spec", "status"):
         if obj.get(sub) is not None and not isinstance(obj[sub], dict):

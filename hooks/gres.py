@@ -76,7 +76,7 @@ def union(types: Iterable[Iterable[str]]) -> tuple[str, ...]:
 
 def _count(amount: object, where: str) -> int:
     try:
-        value = quantity.parse(amount)  # type: ignore[arg-type]
+        value = quantity.parse(amount)
     except quantity.BadQuantity as err:
         raise InvalidSpec(f"{where}: {err}") from None
     if value < 0 or value.denominator != 1:

@@ -39,7 +39,7 @@ if workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="slinky-hooks-metrics-")
 
 
-def child_exit(server, worker):  # noqa: ARG001 - gunicorn's hook signature
+def child_exit(server, worker):
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         from prometheus_client import multiprocess
 

@@ -95,10 +95,12 @@ def _sssd_ref(spec: JSON) -> KeyRef:
 def customize(req: CustomizeRequest) -> JSON:
     """The Controller (conf server, slurm.key, worker domain) and the sssd.conf Secret."""
     ns, spec = cluster.namespace_of(req.parent), cluster.spec_of(req.parent)
-    return {"relatedResources": cluster.derivable(
-        lambda: [cluster.controller_rule(ns, cluster.required_ref_name(spec, "controllerRef"))],
-        lambda: [cluster.secret_rule(ns, [_sssd_ref(spec).name])],
-    )}
+    return {
+        "relatedResources": cluster.derivable(
+            lambda: [cluster.controller_rule(ns, cluster.required_ref_name(spec, "controllerRef"))],
+            lambda: [cluster.secret_rule(ns, [_sssd_ref(spec).name])],
+        )
+    }
 
 
 @cluster.reports_invalid_spec
@@ -150,7 +152,7 @@ def _status(parent: JSON, spec: LoginSetSpec, deployment: JSON | None, missing: 
 
 def generate_host_keys() -> dict[str, bytes]:
     """Fresh OpenSSH host keys of the three types sshd offers by default."""
-    keys = {
+    keys: dict[str, rsa.RSAPrivateKey | ed25519.Ed25519PrivateKey | ec.EllipticCurvePrivateKey] = {
         "rsa": rsa.generate_private_key(public_exponent=65537, key_size=4096),
         "ed25519": ed25519.Ed25519PrivateKey.generate(),
         "ecdsa": ec.generate_private_key(ec.SECP256R1()),
@@ -242,7 +244,9 @@ def build_deployment(parent: JSON, spec: LoginSetSpec, controller: ControllerVie
         {
             "name": APP,
             "image": cluster.default_image(APP),
-            "env": [{"name": "SACKD_OPTIONS", "value": f"--conf-server {controller.service_host}:{cluster.SLURMCTLD_PORT}"}],
+            "env": [
+                {"name": "SACKD_OPTIONS", "value": f"--conf-server {controller.service_host}:{cluster.SLURMCTLD_PORT}"}
+            ],
             "ports": [{"name": APP, "containerPort": _ssh_port(spec), "protocol": "TCP"}],
             "readinessProbe": {"exec": {"command": ["test", "-S", "/run/slurm/sack.socket"]}},
             "volumeMounts": [
@@ -250,7 +254,12 @@ def build_deployment(parent: JSON, spec: LoginSetSpec, controller: ControllerVie
                 {"name": "sackd-dir", "mountPath": "/run/slurm"},
                 *key_mounts,
                 {"name": "ssh-config", "mountPath": "/etc/ssh/sshd_config", "subPath": "sshd_config", "readOnly": True},
-                {"name": "ssh-config", "mountPath": "/root/.ssh/authorized_keys", "subPath": "authorized_keys", "readOnly": True},
+                {
+                    "name": "ssh-config",
+                    "mountPath": "/root/.ssh/authorized_keys",
+                    "subPath": "authorized_keys",
+                    "readOnly": True,
+                },
                 {"name": "sssd-conf", "mountPath": "/etc/sssd/sssd.conf", "subPath": "sssd.conf", "readOnly": True},
             ],
         },
@@ -270,7 +279,14 @@ def build_deployment(parent: JSON, spec: LoginSetSpec, controller: ControllerVie
         spec.initconf,
     )
     key_sources = (
-        [{"secret": {"name": controller.slurm_key.name, "items": [{"key": controller.slurm_key.key, "path": "slurm.key"}]}}]
+        [
+            {
+                "secret": {
+                    "name": controller.slurm_key.name,
+                    "items": [{"key": controller.slurm_key.key, "path": "slurm.key"}],
+                }
+            }
+        ]
         if controller.slurm_key is not None
         else []
     )
@@ -291,7 +307,11 @@ def build_deployment(parent: JSON, spec: LoginSetSpec, controller: ControllerVie
                 {"name": "ssh-config", "configMap": {"name": spec.ssh_config_map, "defaultMode": 0o600}},
                 {
                     "name": "sssd-conf",
-                    "secret": {"secretName": spec.sssd.name, "defaultMode": 0o600, "items": [{"key": spec.sssd.key, "path": "sssd.conf"}]},
+                    "secret": {
+                        "secretName": spec.sssd.name,
+                        "defaultMode": 0o600,
+                        "items": [{"key": spec.sssd.key, "path": "sssd.conf"}],
+                    },
                 },
             ],
         },
@@ -308,6 +328,8 @@ def build_deployment(parent: JSON, spec: LoginSetSpec, controller: ControllerVie
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": child_metadata(parent, spec.name, {**(user_meta.get("labels") or {}), **labels}, user_meta.get("annotations")),
+        "metadata": child_metadata(
+            parent, spec.name, {**(user_meta.get("labels") or {}), **labels}, user_meta.get("annotations")
+        ),
         "spec": deployment_spec,
     }

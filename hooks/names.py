@@ -99,12 +99,18 @@ CONDITION_SERVICE_MONITOR_CREATED: Final = "ServiceMonitorCreated"  # only when 
 CONDITION_INVALID_SPEC: Final = "InvalidSpec"
 
 # The bridge hooks' intents for slurm_sync and its confirmations back (hooks/bridge/*, docs/architecture.md §4).
-ANNOTATION_PLACEHOLDER_GROUP: Final = SCHEDULER_PREFIX + "placeholder-group"  # "<Kind>[.<group>]/<ns>/<name>" of the job's group
+ANNOTATION_PLACEHOLDER_GROUP: Final = (
+    SCHEDULER_PREFIX + "placeholder-group"
+)  # "<Kind>[.<group>]/<ns>/<name>" of the job's group
 ANNOTATION_JOB_RELEASED: Final = SCHEDULER_PREFIX + "job-released"  # slurm_sync: "<job id>" this pod no longer holds
 ANNOTATION_DESIRED_TAINT: Final = SCHEDULER_PREFIX + "desired-taint"  # "<key>=<value>:<effect>" slurm_sync applies
 ANNOTATION_DRAIN_INTENT: Final = SCHEDULER_PREFIX + "drain-reason"  # Slurm drain reason while the node is cordoned
-ANNOTATION_EXTERNAL_NODE_INTENT: Final = SCHEDULER_PREFIX + "external-node-registration"  # JSON, see hooks/bridge/node.py
-ANNOTATION_EXTERNAL_NODE_REGISTERED: Final = SCHEDULER_PREFIX + "external-node-registered"  # slurm_sync: Slurm node name
+ANNOTATION_EXTERNAL_NODE_INTENT: Final = (
+    SCHEDULER_PREFIX + "external-node-registration"
+)  # JSON, see hooks/bridge/node.py
+ANNOTATION_EXTERNAL_NODE_REGISTERED: Final = (
+    SCHEDULER_PREFIX + "external-node-registered"
+)  # slurm_sync: Slurm node name
 ANNOTATION_NODE_ERROR: Final = SCHEDULER_PREFIX + "node-error"
 BRIDGE_DRAIN_REASON_PREFIX: Final = "slurm-bridge:"
 # Bridge settings, as annotations on the bridge DecoratorControllers (hooks get no config file).
@@ -128,7 +134,8 @@ ANNOTATION_SUBMIT_ERROR: Final = SCHEDULER_PREFIX + "submit-error"
 CONDITION_POD_GROUP_SCHEDULED: Final = "PodGroupScheduled"
 # NodeSet finalize: PVCs kept for whenDeleted=Retain until slurm_sync removed the NodeSet's ownerReference.
 CONDITION_RETAINED_CLAIMS: Final = "RetainedClaimsOwned"
-# Node annotation: comma-separated features slurm_sync applies as `k8s/<value>` to the Slurm node of each NodeSet pod there.
+# Node annotation: comma-separated features slurm_sync applies as `k8s/<value>` to the Slurm node of each NodeSet pod
+# there.
 FEATURES_PREFIX: Final = "features.slinky.slurm.net/"
 ANNOTATION_FEATURES_SPEC: Final = FEATURES_PREFIX + "spec"
 # NodeSet updateStrategy ScheduledUpdate (a Slurm maintenance reservation, docs/architecture.md §4). The hook
@@ -152,8 +159,21 @@ CONDITION_RESERVATION_CREATED: Final = "ReservationCreated"
 # v0.0.45). Not accepted: NO_* (never listed), SKIP/DURATION_*/REPLACE* (dropped or refused),
 # TIME_FLOAT (start relative to now), WEEKDAY/WEEKEND (moved by Slurm without a fixed period).
 RESERVATION_USER_FLAGS: Final = frozenset(
-    {"MAINT", "IGNORE_JOBS", "DAILY", "WEEKLY", "HOURLY", "STATIC", "OVERLAP", "PURGE_COMP", "MAGNETIC", "FLEX", "ANY_NODES",
-     "USER_DELETE", "NO_HOLD_JOBS_AFTER_END"}
+    {
+        "MAINT",
+        "IGNORE_JOBS",
+        "DAILY",
+        "WEEKLY",
+        "HOURLY",
+        "STATIC",
+        "OVERLAP",
+        "PURGE_COMP",
+        "MAGNETIC",
+        "FLEX",
+        "ANY_NODES",
+        "USER_DELETE",
+        "NO_HOLD_JOBS_AFTER_END",
+    }
 )
 RESERVATION_MARK: Final = "slinky-metacontroller "
 # slurm_sync: the prefix of the Slurm node features it owns (`k8s/<value>` from ANNOTATION_FEATURES_SPEC);

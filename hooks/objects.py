@@ -19,6 +19,18 @@ JSON = dict[str, Any]
 _NOT_PROPAGATED_PREFIXES = ("kubectl.kubernetes.io/", "metacontroller.k8s.io/")
 
 
+def dict_field(obj: Mapping[str, Any], key: str) -> JSON:
+    """``obj[key]`` when it is a JSON object, else ``{}``: an observed object may hold any JSON type anywhere."""
+    value = obj.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def list_field(obj: Mapping[str, Any], key: str) -> list[Any]:
+    """``obj[key]`` when it is a JSON array, else ``[]`` (see dict_field)."""
+    value = obj.get(key)
+    return value if isinstance(value, list) else []
+
+
 def selector_labels(app_name: str, instance: str) -> dict[str, str]:
     """The labels Services and PDBs select on (name + instance, as Slinky)."""
     return {names.LABEL_NAME: app_name, names.LABEL_INSTANCE: instance}
@@ -28,12 +40,12 @@ def component_labels(app_name: str, instance: str, component: str) -> dict[str, 
     return {**selector_labels(app_name, instance), names.LABEL_COMPONENT: component}
 
 
-def child_metadata(parent: JSON, name: str, labels: Mapping[str, str], annotations: Mapping[str, str] | None = None) -> JSON:
+def child_metadata(
+    parent: JSON, name: str, labels: Mapping[str, str], annotations: Mapping[str, str] | None = None
+) -> JSON:
     """Metadata for a child: the parent's labels/annotations, then ours (ours win)."""
     meta = parent.get("metadata") or {}
-    inherited = {
-        k: v for k, v in (meta.get("annotations") or {}).items() if not k.startswith(_NOT_PROPAGATED_PREFIXES)
-    }
+    inherited = {k: v for k, v in (meta.get("annotations") or {}).items() if not k.startswith(_NOT_PROPAGATED_PREFIXES)}
     result: JSON = {"name": name, "labels": {**(meta.get("labels") or {}), **labels}}
     merged_annotations = {**inherited, **(annotations or {})}
     if merged_annotations:
@@ -68,7 +80,12 @@ def service(
     addresses so that peers resolve each other while starting.
     """
     override = override or {}
-    port: JSON = {"name": port_name, "port": override.get("port") or default_port, "targetPort": port_name, "protocol": "TCP"}
+    port: JSON = {
+        "name": port_name,
+        "port": override.get("port") or default_port,
+        "targetPort": port_name,
+        "protocol": "TCP",
+    }
     if override.get("nodePort"):
         port["nodePort"] = override["nodePort"]
     base_spec: JSON = {"selector": dict(selector), "ports": [port]}

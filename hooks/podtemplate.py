@@ -148,7 +148,9 @@ def _merge_list(base: list[Any], patch: list[Any], merge_key: str, item_type: st
         if not isinstance(item, dict) or merge_key not in item:
             result.append(_strip_directives(item))
             continue
-        index = next((i for i, old in enumerate(result) if isinstance(old, dict) and old.get(merge_key) == item[merge_key]), None)
+        index = next(
+            (i for i, old in enumerate(result) if isinstance(old, dict) and old.get(merge_key) == item[merge_key]), None
+        )
         if item.get("$patch") == "delete":
             if index is not None:
                 del result[index]

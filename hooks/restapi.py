@@ -149,7 +149,9 @@ def build_deployment(parent: JSON, spec: RestApiSpec, controller: ControllerView
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": child_metadata(parent, spec.child_name, {**(user_meta.get("labels") or {}), **labels}, user_meta.get("annotations")),
+        "metadata": child_metadata(
+            parent, spec.child_name, {**(user_meta.get("labels") or {}), **labels}, user_meta.get("annotations")
+        ),
         "spec": {
             "replicas": spec.replicas,
             "revisionHistoryLimit": 0,

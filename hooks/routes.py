@@ -9,8 +9,8 @@ one) and then answers 501, never a made-up 200.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ COMPOSITE_KINDS: dict[str, str] = {
     "accounting": "Accounting",
     "token": "Token",
 }
+
 
 @dataclass(frozen=True)
 class Route:

@@ -136,7 +136,7 @@ def check_object(obj: Any, where: str, parent: bool = False, metadata: dict[str,
     if not isinstance(obj.get("metadata"), dict):
         raise ShapeError(f"{where}.metadata must be an object, got {type_name(obj.get('metadata'))}")
     kind = obj.get("kind")
-    extra = KIND_SHAPES.get(kind, {})
+    extra = KIND_SHAPES.get(kind, {}) if isinstance(kind, str) else {}
     if parent and kind in OUR_KINDS:
         extra = {"status": {"conditions": [dict]}}  # written by our hooks; the CRD keeps it a list
     check(obj, {**_COMMON, "metadata": metadata, **extra}, where)

@@ -79,13 +79,26 @@ def render(conf: SlurmConf) -> str:
     """The slurm.conf of an in-cluster slurmctld (Slinky's sections, in Slinky's order)."""
     sections = [
         ("GENERAL", _general(conf)),
-        ("LOGGING", [f"SlurmctldLogFile={SLURMCTLD_LOG}", f"SlurmSchedLogFile={SLURMCTLD_LOG}", f"SlurmdLogFile={cluster.LOG_DIR}/slurmd.log"]),
+        (
+            "LOGGING",
+            [
+                f"SlurmctldLogFile={SLURMCTLD_LOG}",
+                f"SlurmSchedLogFile={SLURMCTLD_LOG}",
+                f"SlurmdLogFile={cluster.LOG_DIR}/slurmd.log",
+            ],
+        ),
         ("PLUGINS & PARAMETERS", _plugins(conf)),
         ("ACCOUNTING", _accounting(conf.accounting)),
-        ("SLURMCTLD PROLOG & EPILOG", _script_lines(conf.scripts.prolog_slurmctld, "PrologSlurmctld", f"{ETC_DIR}/")
-         + _script_lines(conf.scripts.epilog_slurmctld, "EpilogSlurmctld", f"{ETC_DIR}/")),
+        (
+            "SLURMCTLD PROLOG & EPILOG",
+            _script_lines(conf.scripts.prolog_slurmctld, "PrologSlurmctld", f"{ETC_DIR}/")
+            + _script_lines(conf.scripts.epilog_slurmctld, "EpilogSlurmctld", f"{ETC_DIR}/"),
+        ),
         # Relative names: configless slurmd fetch them from slurmctld.
-        ("PROLOG & EPILOG", _script_lines(conf.scripts.prolog, "Prolog", "") + _script_lines(conf.scripts.epilog, "Epilog", "")),
+        (
+            "PROLOG & EPILOG",
+            _script_lines(conf.scripts.prolog, "Prolog", "") + _script_lines(conf.scripts.epilog, "Epilog", ""),
+        ),
         ("NODESET & PARTITION", _nodeset_lines(conf.nodesets)),
         ("EXTRA CONFIG", [conf.extra_conf.rstrip("\n")] if conf.extra_conf.strip() else []),
         ("MERGED CONFIG", cluster.merged_config(operator_parameters(conf.jwks, _gres_types(conf)), conf.extra_conf)),
@@ -95,11 +108,21 @@ def render(conf: SlurmConf) -> str:
 
 def render_external(cluster_name: str, controller: Endpoint, accounting: Endpoint | None) -> str:
     """The minimal slurm.conf clients (slurmrestd) need to reach a slurmctld outside Kubernetes."""
-    return _join([
-        ("GENERAL", [f"ClusterName={cluster_name}", "SlurmUser=slurm", f"SlurmctldHost={controller.host}", f"SlurmctldPort={controller.port}"]),
-        ("PLUGINS & PARAMETERS", ["AuthType=auth/slurm", "CredType=cred/slurm", "AuthAltTypes=auth/jwt"]),
-        ("ACCOUNTING", _accounting(accounting)),
-    ])
+    return _join(
+        [
+            (
+                "GENERAL",
+                [
+                    f"ClusterName={cluster_name}",
+                    "SlurmUser=slurm",
+                    f"SlurmctldHost={controller.host}",
+                    f"SlurmctldPort={controller.port}",
+                ],
+            ),
+            ("PLUGINS & PARAMETERS", ["AuthType=auth/slurm", "CredType=cred/slurm", "AuthAltTypes=auth/jwt"]),
+            ("ACCOUNTING", _accounting(accounting)),
+        ]
+    )
 
 
 def operator_parameters(jwks: bool, gres_types: tuple[str, ...] = ()) -> dict[str, list[str]]:

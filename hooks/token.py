@@ -1,7 +1,8 @@
 """Token → a Secret holding a Slurm JWT (HS256, signed with the cluster's jwt.key).
 
 A token has to be re-issued before it expires, so this hook reads a clock (as the NodeSet hook
-does for minReadySeconds, and nothing else), only through `now()` (tests pin it). Its output stays byte-stable between refresh points:
+does for minReadySeconds, and nothing else), only through `now()` (tests pin it). Its output stays byte-stable between
+refresh points:
 while the observed token still verifies against the key and matches the spec, the same token is
 returned, and only `resyncAfterSeconds` (which Metacontroller never writes anywhere) counts down
 to the refresh instant `exp - lifetime/5`. At that instant a new token is minted.
@@ -116,7 +117,9 @@ def refresh_at(claims: JSON) -> float:
 def reusable_claims(token: str, spec: TokenSpec, key: bytes) -> JSON | None:
     """The claims of an observed token that is signed with `key` and still matches the spec."""
     try:
-        claims = jwt.decode(token, key, algorithms=["HS256"], options={"verify_exp": False, "verify_nbf": False, "verify_iat": False})
+        claims = jwt.decode(
+            token, key, algorithms=["HS256"], options={"verify_exp": False, "verify_nbf": False, "verify_iat": False}
+        )
     except jwt.InvalidTokenError:
         return None
     iat, exp = claims.get("iat"), claims.get("exp")
@@ -143,7 +146,7 @@ def sync(req: CompositeRequest) -> JSON:
     else:
         current = now()
         claims = reusable_claims(token, spec, key) if token else None
-        if claims is None or current >= refresh_at(claims):
+        if not token or claims is None or current >= refresh_at(claims):
             claims = claims_for(spec, current)
             token = jwt.encode(claims, key, algorithm="HS256")
         response["children"].append(build_secret(req.parent, spec, token))

@@ -9,17 +9,18 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from typing import overload
 
 from kubernetes import client, config
 
 from hooks import names
 from slurm_sync import logs
-from slurm_sync.bridge.loop import BridgeLoop, token_file
 from slurm_sync.bridge.kube import BridgeKube
-from slurm_sync.operator.deletion import DEFAULT_GRACE
-from slurm_sync.operator.discovery import TokenSource
+from slurm_sync.bridge.loop import BridgeLoop, token_file
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
+from slurm_sync.operator.deletion import DEFAULT_GRACE
+from slurm_sync.operator.discovery import TokenSource
 from slurm_sync.service import Config, Service, health_server
 from slurm_sync.slurm.client import SlurmClient
 
@@ -27,6 +28,10 @@ log = logging.getLogger("slurm_sync")
 ENV_PREFIX = "SLURM_SYNC_"
 
 
+@overload
+def _env(name: str, default: str) -> str: ...
+@overload
+def _env(name: str, default: None = None) -> str | None: ...
 def _env(name: str, default: str | None = None) -> str | None:
     return os.environ.get(ENV_PREFIX + name, default)
 
@@ -42,39 +47,96 @@ class _HelpWithEnv(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="slurm-sync", description="Keep Slurm and Kubernetes in step (Slinky operator side).",
-                                formatter_class=_HelpWithEnv)
-    p.add_argument("--namespace", default=_env("NAMESPACE", ""),
-                   help="comma-separated namespaces to watch (empty: all)")
-    p.add_argument("--poll-interval", type=float, default=float(_env("POLL_INTERVAL", "10")), help="seconds between passes")
-    p.add_argument("--slurm-url", default=_env("SLURM_URL"), help="slurmrestd URL for every cluster (running outside the cluster)")
+    p = argparse.ArgumentParser(
+        prog="slurm-sync",
+        description="Keep Slurm and Kubernetes in step (Slinky operator side).",
+        formatter_class=_HelpWithEnv,
+    )
+    p.add_argument(
+        "--namespace", default=_env("NAMESPACE", ""), help="comma-separated namespaces to watch (empty: all)"
+    )
+    p.add_argument(
+        "--poll-interval", type=float, default=float(_env("POLL_INTERVAL", "10")), help="seconds between passes"
+    )
+    p.add_argument(
+        "--slurm-url", default=_env("SLURM_URL"), help="slurmrestd URL for every cluster (running outside the cluster)"
+    )
     p.add_argument("--token-user", default=_env("TOKEN_USER", "slurm"), help="Slurm user in the minted JWT")
-    p.add_argument("--token-lifetime", type=int, default=int(_env("TOKEN_LIFETIME", "300")), help="JWT lifetime in seconds")
-    p.add_argument("--slurm-timeout", type=float, default=float(_env("SLURM_TIMEOUT", "10")), help="slurmrestd request timeout")
+    p.add_argument(
+        "--token-lifetime", type=int, default=int(_env("TOKEN_LIFETIME", "300")), help="JWT lifetime in seconds"
+    )
+    p.add_argument(
+        "--slurm-timeout", type=float, default=float(_env("SLURM_TIMEOUT", "10")), help="slurmrestd request timeout"
+    )
     p.add_argument("--bind", default=_env("BIND", "127.0.0.1:8081"), help="host:port for /healthz, /readyz, /metrics")
     p.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"), help="DEBUG, INFO, WARNING, ERROR")
-    p.add_argument("--log-format", choices=logs.FORMATS, default=_env("LOG_FORMAT", "json"), help="json lines, or text for a terminal")
-    p.add_argument("--kubeconfig", default=_env("KUBECONFIG", os.environ.get("KUBECONFIG")),
-                   help="also $KUBECONFIG; unset: in-cluster, else ~/.kube/config")
-    p.add_argument("--mode", choices=("operator", "bridge", "both"), default=_env("MODE", "operator"),
-                   help="operator: Slinky operator side; bridge: slurm-bridge loop against --slurm-url; both")
-    p.add_argument("--token-file", default=_env("TOKEN_FILE"), help="bridge: file holding the Slurm JWT (read on every request)")
-    p.add_argument("--jwt-key-file", default=_env("JWT_KEY_FILE"), help="bridge: HS256 key to mint tokens for --token-user")
-    p.add_argument("--managed-namespaces", default=_env("MANAGED_NAMESPACES", "slurm-bridge"),
-                   help="bridge: comma-separated namespaces whose pods Slurm schedules")
-    p.add_argument("--scheduler-name", default=_env("SCHEDULER_NAME", names.BRIDGE_SCHEDULER_NAME),
-                   help="bridge: pods with this schedulerName are ours; also the managed-node taint value")
-    p.add_argument("--job-list-interval", type=float, default=float(_env("JOB_LIST_INTERVAL", "30")),
-                   help="bridge: seconds between full job listings (orphan jobs; adoption after a crash)")
-    p.add_argument("--propagated-node-conditions", default=_env("PROPAGATED_NODE_CONDITIONS", ""),
-                   help="comma-separated Node condition types whose True conditions become the drain reason of a cordoned Node")
-    p.add_argument("--absence-confirm-seconds", type=float, default=float(_env("ABSENCE_CONFIRM_SECONDS", "5")),
-                   help="a Slurm node or job is gone only when Slurm's not-found answer holds on a later pass this much later")
-    p.add_argument("--nodeset-deletion-grace", type=float, default=float(_env("NODESET_DELETION_GRACE", str(DEFAULT_GRACE))),
-                   help="seconds jobs pending in a deleting NodeSet's partition get before they are cancelled on purpose")
-    p.add_argument("--cluster-name", default=_env("CLUSTER_NAME"),
-                   help="bridge: the Slurm cluster --slurm-url must serve (default: the first answer's, then pinned)")
-    p.add_argument("--once", action="store_true", default=_env("ONCE", "") == "1", help="one pass, then exit (0 = every cluster ok)")
+    p.add_argument(
+        "--log-format",
+        choices=logs.FORMATS,
+        default=_env("LOG_FORMAT", "json"),
+        help="json lines, or text for a terminal",
+    )
+    p.add_argument(
+        "--kubeconfig",
+        default=_env("KUBECONFIG", os.environ.get("KUBECONFIG")),
+        help="also $KUBECONFIG; unset: in-cluster, else ~/.kube/config",
+    )
+    p.add_argument(
+        "--mode",
+        choices=("operator", "bridge", "both"),
+        default=_env("MODE", "operator"),
+        help="operator: Slinky operator side; bridge: slurm-bridge loop against --slurm-url; both",
+    )
+    p.add_argument(
+        "--token-file", default=_env("TOKEN_FILE"), help="bridge: file holding the Slurm JWT (read on every request)"
+    )
+    p.add_argument(
+        "--jwt-key-file", default=_env("JWT_KEY_FILE"), help="bridge: HS256 key to mint tokens for --token-user"
+    )
+    p.add_argument(
+        "--managed-namespaces",
+        default=_env("MANAGED_NAMESPACES", "slurm-bridge"),
+        help="bridge: comma-separated namespaces whose pods Slurm schedules",
+    )
+    p.add_argument(
+        "--scheduler-name",
+        default=_env("SCHEDULER_NAME", names.BRIDGE_SCHEDULER_NAME),
+        help="bridge: pods with this schedulerName are ours; also the managed-node taint value",
+    )
+    p.add_argument(
+        "--job-list-interval",
+        type=float,
+        default=float(_env("JOB_LIST_INTERVAL", "30")),
+        help="bridge: seconds between full job listings (orphan jobs; adoption after a crash)",
+    )
+    p.add_argument(
+        "--propagated-node-conditions",
+        default=_env("PROPAGATED_NODE_CONDITIONS", ""),
+        help="comma-separated Node condition types whose True conditions become the drain reason of a cordoned Node",
+    )
+    p.add_argument(
+        "--absence-confirm-seconds",
+        type=float,
+        default=float(_env("ABSENCE_CONFIRM_SECONDS", "5")),
+        help="a Slurm node or job is gone only when Slurm's not-found answer holds on a later pass this much later",
+    )
+    p.add_argument(
+        "--nodeset-deletion-grace",
+        type=float,
+        default=float(_env("NODESET_DELETION_GRACE", str(DEFAULT_GRACE))),
+        help="seconds jobs pending in a deleting NodeSet's partition get before they are cancelled on purpose",
+    )
+    p.add_argument(
+        "--cluster-name",
+        default=_env("CLUSTER_NAME"),
+        help="bridge: the Slurm cluster --slurm-url must serve (default: the first answer's, then pinned)",
+    )
+    p.add_argument(
+        "--once",
+        action="store_true",
+        default=_env("ONCE", "") == "1",
+        help="one pass, then exit (0 = every cluster ok)",
+    )
     return p.parse_args(argv)
 
 
@@ -93,8 +155,10 @@ def kube_client(kubeconfig: str | None) -> client.ApiClient:
                 api = config.new_client_from_config()
     except (config.ConfigException, OSError) as err:
         where = kubeconfig or "~/.kube/config (no in-cluster service account either)"
-        raise SystemExit(f"slurm-sync: cannot load a Kubernetes configuration from {where}: {err}; "
-                         "set --kubeconfig (or SLURM_SYNC_KUBECONFIG / KUBECONFIG), or run in a pod") from None
+        raise SystemExit(
+            f"slurm-sync: cannot load a Kubernetes configuration from {where}: {err}; "
+            "set --kubeconfig (or SLURM_SYNC_KUBECONFIG / KUBECONFIG), or run in a pod"
+        ) from None
     check_api(api)
     return api
 
@@ -108,9 +172,11 @@ def check_api(api: client.ApiClient) -> None:
     try:
         client.VersionApi(api).get_code(_request_timeout=10)
     except Exception as err:  # any failure here means the same: that API server cannot be used
-        raise SystemExit(f"slurm-sync: cannot reach the Kubernetes API at {api.configuration.host}: "
-                         f"{type(err).__name__}: {_first_line(err)}; check --kubeconfig (or SLURM_SYNC_KUBECONFIG / "
-                         "KUBECONFIG), its server address and credentials, and that the API server runs") from None
+        raise SystemExit(
+            f"slurm-sync: cannot reach the Kubernetes API at {api.configuration.host}: "
+            f"{type(err).__name__}: {_first_line(err)}; check --kubeconfig (or SLURM_SYNC_KUBECONFIG / "
+            "KUBECONFIG), its server address and credentials, and that the API server runs"
+        ) from None
     finally:
         urllib3_log.setLevel(level)
 
@@ -134,8 +200,15 @@ def bridge_loop(args: argparse.Namespace, kube: Kube, metrics: Metrics) -> Bridg
         raise SystemExit("--mode bridge needs --token-file or --jwt-key-file")
     namespaces = [n.strip() for n in args.managed_namespaces.split(",") if n.strip()]
     slurm = SlurmClient(args.slurm_url, tokens, timeout=args.slurm_timeout, cluster=args.cluster_name or None)
-    return BridgeLoop(slurm, BridgeKube(kube, metrics.count_kube_write), metrics, namespaces, args.scheduler_name,
-                      args.job_list_interval, absence_confirm_seconds=args.absence_confirm_seconds)
+    return BridgeLoop(
+        slurm,
+        BridgeKube(kube, metrics.count_kube_write),
+        metrics,
+        namespaces,
+        args.scheduler_name,
+        args.job_list_interval,
+        absence_confirm_seconds=args.absence_confirm_seconds,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

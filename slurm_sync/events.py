@@ -58,8 +58,9 @@ def event_name(ref: ObjectRef, now: datetime.datetime) -> str:
     return ref.name[: 253 - len(suffix)] + suffix
 
 
-def event_body(ref: ObjectRef, kind: str, reason: str, note: str, action: str, instance: str,
-               now: datetime.datetime) -> dict:
+def event_body(
+    ref: ObjectRef, kind: str, reason: str, note: str, action: str, instance: str, now: datetime.datetime
+) -> dict:
     """``kind``: Normal or Warning."""
     regarding = {"apiVersion": ref.api_version, "kind": ref.kind, "namespace": ref.namespace, "name": ref.name}
     if ref.uid:
@@ -120,7 +121,9 @@ class Events:
         try:
             self.kube.create_event(ref.namespace, body)
         except Exception as exc:  # an ApiException or an unreachable apiserver: the log still says it
-            log.error("event %s on %s %s/%s not posted: %s", reason, ref.kind, ref.namespace, ref.name, describe_error(exc))
+            log.error(
+                "event %s on %s %s/%s not posted: %s", reason, ref.kind, ref.namespace, ref.name, describe_error(exc)
+            )
             return False
         if len(self._posted) >= _FORGET_AT:
             self._posted = {k: v for k, v in self._posted.items() if now - v[0] < self.interval}
@@ -158,26 +161,57 @@ def mark_notices(slurm_node: str, metadata_patch: Mapping[str, Any]) -> list[Not
             )
         )
     if annotations.get(names.ANNOTATION_SLURM_NODE_ABSENT) == "true":
-        found.append(Notice("Normal", "SlurmNodeAbsent", f"Slurm said twice that it has no node {slurm_node}; marked "
-                            f"{names.ANNOTATION_SLURM_NODE_ABSENT}=true. Check the pod's slurmd log if it should have "
-                            "registered.", "Mark"))
+        found.append(
+            Notice(
+                "Normal",
+                "SlurmNodeAbsent",
+                f"Slurm said twice that it has no node {slurm_node}; marked "
+                f"{names.ANNOTATION_SLURM_NODE_ABSENT}=true. Check the pod's slurmd log if it should have "
+                "registered.",
+                "Mark",
+            )
+        )
     if names.LABEL_POD_PROTECT in labels:
         if labels[names.LABEL_POD_PROTECT] == "true":
-            found.append(Notice("Normal", "PodProtected", f"Slurm node {slurm_node} runs jobs: labelled "
-                                f"{names.LABEL_POD_PROTECT}=true, the workers' PodDisruptionBudget blocks voluntary "
-                                "eviction until they end.", "Protect"))
+            found.append(
+                Notice(
+                    "Normal",
+                    "PodProtected",
+                    f"Slurm node {slurm_node} runs jobs: labelled "
+                    f"{names.LABEL_POD_PROTECT}=true, the workers' PodDisruptionBudget blocks voluntary "
+                    "eviction until they end.",
+                    "Protect",
+                )
+            )
         else:
-            found.append(Notice("Normal", "PodUnprotected", f"Slurm node {slurm_node} runs no job any more: "
-                                f"{names.LABEL_POD_PROTECT} removed, the pod may be evicted.", "Unprotect"))
+            found.append(
+                Notice(
+                    "Normal",
+                    "PodUnprotected",
+                    f"Slurm node {slurm_node} runs no job any more: "
+                    f"{names.LABEL_POD_PROTECT} removed, the pod may be evicted.",
+                    "Unprotect",
+                )
+            )
     return found
 
 
 def node_update_notice(slurm_node: str, state: tuple[str, ...], reason: str | None) -> Notice | None:
     """A drain or undrain we sent and Slurm took; None for other node updates (comment, features ...)."""
     if "DRAIN" in state:
-        return Notice("Normal", "SlurmNodeDraining", f"Slurm node {slurm_node} set to drain ({reason}): running jobs "
-                      "finish, no new job starts; the pod goes once Slurm reports the node drained.", "Drain")
+        return Notice(
+            "Normal",
+            "SlurmNodeDraining",
+            f"Slurm node {slurm_node} set to drain ({reason}): running jobs "
+            "finish, no new job starts; the pod goes once Slurm reports the node drained.",
+            "Drain",
+        )
     if "UNDRAIN" in state or "RESUME" in state:
-        return Notice("Normal", "SlurmNodeUndrained", f"Slurm node {slurm_node} returned to service ({state[0]}): the "
-                      "drain slurm-operator set is no longer wanted.", "Undrain")
+        return Notice(
+            "Normal",
+            "SlurmNodeUndrained",
+            f"Slurm node {slurm_node} returned to service ({state[0]}): the "
+            "drain slurm-operator set is no longer wanted.",
+            "Undrain",
+        )
     return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from kubernetes import client
@@ -85,7 +85,8 @@ class Kube:
             body = self.custom.list_cluster_custom_object(names.GROUP, names.VERSION, plural)
         else:
             body = self.custom.list_namespaced_custom_object(names.GROUP, names.VERSION, namespace, plural)
-        return list(body.get("items") or [])
+        # The client decodes a custom object listing into the JSON object; its types say object.
+        return list(cast(JSON, body).get("items") or [])
 
     def list_pods(self, namespace: str, labels: dict[str, str]) -> list[JSON]:
         response = self.core.list_namespaced_pod(namespace, label_selector=selector(labels), _preload_content=False)
@@ -95,7 +96,9 @@ class Kube:
         return self._json(self.core.read_namespaced_pod(name, namespace, _preload_content=False))
 
     def list_pvcs(self, namespace: str, labels: dict[str, str]) -> list[JSON]:
-        response = self.core.list_namespaced_persistent_volume_claim(namespace, label_selector=selector(labels), _preload_content=False)
+        response = self.core.list_namespaced_persistent_volume_claim(
+            namespace, label_selector=selector(labels), _preload_content=False
+        )
         return list(self._json(response).get("items") or [])
 
     def list_nodes(self) -> list[JSON]:
@@ -137,5 +140,9 @@ class Kube:
 
     def create_event(self, namespace: str, body: JSON) -> None:
         """An events.k8s.io/v1 Event (slurm_sync/events.py builds it)."""
-        self.events.create_namespaced_event(namespace, body, _preload_content=False)
+        self.events.create_namespaced_event(
+            namespace,
+            body,  # type: ignore[arg-type]  # the client sends a dict body as it is, no model needed
+            _preload_content=False,
+        )
         self._count("event", "create")

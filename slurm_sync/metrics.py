@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from slurm_sync.slurm.errors import SlurmError, SlurmMalformed, SlurmNotFound, SlurmRejected, SlurmUnavailable, SlurmUnsupported
+from slurm_sync.slurm.errors import (
+    SlurmError,
+    SlurmMalformed,
+    SlurmNotFound,
+    SlurmRejected,
+    SlurmUnavailable,
+    SlurmUnsupported,
+)
 
 _KINDS = (
     (SlurmMalformed, "malformed"),
@@ -27,10 +34,16 @@ class Metrics:
             "slurm_sync_poll_seconds", "Duration of one pass over a Slurm cluster", ["cluster"], registry=self.registry
         )
         self.slurm_errors = Counter(
-            "slurm_sync_slurm_errors", "Slurm REST calls that failed, by kind", ["cluster", "kind"], registry=self.registry
+            "slurm_sync_slurm_errors",
+            "Slurm REST calls that failed, by kind",
+            ["cluster", "kind"],
+            registry=self.registry,
         )
         self.slurm_writes = Counter(
-            "slurm_sync_slurm_writes", "Slurm node updates sent, by state set", ["cluster", "action"], registry=self.registry
+            "slurm_sync_slurm_writes",
+            "Slurm node updates sent, by state set",
+            ["cluster", "action"],
+            registry=self.registry,
         )
         self.slurm_refused = Counter(
             "slurm_sync_slurm_refused_updates",
@@ -39,10 +52,16 @@ class Metrics:
             registry=self.registry,
         )
         self.kube_writes = Counter(
-            "slurm_sync_kube_writes", "Kubernetes writes, by object kind and verb", ["kind", "verb"], registry=self.registry
+            "slurm_sync_kube_writes",
+            "Kubernetes writes, by object kind and verb",
+            ["kind", "verb"],
+            registry=self.registry,
         )
         self.cluster_up = Gauge(
-            "slurm_sync_cluster_up", "1 when the last pass reached the cluster's Slurm", ["cluster"], registry=self.registry
+            "slurm_sync_cluster_up",
+            "1 when the last pass reached the cluster's Slurm",
+            ["cluster"],
+            registry=self.registry,
         )
 
     def count_kube_write(self, kind: str, verb: str) -> None:

@@ -2,7 +2,8 @@
 
 A Slurm node or job is "gone" only when Slurm said so about that very object (its per-object
 not-found answer) on two passes at least ``confirm_after`` seconds apart; Slurm finding the object in
-between starts over (an error in between neither confirms nor voids). A listing that lacks an object is only a reason to ask.
+between starts over (an error in between neither confirms nor voids). A listing that lacks an object is only a reason
+to ask.
 A listing that suddenly lacks many of the objects it had is a fault (``sudden_loss``) until each of
 them is proven gone.
 
@@ -19,6 +20,8 @@ from typing import Generic, TypeVar
 from slurm_sync.slurm.errors import SlurmNotFound, SlurmSuspect
 
 K = TypeVar("K", bound=Hashable)
+# A Slurm node name or job id: sortable, so a pass probes lost objects in a stable order.
+SlurmKey = TypeVar("SlurmKey", str, int)
 
 # A listing "suddenly lacks many" objects when it lacks at least this many of those it had ...
 SUDDEN_LOSS_MIN = 3
@@ -39,23 +42,29 @@ def sudden_loss(before: Collection[K], now: Collection[K], expected: Collection[
     return frozenset()
 
 
-def refuse_unproven_loss(lost: frozenset[K], had: int, gone: set[K], ask: Callable[[K], object], what: str) -> None:
+def refuse_unproven_loss(
+    lost: frozenset[SlurmKey], had: int, gone: set[SlurmKey], ask: Callable[[SlurmKey], object], what: str
+) -> None:
     """Raise SlurmSuspect while the objects a listing suddenly ``lost`` (of the ``had`` it had) are not
     each said gone by Slurm when asked by name (``ask`` raises SlurmNotFound); ``gone`` remembers the
     answers across passes and is cleared once the loss is proven. A lost object Slurm still has
     proves the listing wrong; any other error propagates (nothing known)."""
-    for key in sorted(lost - gone)[:PROBES_PER_PASS]:  # type: ignore[type-var]
+    for key in sorted(lost - gone)[:PROBES_PER_PASS]:
         try:
             ask(key)
         except SlurmNotFound:
             gone.add(key)
             continue
-        raise SlurmSuspect(f"the {what} listing lacks {len(lost)} of the {had} {what}s it had, yet Slurm still has "
-                           f"{what} {key}: a wrong listing, nothing written")
+        raise SlurmSuspect(
+            f"the {what} listing lacks {len(lost)} of the {had} {what}s it had, yet Slurm still has "
+            f"{what} {key}: a wrong listing, nothing written"
+        )
     missing = len(lost - gone)
     if missing:
-        raise SlurmSuspect(f"the {what} listing lacks {len(lost)} of the {had} {what}s it had; {missing} not yet "
-                           "confirmed gone by Slurm, nothing written until they are")
+        raise SlurmSuspect(
+            f"the {what} listing lacks {len(lost)} of the {had} {what}s it had; {missing} not yet "
+            "confirmed gone by Slurm, nothing written until they are"
+        )
     gone.clear()
 
 

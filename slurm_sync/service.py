@@ -20,11 +20,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from slurm_sync.bridge.loop import BridgeLoop
-from slurm_sync.operator.deletion import DEFAULT_GRACE
-from slurm_sync.operator.discovery import ClusterHandle, Clusters, plan_clusters
 from slurm_sync.events import Events, controller_ref
 from slurm_sync.kube import Kube, describe_error
 from slurm_sync.metrics import Metrics
+from slurm_sync.operator.deletion import DEFAULT_GRACE
+from slurm_sync.operator.discovery import ClusterHandle, Clusters, plan_clusters
 from slurm_sync.operator.loop import PassResult, Tally, release_retained_claims
 from slurm_sync.operator.view import read_nodeset
 
@@ -87,8 +87,16 @@ class Service:
         self.metrics = metrics
         self.bridge = bridge
         self.health = Health()
-        self.clusters = Clusters(kube, metrics, config.token_user, config.token_lifetime, config.slurm_timeout,
-                                 config.propagated_node_conditions, config.absence_confirm_seconds, config.nodeset_deletion_grace)
+        self.clusters = Clusters(
+            kube,
+            metrics,
+            config.token_user,
+            config.token_lifetime,
+            config.slurm_timeout,
+            config.propagated_node_conditions,
+            config.absence_confirm_seconds,
+            config.nodeset_deletion_grace,
+        )
         self.events = Events(kube)
 
     def run_pass(self) -> bool:
@@ -112,8 +120,14 @@ class Service:
             return False, False, "pass crashed"
         level = logging.INFO if result.ok else logging.WARNING
         outcome = "ok" if result.ok else "failed" if not result.ready else f"done with {len(result.errors)} problem(s)"
-        log.log(level, "bridge: pass %s (kube writes %d, slurm writes %d)%s", outcome,
-                result.kube_writes, result.slurm_writes, "; " + "; ".join(result.errors) if result.errors else "")
+        log.log(
+            level,
+            "bridge: pass %s (kube writes %d, slurm writes %d)%s",
+            outcome,
+            result.kube_writes,
+            result.slurm_writes,
+            "; " + "; ".join(result.errors) if result.errors else "",
+        )
         return result.ready, result.ok, "; ".join(result.unready)
 
     def _operator_pass(self) -> dict[str, Outcome]:
@@ -170,8 +184,15 @@ class Service:
             log.exception("cluster %s: pass crashed", name)
             return False, False, "pass crashed"
         level = logging.INFO if result.ok else logging.WARNING
-        log.log(level, "cluster %s: pass %s (kube writes %d, slurm writes %d)%s", name, "ok" if result.ok else "failed",
-                result.kube_writes, result.slurm_writes, "; " + "; ".join(result.errors) if result.errors else "")
+        log.log(
+            level,
+            "cluster %s: pass %s (kube writes %d, slurm writes %d)%s",
+            name,
+            "ok" if result.ok else "failed",
+            result.kube_writes,
+            result.slurm_writes,
+            "; " + "; ".join(result.errors) if result.errors else "",
+        )
         self._report_wrong_cluster(handle, result)
         self._report_unreachable(handle, result)
         return result.ready, result.ok, f"Slurm cluster {handle.ref.cluster_name}: " + "; ".join(result.unready)
@@ -219,7 +240,7 @@ def health_server(bind: str, health: Health, metrics: Metrics) -> ThreadingHTTPS
     """``/healthz``, ``/readyz`` and ``/metrics`` on ``host:port`` (serve_forever in a thread)."""
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:
             if self.path == "/healthz":
                 self._send(200, b"ok\n", "text/plain")
             elif self.path == "/readyz":
@@ -237,7 +258,7 @@ def health_server(bind: str, health: Health, metrics: Metrics) -> ThreadingHTTPS
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - probes are not news
+        def log_message(self, format: str, *args: object) -> None:
             log.debug("health %s", format % args)
 
     host, _, port = bind.rpartition(":")

@@ -25,14 +25,18 @@ def _path_with(tmp_path: Path, engines: dict[str, int]) -> Path:
         (bin_dir / tool).symlink_to(shutil.which(tool))
     for engine, info_code in engines.items():
         script = bin_dir / engine
-        script.write_text(f'#!/bin/bash\necho "{engine} $*" >> {tmp_path}/calls\n[ "$1" = info ] && exit {info_code}\nexit 0\n')
+        script.write_text(
+            f'#!/bin/bash\necho "{engine} $*" >> {tmp_path}/calls\n[ "$1" = info ] && exit {info_code}\nexit 0\n'
+        )
         script.chmod(0o755)
     return bin_dir
 
 
 def _image(tmp_path: Path, engines: dict[str, int]) -> subprocess.CompletedProcess[str]:
     env = {"PATH": str(_path_with(tmp_path, engines))}
-    return subprocess.run([str(ROOT / "hack/image.sh"), "reg.example/x:1"], capture_output=True, text=True, env=env, cwd=ROOT)
+    return subprocess.run(
+        [str(ROOT / "hack/image.sh"), "reg.example/x:1"], capture_output=True, text=True, env=env, cwd=ROOT
+    )
 
 
 def _calls(tmp_path: Path) -> list[str]:
@@ -66,7 +70,9 @@ def test_make_image_passes_the_charts_default_image(tmp_path: Path) -> None:
     bin_dir = _path_with(tmp_path, {"docker": 0})
     (bin_dir / "make").symlink_to(shutil.which("make"))
     env = {**os.environ, "PATH": str(bin_dir)}
-    result = subprocess.run(["make", "--no-print-directory", "image"], capture_output=True, text=True, env=env, cwd=ROOT)
+    result = subprocess.run(
+        ["make", "--no-print-directory", "image"], capture_output=True, text=True, env=env, cwd=ROOT
+    )
     assert result.returncode == 0, result.stderr
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     image = f"ghcr.io/slinky-metacontroller/slinky-metacontroller:{version}"  # tests/charts: the charts' default too

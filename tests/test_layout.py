@@ -38,7 +38,9 @@ def runtime_imports(path: Path, name: str, known: set[str]) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
             submodules = {f"{base}.{alias.name}" for alias in node.names} & known
             out.update(submodules)
             if base in known and len(submodules) < len(node.names):  # a name defined by `base` itself
@@ -102,20 +104,31 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 def test_hooks_never_import_slurm_sync() -> None:
     graph = import_graph()
-    offenders = {name: sorted(t for t in targets if t.startswith("slurm_sync")) for name, targets in graph.items()
-                 if name.startswith("hooks")}
+    offenders = {
+        name: sorted(t for t in targets if t.startswith("slurm_sync"))
+        for name, targets in graph.items()
+        if name.startswith("hooks")
+    }
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
 @pytest.mark.parametrize("folder", sorted({p.parent for package in PACKAGES for p in (REPO / package).rglob("*.py")}))
 def test_no_module_is_named_with_a_sibling_prefix(folder: Path) -> None:
     """`nodeset_spec.py` beside `nodeset.py` means a package is missing (hooks/nodeset/spec.py)."""
-    names = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"} | {p.name for p in folder.iterdir() if (p / "__init__.py").exists()}
+    names = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"} | {
+        p.name for p in folder.iterdir() if (p / "__init__.py").exists()
+    }
     prefixed = sorted(n for n in names for other in names if n != other and n.startswith(other + "_"))
     assert prefixed == [], f"{folder.relative_to(REPO)}: {prefixed}"
 
 
 def test_each_resource_with_several_modules_and_each_loop_is_a_package() -> None:
-    for package in ("hooks/nodeset", "hooks/controller", "hooks/bridge", "slurm_sync/slurm", "slurm_sync/operator",
-                    "slurm_sync/bridge"):
+    for package in (
+        "hooks/nodeset",
+        "hooks/controller",
+        "hooks/bridge",
+        "slurm_sync/slurm",
+        "slurm_sync/operator",
+        "slurm_sync/bridge",
+    ):
         assert (REPO / package / "__init__.py").exists(), package

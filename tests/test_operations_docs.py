@@ -29,9 +29,18 @@ DOC = ROOT / "docs" / "operations.md"
 PROGRAMS = ("kubectl", "helm", "make", "curl")
 # Values a placeholder stands for when a command is rendered.
 PLACEHOLDERS = {"<registry>": "registry.example", "<tag>": "1.0.0"}
-BUILTIN_KINDS = {"pod": "Pod", "pods": "Pod", "pvc": "PersistentVolumeClaim", "secret": "Secret", "crd": "CustomResourceDefinition",
-                 "crds": "CustomResourceDefinition", "deploy": "Deployment", "svc": "Service",
-                 "compositecontrollers": "CompositeController", "decoratorcontrollers": "DecoratorController"}
+BUILTIN_KINDS = {
+    "pod": "Pod",
+    "pods": "Pod",
+    "pvc": "PersistentVolumeClaim",
+    "secret": "Secret",
+    "crd": "CustomResourceDefinition",
+    "crds": "CustomResourceDefinition",
+    "deploy": "Deployment",
+    "svc": "Service",
+    "compositecontrollers": "CompositeController",
+    "decoratorcontrollers": "DecoratorController",
+}
 # Paths each process serves outside the hook routes (hooks/app.py, slurm_sync/service.py).
 SERVED_PATHS = {"/metrics", "/healthz", "/readyz"}
 Obj = dict[str, Any]
@@ -79,8 +88,17 @@ def render(command: Command) -> list[Obj]:
     release, chart, namespace = command.words[2], command.words[3], command.option("-n") or "default"
     sets = [PLACEHOLDERS.get(w, w) for w in command.words if w.startswith("image.")]
     sets = [re.sub("|".join(map(re.escape, PLACEHOLDERS)), lambda m: PLACEHOLDERS[m.group(0)], s) for s in sets]
-    args = ["template", release, str(ROOT / chart), "-n", namespace, "--kube-version", helm.KUBE_VERSION,
-            "--api-versions", "metacontroller.k8s.io/v1alpha1"]
+    args = [
+        "template",
+        release,
+        str(ROOT / chart),
+        "-n",
+        namespace,
+        "--kube-version",
+        helm.KUBE_VERSION,
+        "--api-versions",
+        "metacontroller.k8s.io/v1alpha1",
+    ]
     for value in sets:
         args += ["--set", value]
     out = subprocess.run([str(helm.helm()), *args], capture_output=True, text=True, check=True).stdout
@@ -91,7 +109,11 @@ def rendered(namespace: str | None = None) -> Iterator[Obj]:
     for (_, release_ns), objects in releases().items():
         for obj in objects:
             ns = obj["metadata"].get("namespace", release_ns)
-            if namespace is None or ns == namespace or "namespace" not in obj["metadata"] and obj["kind"] != "Namespace":
+            if (
+                namespace is None
+                or ns == namespace
+                or ("namespace" not in obj["metadata"] and obj["kind"] != "Namespace")
+            ):
                 yield obj
 
 
@@ -121,7 +143,7 @@ def jsonpaths(command: Command) -> list[list[str]]:
         if expr == "end":
             in_range = False
         elif expr.startswith("range "):
-            paths.append(_unescape_path(re.sub(r"\[[^\]]*\]", "", expr[len("range "):])))
+            paths.append(_unescape_path(re.sub(r"\[[^\]]*\]", "", expr[len("range ") :])))
             in_range = True
         elif expr.startswith(".") and not in_range:
             paths.append(_unescape_path(re.sub(r"\[[^\]]*\]", "", expr)))
@@ -136,11 +158,15 @@ def test_every_command_is_of_a_program_this_test_checks() -> None:
     assert {c.words[0] for c in commands()} <= set(PROGRAMS), [c.line for c in commands() if c.words[0] not in PROGRAMS]
 
 
-@pytest.mark.parametrize("command", [c for c in _by("helm") if c.words[1] in ("install", "upgrade")], ids=lambda c: c.line)
+@pytest.mark.parametrize(
+    "command", [c for c in _by("helm") if c.words[1] in ("install", "upgrade")], ids=lambda c: c.line
+)
 def test_helm_install_and_upgrade_render_with_the_real_helm(command: Command) -> None:
     objects = render(command)
     assert objects
-    images = {c["image"] for o in objects if o["kind"] == "Deployment" for c in o["spec"]["template"]["spec"]["containers"]}
+    images = {
+        c["image"] for o in objects if o["kind"] == "Deployment" for c in o["spec"]["template"]["spec"]["containers"]
+    }
     if "--set" in command.words:
         assert images == {"registry.example/slinky-metacontroller:1.0.0"}
 
@@ -174,7 +200,9 @@ def _check_kind_and_names(command: Command, words: list[str]) -> None:
         if kind in ("crd", "crds"):
             assert name in {c["metadata"]["name"] for c in crds().values()}, command.line
         elif kind in crds():
-            assert name in {o["metadata"]["name"] for o in rendered(namespace) if o["kind"] == crds()[kind]["spec"]["names"]["kind"]}, command.line
+            assert name in {
+                o["metadata"]["name"] for o in rendered(namespace) if o["kind"] == crds()[kind]["spec"]["names"]["kind"]
+            }, command.line
         elif kind != "pod":
             expected = BUILTIN_KINDS[kind]
             assert name in {o["metadata"]["name"] for o in rendered(namespace) if o["kind"] == expected}, command.line
@@ -184,7 +212,7 @@ def _object_words(command: Command) -> list[str]:
     """The kind and object words of a kubectl command (flags and their values left out)."""
     verb_index = 2 if command.words[1] in ("rollout", "port-forward") and command.words[1] == "rollout" else 1
     words, skip = [], False
-    for word in command.words[verb_index + 1:]:
+    for word in command.words[verb_index + 1 :]:
         if skip:
             skip = False
         elif word in ("-n", "-l", "-o", "-c", "-p", "--type", "-f"):
@@ -202,11 +230,15 @@ def test_kubectl_names_what_exists(command: Command) -> None:
     if verb == "apply":
         path = command.option("-f")
         assert path in ("crds/", "dist/install.yaml", "dist/install-bridge.yaml"), command.line
-        assert (ROOT / path).is_dir() or "dist/" in path and path.split("/")[1] in (ROOT / "Makefile").read_text()
+        assert (ROOT / path).is_dir() or ("dist/" in path and path.split("/")[1] in (ROOT / "Makefile").read_text())
     elif verb == "port-forward":
         _check_kind_and_names(command, words[:1])
         (port,) = words[1:]
-        (service,) = [o for o in rendered(command.option("-n")) if o["kind"] == "Service" and o["metadata"]["name"] == words[0].split("/")[1]]
+        (service,) = [
+            o
+            for o in rendered(command.option("-n"))
+            if o["kind"] == "Service" and o["metadata"]["name"] == words[0].split("/")[1]
+        ]
         assert int(port) in {p["port"] for p in service["spec"]["ports"]}, command.line
     elif verb == "logs" and words[0].startswith("<"):
         container = command.option("-c")
@@ -251,7 +283,9 @@ def test_prose_names_exist() -> None:
     for finalizer in re.findall(r"metacontroller\.io/decoratorcontroller-([a-z-]+)", text):
         assert finalizer in decorators, finalizer
     for state in re.findall(r"`SlurmNodeState(\w+)`", text):
-        assert f"SlurmNodeState{state}" in {slurmstate.condition_type(s) for s in (*slurmstate.BASE_STATES, *slurmstate.FLAG_STATES)}
+        assert f"SlurmNodeState{state}" in {
+            slurmstate.condition_type(s) for s in (*slurmstate.BASE_STATES, *slurmstate.FLAG_STATES)
+        }
     for condition in re.findall(r"`(\w+)=(?:True|False)`", text):
         assert condition in name_values(), condition
     metric_sources = (ROOT / "hooks/metrics.py").read_text() + (ROOT / "slurm_sync/metrics.py").read_text()

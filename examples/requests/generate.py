@@ -31,11 +31,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-import yaml  # noqa: E402
+import yaml  # noqa: E402 - after the sys.path insert that makes the repo importable
 
-from hooks import names as n  # noqa: E402
-from hooks.cluster import IMAGE_TAG  # noqa: E402
-from hooks.nodeset.pods import revision_hash  # noqa: E402
+from hooks import names as n  # noqa: E402 - after the sys.path insert that makes the repo importable
+from hooks.cluster import IMAGE_TAG  # noqa: E402 - after the sys.path insert that makes the repo importable
+from hooks.nodeset.pods import revision_hash  # noqa: E402 - after the sys.path insert that makes the repo importable
 
 OUT = Path(__file__).resolve().parent
 MANIFESTS = ROOT / "compositecontrollers"
@@ -186,8 +186,13 @@ def plain(api_version: str, kind: str, name: str, namespace: str = NS, **body: A
     }
 
 
-def composite(manifest_file: str, parent: JSON, children: dict[str, dict[str, JSON]],
-              related: dict[str, dict[str, JSON]], finalizing: bool) -> JSON:
+def composite(
+    manifest_file: str,
+    parent: JSON,
+    children: dict[str, dict[str, JSON]],
+    related: dict[str, dict[str, JSON]],
+    finalizing: bool,
+) -> JSON:
     return {
         "controller": controller_of(manifest_file),
         "parent": parent,
@@ -217,7 +222,7 @@ def logfile_sidecar(socket: str) -> JSON:
     return {
         "name": "logfile",
         "image": "docker.io/library/alpine:latest",
-        "command": ["sh", "-c", "mkfifo -m 777 \"$SOCKET\" 2>/dev/null; exec cat \"$SOCKET\""],
+        "command": ["sh", "-c", 'mkfifo -m 777 "$SOCKET" 2>/dev/null; exec cat "$SOCKET"'],
         "env": [{"name": "SOCKET", "value": socket}],
         "restartPolicy": "Always",
         "volumeMounts": [{"name": "slurm-logfile", "mountPath": "/var/log/slurm"}],
@@ -238,16 +243,26 @@ JWT_KEY_TEXT = "example-jwt-key-not-a-secret-" * 4
 DB_PASSWORD = "example-db-password"
 
 SLURM_KEY_SECRET = plain("v1", "Secret", "slurm-key", type="Opaque", immutable=True, data={"slurm.key": SLURM_KEY})
-JWT_KEY_SECRET = plain("v1", "Secret", "slurm-jwt-key", type="Opaque", immutable=True, data={"jwt.key": b64(JWT_KEY_TEXT)})
+JWT_KEY_SECRET = plain(
+    "v1", "Secret", "slurm-jwt-key", type="Opaque", immutable=True, data={"jwt.key": b64(JWT_KEY_TEXT)}
+)
 DB_SECRET = plain("v1", "Secret", "mariadb-password", type="Opaque", data={"password": b64(DB_PASSWORD)})
 SSSD_SECRET = plain(
-    "v1", "Secret", "slurm-sssd-conf", type="Opaque",
-    data={"sssd.conf": b64("[sssd]\nconfig_file_version = 2\nservices = nss,pam\ndomains = DEFAULT\n\n"
-                           "[domain/DEFAULT]\nid_provider = files\n")},
+    "v1",
+    "Secret",
+    "slurm-sssd-conf",
+    type="Opaque",
+    data={
+        "sssd.conf": b64(
+            "[sssd]\nconfig_file_version = 2\nservices = nss,pam\ndomains = DEFAULT\n\n"
+            "[domain/DEFAULT]\nid_provider = files\n"
+        )
+    },
 )
 
 CONTROLLER = cr(
-    "Controller", "slurm",
+    "Controller",
+    "slurm",
     spec={
         "clusterName": CLUSTER,
         "slurmKeyRef": {"name": "slurm-key", "key": "slurm.key"},
@@ -255,14 +270,19 @@ CONTROLLER = cr(
         "accountingRef": {"name": "slurm"},
         "slurmctld": {"image": image("slurmctld")},
         "logfile": {"image": "docker.io/library/alpine:latest"},
-        "persistence": {"enabled": True, "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "4Gi"}}},
+        "persistence": {
+            "enabled": True,
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "4Gi"}},
+        },
     },
     status={"observedGeneration": 1},
 )
 
 NODESET_NAME = "slurm-worker-debug"
 NODESET = cr(
-    "NodeSet", NODESET_NAME,
+    "NodeSet",
+    NODESET_NAME,
     spec={
         "controllerRef": {"name": "slurm"},
         "replicas": 2,
@@ -290,7 +310,8 @@ NODESET = cr(
 )
 
 LOGINSET = cr(
-    "LoginSet", "slurm-login",
+    "LoginSet",
+    "slurm-login",
     spec={
         "controllerRef": {"name": "slurm"},
         "replicas": 1,
@@ -303,13 +324,15 @@ LOGINSET = cr(
 )
 
 RESTAPI = cr(
-    "RestApi", "slurm",
+    "RestApi",
+    "slurm",
     spec={"controllerRef": {"name": "slurm"}, "replicas": 1, "slurmrestd": {"image": image("slurmrestd")}},
     status={"observedGeneration": 1},
 )
 
 ACCOUNTING = cr(
-    "Accounting", "slurm",
+    "Accounting",
+    "slurm",
     spec={
         "slurmKeyRef": {"name": "slurm-key", "key": "slurm.key"},
         "jwtKeyRef": {"name": "slurm-jwt-key", "key": "jwt.key"},
@@ -327,8 +350,14 @@ ACCOUNTING = cr(
 
 TOKEN_ISSUED_AT = 1748854841  # 2025-06-02T09:00:41Z
 TOKEN = cr(
-    "Token", "slurm-token",
-    spec={"username": "slurm", "jwtKeyRef": {"name": "slurm-jwt-key", "key": "jwt.key"}, "lifetime": "15m", "refresh": True},
+    "Token",
+    "slurm-token",
+    spec={
+        "username": "slurm",
+        "jwtKeyRef": {"name": "slurm-jwt-key", "key": "jwt.key"},
+        "lifetime": "15m",
+        "refresh": True,
+    },
     status={"observedGeneration": 1, "issuedAt": LATER},
 )
 
@@ -373,8 +402,14 @@ PartitionName=slurm-worker-debug Nodes=slurm-worker-debug Default=YES MaxTime=UN
 """
 
 
-def service(name: str, selector: dict[str, str], ports: list[JSON], headless: bool = False,
-            lb: bool = False, component: tuple[str, str, str] | None = None) -> JSON:
+def service(
+    name: str,
+    selector: dict[str, str],
+    ports: list[JSON],
+    headless: bool = False,
+    lb: bool = False,
+    component: tuple[str, str, str] | None = None,
+) -> JSON:
     spec: JSON = {"selector": selector, "ports": ports}
     if headless:
         spec |= {"clusterIP": "None", "publishNotReadyAddresses": True}
@@ -395,8 +430,13 @@ def observed_service(svc: JSON, parent: JSON, rv: str, cluster_ip: str) -> JSON:
         spec["clusterIPs"] = [cluster_ip]
     else:
         spec["clusterIPs"] = ["None"]
-    spec |= {"type": spec.get("type", "ClusterIP"), "sessionAffinity": "None", "ipFamilies": ["IPv4"],
-             "ipFamilyPolicy": "SingleStack", "internalTrafficPolicy": "Cluster"}
+    spec |= {
+        "type": spec.get("type", "ClusterIP"),
+        "sessionAffinity": "None",
+        "ipFamilies": ["IPv4"],
+        "ipFamilyPolicy": "SingleStack",
+        "internalTrafficPolicy": "Cluster",
+    }
     for p in spec["ports"]:
         p.setdefault("protocol", "TCP")
     return obj
@@ -407,87 +447,175 @@ def controller_children() -> dict[str, dict[str, JSON]]:
     sel = selector_labels("slurmctld", "slurm")
     ctld_port = {"name": "slurmctld", "port": 6817, "targetPort": "slurmctld"}
     services = [
-        observed_service(service("slurm-controller", {**sel, n.LABEL_ACTIVE_CONTROLLER: "true"}, [ctld_port],
-                                 component=("slurmctld", "slurm", "controller")), CONTROLLER, "5101", "10.96.18.7"),
-        observed_service(service("slurm-controller-internal", sel, [ctld_port], headless=True,
-                                 component=("slurmctld", "slurm", "controller")), CONTROLLER, "5102", ""),
-        observed_service(service("slurm-workers-slurm", {n.LABEL_NAME: "slurmd", n.LABEL_CLUSTER: CLUSTER},
-                                 [{"name": "slurmd", "port": 6818, "targetPort": "slurmd"}], headless=True),
-                         CONTROLLER, "5103", ""),
+        observed_service(
+            service(
+                "slurm-controller",
+                {**sel, n.LABEL_ACTIVE_CONTROLLER: "true"},
+                [ctld_port],
+                component=("slurmctld", "slurm", "controller"),
+            ),
+            CONTROLLER,
+            "5101",
+            "10.96.18.7",
+        ),
+        observed_service(
+            service(
+                "slurm-controller-internal",
+                sel,
+                [ctld_port],
+                headless=True,
+                component=("slurmctld", "slurm", "controller"),
+            ),
+            CONTROLLER,
+            "5102",
+            "",
+        ),
+        observed_service(
+            service(
+                "slurm-workers-slurm",
+                {n.LABEL_NAME: "slurmd", n.LABEL_CLUSTER: CLUSTER},
+                [{"name": "slurmd", "port": 6818, "targetPort": "slurmd"}],
+                headless=True,
+            ),
+            CONTROLLER,
+            "5103",
+            "",
+        ),
     ]
-    config = owned({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "slurm-config", "labels": ctld},
-                    "data": {"slurm.conf": SLURM_CONF, "cgroup.conf": "CgroupPlugin=cgroup/v2\nIgnoreSystemd=yes\n"}},
-                   CONTROLLER, "5104")
+    config = owned(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "slurm-config", "labels": ctld},
+            "data": {"slurm.conf": SLURM_CONF, "cgroup.conf": "CgroupPlugin=cgroup/v2\nIgnoreSystemd=yes\n"},
+        },
+        CONTROLLER,
+        "5104",
+    )
     conf_hash = hashlib.sha256(SLURM_CONF.encode()).hexdigest()
-    sts = owned({
-        "apiVersion": "apps/v1", "kind": "StatefulSet",
-        "metadata": {"name": "slurm-controller", "labels": ctld},
-        "spec": {
-            "replicas": 1,
-            "revisionHistoryLimit": 0,
-            "serviceName": "slurm-controller-internal",
-            "selector": {"matchLabels": sel},
-            "template": {
-                "metadata": {
-                    "labels": ctld,
-                    "annotations": {
-                        n.ANNOTATION_DEFAULT_CONTAINER: "slurmctld",
-                        n.ANNOTATION_SLURM_CONFIG_HASH: conf_hash,
+    sts = owned(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {"name": "slurm-controller", "labels": ctld},
+            "spec": {
+                "replicas": 1,
+                "revisionHistoryLimit": 0,
+                "serviceName": "slurm-controller-internal",
+                "selector": {"matchLabels": sel},
+                "template": {
+                    "metadata": {
+                        "labels": ctld,
+                        "annotations": {
+                            n.ANNOTATION_DEFAULT_CONTAINER: "slurmctld",
+                            n.ANNOTATION_SLURM_CONFIG_HASH: conf_hash,
+                        },
+                    },
+                    "spec": {
+                        "automountServiceAccountToken": False,
+                        "securityContext": {"runAsNonRoot": True, "runAsUser": 401, "runAsGroup": 401, "fsGroup": 401},
+                        "affinity": {
+                            "podAntiAffinity": {
+                                "requiredDuringSchedulingIgnoredDuringExecution": [
+                                    {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": sel}}
+                                ]
+                            }
+                        },
+                        "initContainers": [logfile_sidecar("/var/log/slurm/slurmctld.log")],
+                        "containers": [
+                            {
+                                "name": "slurmctld",
+                                "image": image("slurmctld"),
+                                "ports": [port("slurmctld", 6817)],
+                                "startupProbe": http_probe("/livez", "slurmctld", 6),
+                                "livenessProbe": http_probe("/livez", "slurmctld", 6),
+                                "readinessProbe": http_probe("/readyz", "slurmctld"),
+                                "volumeMounts": [
+                                    {"name": "slurm-etc", "mountPath": "/etc/slurm", "readOnly": True},
+                                    {"name": "run", "mountPath": "/run"},
+                                    {"name": "statesave", "mountPath": "/var/spool/slurmctld/slurm"},
+                                    {"name": "slurm-authsocket", "mountPath": "/run/slurmctld"},
+                                    {"name": "slurm-logfile", "mountPath": "/var/log/slurm"},
+                                ],
+                            }
+                        ],
+                        "volumes": [
+                            {
+                                "name": "slurm-etc",
+                                "projected": {
+                                    "defaultMode": 0o610,
+                                    "sources": [
+                                        {"configMap": {"name": "slurm-config"}},
+                                        {
+                                            "secret": {
+                                                "name": "slurm-key",
+                                                "items": [{"key": "slurm.key", "path": "slurm.key"}],
+                                            }
+                                        },
+                                        {
+                                            "secret": {
+                                                "name": "slurm-jwt-key",
+                                                "items": [{"key": "jwt.key", "path": "jwt.key"}],
+                                            }
+                                        },
+                                    ],
+                                },
+                            },
+                            {"name": "run", "emptyDir": {"medium": "Memory"}},
+                            {"name": "slurm-authsocket", "emptyDir": {}},
+                            {"name": "slurm-logfile", "emptyDir": {"medium": "Memory"}},
+                        ],
                     },
                 },
-                "spec": {
-                    "automountServiceAccountToken": False,
-                    "securityContext": {"runAsNonRoot": True, "runAsUser": 401, "runAsGroup": 401, "fsGroup": 401},
-                    "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-                        {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": sel}}]}},
-                    "initContainers": [logfile_sidecar("/var/log/slurm/slurmctld.log")],
-                    "containers": [{
-                        "name": "slurmctld",
-                        "image": image("slurmctld"),
-                        "ports": [port("slurmctld", 6817)],
-                        "startupProbe": http_probe("/livez", "slurmctld", 6),
-                        "livenessProbe": http_probe("/livez", "slurmctld", 6),
-                        "readinessProbe": http_probe("/readyz", "slurmctld"),
-                        "volumeMounts": [
-                            {"name": "slurm-etc", "mountPath": "/etc/slurm", "readOnly": True},
-                            {"name": "run", "mountPath": "/run"},
-                            {"name": "statesave", "mountPath": "/var/spool/slurmctld/slurm"},
-                            {"name": "slurm-authsocket", "mountPath": "/run/slurmctld"},
-                            {"name": "slurm-logfile", "mountPath": "/var/log/slurm"},
-                        ],
-                    }],
-                    "volumes": [
-                        {"name": "slurm-etc", "projected": {"defaultMode": 0o610, "sources": [
-                            {"configMap": {"name": "slurm-config"}},
-                            {"secret": {"name": "slurm-key", "items": [{"key": "slurm.key", "path": "slurm.key"}]}},
-                            {"secret": {"name": "slurm-jwt-key", "items": [{"key": "jwt.key", "path": "jwt.key"}]}},
-                        ]}},
-                        {"name": "run", "emptyDir": {"medium": "Memory"}},
-                        {"name": "slurm-authsocket", "emptyDir": {}},
-                        {"name": "slurm-logfile", "emptyDir": {"medium": "Memory"}},
-                    ],
-                },
+                "volumeClaimTemplates": [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "PersistentVolumeClaim",
+                        "metadata": {"name": "statesave"},
+                        "spec": {
+                            "accessModes": ["ReadWriteOnce"],
+                            "resources": {"requests": {"storage": "4Gi"}},
+                            "volumeMode": "Filesystem",
+                        },
+                        "status": {"phase": "Pending"},  # served like this: the API server defaults claim templates
+                    }
+                ],
             },
-            "volumeClaimTemplates": [{
-                "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                "metadata": {"name": "statesave"},
-                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "4Gi"}},
-                         "volumeMode": "Filesystem"},
-                "status": {"phase": "Pending"},  # served like this: the API server defaults claim templates
-            }],
         },
-    }, CONTROLLER, "5160", status={
-        "observedGeneration": 1, "replicas": 1, "readyReplicas": 1, "availableReplicas": 1, "currentReplicas": 1,
-        "updatedReplicas": 1, "currentRevision": "slurm-controller-7b9c5d6f4", "updateRevision": "slurm-controller-7b9c5d6f4",
-        "collisionCount": 0,
-    })
-    pdb = owned({
-        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-        "metadata": {"name": "slurm-workers-pdb-slurm"},
-        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {n.LABEL_POD_PROTECT: "true", n.LABEL_CLUSTER: CLUSTER}}},
-    }, CONTROLLER, "5106", status={
-        "observedGeneration": 1, "currentHealthy": 0, "desiredHealthy": 0, "disruptionsAllowed": 0, "expectedPods": 0,
-    })
+        CONTROLLER,
+        "5160",
+        status={
+            "observedGeneration": 1,
+            "replicas": 1,
+            "readyReplicas": 1,
+            "availableReplicas": 1,
+            "currentReplicas": 1,
+            "updatedReplicas": 1,
+            "currentRevision": "slurm-controller-7b9c5d6f4",
+            "updateRevision": "slurm-controller-7b9c5d6f4",
+            "collisionCount": 0,
+        },
+    )
+    pdb = owned(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "slurm-workers-pdb-slurm"},
+            "spec": {
+                "maxUnavailable": 0,
+                "selector": {"matchLabels": {n.LABEL_POD_PROTECT: "true", n.LABEL_CLUSTER: CLUSTER}},
+            },
+        },
+        CONTROLLER,
+        "5106",
+        status={
+            "observedGeneration": 1,
+            "currentHealthy": 0,
+            "desiredHealthy": 0,
+            "disruptionsAllowed": 0,
+            "expectedPods": 0,
+        },
+    )
     return {
         "Service.v1": object_map(*services),
         "ConfigMap.v1": object_map(config),
@@ -522,7 +650,8 @@ def worker_pod(ordinal: int, parent: JSON, slurm_states: list[tuple[str, str]], 
         n.LABEL_NODESET_SCALING_MODE: "StatefulSet",
     }
     desired = {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": name, "labels": pod_labels, "annotations": {n.ANNOTATION_DEFAULT_CONTAINER: "slurmd"}},
         "spec": {
             "hostname": name,
@@ -531,39 +660,77 @@ def worker_pod(ordinal: int, parent: JSON, slurm_states: list[tuple[str, str]], 
             "enableServiceLinks": False,
             "dnsConfig": {"searches": ["slurm-workers-slurm.slurm.svc.cluster.local"]},
             "tolerations": [{"key": "nodeset.slinky.slurm.net/worker", "operator": "Equal", "effect": "NoExecute"}],
-            "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
-                "topologyKey": "kubernetes.io/hostname",
-                "labelSelector": {"matchExpressions": [{"key": n.LABEL_NAME, "operator": "In", "values": ["slurmd"]}]},
-            }]}},
+            "affinity": {
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "topologyKey": "kubernetes.io/hostname",
+                            "labelSelector": {
+                                "matchExpressions": [{"key": n.LABEL_NAME, "operator": "In", "values": ["slurmd"]}]
+                            },
+                        }
+                    ]
+                }
+            },
             "initContainers": [logfile_sidecar("/var/log/slurm/slurmd.log")],
-            "containers": [{
-                "name": "slurmd",
-                "image": image("slurmd"),
-                "args": ["-Z", "--conf-server", "slurm-controller.slurm:6817",
-                         "--conf", "'Features=slurm-worker-debug Topology='\"$SLINKY_TOPOLOGY\"''"],
-                "env": [
-                    {"name": "SLINKY_TOPOLOGY", "valueFrom": {"fieldRef": {
-                        "fieldPath": f"metadata.annotations['{n.ANNOTATION_TOPOLOGY_SPEC}']"}}},
-                    {"name": "POD_CPUS", "value": "2"},
-                    {"name": "POD_MEMORY", "value": "4096"},
-                ],
-                "ports": [port("slurmd", 6818)],
-                "resources": {"limits": {"cpu": "2", "memory": "4Gi"}, "requests": {"cpu": "2", "memory": "4Gi"}},
-                "startupProbe": http_probe("/livez", "slurmd", 6),
-                "livenessProbe": http_probe("/livez", "slurmd", 6),
-                "readinessProbe": http_probe("/readyz", "slurmd"),
-                "securityContext": {"privileged": True, "capabilities": {"add": ["BPF", "NET_ADMIN", "SYS_ADMIN", "SYS_NICE"]}},
-                "lifecycle": {"preStop": {"exec": {"command": [
-                    "/usr/bin/sh", "-c",
-                    "scontrol update nodename=$(hostname) state=down reason='slurm-operator: Pod is terminating';"]}}},
-                "volumeMounts": [
-                    {"name": "slurm-etc", "mountPath": "/etc/slurm", "readOnly": True},
-                    {"name": "slurm-logfile", "mountPath": "/var/log/slurm"},
-                ],
-            }],
+            "containers": [
+                {
+                    "name": "slurmd",
+                    "image": image("slurmd"),
+                    "args": [
+                        "-Z",
+                        "--conf-server",
+                        "slurm-controller.slurm:6817",
+                        "--conf",
+                        "'Features=slurm-worker-debug Topology='\"$SLINKY_TOPOLOGY\"''",
+                    ],
+                    "env": [
+                        {
+                            "name": "SLINKY_TOPOLOGY",
+                            "valueFrom": {
+                                "fieldRef": {"fieldPath": f"metadata.annotations['{n.ANNOTATION_TOPOLOGY_SPEC}']"}
+                            },
+                        },
+                        {"name": "POD_CPUS", "value": "2"},
+                        {"name": "POD_MEMORY", "value": "4096"},
+                    ],
+                    "ports": [port("slurmd", 6818)],
+                    "resources": {"limits": {"cpu": "2", "memory": "4Gi"}, "requests": {"cpu": "2", "memory": "4Gi"}},
+                    "startupProbe": http_probe("/livez", "slurmd", 6),
+                    "livenessProbe": http_probe("/livez", "slurmd", 6),
+                    "readinessProbe": http_probe("/readyz", "slurmd"),
+                    "securityContext": {
+                        "privileged": True,
+                        "capabilities": {"add": ["BPF", "NET_ADMIN", "SYS_ADMIN", "SYS_NICE"]},
+                    },
+                    "lifecycle": {
+                        "preStop": {
+                            "exec": {
+                                "command": [
+                                    "/usr/bin/sh",
+                                    "-c",
+                                    "scontrol update nodename=$(hostname) state=down reason='slurm-operator: Pod is "
+                                    "terminating';",
+                                ]
+                            }
+                        }
+                    },
+                    "volumeMounts": [
+                        {"name": "slurm-etc", "mountPath": "/etc/slurm", "readOnly": True},
+                        {"name": "slurm-logfile", "mountPath": "/var/log/slurm"},
+                    ],
+                }
+            ],
             "volumes": [
-                {"name": "slurm-etc", "projected": {"defaultMode": 0o600, "sources": [
-                    {"secret": {"name": "slurm-key", "items": [{"key": "slurm.key", "path": "slurm.key"}]}}]}},
+                {
+                    "name": "slurm-etc",
+                    "projected": {
+                        "defaultMode": 0o600,
+                        "sources": [
+                            {"secret": {"name": "slurm-key", "items": [{"key": "slurm.key", "path": "slurm.key"}]}}
+                        ],
+                    },
+                },
                 {"name": "slurm-logfile", "emptyDir": {"medium": "Memory"}},
             ],
         },
@@ -593,8 +760,12 @@ def worker_pod(ordinal: int, parent: JSON, slurm_states: list[tuple[str, str]], 
         {"type": "PodScheduled", "status": "True", "lastTransitionTime": LATER},
     ]
     conditions += [  # written by slurm_sync: one condition per Slurm node state, message = Slurm reason
-        {"type": n.CONDITION_SLURM_NODE_STATE_PREFIX + state, "status": "True", "lastTransitionTime": LATER,
-         **({"message": reason} if reason else {})}
+        {
+            "type": n.CONDITION_SLURM_NODE_STATE_PREFIX + state,
+            "status": "True",
+            "lastTransitionTime": LATER,
+            **({"message": reason} if reason else {}),
+        }
         for state, reason in slurm_states
     ]
     pod["status"] = {
@@ -606,18 +777,25 @@ def worker_pod(ordinal: int, parent: JSON, slurm_states: list[tuple[str, str]], 
         "podIPs": [{"ip": ip}],
         "qosClass": "Guaranteed",
         "startTime": LATER,
-        "containerStatuses": [{
-            "name": "slurmd", "ready": True, "started": True, "restartCount": 0,
-            "image": image("slurmd"), "imageID": f"{image('slurmd')}@sha256:{hashlib.sha256(b'slurmd').hexdigest()}",
-            "containerID": f"containerd://{hashlib.sha256(name.encode()).hexdigest()}",
-            "state": {"running": {"startedAt": LATER}},
-        }],
+        "containerStatuses": [
+            {
+                "name": "slurmd",
+                "ready": True,
+                "started": True,
+                "restartCount": 0,
+                "image": image("slurmd"),
+                "imageID": f"{image('slurmd')}@sha256:{hashlib.sha256(b'slurmd').hexdigest()}",
+                "containerID": f"containerd://{hashlib.sha256(name.encode()).hexdigest()}",
+                "state": {"running": {"startedAt": LATER}},
+            }
+        ],
     }
     return pod
 
 
-def nodeset_children(parent: JSON, states: list[list[tuple[str, str]]], protect: list[bool],
-                     drained: list[bool]) -> dict[str, dict[str, JSON]]:
+def nodeset_children(
+    parent: JSON, states: list[list[tuple[str, str]]], protect: list[bool], drained: list[bool]
+) -> dict[str, dict[str, JSON]]:
     pods = [worker_pod(i, parent, states[i], protect[i], drained[i]) for i in range(2)]
     return {"Pod.v1": object_map(*pods), "PersistentVolumeClaim.v1": {}, "ConfigMap.v1": {}}
 
@@ -628,87 +806,185 @@ def nodeset_related() -> dict[str, dict[str, JSON]]:
 
 # --------------------------------------------------------------------------- LoginSet
 
-SSHD_CONFIG = ("#\n### GENERAL ###\nInclude /etc/ssh/sshd_config.d/*.conf\nUsePAM yes\nX11Forwarding yes\n"
-               "Subsystem sftp internal-sftp\n#\n### EXTRA CONFIG ###\n\n")
+SSHD_CONFIG = (
+    "#\n### GENERAL ###\nInclude /etc/ssh/sshd_config.d/*.conf\nUsePAM yes\nX11Forwarding yes\n"
+    "Subsystem sftp internal-sftp\n#\n### EXTRA CONFIG ###\n\n"
+)
 
 
 def loginset_children() -> dict[str, dict[str, JSON]]:
     lbl = labels("login", "slurm-login", "login")
     sel = selector_labels("login", "slurm-login")
     fake_key = "-----BEGIN OPENSSH PRIVATE KEY-----\nexample-{}-host-key-not-real\n-----END OPENSSH PRIVATE KEY-----\n"
-    host_keys = owned({
-        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "slurm-login-ssh-host-keys", "labels": lbl},
-        "type": "Opaque", "immutable": True,
-        "data": {
-            f"ssh_host_{algo}_key{suffix}": b64(fake_key.format(algo) if not suffix else f"ssh-{algo} AAAAexample{algo}\n")
-            for algo in ("ecdsa", "ed25519", "rsa") for suffix in ("", ".pub")
+    host_keys = owned(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "slurm-login-ssh-host-keys", "labels": lbl},
+            "type": "Opaque",
+            "immutable": True,
+            "data": {
+                f"ssh_host_{algo}_key{suffix}": b64(
+                    fake_key.format(algo) if not suffix else f"ssh-{algo} AAAAexample{algo}\n"
+                )
+                for algo in ("ecdsa", "ed25519", "rsa")
+                for suffix in ("", ".pub")
+            },
         },
-    }, LOGINSET, "5301")
-    ssh_config = owned({
-        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "slurm-login-ssh-config", "labels": lbl},
-        "data": {"authorized_keys": "#\n### SLINKY ###\n" + LOGINSET["spec"]["rootSshAuthorizedKeys"] + "\n",
-                 "sshd_config": SSHD_CONFIG},
-    }, LOGINSET, "5302")
-    svc = observed_service(service("slurm-login", sel, [{"name": "login", "port": 22, "targetPort": "login"}], lb=True,
-                                   component=("login", "slurm-login", "login")), LOGINSET, "5303", "10.96.44.12")
+        LOGINSET,
+        "5301",
+    )
+    ssh_config = owned(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "slurm-login-ssh-config", "labels": lbl},
+            "data": {
+                "authorized_keys": "#\n### SLINKY ###\n" + LOGINSET["spec"]["rootSshAuthorizedKeys"] + "\n",
+                "sshd_config": SSHD_CONFIG,
+            },
+        },
+        LOGINSET,
+        "5302",
+    )
+    svc = observed_service(
+        service(
+            "slurm-login",
+            sel,
+            [{"name": "login", "port": 22, "targetPort": "login"}],
+            lb=True,
+            component=("login", "slurm-login", "login"),
+        ),
+        LOGINSET,
+        "5303",
+        "10.96.44.12",
+    )
     svc["spec"] |= {"externalTrafficPolicy": "Cluster", "allocateLoadBalancerNodePorts": True}
     svc["spec"]["ports"][0]["nodePort"] = 31022
     svc["status"] = {"loadBalancer": {"ingress": [{"ip": "172.18.255.200", "ipMode": "VIP"}]}}
-    deploy = owned({
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "slurm-login", "labels": lbl},
-        "spec": {
-            "replicas": 1,
-            "revisionHistoryLimit": 0,
-            "selector": {"matchLabels": sel},
-            "template": {
-                "metadata": {"labels": lbl, "annotations": {n.ANNOTATION_DEFAULT_CONTAINER: "login"}},
-                "spec": {
-                    "automountServiceAccountToken": False,
-                    "enableServiceLinks": False,
-                    "dnsConfig": {"searches": ["slurm-workers-slurm.slurm.svc.cluster.local"]},
-                    "initContainers": [{
-                        "name": "initconf", "image": "docker.io/library/alpine:latest",
-                        "command": ["sh", "-c", "cp /mnt/slurm/* /mnt/etc/slurm/ && chown -R 401:401 /mnt/etc/slurm"],
-                        "env": [{"name": "SLURM_USER", "value": "slurm"}],
-                        "volumeMounts": [{"name": "slurm-config", "mountPath": "/mnt/slurm", "readOnly": True},
-                                         {"name": "slurm-etc", "mountPath": "/mnt/etc/slurm"}],
-                    }],
-                    "containers": [{
-                        "name": "login",
-                        "image": image("login"),
-                        "env": [{"name": "SACKD_OPTIONS", "value": "--conf-server slurm-controller.slurm:6817"}],
-                        "ports": [port("login", 22)],
-                        "readinessProbe": {"exec": {"command": ["test", "-S", "/run/slurm/sack.socket"]}},
-                        "volumeMounts": [
-                            {"name": "slurm-etc", "mountPath": "/etc/slurm", "readOnly": True},
-                            {"name": "sackd-dir", "mountPath": "/run/slurm"},
-                            {"name": "ssh-config", "mountPath": "/etc/ssh/sshd_config", "subPath": "sshd_config", "readOnly": True},
-                            {"name": "sssd-conf", "mountPath": "/etc/sssd/sssd.conf", "subPath": "sssd.conf", "readOnly": True},
+    deploy = owned(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "slurm-login", "labels": lbl},
+            "spec": {
+                "replicas": 1,
+                "revisionHistoryLimit": 0,
+                "selector": {"matchLabels": sel},
+                "template": {
+                    "metadata": {"labels": lbl, "annotations": {n.ANNOTATION_DEFAULT_CONTAINER: "login"}},
+                    "spec": {
+                        "automountServiceAccountToken": False,
+                        "enableServiceLinks": False,
+                        "dnsConfig": {"searches": ["slurm-workers-slurm.slurm.svc.cluster.local"]},
+                        "initContainers": [
+                            {
+                                "name": "initconf",
+                                "image": "docker.io/library/alpine:latest",
+                                "command": [
+                                    "sh",
+                                    "-c",
+                                    "cp /mnt/slurm/* /mnt/etc/slurm/ && chown -R 401:401 /mnt/etc/slurm",
+                                ],
+                                "env": [{"name": "SLURM_USER", "value": "slurm"}],
+                                "volumeMounts": [
+                                    {"name": "slurm-config", "mountPath": "/mnt/slurm", "readOnly": True},
+                                    {"name": "slurm-etc", "mountPath": "/mnt/etc/slurm"},
+                                ],
+                            }
                         ],
-                    }],
-                    "volumes": [
-                        {"name": "slurm-etc", "emptyDir": {"medium": "Memory"}},
-                        {"name": "sackd-dir", "emptyDir": {"medium": "Memory"}},
-                        {"name": "slurm-config", "projected": {"sources": [
-                            {"secret": {"name": "slurm-key", "items": [{"key": "slurm.key", "path": "slurm.key"}]}}]}},
-                        {"name": "ssh-host-keys", "secret": {"secretName": "slurm-login-ssh-host-keys", "defaultMode": 0o600}},
-                        {"name": "ssh-config", "configMap": {"name": "slurm-login-ssh-config", "defaultMode": 0o600}},
-                        {"name": "sssd-conf", "secret": {"secretName": "slurm-sssd-conf", "defaultMode": 0o600,
-                                                         "items": [{"key": "sssd.conf", "path": "sssd.conf"}]}},
-                    ],
+                        "containers": [
+                            {
+                                "name": "login",
+                                "image": image("login"),
+                                "env": [
+                                    {"name": "SACKD_OPTIONS", "value": "--conf-server slurm-controller.slurm:6817"}
+                                ],
+                                "ports": [port("login", 22)],
+                                "readinessProbe": {"exec": {"command": ["test", "-S", "/run/slurm/sack.socket"]}},
+                                "volumeMounts": [
+                                    {"name": "slurm-etc", "mountPath": "/etc/slurm", "readOnly": True},
+                                    {"name": "sackd-dir", "mountPath": "/run/slurm"},
+                                    {
+                                        "name": "ssh-config",
+                                        "mountPath": "/etc/ssh/sshd_config",
+                                        "subPath": "sshd_config",
+                                        "readOnly": True,
+                                    },
+                                    {
+                                        "name": "sssd-conf",
+                                        "mountPath": "/etc/sssd/sssd.conf",
+                                        "subPath": "sssd.conf",
+                                        "readOnly": True,
+                                    },
+                                ],
+                            }
+                        ],
+                        "volumes": [
+                            {"name": "slurm-etc", "emptyDir": {"medium": "Memory"}},
+                            {"name": "sackd-dir", "emptyDir": {"medium": "Memory"}},
+                            {
+                                "name": "slurm-config",
+                                "projected": {
+                                    "sources": [
+                                        {
+                                            "secret": {
+                                                "name": "slurm-key",
+                                                "items": [{"key": "slurm.key", "path": "slurm.key"}],
+                                            }
+                                        }
+                                    ]
+                                },
+                            },
+                            {
+                                "name": "ssh-host-keys",
+                                "secret": {"secretName": "slurm-login-ssh-host-keys", "defaultMode": 0o600},
+                            },
+                            {
+                                "name": "ssh-config",
+                                "configMap": {"name": "slurm-login-ssh-config", "defaultMode": 0o600},
+                            },
+                            {
+                                "name": "sssd-conf",
+                                "secret": {
+                                    "secretName": "slurm-sssd-conf",
+                                    "defaultMode": 0o600,
+                                    "items": [{"key": "sssd.conf", "path": "sssd.conf"}],
+                                },
+                            },
+                        ],
+                    },
                 },
             },
         },
-    }, LOGINSET, "5360", status={
-        "observedGeneration": 1, "replicas": 1, "readyReplicas": 1, "availableReplicas": 1, "updatedReplicas": 1,
-        "conditions": [
-            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
-             "message": "Deployment has minimum availability.", "lastTransitionTime": LATER, "lastUpdateTime": LATER},
-            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable",
-             "message": 'ReplicaSet "slurm-login-5d8f9c6b7" has successfully progressed.',
-             "lastTransitionTime": LATER, "lastUpdateTime": LATER},
-        ],
-    })
+        LOGINSET,
+        "5360",
+        status={
+            "observedGeneration": 1,
+            "replicas": 1,
+            "readyReplicas": 1,
+            "availableReplicas": 1,
+            "updatedReplicas": 1,
+            "conditions": [
+                {
+                    "type": "Available",
+                    "status": "True",
+                    "reason": "MinimumReplicasAvailable",
+                    "message": "Deployment has minimum availability.",
+                    "lastTransitionTime": LATER,
+                    "lastUpdateTime": LATER,
+                },
+                {
+                    "type": "Progressing",
+                    "status": "True",
+                    "reason": "NewReplicaSetAvailable",
+                    "message": 'ReplicaSet "slurm-login-5d8f9c6b7" has successfully progressed.',
+                    "lastTransitionTime": LATER,
+                    "lastUpdateTime": LATER,
+                },
+            ],
+        },
+    )
     return {
         "Deployment.apps/v1": object_map(deploy),
         "Service.v1": object_map(svc),
@@ -718,7 +994,10 @@ def loginset_children() -> dict[str, dict[str, JSON]]:
 
 
 def loginset_related() -> dict[str, dict[str, JSON]]:
-    return {f"Controller.{n.API_VERSION}": object_map(CONTROLLER), "Secret.v1": object_map(SLURM_KEY_SECRET, SSSD_SECRET)}
+    return {
+        f"Controller.{n.API_VERSION}": object_map(CONTROLLER),
+        "Secret.v1": object_map(SLURM_KEY_SECRET, SSSD_SECRET),
+    }
 
 
 # --------------------------------------------------------------------------- RestApi
@@ -727,46 +1006,108 @@ def loginset_related() -> dict[str, dict[str, JSON]]:
 def restapi_children() -> dict[str, dict[str, JSON]]:
     lbl = labels("slurmrestd", "slurm", "restapi")
     sel = selector_labels("slurmrestd", "slurm")
-    svc = observed_service(service("slurm-restapi", sel, [{"name": "slurmrestd", "port": 6820, "targetPort": "slurmrestd"}],
-                                   component=("slurmrestd", "slurm", "restapi")), RESTAPI, "5401", "10.96.60.20")
-    deploy = owned({
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "slurm-restapi", "labels": lbl},
-        "spec": {
-            "replicas": 1,
-            "revisionHistoryLimit": 0,
-            "selector": {"matchLabels": sel},
-            "template": {
-                "metadata": {"labels": lbl, "annotations": {n.ANNOTATION_DEFAULT_CONTAINER: "slurmrestd"}},
-                "spec": {
-                    "automountServiceAccountToken": False,
-                    "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534, "fsGroup": 65534},
-                    "containers": [{
-                        "name": "slurmrestd",
-                        "image": image("slurmrestd"),
-                        "args": ["0.0.0.0:6820"],
-                        "env": [{"name": "SLURM_JWT", "value": "daemon"},
-                                {"name": "SLURMRESTD_SECURITY", "value": "disable_unshare_files,disable_unshare_sysv"}],
-                        "ports": [port("slurmrestd", 6820)],
-                        "startupProbe": {"tcpSocket": {"port": 6820}, "failureThreshold": 6, "periodSeconds": 10},
-                        "livenessProbe": {"tcpSocket": {"port": 6820}, "failureThreshold": 6, "periodSeconds": 10},
-                        "readinessProbe": {"tcpSocket": {"port": 6820}},
-                        "securityContext": {"runAsNonRoot": True, "runAsUser": 65534},
-                        "volumeMounts": [{"name": "slurm-etc", "mountPath": "/etc/slurm", "readOnly": True}],
-                    }],
-                    "volumes": [{"name": "slurm-etc", "projected": {"defaultMode": 0o600, "sources": [
-                        {"configMap": {"name": "slurm-config", "items": [{"key": "slurm.conf", "path": "slurm.conf"}]}},
-                        {"secret": {"name": "slurm-key", "items": [{"key": "slurm.key", "path": "slurm.key"}]}},
-                    ]}}],
+    svc = observed_service(
+        service(
+            "slurm-restapi",
+            sel,
+            [{"name": "slurmrestd", "port": 6820, "targetPort": "slurmrestd"}],
+            component=("slurmrestd", "slurm", "restapi"),
+        ),
+        RESTAPI,
+        "5401",
+        "10.96.60.20",
+    )
+    deploy = owned(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "slurm-restapi", "labels": lbl},
+            "spec": {
+                "replicas": 1,
+                "revisionHistoryLimit": 0,
+                "selector": {"matchLabels": sel},
+                "template": {
+                    "metadata": {"labels": lbl, "annotations": {n.ANNOTATION_DEFAULT_CONTAINER: "slurmrestd"}},
+                    "spec": {
+                        "automountServiceAccountToken": False,
+                        "securityContext": {
+                            "runAsNonRoot": True,
+                            "runAsUser": 65534,
+                            "runAsGroup": 65534,
+                            "fsGroup": 65534,
+                        },
+                        "containers": [
+                            {
+                                "name": "slurmrestd",
+                                "image": image("slurmrestd"),
+                                "args": ["0.0.0.0:6820"],
+                                "env": [
+                                    {"name": "SLURM_JWT", "value": "daemon"},
+                                    {
+                                        "name": "SLURMRESTD_SECURITY",
+                                        "value": "disable_unshare_files,disable_unshare_sysv",
+                                    },
+                                ],
+                                "ports": [port("slurmrestd", 6820)],
+                                "startupProbe": {
+                                    "tcpSocket": {"port": 6820},
+                                    "failureThreshold": 6,
+                                    "periodSeconds": 10,
+                                },
+                                "livenessProbe": {
+                                    "tcpSocket": {"port": 6820},
+                                    "failureThreshold": 6,
+                                    "periodSeconds": 10,
+                                },
+                                "readinessProbe": {"tcpSocket": {"port": 6820}},
+                                "securityContext": {"runAsNonRoot": True, "runAsUser": 65534},
+                                "volumeMounts": [{"name": "slurm-etc", "mountPath": "/etc/slurm", "readOnly": True}],
+                            }
+                        ],
+                        "volumes": [
+                            {
+                                "name": "slurm-etc",
+                                "projected": {
+                                    "defaultMode": 0o600,
+                                    "sources": [
+                                        {
+                                            "configMap": {
+                                                "name": "slurm-config",
+                                                "items": [{"key": "slurm.conf", "path": "slurm.conf"}],
+                                            }
+                                        },
+                                        {
+                                            "secret": {
+                                                "name": "slurm-key",
+                                                "items": [{"key": "slurm.key", "path": "slurm.key"}],
+                                            }
+                                        },
+                                    ],
+                                },
+                            }
+                        ],
+                    },
                 },
             },
         },
-    }, RESTAPI, "5460", status={"observedGeneration": 1, "replicas": 1, "readyReplicas": 1, "availableReplicas": 1,
-                                "updatedReplicas": 1})
+        RESTAPI,
+        "5460",
+        status={
+            "observedGeneration": 1,
+            "replicas": 1,
+            "readyReplicas": 1,
+            "availableReplicas": 1,
+            "updatedReplicas": 1,
+        },
+    )
     return {"Deployment.apps/v1": object_map(deploy), "Service.v1": object_map(svc)}
 
 
 def restapi_related() -> dict[str, dict[str, JSON]]:
-    return {f"Controller.{n.API_VERSION}": object_map(CONTROLLER), f"Accounting.{n.API_VERSION}": object_map(ACCOUNTING)}
+    return {
+        f"Controller.{n.API_VERSION}": object_map(CONTROLLER),
+        f"Accounting.{n.API_VERSION}": object_map(ACCOUNTING),
+    }
 
 
 # --------------------------------------------------------------------------- Accounting
@@ -799,47 +1140,108 @@ LogFile=/dev/null
 def accounting_children() -> dict[str, dict[str, JSON]]:
     lbl = labels("slurmdbd", "slurm", "accounting")
     sel = selector_labels("slurmdbd", "slurm")
-    svc = observed_service(service("slurm-accounting", sel, [{"name": "slurmdbd", "port": 6819, "targetPort": "slurmdbd"}],
-                                   component=("slurmdbd", "slurm", "accounting")), ACCOUNTING, "5501", "10.96.70.9")
-    conf = owned({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "slurm-accounting", "labels": lbl},
-                  "type": "Opaque", "data": {"slurmdbd.conf": b64(SLURMDBD_CONF)}}, ACCOUNTING, "5502")
-    sts = owned({
-        "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "slurm-accounting", "labels": lbl},
-        "spec": {
-            "replicas": 1,
-            "revisionHistoryLimit": 0,
-            "podManagementPolicy": "Parallel",
-            "serviceName": "slurm-accounting",
-            "selector": {"matchLabels": sel},
-            "template": {
-                "metadata": {"labels": lbl, "annotations": {
-                    n.ANNOTATION_DEFAULT_CONTAINER: "slurmdbd",
-                    n.ANNOTATION_SLURMDBD_CONF_HASH: hashlib.sha256(SLURMDBD_CONF.encode()).hexdigest()}},
-                "spec": {
-                    "securityContext": {"runAsNonRoot": True, "runAsUser": 401, "runAsGroup": 401, "fsGroup": 401},
-                    "containers": [{
-                        "name": "slurmdbd",
-                        "image": image("slurmdbd"),
-                        "ports": [port("slurmdbd", 6819)],
-                        "readinessProbe": {"tcpSocket": {"port": 6819}},
-                        "volumeMounts": [{"name": "slurm-etc", "mountPath": "/etc/slurm", "readOnly": True},
-                                         {"name": "run", "mountPath": "/run"}],
-                    }],
-                    "volumes": [
-                        {"name": "slurm-etc", "projected": {"defaultMode": 0o600, "sources": [
-                            {"secret": {"name": "slurm-accounting", "items": [{"key": "slurmdbd.conf", "path": "slurmdbd.conf"}]}},
-                            {"secret": {"name": "slurm-key", "items": [{"key": "slurm.key", "path": "slurm.key"}]}},
-                            {"secret": {"name": "slurm-jwt-key", "items": [{"key": "jwt.key", "path": "jwt.key"}]}},
-                        ]}},
-                        {"name": "run", "emptyDir": {"medium": "Memory"}},
-                    ],
+    svc = observed_service(
+        service(
+            "slurm-accounting",
+            sel,
+            [{"name": "slurmdbd", "port": 6819, "targetPort": "slurmdbd"}],
+            component=("slurmdbd", "slurm", "accounting"),
+        ),
+        ACCOUNTING,
+        "5501",
+        "10.96.70.9",
+    )
+    conf = owned(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "slurm-accounting", "labels": lbl},
+            "type": "Opaque",
+            "data": {"slurmdbd.conf": b64(SLURMDBD_CONF)},
+        },
+        ACCOUNTING,
+        "5502",
+    )
+    sts = owned(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {"name": "slurm-accounting", "labels": lbl},
+            "spec": {
+                "replicas": 1,
+                "revisionHistoryLimit": 0,
+                "podManagementPolicy": "Parallel",
+                "serviceName": "slurm-accounting",
+                "selector": {"matchLabels": sel},
+                "template": {
+                    "metadata": {
+                        "labels": lbl,
+                        "annotations": {
+                            n.ANNOTATION_DEFAULT_CONTAINER: "slurmdbd",
+                            n.ANNOTATION_SLURMDBD_CONF_HASH: hashlib.sha256(SLURMDBD_CONF.encode()).hexdigest(),
+                        },
+                    },
+                    "spec": {
+                        "securityContext": {"runAsNonRoot": True, "runAsUser": 401, "runAsGroup": 401, "fsGroup": 401},
+                        "containers": [
+                            {
+                                "name": "slurmdbd",
+                                "image": image("slurmdbd"),
+                                "ports": [port("slurmdbd", 6819)],
+                                "readinessProbe": {"tcpSocket": {"port": 6819}},
+                                "volumeMounts": [
+                                    {"name": "slurm-etc", "mountPath": "/etc/slurm", "readOnly": True},
+                                    {"name": "run", "mountPath": "/run"},
+                                ],
+                            }
+                        ],
+                        "volumes": [
+                            {
+                                "name": "slurm-etc",
+                                "projected": {
+                                    "defaultMode": 0o600,
+                                    "sources": [
+                                        {
+                                            "secret": {
+                                                "name": "slurm-accounting",
+                                                "items": [{"key": "slurmdbd.conf", "path": "slurmdbd.conf"}],
+                                            }
+                                        },
+                                        {
+                                            "secret": {
+                                                "name": "slurm-key",
+                                                "items": [{"key": "slurm.key", "path": "slurm.key"}],
+                                            }
+                                        },
+                                        {
+                                            "secret": {
+                                                "name": "slurm-jwt-key",
+                                                "items": [{"key": "jwt.key", "path": "jwt.key"}],
+                                            }
+                                        },
+                                    ],
+                                },
+                            },
+                            {"name": "run", "emptyDir": {"medium": "Memory"}},
+                        ],
+                    },
                 },
             },
         },
-    }, ACCOUNTING, "5560", status={"observedGeneration": 1, "replicas": 1, "readyReplicas": 1, "availableReplicas": 1,
-                                   "currentReplicas": 1, "updatedReplicas": 1, "collisionCount": 0,
-                                   "currentRevision": "slurm-accounting-84c7d9b5f",
-                                   "updateRevision": "slurm-accounting-84c7d9b5f"})
+        ACCOUNTING,
+        "5560",
+        status={
+            "observedGeneration": 1,
+            "replicas": 1,
+            "readyReplicas": 1,
+            "availableReplicas": 1,
+            "currentReplicas": 1,
+            "updatedReplicas": 1,
+            "collisionCount": 0,
+            "currentRevision": "slurm-accounting-84c7d9b5f",
+            "updateRevision": "slurm-accounting-84c7d9b5f",
+        },
+    )
     return {"StatefulSet.apps/v1": object_map(sts), "Service.v1": object_map(svc), "Secret.v1": object_map(conf)}
 
 
@@ -861,10 +1263,28 @@ def hs256_jwt(claims: JSON, key: bytes) -> str:
 
 
 def token_children() -> dict[str, dict[str, JSON]]:
-    jwt = hs256_jwt({"exp": TOKEN_ISSUED_AT + 900, "iat": TOKEN_ISSUED_AT, "iss": "slurm-operator",
-                     "jti": uid("jwt", "slurm-token"), "nbf": TOKEN_ISSUED_AT, "sun": "slurm"}, JWT_KEY_TEXT.encode())
-    secret = owned({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "slurm-token-jwt-slurm"},
-                    "type": "Opaque", "data": {"SLURM_JWT": b64(jwt)}}, TOKEN, "5601")
+    jwt = hs256_jwt(
+        {
+            "exp": TOKEN_ISSUED_AT + 900,
+            "iat": TOKEN_ISSUED_AT,
+            "iss": "slurm-operator",
+            "jti": uid("jwt", "slurm-token"),
+            "nbf": TOKEN_ISSUED_AT,
+            "sun": "slurm",
+        },
+        JWT_KEY_TEXT.encode(),
+    )
+    secret = owned(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "slurm-token-jwt-slurm"},
+            "type": "Opaque",
+            "data": {"SLURM_JWT": b64(jwt)},
+        },
+        TOKEN,
+        "5601",
+    )
     return {"Secret.v1": object_map(secret)}
 
 
@@ -877,21 +1297,44 @@ def token_related() -> dict[str, dict[str, JSON]]:
 JOB_NAME = "job-sleep-single"
 BRIDGE_POD = f"{JOB_NAME}-8wtc2"
 JOB = plain(
-    "batch/v1", "Job", JOB_NAME, namespace=BRIDGE_NS,
-    metadata={"generation": 1, "labels": {"app": "sleep"}, "annotations": {
-        n.SLURMJOB_PREFIX + "job-name": JOB_NAME,
-        n.SLURMJOB_PREFIX + "timelimit": "5",
-        n.SLURMJOB_PREFIX + "account": "physics",
-    }},
+    "batch/v1",
+    "Job",
+    JOB_NAME,
+    namespace=BRIDGE_NS,
+    metadata={
+        "generation": 1,
+        "labels": {"app": "sleep"},
+        "annotations": {
+            n.SLURMJOB_PREFIX + "job-name": JOB_NAME,
+            n.SLURMJOB_PREFIX + "timelimit": "5",
+            n.SLURMJOB_PREFIX + "account": "physics",
+        },
+    },
     spec={
-        "parallelism": 1, "completions": 1, "backoffLimit": 0, "completionMode": "NonIndexed",
-        "manualSelector": False, "suspend": False, "podReplacementPolicy": "TerminatingOrFailed",
+        "parallelism": 1,
+        "completions": 1,
+        "backoffLimit": 0,
+        "completionMode": "NonIndexed",
+        "manualSelector": False,
+        "suspend": False,
+        "podReplacementPolicy": "TerminatingOrFailed",
         "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": uid("Job", BRIDGE_NS, JOB_NAME)}},
         "template": {
             "metadata": {"labels": {"app": "sleep"}},
-            "spec": {"restartPolicy": "Never", "containers": [{
-                "name": "sleep", "image": "docker.io/library/busybox:1.37", "command": ["sleep", "60"],
-                "resources": {"requests": {"cpu": "1", "memory": "100Mi"}, "limits": {"cpu": "1", "memory": "100Mi"}}}]},
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": "sleep",
+                        "image": "docker.io/library/busybox:1.37",
+                        "command": ["sleep", "60"],
+                        "resources": {
+                            "requests": {"cpu": "1", "memory": "100Mi"},
+                            "limits": {"cpu": "1", "memory": "100Mi"},
+                        },
+                    }
+                ],
+            },
         },
     },
     status={"active": 1, "startTime": LATER, "ready": 0, "terminating": 0, "uncountedTerminatedPods": {}},
@@ -901,29 +1344,61 @@ JOB = plain(
 def bridge_pod(*, mutated: bool, named: bool, server_fields: bool) -> JSON:
     """The Job's pod as the admission webhook sees it (mutated or not) or as stored afterwards."""
     job_uid = uid("Job", BRIDGE_NS, JOB_NAME)
-    pod_labels = {"app": "sleep", "batch.kubernetes.io/controller-uid": job_uid, "batch.kubernetes.io/job-name": JOB_NAME,
-                  "controller-uid": job_uid, "job-name": JOB_NAME}
+    pod_labels = {
+        "app": "sleep",
+        "batch.kubernetes.io/controller-uid": job_uid,
+        "batch.kubernetes.io/job-name": JOB_NAME,
+        "controller-uid": job_uid,
+        "job-name": JOB_NAME,
+    }
     if mutated:
         pod_labels[n.LABEL_BRIDGE_MANAGED] = "true"
-    meta: JSON = {"generateName": f"{JOB_NAME}-", "namespace": BRIDGE_NS, "labels": pod_labels,
-                  "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": JOB_NAME, "uid": job_uid,
-                                       "controller": True, "blockOwnerDeletion": True}]}
+    meta: JSON = {
+        "generateName": f"{JOB_NAME}-",
+        "namespace": BRIDGE_NS,
+        "labels": pod_labels,
+        "ownerReferences": [
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "name": JOB_NAME,
+                "uid": job_uid,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ],
+    }
     if named:
         meta["name"] = BRIDGE_POD
     if server_fields:
         meta |= {"uid": uid("Pod", BRIDGE_NS, BRIDGE_POD), "resourceVersion": "7310", "creationTimestamp": LATER}
     pod = {
-        "apiVersion": "v1", "kind": "Pod", "metadata": meta,
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
         "spec": {
             "restartPolicy": "Never",
-            "containers": [{
-                "name": "sleep", "image": "docker.io/library/busybox:1.37", "command": ["sleep", "60"],
-                "resources": {"requests": {"cpu": "1", "memory": "100Mi"}, "limits": {"cpu": "1", "memory": "100Mi"}},
-                "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File",
-                "imagePullPolicy": "IfNotPresent",
-                "volumeMounts": [{"name": "kube-api-access-x7k2p", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
-                                  "readOnly": True}],
-            }],
+            "containers": [
+                {
+                    "name": "sleep",
+                    "image": "docker.io/library/busybox:1.37",
+                    "command": ["sleep", "60"],
+                    "resources": {
+                        "requests": {"cpu": "1", "memory": "100Mi"},
+                        "limits": {"cpu": "1", "memory": "100Mi"},
+                    },
+                    "terminationMessagePath": "/dev/termination-log",
+                    "terminationMessagePolicy": "File",
+                    "imagePullPolicy": "IfNotPresent",
+                    "volumeMounts": [
+                        {
+                            "name": "kube-api-access-x7k2p",
+                            "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                            "readOnly": True,
+                        }
+                    ],
+                }
+            ],
             "dnsPolicy": "ClusterFirst",
             "schedulerName": n.BRIDGE_SCHEDULER_NAME if mutated else "default-scheduler",
             "serviceAccountName": "default",
@@ -933,19 +1408,47 @@ def bridge_pod(*, mutated: bool, named: bool, server_fields: bool) -> JSON:
             "preemptionPolicy": "PreemptLowerPriority",
             "priority": 0,
             "tolerations": [
-                {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
-                {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+                {
+                    "key": "node.kubernetes.io/not-ready",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                },
+                {
+                    "key": "node.kubernetes.io/unreachable",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                },
             ],
-            "volumes": [{"name": "kube-api-access-x7k2p", "projected": {"defaultMode": 0o644, "sources": [
-                {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
-                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-                {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
-            ]}}],
+            "volumes": [
+                {
+                    "name": "kube-api-access-x7k2p",
+                    "projected": {
+                        "defaultMode": 0o644,
+                        "sources": [
+                            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                            {
+                                "downwardAPI": {
+                                    "items": [
+                                        {
+                                            "path": "namespace",
+                                            "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
+                                        }
+                                    ]
+                                }
+                            },
+                        ],
+                    },
+                }
+            ],
         },
     }
     if mutated:  # the webhook adds the managed-node toleration with the scheduler name
         pod["spec"]["tolerations"].append(
-            {"key": n.TAINT_MANAGED_NODE, "operator": "Equal", "value": n.BRIDGE_SCHEDULER_NAME, "effect": "NoExecute"})
+            {"key": n.TAINT_MANAGED_NODE, "operator": "Equal", "value": n.BRIDGE_SCHEDULER_NAME, "effect": "NoExecute"}
+        )
     if server_fields:
         pod["status"] = {"phase": "Pending", "qosClass": "Guaranteed"}
     return pod
@@ -968,38 +1471,83 @@ def managed_pod_finished() -> JSON:
     pod["status"] = {
         "phase": "Succeeded",
         "qosClass": "Guaranteed",
-        "hostIP": "172.18.0.3", "hostIPs": [{"ip": "172.18.0.3"}],
-        "podIP": "10.244.1.31", "podIPs": [{"ip": "10.244.1.31"}],
+        "hostIP": "172.18.0.3",
+        "hostIPs": [{"ip": "172.18.0.3"}],
+        "podIP": "10.244.1.31",
+        "podIPs": [{"ip": "10.244.1.31"}],
         "startTime": "2025-06-02T09:01:10Z",
         "conditions": [
             {"type": "PodReadyToStartContainers", "status": "False", "lastTransitionTime": "2025-06-02T09:02:13Z"},
-            {"type": "Initialized", "status": "True", "lastTransitionTime": "2025-06-02T09:01:10Z",
-             "reason": "PodCompleted"},
-            {"type": "Ready", "status": "False", "lastTransitionTime": "2025-06-02T09:02:12Z", "reason": "PodCompleted"},
-            {"type": "ContainersReady", "status": "False", "lastTransitionTime": "2025-06-02T09:02:12Z",
-             "reason": "PodCompleted"},
+            {
+                "type": "Initialized",
+                "status": "True",
+                "lastTransitionTime": "2025-06-02T09:01:10Z",
+                "reason": "PodCompleted",
+            },
+            {
+                "type": "Ready",
+                "status": "False",
+                "lastTransitionTime": "2025-06-02T09:02:12Z",
+                "reason": "PodCompleted",
+            },
+            {
+                "type": "ContainersReady",
+                "status": "False",
+                "lastTransitionTime": "2025-06-02T09:02:12Z",
+                "reason": "PodCompleted",
+            },
             {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2025-06-02T09:01:10Z"},
         ],
-        "containerStatuses": [{
-            "name": "sleep", "ready": False, "started": False, "restartCount": 0,
-            "image": "docker.io/library/busybox:1.37",
-            "imageID": "docker.io/library/busybox@sha256:" + hashlib.sha256(b"busybox").hexdigest(),
-            "containerID": "containerd://" + hashlib.sha256(BRIDGE_POD.encode()).hexdigest(),
-            "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": "2025-06-02T09:01:12Z",
-                                     "finishedAt": "2025-06-02T09:02:12Z"}},
-        }],
+        "containerStatuses": [
+            {
+                "name": "sleep",
+                "ready": False,
+                "started": False,
+                "restartCount": 0,
+                "image": "docker.io/library/busybox:1.37",
+                "imageID": "docker.io/library/busybox@sha256:" + hashlib.sha256(b"busybox").hexdigest(),
+                "containerID": "containerd://" + hashlib.sha256(BRIDGE_POD.encode()).hexdigest(),
+                "state": {
+                    "terminated": {
+                        "exitCode": 0,
+                        "reason": "Completed",
+                        "startedAt": "2025-06-02T09:01:12Z",
+                        "finishedAt": "2025-06-02T09:02:12Z",
+                    }
+                },
+            }
+        ],
     }
     return deleting(pod, [dc_finalizer("bridge-pod.yaml")], grace=30)
 
 
-def node(name: str, ip: str, node_labels: dict[str, str], annotations: dict[str, str], finalizers: list[str],
-         unschedulable: bool = False, taints: list[JSON] | None = None) -> JSON:
+def node(
+    name: str,
+    ip: str,
+    node_labels: dict[str, str],
+    annotations: dict[str, str],
+    finalizers: list[str],
+    unschedulable: bool = False,
+    taints: list[JSON] | None = None,
+) -> JSON:
     meta: JSON = {
-        "name": name, "uid": uid("Node", name), "resourceVersion": "8123", "creationTimestamp": "2025-06-01T07:55:00Z",
-        "labels": {"beta.kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-                   "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", **node_labels},
-        "annotations": {"node.alpha.kubernetes.io/ttl": "0",
-                        "volumes.kubernetes.io/controller-managed-attach-detach": "true", **annotations},
+        "name": name,
+        "uid": uid("Node", name),
+        "resourceVersion": "8123",
+        "creationTimestamp": "2025-06-01T07:55:00Z",
+        "labels": {
+            "beta.kubernetes.io/arch": "amd64",
+            "beta.kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            **node_labels,
+        },
+        "annotations": {
+            "node.alpha.kubernetes.io/ttl": "0",
+            "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+            **annotations,
+        },
         "finalizers": finalizers,
     }
     spec: JSON = {"podCIDR": "10.244.1.0/24", "podCIDRs": ["10.244.1.0/24"], "providerID": f"kind://docker/kind/{name}"}
@@ -1007,32 +1555,68 @@ def node(name: str, ip: str, node_labels: dict[str, str], annotations: dict[str,
         spec["unschedulable"] = True
     if taints:
         spec["taints"] = taints
-    resources = {"cpu": "8", "memory": "32803912Ki", "pods": "110", "ephemeral-storage": "263112772Ki", "hugepages-2Mi": "0"}
+    resources = {
+        "cpu": "8",
+        "memory": "32803912Ki",
+        "pods": "110",
+        "ephemeral-storage": "263112772Ki",
+        "hugepages-2Mi": "0",
+    }
     return {
-        "apiVersion": "v1", "kind": "Node", "metadata": meta, "spec": spec,
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": meta,
+        "spec": spec,
         "status": {
             "capacity": resources,
             "allocatable": resources,
             "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}],
             "conditions": [
-                {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory",
-                 "message": "kubelet has sufficient memory available",
-                 "lastHeartbeatTime": LATER, "lastTransitionTime": "2025-06-01T07:55:00Z"},
-                {"type": "DiskPressure", "status": "False", "reason": "KubeletHasNoDiskPressure",
-                 "message": "kubelet has no disk pressure",
-                 "lastHeartbeatTime": LATER, "lastTransitionTime": "2025-06-01T07:55:00Z"},
-                {"type": "PIDPressure", "status": "False", "reason": "KubeletHasSufficientPID",
-                 "message": "kubelet has sufficient PID available",
-                 "lastHeartbeatTime": LATER, "lastTransitionTime": "2025-06-01T07:55:00Z"},
-                {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
-                 "lastHeartbeatTime": LATER, "lastTransitionTime": "2025-06-01T07:55:30Z"},
+                {
+                    "type": "MemoryPressure",
+                    "status": "False",
+                    "reason": "KubeletHasSufficientMemory",
+                    "message": "kubelet has sufficient memory available",
+                    "lastHeartbeatTime": LATER,
+                    "lastTransitionTime": "2025-06-01T07:55:00Z",
+                },
+                {
+                    "type": "DiskPressure",
+                    "status": "False",
+                    "reason": "KubeletHasNoDiskPressure",
+                    "message": "kubelet has no disk pressure",
+                    "lastHeartbeatTime": LATER,
+                    "lastTransitionTime": "2025-06-01T07:55:00Z",
+                },
+                {
+                    "type": "PIDPressure",
+                    "status": "False",
+                    "reason": "KubeletHasSufficientPID",
+                    "message": "kubelet has sufficient PID available",
+                    "lastHeartbeatTime": LATER,
+                    "lastTransitionTime": "2025-06-01T07:55:00Z",
+                },
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "kubelet is posting ready status",
+                    "lastHeartbeatTime": LATER,
+                    "lastTransitionTime": "2025-06-01T07:55:30Z",
+                },
             ],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
             "nodeInfo": {
-                "architecture": "amd64", "bootID": uid("boot", name), "containerRuntimeVersion": "containerd://2.1.1",
-                "kernelVersion": "6.1.0-37-amd64", "kubeProxyVersion": "", "kubeletVersion": "v1.33.1",
-                "machineID": uid("machine", name).replace("-", ""), "operatingSystem": "linux",
-                "osImage": "Debian GNU/Linux 12 (bookworm)", "systemUUID": uid("system", name),
+                "architecture": "amd64",
+                "bootID": uid("boot", name),
+                "containerRuntimeVersion": "containerd://2.1.1",
+                "kernelVersion": "6.1.0-37-amd64",
+                "kubeProxyVersion": "",
+                "kubeletVersion": "v1.33.1",
+                "machineID": uid("machine", name).replace("-", ""),
+                "operatingSystem": "linux",
+                "osImage": "Debian GNU/Linux 12 (bookworm)",
+                "systemUUID": uid("system", name),
             },
         },
     }
@@ -1079,14 +1663,25 @@ def requests() -> dict[str, JSON]:
     """File name -> request body, for every hook route of docs/architecture.md §3."""
     out: dict[str, JSON] = {}
 
-    def composite_set(kind: str, parent: JSON, children: dict, related: dict,
-                      finalize_children: dict | None = None, finalize_parent: JSON | None = None) -> None:
+    def composite_set(
+        kind: str,
+        parent: JSON,
+        children: dict,
+        related: dict,
+        finalize_children: dict | None = None,
+        finalize_parent: JSON | None = None,
+    ) -> None:
         file = f"{kind}.yaml"
         out[f"{kind}-sync.json"] = composite(file, parent, children, related, finalizing=False)
         out[f"{kind}-customize.json"] = {"controller": controller_of(file), "parent": parent}
         if "finalize" in manifest(file)["spec"]["hooks"]:
-            out[f"{kind}-finalize.json"] = composite(file, finalize_parent or deleting(parent, [cc_finalizer(file)]),
-                                                     finalize_children or children, related, finalizing=True)
+            out[f"{kind}-finalize.json"] = composite(
+                file,
+                finalize_parent or deleting(parent, [cc_finalizer(file)]),
+                finalize_children or children,
+                related,
+                finalizing=True,
+            )
 
     composite_set("controller", CONTROLLER, controller_children(), controller_related())
 
@@ -1095,13 +1690,17 @@ def requests() -> dict[str, JSON]:
     nodeset_deleting["status"] |= {"slurmIdle": 1, "slurmAllocated": 1, "slurmDrain": 2}
     drain_reason = f"{n.DRAIN_REASON_PREFIX} NodeSet {NS}/{NODESET_NAME} is being deleted"
     composite_set(
-        "nodeset", NODESET,
+        "nodeset",
+        NODESET,
         nodeset_children(NODESET, [idle, idle], [False, False], [False, False]),
         nodeset_related(),
         # Mid-drain: pod 0's node is drained and idle (marked), pod 1's still runs a job (busy, protected).
-        finalize_children=nodeset_children(nodeset_deleting, [[("Idle", ""), ("Drain", drain_reason)],
-                                                              [("Mixed", ""), ("Drain", drain_reason)]],
-                                           protect=[False, True], drained=[True, False]),
+        finalize_children=nodeset_children(
+            nodeset_deleting,
+            [[("Idle", ""), ("Drain", drain_reason)], [("Mixed", ""), ("Drain", drain_reason)]],
+            protect=[False, True],
+            drained=[True, False],
+        ),
         finalize_parent=nodeset_deleting,
     )
     composite_set("loginset", LOGINSET, loginset_children(), loginset_related())
@@ -1115,25 +1714,38 @@ def requests() -> dict[str, JSON]:
     out["bridge-pod-finalize.json"] = decorator("bridge-pod.yaml", managed_pod_finished(), job_related, finalizing=True)
 
     # A cordoned bridge worker: the hook should ask for its Slurm node to be drained.
-    worker = node("kind-worker", "172.18.0.3", {n.LABEL_BRIDGE_WORKER: "worker"}, {},
-                  [dc_finalizer("bridge-node-worker.yaml")], unschedulable=True, taints=[
-                      {"key": n.TAINT_MANAGED_NODE, "value": n.BRIDGE_SCHEDULER_NAME, "effect": "NoExecute"},
-                      {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule", "timeAdded": "2025-06-03T14:00:00Z"},
-                  ])
+    worker = node(
+        "kind-worker",
+        "172.18.0.3",
+        {n.LABEL_BRIDGE_WORKER: "worker"},
+        {},
+        [dc_finalizer("bridge-node-worker.yaml")],
+        unschedulable=True,
+        taints=[
+            {"key": n.TAINT_MANAGED_NODE, "value": n.BRIDGE_SCHEDULER_NAME, "effect": "NoExecute"},
+            {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule", "timeAdded": "2025-06-03T14:00:00Z"},
+        ],
+    )
     out["bridge-node-sync.json"] = decorator("bridge-node-worker.yaml", worker, {}, finalizing=False)
     # An external node whose label was just removed: Metacontroller calls finalize (opt-out), the
     # Slurm node must be drained and deleted before the finalizer goes; slurm_sync still reports it
     # registered, so the hook holds the node.
-    external = node("kind-worker3", "172.18.0.5", {}, {n.ANNOTATION_EXTERNAL_NODE_PARTITIONS: "slurm-bridge",
-                                                       n.ANNOTATION_EXTERNAL_NODE_REGISTERED: "kind-worker3"},
-                    [dc_finalizer("bridge-node-external.yaml")])
+    external = node(
+        "kind-worker3",
+        "172.18.0.5",
+        {},
+        {n.ANNOTATION_EXTERNAL_NODE_PARTITIONS: "slurm-bridge", n.ANNOTATION_EXTERNAL_NODE_REGISTERED: "kind-worker3"},
+        [dc_finalizer("bridge-node-external.yaml")],
+    )
     out["bridge-node-finalize.json"] = decorator("bridge-node-external.yaml", external, {}, finalizing=True)
 
     # Mutating admission sees the pod before the API server generates its name; validating after.
-    out["bridge-admission-mutate.json"] = admission(uid("admission", "mutate"),
-                                                    bridge_pod(mutated=False, named=False, server_fields=False))
-    out["bridge-admission-validate.json"] = admission(uid("admission", "validate"),
-                                                      bridge_pod(mutated=True, named=True, server_fields=False))
+    out["bridge-admission-mutate.json"] = admission(
+        uid("admission", "mutate"), bridge_pod(mutated=False, named=False, server_fields=False)
+    )
+    out["bridge-admission-validate.json"] = admission(
+        uid("admission", "validate"), bridge_pod(mutated=True, named=True, server_fields=False)
+    )
     return out
 
 

@@ -69,7 +69,11 @@ def mutate_with(req: AdmissionRequest, cfg: AdmissionSettings) -> JSON:
 def validate_with(req: AdmissionRequest, cfg: AdmissionSettings) -> JSON:
     if req.operation not in ("CREATE", "UPDATE") or not is_managed(req, cfg):
         return _allowed(req.uid)
-    checks = _create_problems(req.object) if req.operation == "CREATE" else _update_problems(req.object, req.old_object or {})
+    checks = (
+        _create_problems(req.object)
+        if req.operation == "CREATE"
+        else _update_problems(req.object, req.old_object or {})
+    )
     problems = list(checks)
     return _denied(req.uid, "; ".join(problems)) if problems else _allowed(req.uid)
 
@@ -128,16 +132,20 @@ def _create_problems(pod: JSON) -> Iterator[str]:
     if (meta.get("labels") or {}).get(names.LABEL_SLURM_JOB_ID):
         yield f"can't create a pod with a slurm external jobid label ({names.LABEL_SLURM_JOB_ID} is set by the bridge)"
     if (meta.get("annotations") or {}).get(names.ANNOTATION_SLURM_NODE):
-        yield f"can't create a pod with a slurm external node annotation ({names.ANNOTATION_SLURM_NODE} is set by the bridge)"
+        yield (
+            f"can't create a pod with a slurm external node annotation ({names.ANNOTATION_SLURM_NODE} is set by the "
+            "bridge)"
+        )
     spec = _spec(pod)
     if spec.get("resourceClaims") is not None:
-        yield ("can't schedule a pod with a resourceclaim, use the annotation "
-               f"{names.SLURMJOB_PREFIX}gres to request devices instead")
+        yield (
+            "can't schedule a pod with a resourceclaim, use the annotation "
+            f"{names.SLURMJOB_PREFIX}gres to request devices instead"
+        )
     if spec.get("topologySpreadConstraints"):
         yield "spec.topologySpreadConstraints is not supported by the slurm-bridge scheduler"
     if _uses_dra_cpu(pod) and _uses_native_cpu(pod):
-        yield (f"native cpu requests or limits can't be combined with {resources.DRA_CPU}; "
-               "request CPUs one way only")
+        yield (f"native cpu requests or limits can't be combined with {resources.DRA_CPU}; request CPUs one way only")
     yield from _device_class_problems(pod)
 
 
@@ -161,8 +169,10 @@ def _device_class_problems(pod: JSON) -> Iterator[str]:
     if names.SLURMJOB_PREFIX + "cpu-per-task" in pod_annotations and resources.DRA_CPU_CLASS in classes:
         yield f"annotation {names.SLURMJOB_PREFIX}cpu-per-task can't be combined with {resources.DRA_CPU}"
     if names.SLURMJOB_PREFIX + "gres" in pod_annotations and classes - {resources.DRA_CPU_CLASS}:
-        yield (f"annotation {names.SLURMJOB_PREFIX}gres can't be combined with DRA device classes "
-               f"{sorted(classes - {resources.DRA_CPU_CLASS})}")
+        yield (
+            f"annotation {names.SLURMJOB_PREFIX}gres can't be combined with DRA device classes "
+            f"{sorted(classes - {resources.DRA_CPU_CLASS})}"
+        )
 
 
 def _uses_dra_cpu(pod: JSON) -> bool:
@@ -171,7 +181,9 @@ def _uses_dra_cpu(pod: JSON) -> bool:
 
 def _uses_native_cpu(pod: JSON) -> bool:
     holders = [_spec(pod), *_all_containers(pod)]
-    return any("cpu" in ((h.get("resources") or {}).get(kind) or {}) for h in holders for kind in ("requests", "limits"))
+    return any(
+        "cpu" in ((h.get("resources") or {}).get(kind) or {}) for h in holders for kind in ("requests", "limits")
+    )
 
 
 def _container_resources(pod: JSON) -> list[JSON | None]:

@@ -23,8 +23,16 @@ from hooks.bridge.workload import Group
 
 JSON = dict[str, Any]
 # Annotation -> job field for the strings passed verbatim.
-_STRING_FIELDS = {"account": "account", "qos": "qos", "reservation": "reservation", "licenses": "licenses",
-                  "constraints": "constraints", "wckey": "wckey", "user-id": "user_id", "group-id": "group_id"}  # fmt: skip
+_STRING_FIELDS = {
+    "account": "account",
+    "qos": "qos",
+    "reservation": "reservation",
+    "licenses": "licenses",
+    "constraints": "constraints",
+    "wckey": "wckey",
+    "user-id": "user_id",
+    "group-id": "group_id",
+}
 
 
 def description(group: Group, pods: resources.GroupResources, ann: JobAnnotations, settings: BridgeSettings) -> JSON:

@@ -72,7 +72,9 @@ def intents(req: DecoratorRequest) -> dict[str, str | None]:
         worker = external = False
     scheduler = settings.from_controller(req.controller).scheduler_name
     out: dict[str, str | None] = {
-        names.ANNOTATION_DESIRED_TAINT: f"{names.TAINT_MANAGED_NODE}={scheduler}:NoExecute" if worker or external else None,
+        names.ANNOTATION_DESIRED_TAINT: f"{names.TAINT_MANAGED_NODE}={scheduler}:NoExecute"
+        if worker or external
+        else None,
         names.ANNOTATION_DRAIN_INTENT: drain_reason(node) if (worker or external) and _cordoned(node) else None,
         names.ANNOTATION_EXTERNAL_NODE_INTENT: None,
         names.ANNOTATION_NODE_ERROR: None,
@@ -82,7 +84,9 @@ def intents(req: DecoratorRequest) -> dict[str, str | None]:
         del out[names.ANNOTATION_EXTERNAL_NODE_INTENT], out[names.ANNOTATION_NODE_ERROR]
     elif external:
         try:
-            out[names.ANNOTATION_EXTERNAL_NODE_INTENT] = orjson.dumps(registration(node), option=orjson.OPT_SORT_KEYS).decode()
+            out[names.ANNOTATION_EXTERNAL_NODE_INTENT] = orjson.dumps(
+                registration(node), option=orjson.OPT_SORT_KEYS
+            ).decode()
         except BadNodeAnnotation as err:
             out[names.ANNOTATION_NODE_ERROR] = str(err)
     return out
@@ -94,7 +98,10 @@ def slurm_node_name(node: JSON) -> str:
 
 
 def drain_reason(node: JSON) -> str:
-    return f"{names.BRIDGE_DRAIN_REASON_PREFIX} Corresponding Kubernetes node ({node['metadata']['name']}) is unschedulable"
+    return (
+        f"{names.BRIDGE_DRAIN_REASON_PREFIX} Corresponding Kubernetes node ({node['metadata']['name']}) is "
+        "unschedulable"
+    )
 
 
 def registration(node: JSON) -> JSON:
@@ -103,20 +110,35 @@ def registration(node: JSON) -> JSON:
     partitions = _partitions(annotations.get(names.ANNOTATION_EXTERNAL_NODE_PARTITIONS, ""))
     topology = annotations.get(names.ANNOTATION_TOPOLOGY_SPEC, "").strip()
     if topology and not _TOPOLOGY.fullmatch(topology):
-        raise BadNodeAnnotation(f"annotation {names.ANNOTATION_TOPOLOGY_SPEC}={topology!r}: not a Slurm topology "
-                                "spec like 'topo-switch:s1,topo-block:b1'")
+        raise BadNodeAnnotation(
+            f"annotation {names.ANNOTATION_TOPOLOGY_SPEC}={topology!r}: not a Slurm topology "
+            "spec like 'topo-switch:s1,topo-block:b1'"
+        )
     capacity = (node.get("status") or {}).get("capacity") or (node.get("status") or {}).get("allocatable") or {}
     cpus = quantity.value(quantity.parse(capacity.get("cpu", 0)))
     memory = quantity.mebibytes(quantity.parse(capacity.get("memory", 0)))
     name = slurm_node_name(node)
-    words = [f"NodeName={name}", "Sockets=1", f"CoresPerSocket={cpus}", "ThreadsPerCore=1", f"CPUs={cpus}",
-             f"RealMemory={memory}", "State=External"]
+    words = [
+        f"NodeName={name}",
+        "Sockets=1",
+        f"CoresPerSocket={cpus}",
+        "ThreadsPerCore=1",
+        f"CPUs={cpus}",
+        f"RealMemory={memory}",
+        "State=External",
+    ]
     if partitions:
         words.append("Feature=" + ",".join(partitions))
     if topology:
         words.append(f"Topology={topology}")
-    return {"name": name, "cpus": cpus, "real_memory": memory, "features": partitions, "topology": topology,
-            "node_conf": " ".join(words)}
+    return {
+        "name": name,
+        "cpus": cpus,
+        "real_memory": memory,
+        "features": partitions,
+        "topology": topology,
+        "node_conf": " ".join(words),
+    }
 
 
 def _partitions(text: str) -> list[str]:
@@ -126,8 +148,10 @@ def _partitions(text: str) -> list[str]:
     parts = [p.strip() for p in text.split(",")]
     bad = [p for p in parts if not _PARTITION.fullmatch(p)]
     if bad:
-        raise BadNodeAnnotation(f"annotation {names.ANNOTATION_EXTERNAL_NODE_PARTITIONS}={text!r}: "
-                                f"{', '.join(map(repr, bad))} is not a partition name")
+        raise BadNodeAnnotation(
+            f"annotation {names.ANNOTATION_EXTERNAL_NODE_PARTITIONS}={text!r}: "
+            f"{', '.join(map(repr, bad))} is not a partition name"
+        )
     return sorted(set(parts))
 
 
@@ -143,5 +167,3 @@ def _cordoned(node: JSON) -> bool:
 
 def _deleting(node: JSON) -> bool:
     return bool(node["metadata"].get("deletionTimestamp"))
-
-

@@ -38,7 +38,8 @@ Contract with slurm_sync (all on the pod; `names.*` spell the keys):
 from __future__ import annotations
 
 from hooks import names
-from hooks.bridge import annotations, job, quantity, resources, settings, workload
+from hooks.bridge import annotations as job_annotations
+from hooks.bridge import job, quantity, resources, settings, workload
 from hooks.contract import JSON, CustomizeRequest, DecoratorRequest
 
 
@@ -64,11 +65,11 @@ def publish(req: DecoratorRequest) -> dict[str, str | None]:
     """The pod's job annotations: the placeholder job and its group, or the reason there is none."""
     try:
         group = workload.resolve(req)
-        parsed = annotations.parse(group.annotations, group.source)
+        parsed = job_annotations.parse(group.annotations, group.source)
         pods = resources.of_group(group.members, group.base_cpus, group.base_memory_mib)
     except workload.RelatedMissing as err:
         return {} if _holds_a_job(req.object) else _withdrawn() | {names.ANNOTATION_JOB_ERROR: str(err)}
-    except (workload.GroupNotReady, annotations.BadAnnotations) as err:
+    except (workload.GroupNotReady, job_annotations.BadAnnotations) as err:
         return _withdrawn() | {names.ANNOTATION_JOB_ERROR: str(err)}
     except quantity.BadQuantity as err:  # the API server validates pod resources; be explicit anyway
         return _withdrawn() | {names.ANNOTATION_JOB_ERROR: f"unreadable resources in the group's pods: {err}"}
@@ -88,10 +89,15 @@ def _settled(pod: JSON) -> bool:
 def _holds_a_job(pod: JSON) -> bool:
     """The pod publishes a body or slurm_sync recorded a job for it: withdrawing would cancel that job."""
     meta = pod.get("metadata") or {}
-    return bool((meta.get("annotations") or {}).get(names.ANNOTATION_PLACEHOLDER_JOB)
-                or (meta.get("labels") or {}).get(names.LABEL_SLURM_JOB_ID))
+    return bool(
+        (meta.get("annotations") or {}).get(names.ANNOTATION_PLACEHOLDER_JOB)
+        or (meta.get("labels") or {}).get(names.LABEL_SLURM_JOB_ID)
+    )
 
 
 def _withdrawn() -> dict[str, str | None]:
-    return {names.ANNOTATION_PLACEHOLDER_JOB: None, names.ANNOTATION_PLACEHOLDER_GROUP: None,
-            names.ANNOTATION_JOB_ERROR: None}
+    return {
+        names.ANNOTATION_PLACEHOLDER_JOB: None,
+        names.ANNOTATION_PLACEHOLDER_GROUP: None,
+        names.ANNOTATION_JOB_ERROR: None,
+    }

@@ -24,8 +24,8 @@ class BadQuantity(ValueError):
     """Not a Kubernetes quantity."""
 
 
-def parse(text: str | int | float) -> Fraction:
-    """The exact value of a quantity ('200m', '1Gi', '1e3'); BadQuantity otherwise."""
+def parse(text: object) -> Fraction:
+    """The exact value of a quantity ('200m', '1Gi', '1e3'); BadQuantity for anything else, of any type."""
     if isinstance(text, int | float) and not isinstance(text, bool):
         return Fraction(text)
     match = _QUANTITY.fullmatch(text) if isinstance(text, str) else None

@@ -91,9 +91,8 @@ def related_rules(pod: JSON) -> list[JSON]:
     """The related objects the pod's group resolution reads, in a stable order."""
     ns, labels = _ns(pod), _labels(pod)
     rules: list[JSON] = []
-    owner = controller_ref(pod)
-    if owner is not None and (kind := OWNER_KINDS.get((owner.get("apiVersion"), owner.get("kind")))):
-        rules.append(_by_name(kind, ns, owner["name"]))
+    if (owner := fetchable_owner(pod)) is not None:
+        rules.append(_by_name(owner[0], ns, owner[1]))
     if (jobset := labels.get(names.LABEL_JOBSET_NAME)) is not None:
         rules.append(_by_name(JOBSET, ns, jobset))
     if (lws := labels.get(names.LABEL_LWS_NAME)) is not None:
@@ -135,21 +134,21 @@ def resolve(req: DecoratorRequest) -> Group:
         if _published_group(pod) == f"{_type_prefix(COSCHEDULING_POD_GROUP)}/{_ns(pod)}/{name}":
             # It existed when the job was published: falling through to the pod alone would
             # rewrite the group's PENDING job into a one-pod job.
-            raise RelatedMissing(f"{COSCHEDULING_POD_GROUP.kind} {_ns(pod)}/{name} "
-                                 f"({COSCHEDULING_POD_GROUP.api_version}) was not found")
+            raise RelatedMissing(
+                f"{COSCHEDULING_POD_GROUP.kind} {_ns(pod)}/{name} ({COSCHEDULING_POD_GROUP.api_version}) was not found"
+            )
     if (name := labels.get(names.LABEL_LWS_NAME)) is not None:
         return _leader_worker_set(req, _require(req, LWS, _ns(pod), name))
-    owner = controller_ref(pod)
-    owner_kind = OWNER_KINDS.get((owner.get("apiVersion"), owner.get("kind"))) if owner else None
+    owner = fetchable_owner(pod)
     if (name := labels.get(names.LABEL_JOBSET_NAME)) is not None:
         jobset = _require(req, JOBSET, _ns(pod), name)
-        if owner_kind is not JOB:
+        if owner is None or owner[0] is not JOB:
             raise GroupNotReady(f"pod {_ns(pod)}/{_name(pod)} of JobSet {name} has no controlling Job")
-        return _from_job(pod, _require(req, JOB, _ns(pod), owner["name"]), source=jobset)
-    if owner_kind is JOB:
-        job = _require(req, JOB, _ns(pod), owner["name"])
+        return _from_job(pod, _require(req, JOB, _ns(pod), owner[1]), source=jobset)
+    if owner is not None and owner[0] is JOB:
+        job = _require(req, JOB, _ns(pod), owner[1])
         return _from_job(pod, job, source=job)
-    source = _require(req, owner_kind, _ns(pod), owner["name"]) if owner_kind else pod
+    source = _require(req, owner[0], _ns(pod), owner[1]) if owner else pod
     return _single_pod(pod, source)
 
 
@@ -163,13 +162,33 @@ def controller_ref(obj: JSON) -> JSON | None:
     return next((ref for ref in refs if ref.get("controller") and ref.get("name")), None)
 
 
+def fetchable_owner(pod: JSON) -> tuple[Kind, str] | None:
+    """The pod's controller, as (kind, name), when it is of a kind customize can fetch by name."""
+    ref = controller_ref(pod)
+    if ref is None:
+        return None
+    api_version, kind_name = ref.get("apiVersion"), ref.get("kind")
+    if not isinstance(api_version, str) or not isinstance(kind_name, str):
+        return None
+    kind = OWNER_KINDS.get((api_version, kind_name))
+    return (kind, ref["name"]) if kind else None
+
+
 def is_live(pod: JSON) -> bool:
-    return (pod.get("status") or {}).get("phase") not in _STOPPED_PHASES and not pod["metadata"].get("deletionTimestamp")
+    return (pod.get("status") or {}).get("phase") not in _STOPPED_PHASES and not pod["metadata"].get(
+        "deletionTimestamp"
+    )
 
 
 def _single_pod(pod: JSON, source: JSON) -> Group:
-    return Group(key=_key(POD, pod), source=_describe(source), annotations=_annotations(source), members=[pod],
-                 max_nodes=1, tasks_per_node=1)
+    return Group(
+        key=_key(POD, pod),
+        source=_describe(source),
+        annotations=_annotations(source),
+        members=[pod],
+        max_nodes=1,
+        tasks_per_node=1,
+    )
 
 
 def _from_job(pod: JSON, job: JSON, source: JSON) -> Group:
@@ -178,7 +197,11 @@ def _from_job(pod: JSON, job: JSON, source: JSON) -> Group:
     deadline = spec.get("activeDeadlineSeconds") or 0
     limits = (((spec.get("template") or {}).get("spec") or {}).get("resources") or {}).get("limits") or {}
     return Group(
-        key=_key(POD, pod), source=_describe(source), annotations=_annotations(source), members=[pod], min_nodes=1,
+        key=_key(POD, pod),
+        source=_describe(source),
+        annotations=_annotations(source),
+        members=[pod],
+        min_nodes=1,
         time_limit=-(-deadline // 60) if deadline > 0 else None,
         base_cpus=_positive(quantity.value(quantity.parse(limits.get("cpu", 0)))),
         base_memory_mib=_positive(quantity.mebibytes(quantity.parse(limits.get("memory", 0)))),
@@ -193,19 +216,27 @@ def _built_in_pod_group(req: DecoratorRequest, name: str) -> Group:
     members = _members(req, lambda p: scheduling_group(p) == name)
     min_count = (((pod_group.get("spec") or {}).get("schedulingPolicy") or {}).get("gang") or {}).get("minCount")
     if min_count is not None and len(members) < min_count:
-        raise GroupNotReady(f"PodGroup {ns}/{name} has {len(members)} of the {min_count} pods its gang needs; "
-                            "waiting for the rest")
+        raise GroupNotReady(
+            f"PodGroup {ns}/{name} has {len(members)} of the {min_count} pods its gang needs; waiting for the rest"
+        )
     sources = [pod_group]
-    owner = controller_ref(pod)
-    if owner is not None and (kind := OWNER_KINDS.get((owner.get("apiVersion"), owner.get("kind")))):
-        sources.append(_require(req, kind, ns, owner["name"]))
+    if (owner := fetchable_owner(pod)) is not None:
+        sources.append(_require(req, owner[0], ns, owner[1]))
     if workload_name := _workload_name(pod_group):
         sources.append(_require(req, WORKLOAD, ns, workload_name))
     merged: dict[str, str] = {}
     for source in sources:
         merged |= _annotations(source)
-    return Group(key=_key(POD_GROUP, pod_group), source=" < ".join(map(_describe, sources)), annotations=merged,
-                 members=members, job_name=name, min_nodes=len(members), max_nodes=len(members), tasks_per_node=1)
+    return Group(
+        key=_key(POD_GROUP, pod_group),
+        source=" < ".join(map(_describe, sources)),
+        annotations=merged,
+        members=members,
+        job_name=name,
+        min_nodes=len(members),
+        max_nodes=len(members),
+        tasks_per_node=1,
+    )
 
 
 def _coscheduling(req: DecoratorRequest, pod_group: JSON) -> Group:
@@ -218,12 +249,19 @@ def _coscheduling(req: DecoratorRequest, pod_group: JSON) -> Group:
     members = _members(req, lambda p: _labels(p).get(names.LABEL_COSCHEDULING_POD_GROUP) == name)
     min_member = spec.get("minMember") or 0
     if len(members) < min_member:
-        raise GroupNotReady(f"PodGroup {_ns(pod_group)}/{name} has {len(members)} of its minMember "
-                            f"{min_member} pods; waiting for the rest")
+        raise GroupNotReady(
+            f"PodGroup {_ns(pod_group)}/{name} has {len(members)} of its minMember "
+            f"{min_member} pods; waiting for the rest"
+        )
     minimum = spec.get("minResources") or {}
     return Group(
-        key=_key(COSCHEDULING_POD_GROUP, pod_group), source=_describe(pod_group), annotations=_annotations(pod_group),
-        members=members, min_nodes=min_member or None, max_nodes=len(members), tasks_per_node=1,
+        key=_key(COSCHEDULING_POD_GROUP, pod_group),
+        source=_describe(pod_group),
+        annotations=_annotations(pod_group),
+        members=members,
+        min_nodes=min_member or None,
+        max_nodes=len(members),
+        tasks_per_node=1,
         base_cpus=_positive(quantity.value(quantity.parse(minimum.get("cpu", 0)))),
         base_memory_mib=_positive(quantity.mebibytes(quantity.parse(minimum.get("memory", 0)))),
     )
@@ -234,16 +272,27 @@ def _leader_worker_set(req: DecoratorRequest, lws: JSON) -> Group:
     labels = _labels(req.object)
     group_key, index = labels.get(names.LABEL_LWS_GROUP_KEY), labels.get(names.LABEL_LWS_GROUP_INDEX)
     if group_key is None or index is None:
-        raise GroupNotReady(f"pod of LeaderWorkerSet {_ns(lws)}/{_name(lws)} lacks the "
-                            f"{names.LABEL_LWS_GROUP_KEY} or {names.LABEL_LWS_GROUP_INDEX} label")
+        raise GroupNotReady(
+            f"pod of LeaderWorkerSet {_ns(lws)}/{_name(lws)} lacks the "
+            f"{names.LABEL_LWS_GROUP_KEY} or {names.LABEL_LWS_GROUP_INDEX} label"
+        )
     size = ((lws.get("spec") or {}).get("leaderWorkerTemplate") or {}).get("size", 1)
     members = _members(req, lambda p: _labels(p).get(names.LABEL_LWS_GROUP_KEY) == group_key)
     job_name = f"{labels[names.LABEL_LWS_NAME]}-{index}"
     if len(members) < size:
-        raise GroupNotReady(f"LeaderWorkerSet group {_ns(lws)}/{job_name} has {len(members)} of its {size} pods; "
-                            "waiting for the rest")
-    return Group(key=f"{LWS.kind}/{_ns(lws)}/{job_name}", source=_describe(lws), annotations=_annotations(lws),
-                 members=members, job_name=job_name, min_nodes=size, max_nodes=size, tasks_per_node=1)
+        raise GroupNotReady(
+            f"LeaderWorkerSet group {_ns(lws)}/{job_name} has {len(members)} of its {size} pods; waiting for the rest"
+        )
+    return Group(
+        key=f"{LWS.kind}/{_ns(lws)}/{job_name}",
+        source=_describe(lws),
+        annotations=_annotations(lws),
+        members=members,
+        job_name=job_name,
+        min_nodes=size,
+        max_nodes=size,
+        tasks_per_node=1,
+    )
 
 
 def _members(req: DecoratorRequest, belongs: Callable[[JSON], bool]) -> list[JSON]:
@@ -256,8 +305,11 @@ def _members(req: DecoratorRequest, belongs: Callable[[JSON], bool]) -> list[JSO
 
 def _workload_name(pod_group: JSON) -> str | None:
     spec = pod_group.get("spec") or {}
-    return ((spec.get("workloadRef") or {}).get("workloadName")
-            or (((spec.get("podGroupTemplateRef") or {}).get("workload") or {}).get("workloadName")) or None)
+    return (
+        (spec.get("workloadRef") or {}).get("workloadName")
+        or (((spec.get("podGroupTemplateRef") or {}).get("workload") or {}).get("workloadName"))
+        or None
+    )
 
 
 def _require(req: DecoratorRequest, kind: Kind, ns: str, name: str) -> JSON:

@@ -23,7 +23,7 @@ is requested.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, TypeGuard
 
 from hooks import cluster, contract, names, slurmconf
 from hooks.cluster import config_map_name, worker_service_name
@@ -57,24 +57,32 @@ def customize(req: CustomizeRequest) -> JSON:
         return not cluster.opt_bool(spec, "external", False)
 
     def secrets() -> list[str]:
-        return [ref.name for ref in (cluster.key_ref(spec, "slurmKeyRef"), cluster.jwt_key_ref(spec)) if ref is not None]
+        return [
+            ref.name for ref in (cluster.key_ref(spec, "slurmKeyRef"), cluster.jwt_key_ref(spec)) if ref is not None
+        ]
 
     def configmaps() -> list[str]:
         jwks = cluster.key_ref(spec, "jwksKeyRef")
         return [*referenced_configmaps(spec), *([jwks.name] if jwks else [])]
 
-    return {"relatedResources": cluster.derivable(
-        lambda: _by_name(names.API_VERSION, "accountings", ns, [cluster.local_ref_name(spec, "accountingRef")]),
-        lambda: [{"apiVersion": names.API_VERSION, "resource": "nodesets", "namespace": ns}] if in_cluster() else [],
-        lambda: _by_name("v1", "secrets", ns, secrets()) if in_cluster() else [],
-        lambda: _by_name("v1", "configmaps", ns, configmaps()) if in_cluster() else [],
-    )}
+    return {
+        "relatedResources": cluster.derivable(
+            lambda: _by_name(names.API_VERSION, "accountings", ns, [cluster.local_ref_name(spec, "accountingRef")]),
+            lambda: (
+                [{"apiVersion": names.API_VERSION, "resource": "nodesets", "namespace": ns}] if in_cluster() else []
+            ),
+            lambda: _by_name("v1", "secrets", ns, secrets()) if in_cluster() else [],
+            lambda: _by_name("v1", "configmaps", ns, configmaps()) if in_cluster() else [],
+        )
+    }
 
 
 def _by_name(api_version: str, resource: str, namespace: str, wanted: list[str]) -> list[JSON]:
     """One rule for the named objects; none without names (an empty `names` would match every object)."""
     present = sorted({n for n in wanted if n})
-    return [{"apiVersion": api_version, "resource": resource, "namespace": namespace, "names": present}] if present else []
+    return (
+        [{"apiVersion": api_version, "resource": resource, "namespace": namespace, "names": present}] if present else []
+    )
 
 
 @cluster.reports_invalid_spec
@@ -125,9 +133,13 @@ def _config_data(spec: ControllerSpec, refs: Resolved, observed: JSON | None) ->
         return dict(kept), True
     accounting = refs.accounting
     if spec.accounting and accounting is None:  # not created yet: the in-cluster default is the likely answer
-        accounting = slurmconf.Endpoint(f"{cluster.accounting_host(spec.accounting)}.{spec.namespace}", cluster.SLURMDBD_PORT)
+        accounting = slurmconf.Endpoint(
+            f"{cluster.accounting_host(spec.accounting)}.{spec.namespace}", cluster.SLURMDBD_PORT
+        )
     if spec.external is not None:
-        return {slurmconf.SLURM_CONF_FILE: slurmconf.render_external(spec.cluster_name, spec.external, accounting)}, False
+        return {
+            slurmconf.SLURM_CONF_FILE: slurmconf.render_external(spec.cluster_name, spec.external, accounting)
+        }, False
     conf = slurmconf.SlurmConf(
         cluster_name=spec.cluster_name,
         controller=spec.name,
@@ -149,11 +161,15 @@ def _config_data(spec: ControllerSpec, refs: Resolved, observed: JSON | None) ->
 
 def _scripts(spec: ControllerSpec, refs: Resolved) -> slurmconf.Scripts:
     def files(field: str) -> tuple[str, ...]:
-        return tuple(sorted({
-            slurmconf.check_word(key, f"related[{CONFIGMAP!r}][{spec.namespace}/{name}].data key")
-            for name in spec.scripts[field]
-            for key in refs.configmaps.get(name, {})
-        }))
+        return tuple(
+            sorted(
+                {
+                    slurmconf.check_word(key, f"related[{CONFIGMAP!r}][{spec.namespace}/{name}].data key")
+                    for name in spec.scripts[field]
+                    for key in refs.configmaps.get(name, {})
+                }
+            )
+        )
 
     return slurmconf.Scripts(
         prolog=files("prologScriptRefs"),
@@ -163,17 +179,26 @@ def _scripts(spec: ControllerSpec, refs: Resolved) -> slurmconf.Scripts:
     )
 
 
-def _pod_annotations(spec: ControllerSpec, refs: Resolved, data: dict[str, str], observed_sts: JSON | None) -> dict[str, str]:
+def _pod_annotations(
+    spec: ControllerSpec, refs: Resolved, data: dict[str, str], observed_sts: JSON | None
+) -> dict[str, str]:
     """Hashes that roll slurmctld when its keys or (without inplaceReconfigure) its config change.
 
     A hash whose input is missing keeps its observed value: a Secret or ConfigMap that is
     briefly absent must not restart the control plane.
     """
-    observed = ((((observed_sts or {}).get("spec") or {}).get("template") or {}).get("metadata") or {}).get("annotations") or {}
+    observed = ((((observed_sts or {}).get("spec") or {}).get("template") or {}).get("metadata") or {}).get(
+        "annotations"
+    ) or {}
     result: dict[str, str] = {}
-    for annotation, ref in ((names.ANNOTATION_SLURM_KEY_HASH, spec.slurm_key), (names.ANNOTATION_JWT_KEY_HASH, spec.jwt_key)):
+    for annotation, ref in (
+        (names.ANNOTATION_SLURM_KEY_HASH, spec.slurm_key),
+        (names.ANNOTATION_JWT_KEY_HASH, spec.jwt_key),
+    ):
         value = refs.secrets.get(f"{ref.name}/{ref.key}") if ref else None
-        result[annotation] = content_hash({ref.key: value}) if ref and value is not None else observed.get(annotation, "")
+        result[annotation] = (
+            content_hash({ref.key: value}) if ref and value is not None else observed.get(annotation, "")
+        )
     if spec.inplace_reconfigure:
         return result
     inputs = {f"{config_map_name(spec.name)}/{k}": v for k, v in data.items()}
@@ -190,7 +215,9 @@ def _config_map(parent: JSON, spec: ControllerSpec, data: dict[str, str]) -> JSO
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": child_metadata(parent, config_map_name(spec.name), component_labels(APP_NAME, spec.name, COMPONENT)),
+        "metadata": child_metadata(
+            parent, config_map_name(spec.name), component_labels(APP_NAME, spec.name, COMPONENT)
+        ),
         "data": data,
     }
 
@@ -198,7 +225,9 @@ def _config_map(parent: JSON, spec: ControllerSpec, data: dict[str, str]) -> JSO
 def _internal_service(parent: JSON, spec: ControllerSpec) -> JSON:
     # Without the component label, so a ServiceMonitor selecting it matches only the main Service.
     selector = selector_labels(APP_NAME, spec.name)
-    return service(parent, internal_service_name(spec.name), selector, selector, APP_NAME, cluster.SLURMCTLD_PORT, headless=True)
+    return service(
+        parent, internal_service_name(spec.name), selector, selector, APP_NAME, cluster.SLURMCTLD_PORT, headless=True
+    )
 
 
 def _main_service(parent: JSON, spec: ControllerSpec) -> JSON:
@@ -206,7 +235,9 @@ def _main_service(parent: JSON, spec: ControllerSpec) -> JSON:
     if spec.ha:
         selector[names.LABEL_ACTIVE_CONTROLLER] = "true"
     labels = component_labels(APP_NAME, spec.name, COMPONENT)
-    return service(parent, statefulset_name(spec.name), labels, selector, APP_NAME, cluster.SLURMCTLD_PORT, spec.service)
+    return service(
+        parent, statefulset_name(spec.name), labels, selector, APP_NAME, cluster.SLURMCTLD_PORT, spec.service
+    )
 
 
 def _worker_labels(spec: ControllerSpec) -> dict[str, str]:
@@ -216,7 +247,13 @@ def _worker_labels(spec: ControllerSpec) -> dict[str, str]:
 def _worker_service(parent: JSON, spec: ControllerSpec) -> JSON:
     selector = {names.LABEL_NAME: WORKER_APP_NAME, names.LABEL_CLUSTER: spec.name}
     return service(
-        parent, worker_service_name(spec.name), _worker_labels(spec), selector, WORKER_APP_NAME, cluster.SLURMD_PORT, headless=True
+        parent,
+        worker_service_name(spec.name),
+        _worker_labels(spec),
+        selector,
+        WORKER_APP_NAME,
+        cluster.SLURMD_PORT,
+        headless=True,
     )
 
 
@@ -270,21 +307,31 @@ def _status(req: CompositeRequest, spec: ControllerSpec, refs: Resolved, frozen:
     if spec.external is not None:
         where = f"{spec.external.host}:{spec.external.port}"
         message = f"slurmctld runs outside Kubernetes at {where}; only its client slurm.conf is managed here"
-        conditions = [condition(parent, names.CONDITION_EXTERNAL, True, "External", message),
-                      ready_condition(parent, unmet(references), "External", message)]
+        conditions = [
+            condition(parent, names.CONDITION_EXTERNAL, True, "External", message),
+            ready_condition(parent, unmet(references), "External", message),
+        ]
     else:
         sts = cluster.observed(req, STATEFULSET, statefulset_name(spec.name))
         conditions = _workload_conditions(parent, spec, sts, references)
     conditions.append(references)
     if spec.service_monitor is not None and spec.external is None:
         if monitor_supported:
-            conditions.append(condition(parent, names.CONDITION_SERVICE_MONITOR_CREATED, True, "Created", "ServiceMonitor is a child"))
+            conditions.append(
+                condition(parent, names.CONDITION_SERVICE_MONITOR_CREATED, True, "Created", "ServiceMonitor is a child")
+            )
         else:
-            conditions.append(condition(
-                parent, names.CONDITION_SERVICE_MONITOR_CREATED, False, "ChildTypeNotConfigured",
-                "metrics.serviceMonitor.enabled but the CompositeController has no monitoring.coreos.com/v1 servicemonitors "
-                "child type; enable it in the slurm-operator chart once the Prometheus Operator CRDs are installed",
-            ))
+            conditions.append(
+                condition(
+                    parent,
+                    names.CONDITION_SERVICE_MONITOR_CREATED,
+                    False,
+                    "ChildTypeNotConfigured",
+                    "metrics.serviceMonitor.enabled but the CompositeController has no monitoring.coreos.com/v1 "
+                    "servicemonitors "
+                    "child type; enable it in the slurm-operator chart once the Prometheus Operator CRDs are installed",
+                )
+            )
     return {"conditions": conditions}
 
 
@@ -303,8 +350,10 @@ def _workload_conditions(parent: JSON, spec: ControllerSpec, sts: JSON | None, r
 
 def _child_type_configured(controller: JSON, api_version: str, resource: str) -> bool:
     rules = (controller.get("spec") or {}).get("childResources") or []
-    return any(isinstance(r, dict) and r.get("apiVersion") == api_version and r.get("resource") == resource for r in rules)
+    return any(
+        isinstance(r, dict) and r.get("apiVersion") == api_version and r.get("resource") == resource for r in rules
+    )
 
 
-def _is_string_map(value: Any) -> bool:
+def _is_string_map(value: Any) -> TypeGuard[dict[str, str]]:
     return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())

@@ -15,6 +15,7 @@ from typing import Any
 from hooks import cluster, names, slurmconf
 from hooks.cluster import config_map_name
 from hooks.controller.spec import ControllerSpec
+
 # The same log FIFO sidecar as slurmd's (slurmctld writes its log into the FIFO it reads).
 from hooks.objects import child_metadata, component_labels, selector_labels
 from hooks.podtemplate import apply_pod_template, merge_container
@@ -89,7 +90,10 @@ def statefulset(parent: JSON, spec: ControllerSpec, pod_annotations: dict[str, s
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
         "metadata": child_metadata(
-            parent, statefulset_name(spec.name), {**(user_meta.get("labels") or {}), **labels}, user_meta.get("annotations")
+            parent,
+            statefulset_name(spec.name),
+            {**(user_meta.get("labels") or {}), **labels},
+            user_meta.get("annotations"),
         ),
         "spec": sts_spec,
     }
@@ -107,7 +111,12 @@ def _pod_spec(spec: ControllerSpec, has_claim_template: bool) -> JSON:
         volumes.append(_statesave_volume(spec))
     return {
         "automountServiceAccountToken": False,
-        "securityContext": {"runAsNonRoot": True, "runAsUser": SLURM_UID, "runAsGroup": SLURM_UID, "fsGroup": SLURM_UID},
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": SLURM_UID,
+            "runAsGroup": SLURM_UID,
+            "fsGroup": SLURM_UID,
+        },
         "initContainers": [*init, _logfile_sidecar(spec)],
         "containers": [_slurmctld_container(spec)],
         "volumes": volumes,
@@ -162,7 +171,9 @@ def _etc_volume(spec: ControllerSpec) -> JSON:
             sources.append({"secret": {"name": ref.name, "items": [{"key": ref.key, "path": path}]}})
     sources += [{"configMap": {"name": name}} for name in spec.referenced_configmaps()]
     if spec.jwks is not None:
-        sources.append({"configMap": {"name": spec.jwks.name, "items": [{"key": spec.jwks.key, "path": slurmconf.JWKS_FILE}]}})
+        sources.append(
+            {"configMap": {"name": spec.jwks.name, "items": [{"key": spec.jwks.key, "path": slurmconf.JWKS_FILE}]}}
+        )
     return {"name": ETC_VOLUME, "projected": {"defaultMode": ETC_MODE, "sources": sources}}
 
 
@@ -190,13 +201,15 @@ def _claim_templates(spec: ControllerSpec, observed: JSON | None) -> list[JSON]:
     p = spec.persistence
     if not p.enabled or p.existing_claim:
         return []
-    return [{
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": STATESAVE_VOLUME},
-        "spec": {"volumeMode": "Filesystem", **copy.deepcopy(p.claim_spec)},
-        "status": {"phase": "Pending"},
-    }]
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": STATESAVE_VOLUME},
+            "spec": {"volumeMode": "Filesystem", **copy.deepcopy(p.claim_spec)},
+            "status": {"phase": "Pending"},
+        }
+    ]
 
 
 def _http_probe(path: str) -> JSON:

@@ -2,7 +2,8 @@
 
 The CRD schema and its CEL rules reject most bad specs at admission, but a hook must not trust
 that (the CRD may be an older copy): anything it cannot build from raises InvalidSpec naming the
-field, which the hook answers with a status condition while every existing child stays untouched. References that do not exist (yet) are different:
+field, which the hook answers with a status condition while every existing child stays untouched. References that do
+not exist (yet) are different:
 they are normal while a Helm release is being applied, so they are collected into `missing`
 for a status condition and the hook keeps what it already has.
 """
@@ -24,8 +25,15 @@ ACCOUNTING = contract.TYPE_ACCOUNTING
 
 # Inline PersistentVolumeClaimSpec fields of `persistence`, and what a claim needs at minimum.
 _CLAIM_FIELDS = (
-    "accessModes", "dataSource", "dataSourceRef", "resources", "selector",
-    "storageClassName", "volumeAttributesClassName", "volumeMode", "volumeName",
+    "accessModes",
+    "dataSource",
+    "dataSourceRef",
+    "resources",
+    "selector",
+    "storageClassName",
+    "volumeAttributesClassName",
+    "volumeMode",
+    "volumeName",
 )
 _CLAIM_DEFAULTS: JSON = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "4Gi"}}}
 # One SlurmctldHost line and one slurmctld pod per controller: far above any real HA set-up, and a
@@ -104,7 +112,9 @@ class Resolved:
 def parse_spec(parent: JSON) -> ControllerSpec:
     name, namespace = parent["metadata"]["name"], cluster.namespace_of(parent)
     spec = cluster.spec_of(parent)
-    cluster_name = slurmconf.check_word(cluster.opt_str(spec, "clusterName") or f"{namespace}_{name}", "spec.clusterName")
+    cluster_name = slurmconf.check_word(
+        cluster.opt_str(spec, "clusterName") or f"{namespace}_{name}", "spec.clusterName"
+    )
     external = cluster.opt_bool(spec, "external", False)
     ha = cluster.opt_obj(spec, "ha")
     ha_enabled = cluster.opt_bool(ha, "enabled", False, "spec.ha")
@@ -229,7 +239,9 @@ def _service_monitor(metrics: JSON) -> ServiceMonitorSpec | None:
     if not cluster.opt_bool(sm, "enabled", False, where):
         return None
     endpoints = sm.get("endpoints") or []
-    if not isinstance(endpoints, list) or not all(isinstance(e, dict) and isinstance(e.get("path"), str) for e in endpoints):
+    if not isinstance(endpoints, list) or not all(
+        isinstance(e, dict) and isinstance(e.get("path"), str) for e in endpoints
+    ):
         raise InvalidSpec(f"{where}.endpoints must be a list of objects with a path")
     return ServiceMonitorSpec(
         labels=_str_map(sm, "labels", where),

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, TypeGuard
 
 from hooks import names
 from hooks.nodeset.observe import ObservedPod, still_wanted
@@ -109,12 +109,14 @@ def blockers(mode: Release, report: Report | None, held: list[ObservedPod], rese
     found: list[Blocker] = []
     if held and mode == Release.NO_CONTROLLER:
         listing = ", ".join(p.name for p in held)
-        found.append(Blocker(
-            "BusyPodsWithoutController",
-            f"no Controller is observed to drain through, and these pods show busy evidence: {listing}. "
-            f"If the Controller was deleted on purpose, annotate this NodeSet {names.ANNOTATION_FORCE_DELETE}=true "
-            "to release them at once (their jobs end)",
-        ))
+        found.append(
+            Blocker(
+                "BusyPodsWithoutController",
+                f"no Controller is observed to drain through, and these pods show busy evidence: {listing}. "
+                f"If the Controller was deleted on purpose, annotate this NodeSet {names.ANNOTATION_FORCE_DELETE}=true "
+                "to release them at once (their jobs end)",
+            )
+        )
     elif held:
         message = f"{len(held)} pod(s) wait for their Slurm node to drain; see status.drainingPods"
         found.append(Blocker("PodsDraining", message))
@@ -161,5 +163,5 @@ def _report_blockers(mode: Release, report: Report | None) -> list[Blocker]:
     return found
 
 
-def _list_of(value: Any, types: tuple[type, ...]) -> bool:
+def _list_of(value: Any, types: tuple[type, ...]) -> TypeGuard[list[Any]]:
     return isinstance(value, list) and all(isinstance(v, types) and not isinstance(v, bool) for v in value)

@@ -50,16 +50,22 @@ import binascii
 import time
 from typing import Any
 
-
 from hooks import cluster, names, slurmstate
-from hooks.nodeset import deletion
-from hooks.nodeset import reservation
 from hooks.cluster import InvalidSpec
 from hooks.contract import CompositeRequest, CustomizeRequest
+from hooks.nodeset import deletion, reservation
 from hooks.nodeset.observe import ObservedPod, observe_pod, still_wanted
-from hooks.nodeset.ready import deleting_ready, nodeset_ready
 from hooks.nodeset.plan import Context, Plan, plan_daemonset, plan_finalize, plan_hold, plan_statefulset
-from hooks.nodeset.pods import PodSlot, WorkerPodBuilder, claims_for, revision_hash, ssh_config_map, ssh_config_name, statefulset_slot
+from hooks.nodeset.pods import (
+    PodSlot,
+    WorkerPodBuilder,
+    claims_for,
+    revision_hash,
+    ssh_config_map,
+    ssh_config_name,
+    statefulset_slot,
+)
+from hooks.nodeset.ready import deleting_ready, nodeset_ready
 from hooks.nodeset.scheduling import node_fit
 from hooks.nodeset.spec import (
     CONFIGMAP_TYPE_KEY,
@@ -104,7 +110,14 @@ def customize(req: CustomizeRequest) -> JSON:
     namespace = parent["metadata"].get("namespace") or ""
 
     def controller() -> list[JSON]:
-        return [{"apiVersion": names.API_VERSION, "resource": "controllers", "namespace": namespace, "names": [controller_ref_name(parent)]}]
+        return [
+            {
+                "apiVersion": names.API_VERSION,
+                "resource": "controllers",
+                "namespace": namespace,
+                "names": [controller_ref_name(parent)],
+            }
+        ]
 
     def nodes() -> list[JSON]:
         selector = related_nodes_selector(parent)
@@ -154,7 +167,9 @@ def sync(req: CompositeRequest) -> JSON:
     return _response(status, children, plan, ctx.seconds_until_available(pods))
 
 
-def _add_reservation(status: JSON, parent: JSON, spec: NodeSetSpec, wanted: JSON | None, report: reservation.Report | None) -> None:
+def _add_reservation(
+    status: JSON, parent: JSON, spec: NodeSetSpec, wanted: JSON | None, report: reservation.Report | None
+) -> None:
     """status.reservation (the intent slurm_sync executes) and the ReservationCreated condition."""
     if wanted is not None:
         status[names.STATUS_RESERVATION] = wanted
@@ -216,7 +231,9 @@ def _finalize_invalid(req: CompositeRequest, err: InvalidSpec) -> JSON:
     pod_children = [cluster.kept(p.obj) for p in held]
     retained = _retained_claims(req, lenient_when_deleted(parent))
     if pod_children:
-        children = pod_children + [cluster.kept(obj) for t in (PVC_TYPE_KEY, CONFIGMAP_TYPE_KEY) for obj in req.children_of(t)]
+        children = pod_children + [
+            cluster.kept(obj) for t in (PVC_TYPE_KEY, CONFIGMAP_TYPE_KEY) for obj in req.children_of(t)
+        ]
     else:
         children = list(retained)
     status = dict(parent.get("status") or {})
@@ -256,8 +273,14 @@ def _release_plan(
 
 
 def _finalize_response(
-    parent: JSON, status: JSON, children: list[JSON], plan: Plan, mode: deletion.Release, held: list[ObservedPod],
-    reservation_pending: bool, retained: list[JSON],
+    parent: JSON,
+    status: JSON,
+    children: list[JSON],
+    plan: Plan,
+    mode: deletion.Release,
+    held: list[ObservedPod],
+    reservation_pending: bool,
+    retained: list[JSON],
 ) -> JSON:
     """finalized only when no pod, no retained claim and no Slurm-side blocker is left (DeletionBlocked says which)."""
     blockers = deletion.blockers(mode, deletion.read_report(parent), held, reservation_pending)
@@ -277,11 +300,19 @@ def _retained_claims(req: CompositeRequest, when_deleted: str) -> list[JSON]:
 
 def _retained_condition(parent: JSON, retained: list[JSON]) -> JSON:
     if not retained:
-        return condition(parent, CONDITION_RETAINED_CLAIMS, False, "NoneOwned", "no retained PersistentVolumeClaim is owned by this NodeSet")
+        return condition(
+            parent,
+            CONDITION_RETAINED_CLAIMS,
+            False,
+            "NoneOwned",
+            "no retained PersistentVolumeClaim is owned by this NodeSet",
+        )
     listing = ", ".join(c["metadata"]["name"] for c in retained)
     message = (
-        f"{len(retained)} PersistentVolumeClaim(s) are kept (whenDeleted: Retain) until slurm_sync removes this NodeSet's "
-        f"ownerReference from them: {listing}. Without slurm_sync for this cluster, remove it by hand or set whenDeleted: Delete"
+        f"{len(retained)} PersistentVolumeClaim(s) are kept (whenDeleted: Retain) until slurm_sync removes this "
+        "NodeSet's "
+        f"ownerReference from them: {listing}. Without slurm_sync for this cluster, remove it by hand or set "
+        "whenDeleted: Delete"
     )
     return condition(parent, CONDITION_RETAINED_CLAIMS, True, "WaitingForOrphaning", message)
 
@@ -303,7 +334,9 @@ def now_if_needed(pods: list[ObservedPod], every_pod: bool) -> float | None:
 def _check_identity(spec: NodeSetSpec, slot: PodSlot) -> None:
     """A pod the API server would reject (name or hostname over 63 characters) is an InvalidSpec, never sent."""
     if slot.node is not None:
-        source = f"metadata.name with Node {slot.node!r} (its name, or its {names.ANNOTATION_HOSTNAME_OVERRIDE} annotation)"
+        source = (
+            f"metadata.name with Node {slot.node!r} (its name, or its {names.ANNOTATION_HOSTNAME_OVERRIDE} annotation)"
+        )
     elif spec.template_spec.get("hostname"):
         source = f"spec.template.spec.hostname (ordinal {slot.ordinal})"
     else:
@@ -330,7 +363,9 @@ def controller_condition(
     if controller.deleting:
         message = f"Controller {controller.name} is being deleted" + note
         return condition(parent, names.CONDITION_CONTROLLER_RESOLVED, False, "ControllerDeleting", message)
-    return condition(parent, names.CONDITION_CONTROLLER_RESOLVED, True, "ControllerFound", f"Controller {controller.name} found")
+    return condition(
+        parent, names.CONDITION_CONTROLLER_RESOLVED, True, "ControllerFound", f"Controller {controller.name} found"
+    )
 
 
 def _hold(req: CompositeRequest, spec: NodeSetSpec, pods: list[ObservedPod]) -> JSON:
@@ -390,7 +425,9 @@ def _ssh_config(parent: JSON, spec: NodeSetSpec, pod_children: list[JSON], keep:
     """The sshd ConfigMap while ssh is on (sync) or while a returned pod still mounts it."""
     name = ssh_config_name(spec)
     mounted = any(
-        (v.get("configMap") or {}).get("name") == name for pod in pod_children for v in (pod.get("spec") or {}).get("volumes") or []
+        (v.get("configMap") or {}).get("name") == name
+        for pod in pod_children
+        for v in (pod.get("spec") or {}).get("volumes") or []
     )
     return [ssh_config_map(parent, spec)] if mounted or (keep and spec.ssh_enabled) else []
 
@@ -406,7 +443,12 @@ def _response(status: JSON, children: list[JSON], plan: Plan, until_available: i
 
 
 def _status(
-    parent: JSON, spec: NodeSetSpec, pods: list[ObservedPod], plan: Plan, ctx: Context, controller: JSON,
+    parent: JSON,
+    spec: NodeSetSpec,
+    pods: list[ObservedPod],
+    plan: Plan,
+    ctx: Context,
+    controller: JSON,
     deleting: bool = False,
 ) -> JSON:
     """Counts describe the observed pods of this NodeSet (foreign and terminating pods excluded)."""
@@ -440,7 +482,13 @@ def _status(
 
 def _draining_condition(parent: JSON, draining: list[JSON]) -> JSON:
     if not draining:
-        return condition(parent, names.CONDITION_PODS_DRAINING, False, "NoneDraining", "no pod is waiting for its Slurm node to drain")
+        return condition(
+            parent,
+            names.CONDITION_PODS_DRAINING,
+            False,
+            "NoneDraining",
+            "no pod is waiting for its Slurm node to drain",
+        )
     message = f"{len(draining)} pod(s) wait for their Slurm node to drain before deletion; see status.drainingPods"
     return condition(parent, names.CONDITION_PODS_DRAINING, True, "Draining", message)
 
@@ -458,9 +506,17 @@ def inconsistent_condition(parent: JSON, pods: list[ObservedPod], now: float | N
 
 def _unexpected_condition(parent: JSON, plan: Plan) -> JSON:
     if not plan.unexpected:
-        return condition(parent, names.CONDITION_UNEXPECTED_PODS, False, "NoneObserved", "every observed pod is a worker of this NodeSet")
+        return condition(
+            parent,
+            names.CONDITION_UNEXPECTED_PODS,
+            False,
+            "NoneObserved",
+            "every observed pod is a worker of this NodeSet",
+        )
     listing = "; ".join(f"{name}: {why}" for name, why in sorted(plan.unexpected.items()))
-    return condition(parent, names.CONDITION_UNEXPECTED_PODS, True, "UnexpectedPodsObserved", f"kept, not counted: {listing}")
+    return condition(
+        parent, names.CONDITION_UNEXPECTED_PODS, True, "UnexpectedPodsObserved", f"kept, not counted: {listing}"
+    )
 
 
 def _published_draining(parent: JSON) -> frozenset[str]:

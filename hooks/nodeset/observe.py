@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
-
 from hooks import names, slurmstate
+from hooks.objects import dict_field, list_field
 
 JSON = dict[str, Any]
 
@@ -103,28 +103,36 @@ class ObservedPod:
 
 def observe_pod(obj: JSON, nodeset: str, parent_uid: str) -> ObservedPod:
     """Read one observed pod; never raises."""
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    meta = dict_field(obj, "metadata")
     # Only the string values of these maps count; look up the few keys read (a sync reads every
     # pod, so copying both maps per pod was a tenth of a 1,000-pod sync).
-    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
-    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
-    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-    status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
-    conditions = [c for c in status.get("conditions") or [] if isinstance(c, dict)] if isinstance(status.get("conditions"), list) else []
+    labels = dict_field(meta, "labels")
+    annotations = dict_field(meta, "annotations")
+    spec = dict_field(obj, "spec")
+    status = dict_field(obj, "status")
+    conditions = (
+        [c for c in status.get("conditions") or [] if isinstance(c, dict)]
+        if isinstance(status.get("conditions"), list)
+        else []
+    )
     ready_condition = next((c for c in conditions if c.get("type") == "Ready"), {})
-    phase = status.get("phase") if status.get("phase") in KNOWN_PHASES else "Unknown"
+    phase = str(status.get("phase")) if status.get("phase") in KNOWN_PHASES else "Unknown"
     return ObservedPod(
         name=str(meta.get("name") or ""),
         obj=obj,
         ours=_is_ours(meta, labels, nodeset, parent_uid),
         scaling_mode=_str_or_none(labels.get(names.LABEL_NODESET_SCALING_MODE)),
         revision=_str(labels.get(names.LABEL_NODESET_REVISION)),
-        hostname=_str(labels.get(names.LABEL_NODESET_POD_HOSTNAME)) or _str(spec.get("hostname")) or str(meta.get("name") or ""),
+        hostname=_str(labels.get(names.LABEL_NODESET_POD_HOSTNAME))
+        or _str(spec.get("hostname"))
+        or str(meta.get("name") or ""),
         pinned_node=_pinned_node(spec),
         node_name=_str(spec.get("nodeName")) or None,
         phase=phase,
         ready=ready_condition.get("status") == "True",
-        ready_since=parse_time(ready_condition.get("lastTransitionTime")) if ready_condition.get("status") == "True" else None,
+        ready_since=parse_time(ready_condition.get("lastTransitionTime"))
+        if ready_condition.get("status") == "True"
+        else None,
         created=parse_time(meta.get("creationTimestamp")),
         terminating=bool(meta.get("deletionTimestamp")),
         drained_mark=annotations.get(names.ANNOTATION_DRAINED) == "true",
@@ -177,7 +185,7 @@ def parse_time(value: Any) -> float | None:
 
 def format_time(epoch: float) -> str:
     """Epoch seconds as RFC 3339 UTC (for messages; whole seconds)."""
-    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _unreadable_time(value: Any) -> bool:
@@ -194,7 +202,7 @@ def _is_ours(meta: JSON, labels: JSON, nodeset: str, parent_uid: str) -> bool:
     """Built by this NodeSet: worker labels for it, and no controller other than it."""
     if labels.get(names.LABEL_INSTANCE) != nodeset or labels.get(names.LABEL_NAME) != "slurmd":
         return False
-    refs = meta.get("ownerReferences") if isinstance(meta.get("ownerReferences"), list) else []
+    refs = list_field(meta, "ownerReferences")
     controllers = [r for r in refs if isinstance(r, dict) and r.get("controller") is True]
     return not parent_uid or all(r.get("uid") == parent_uid for r in controllers)
 
@@ -205,7 +213,11 @@ def _pinned_node(spec: JSON) -> str | None:
         terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
         for term in terms:
             for field in term.get("matchFields") or []:
-                if field.get("key") == "metadata.name" and field.get("operator") == "In" and len(field.get("values") or []) == 1:
+                if (
+                    field.get("key") == "metadata.name"
+                    and field.get("operator") == "In"
+                    and len(field.get("values") or []) == 1
+                ):
                     return str(field["values"][0])
     except (KeyError, TypeError, AttributeError):
         return None
@@ -214,7 +226,9 @@ def _pinned_node(spec: JSON) -> str | None:
 
 def _slurm_states(conditions: list[JSON]) -> frozenset[str]:
     return frozenset(
-        _STATE_OF_CONDITION[c["type"]] for c in conditions if c.get("type") in _STATE_OF_CONDITION and c.get("status") == "True"
+        _STATE_OF_CONDITION[c["type"]]
+        for c in conditions
+        if c.get("type") in _STATE_OF_CONDITION and c.get("status") == "True"
     )
 
 

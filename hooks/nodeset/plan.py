@@ -60,7 +60,11 @@ class Context:
             return False
         if self.spec.min_ready_seconds == 0:
             return True
-        return pod.ready_since is not None and self.now is not None and pod.ready_since + self.spec.min_ready_seconds <= self.now
+        return (
+            pod.ready_since is not None
+            and self.now is not None
+            and pod.ready_since + self.spec.min_ready_seconds <= self.now
+        )
 
     def seconds_until_available(self, pods: Iterable[ObservedPod]) -> int | None:
         """Whole seconds until the next healthy pod reaches minReadySeconds (at least 1); None if none will."""
@@ -77,7 +81,9 @@ class Context:
         return victim_order(pod, ordinal, self.draining)
 
 
-def plan_statefulset(ctx: Context, pods: list[ObservedPod], ordinal_to_node: dict[str, str], fits: dict[str, Fit]) -> Plan:
+def plan_statefulset(
+    ctx: Context, pods: list[ObservedPod], ordinal_to_node: dict[str, str], fits: dict[str, Fit]
+) -> Plan:
     """Ordinal pods: replicas of them, lowest free ordinals first, highest-ordinal victims first."""
     spec = ctx.spec
     plan = Plan(desired=spec.replicas)
@@ -122,15 +128,15 @@ def plan_daemonset(ctx: Context, pods: list[ObservedPod], nodes: list[JSON], pod
     members: list[tuple[ObservedPod, int | None]] = []
     for node_name in sorted(by_name.keys() | by_node.keys()):
         group = by_node.get(node_name, [])
-        node = by_name.get(node_name)
-        if node is None:
+        kube_node = by_name.get(node_name)
+        if kube_node is None:
             if by_name:
                 plan.condemn(group, f"node {node_name} is gone")
             else:
                 members += [(p, None) for p in group if not p.terminating]
             continue
-        fit = node_fit(node, pod_spec)
-        hostname = node_hostname(node, names.ANNOTATION_HOSTNAME_OVERRIDE)
+        fit = node_fit(kube_node, pod_spec)
+        hostname = node_hostname(kube_node, names.ANNOTATION_HOSTNAME_OVERRIDE)
         if fit.should_run or (fit.should_continue and group):
             plan.desired += 1
         if not fit.should_continue:
@@ -239,7 +245,12 @@ def _scheduled_update(plan: Plan, ctx: Context, members: Iterable[ObservedPod]) 
     """
     reason = f"scheduled update to revision {ctx.revision} in maintenance reservation"
     plan.condemn(
-        (p for p in members if p.revision != ctx.revision and "MAINTENANCE" in p.slurm_states and p.hostname in ctx.maintenance), reason
+        (
+            p
+            for p in members
+            if p.revision != ctx.revision and "MAINTENANCE" in p.slurm_states and p.hostname in ctx.maintenance
+        ),
+        reason,
     )
 
 

@@ -178,7 +178,9 @@ class WorkerPodBuilder:
     and never needs it (the merge was a third of a 10-pod sync).
     """
 
-    def __init__(self, parent: JSON, spec: NodeSetSpec, controller: ControllerInfo, revision: str, sssd_data: bytes | None):
+    def __init__(
+        self, parent: JSON, spec: NodeSetSpec, controller: ControllerInfo, revision: str, sssd_data: bytes | None
+    ):
         self.spec = spec
         self.parent = parent
         self.revision = revision
@@ -223,7 +225,10 @@ class WorkerPodBuilder:
     def _claim_volumes(self, slot: PodSlot, pod_spec: JSON) -> list[JSON]:
         taken = {v.get("name") for v in pod_spec.get("volumes", [])}
         return [
-            {"name": c["metadata"]["name"], "persistentVolumeClaim": {"claimName": claim_name(c["metadata"]["name"], slot.name)}}
+            {
+                "name": c["metadata"]["name"],
+                "persistentVolumeClaim": {"claimName": claim_name(c["metadata"]["name"], slot.name)},
+            }
             for c in self.spec.volume_claim_templates
             if c["metadata"]["name"] not in taken
         ]
@@ -233,7 +238,9 @@ def _base_template(parent: JSON, spec: NodeSetSpec, controller: ControllerInfo, 
     labels = {**component_labels("slurmd", spec.name, "worker"), names.LABEL_CLUSTER: spec.controller_name}
     annotations = {
         names.ANNOTATION_DEFAULT_CONTAINER: "slurmd",
-        names.ANNOTATION_SSHD_CONF_HASH: content_hash({SSH_CONFIG_KEY: sshd_config(spec)} if spec.ssh_enabled else None),
+        names.ANNOTATION_SSHD_CONF_HASH: content_hash(
+            {SSH_CONFIG_KEY: sshd_config(spec)} if spec.ssh_enabled else None
+        ),
         names.ANNOTATION_SSSD_CONF_HASH: content_hash({"sssd.conf": sssd_data} if sssd_data is not None else None),
     }
     metadata = child_metadata(parent, spec.name, labels, annotations)
@@ -250,7 +257,10 @@ def _base_template(parent: JSON, spec: NodeSetSpec, controller: ControllerInfo, 
     if waits_for_topology(spec):
         pod_spec["initContainers"].append(_topology_wait_container(spec, pod_spec["containers"][0]["image"]))
         pod_spec["volumes"].append(_topology_volume())
-    return {"metadata": {"labels": metadata["labels"], "annotations": metadata.get("annotations", {})}, "spec": pod_spec}
+    return {
+        "metadata": {"labels": metadata["labels"], "annotations": metadata.get("annotations", {})},
+        "spec": pod_spec,
+    }
 
 
 def _finish_template(spec: NodeSetSpec, controller: ControllerInfo, template: JSON) -> JSON:
@@ -267,7 +277,9 @@ def _finish_template(spec: NodeSetSpec, controller: ControllerInfo, template: JS
         anti.setdefault("requiredDuringSchedulingIgnoredDuringExecution", []).append(
             {
                 "topologyKey": "kubernetes.io/hostname",
-                "labelSelector": {"matchExpressions": [{"key": names.LABEL_NAME, "operator": "In", "values": ["slurmd"]}]},
+                "labelSelector": {
+                    "matchExpressions": [{"key": names.LABEL_NAME, "operator": "In", "values": ["slurmd"]}]
+                },
             }
         )
     return template
@@ -339,8 +351,10 @@ def _topology_wait_container(spec: NodeSetSpec, image: str) -> JSON:
         "name": TOPOLOGY_WAIT_CONTAINER,
         "image": image,
         "command": ["sh", "-c", TOPOLOGY_WAIT_SCRIPT],
-        "env": [{"name": "WAIT_SECONDS", "value": str(spec.topology_wait)},
-                {"name": "TOPOLOGY_FILE", "value": f"{TOPOLOGY_DIR}/{TOPOLOGY_FILE}"}],  # fmt: skip
+        "env": [
+            {"name": "WAIT_SECONDS", "value": str(spec.topology_wait)},
+            {"name": "TOPOLOGY_FILE", "value": f"{TOPOLOGY_DIR}/{TOPOLOGY_FILE}"},
+        ],
         "volumeMounts": [{"name": TOPOLOGY_VOLUME, "mountPath": TOPOLOGY_DIR, "readOnly": True}],
     }
 
@@ -373,7 +387,11 @@ def _volumes(spec: NodeSetSpec, controller: ControllerInfo) -> list[JSON]:
         volumes += [
             {
                 "name": "ssh-config",
-                "configMap": {"name": ssh_config_name(spec), "items": [{"key": SSH_CONFIG_KEY, "path": SSH_CONFIG_KEY}], "defaultMode": 0o600},
+                "configMap": {
+                    "name": ssh_config_name(spec),
+                    "items": [{"key": SSH_CONFIG_KEY, "path": SSH_CONFIG_KEY}],
+                    "defaultMode": 0o600,
+                },
             },
             {
                 "name": "sssd-conf",
@@ -400,7 +418,9 @@ def pod_limits(spec: NodeSetSpec) -> tuple[int, int]:
     return _ceil(cpu), _ceil(memory) // 2**20
 
 
-_QUANTITY = re.compile(r"^([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))(?:([eE][+-]?[0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?)$")
+_QUANTITY = re.compile(
+    r"^([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))(?:([eE][+-]?[0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?)$"
+)
 _SUFFIXES = {
     None: Fraction(1), "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000),
     "k": Fraction(10**3), "M": Fraction(10**6), "G": Fraction(10**9), "T": Fraction(10**12), "P": Fraction(10**15),

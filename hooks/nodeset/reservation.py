@@ -112,16 +112,34 @@ def reservation_condition(parent: JSON, spec: NodeSetSpec, wanted: JSON | None, 
     name = reservation_name(spec.name)
     if wanted is None:
         if mine is not None and mine.exists:
-            return condition(parent, names.CONDITION_RESERVATION_CREATED, False, "Deleting", _with_error(f"slurm_sync deletes reservation {name}", mine))
+            return condition(
+                parent,
+                names.CONDITION_RESERVATION_CREATED,
+                False,
+                "Deleting",
+                _with_error(f"slurm_sync deletes reservation {name}", mine),
+            )
         if spec.scheduled is None:
             return None
         why = "no pod is wanted" if _wants_no_pods(spec) else "no Slurm node of this NodeSet is idle or allocated yet"
-        return condition(parent, names.CONDITION_RESERVATION_CREATED, False, "NotNeeded", f"reservation {name} is not created: {why}")
+        return condition(
+            parent, names.CONDITION_RESERVATION_CREATED, False, "NotNeeded", f"reservation {name} is not created: {why}"
+        )
     if mine is None or not mine.exists:
-        message = _with_error(f"waiting for slurm_sync to create reservation {name} for {', '.join(wanted['nodes'])}", mine)
+        message = _with_error(
+            f"waiting for slurm_sync to create reservation {name} for {', '.join(wanted['nodes'])}", mine
+        )
         return condition(parent, names.CONDITION_RESERVATION_CREATED, False, "Pending", message)
-    window = "active: old pods in maintenance are drained and replaced" if mine.active else f"starts {wanted['startTime']}"
-    result = condition(parent, names.CONDITION_RESERVATION_CREATED, True, "Created", _with_error(f"reservation {name} exists ({window})", mine))
+    window = (
+        "active: old pods in maintenance are drained and replaced" if mine.active else f"starts {wanted['startTime']}"
+    )
+    result = condition(
+        parent,
+        names.CONDITION_RESERVATION_CREATED,
+        True,
+        "Created",
+        _with_error(f"reservation {name} exists ({window})", mine),
+    )
     result["lastTransitionTime"] = wanted["startTime"]  # Slinky's choice: the window's start
     return result
 

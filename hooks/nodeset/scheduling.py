@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from hooks.objects import dict_field
+
 JSON = dict[str, Any]
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
@@ -26,9 +28,9 @@ class Fit:
 
 def node_fit(node: JSON, pod_spec: JSON) -> Fit:
     """Check the scheduling constraints of `pod_spec` (already merged) against one Node."""
-    meta = node.get("metadata") if isinstance(node.get("metadata"), dict) else {}
-    spec = node.get("spec") if isinstance(node.get("spec"), dict) else {}
-    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    meta = dict_field(node, "metadata")
+    spec = dict_field(node, "spec")
+    labels = dict_field(meta, "labels")
     name = str(meta.get("name") or "")
     selected = _matches_node_selector(labels, pod_spec.get("nodeSelector") or {}) and _matches_required_affinity(
         name, labels, pod_spec.get("affinity") or {}
@@ -44,7 +46,7 @@ def node_fit(node: JSON, pod_spec: JSON) -> Fit:
 
 def node_hostname(node: JSON, override_annotation: str) -> str:
     """The Slurm node name for a Node: the override annotation, else the first DNS label."""
-    meta = node.get("metadata") if isinstance(node.get("metadata"), dict) else {}
+    meta = dict_field(node, "metadata")
     override = (meta.get("annotations") or {}).get(override_annotation)
     if isinstance(override, str) and _is_dns_label(override):
         return override
@@ -89,7 +91,13 @@ def _requirement(value: Any, requirement: JSON) -> bool:
         return value is not None
     if operator == "DoesNotExist":
         return value is None
-    if operator in ("Gt", "Lt") and isinstance(value, str) and _INTEGER.match(value) and len(values) == 1 and _INTEGER.match(str(values[0])):
+    if (
+        operator in ("Gt", "Lt")
+        and isinstance(value, str)
+        and _INTEGER.match(value)
+        and len(values) == 1
+        and _INTEGER.match(str(values[0]))
+    ):
         return int(value) > int(values[0]) if operator == "Gt" else int(value) < int(values[0])
     return False
 

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from hooks import contract, names
 from hooks.cluster import InvalidSpec, KeyRef, container_override
 from hooks.contract import CompositeRequest
+from hooks.objects import dict_field
 
 JSON = dict[str, Any]
 
@@ -60,6 +61,7 @@ class ScheduledUpdate:
 
 # A pod that waits longer than this for a topology label is better started without it (slurm_sync sets it later).
 MAX_TOPOLOGY_WAIT = 600
+
 
 @dataclass(frozen=True)
 class NodeSetSpec:
@@ -109,7 +111,10 @@ def parse_nodeset(parent: JSON) -> NodeSetSpec:
     meta = parent["metadata"]
     spec = parent.get("spec") or {}
     if len(meta["name"]) > MAX_LABEL_VALUE:
-        raise InvalidSpec(f"metadata.name must be at most {MAX_LABEL_VALUE} characters: it is the {names.LABEL_INSTANCE} label of every child")
+        raise InvalidSpec(
+            f"metadata.name must be at most {MAX_LABEL_VALUE} characters: it is the {names.LABEL_INSTANCE} label of "
+            "every child"
+        )
     strategy = _object(spec, "updateStrategy")
     rolling = _object(strategy, "rollingUpdate", "updateStrategy.")
     retention = _object(spec, "persistentVolumeClaimRetentionPolicy")
@@ -129,10 +134,16 @@ def parse_nodeset(parent: JSON) -> NodeSetSpec:
         extra_sshd_config=_string(ssh, "extraSshdConfig", "ssh."),
         sssd_conf_ref=_sssd_conf_ref(ssh, ssh_enabled),
         volume_claim_templates=_claim_templates(spec),
-        update_type=_enum(strategy, "type", ROLLING_UPDATE, (ROLLING_UPDATE, ON_DELETE, SCHEDULED_UPDATE), "updateStrategy."),
+        update_type=_enum(
+            strategy, "type", ROLLING_UPDATE, (ROLLING_UPDATE, ON_DELETE, SCHEDULED_UPDATE), "updateStrategy."
+        ),
         max_unavailable=_max_unavailable(rolling),
-        pvc_when_deleted=_enum(retention, "whenDeleted", RETAIN, (RETAIN, DELETE), "persistentVolumeClaimRetentionPolicy."),
-        pvc_when_scaled=_enum(retention, "whenScaled", RETAIN, (RETAIN, DELETE), "persistentVolumeClaimRetentionPolicy."),
+        pvc_when_deleted=_enum(
+            retention, "whenDeleted", RETAIN, (RETAIN, DELETE), "persistentVolumeClaimRetentionPolicy."
+        ),
+        pvc_when_scaled=_enum(
+            retention, "whenScaled", RETAIN, (RETAIN, DELETE), "persistentVolumeClaimRetentionPolicy."
+        ),
         min_ready_seconds=_int(spec, "minReadySeconds", 0),
         ordinal_padding=_int(spec, "ordinalPadding", 0, maximum=_MAX_ORDINAL_PADDING),
         pin_to_node=_bool(spec, "pinToNode", False),
@@ -144,7 +155,7 @@ def parse_nodeset(parent: JSON) -> NodeSetSpec:
 
 def topology_wait(parent: JSON) -> int:
     """The NodeSet's topology wait in whole seconds, 0 (no wait) by default, at most MAX_TOPOLOGY_WAIT."""
-    value = ((parent["metadata"].get("annotations") or {})).get(names.ANNOTATION_TOPOLOGY_WAIT)
+    value = (parent["metadata"].get("annotations") or {}).get(names.ANNOTATION_TOPOLOGY_WAIT)
     if value is None or value == "":
         return 0
     if not isinstance(value, str) or not (value.isascii() and value.isdigit()) or int(value) > MAX_TOPOLOGY_WAIT:
@@ -177,7 +188,7 @@ def sssd_secret_name(parent: JSON) -> str | None:
 
 def lenient_when_deleted(parent: JSON) -> str:
     """whenDeleted for a spec that does not parse: only an explicit Delete deletes (slurm_sync reads it alike)."""
-    spec = parent.get("spec") if isinstance(parent.get("spec"), dict) else {}
+    spec = dict_field(parent, "spec")
     policy = spec.get("persistentVolumeClaimRetentionPolicy")
     return DELETE if isinstance(policy, dict) and policy.get("whenDeleted") == DELETE else RETAIN
 
@@ -214,14 +225,14 @@ def find_controller_named(req: CompositeRequest, namespace: str, name: str) -> C
 
 def _controller_info(obj: JSON, namespace: str) -> ControllerInfo:
     name = obj["metadata"]["name"]
-    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    spec = dict_field(obj, "spec")
     external = spec.get("external") is True
-    config = spec.get("externalConfig") if isinstance(spec.get("externalConfig"), dict) else {}
+    config = dict_field(spec, "externalConfig")
     if external and config.get("host"):
         conf_server = f"{config['host']}:{config.get('port') or SLURMCTLD_PORT}"
     else:
         conf_server = f"{name}-controller.{namespace}:{SLURMCTLD_PORT}"
-    key_ref = spec.get("slurmKeyRef") if isinstance(spec.get("slurmKeyRef"), dict) else {}
+    key_ref = dict_field(spec, "slurmKeyRef")
     slurm_key = KeyRef(key_ref["name"], key_ref["key"]) if key_ref.get("name") and key_ref.get("key") else None
     return ControllerInfo(
         name=name,
@@ -246,7 +257,9 @@ def _template(spec: JSON) -> JSON:
         if template_spec.get(key) is not None and not isinstance(template_spec[key], list):
             raise InvalidSpec(f"spec.template.spec.{key} must be a list")
     selector = template_spec.get("nodeSelector")
-    if selector is not None and (not isinstance(selector, dict) or not all(isinstance(v, str) for v in selector.values())):
+    if selector is not None and (
+        not isinstance(selector, dict) or not all(isinstance(v, str) for v in selector.values())
+    ):
         raise InvalidSpec("spec.template.spec.nodeSelector must map label names to strings")
     hostname = template_spec.get("hostname")
     if hostname is not None and not isinstance(hostname, str):
@@ -282,11 +295,15 @@ def _scheduled_update(strategy: JSON) -> ScheduledUpdate:
     start = scheduled.get("startTime")
     parsed = _rfc3339(start)
     if parsed is None:
-        raise InvalidSpec(f"{field}.startTime must be an RFC 3339 timestamp (required for ScheduledUpdate), got {start!r}")
+        raise InvalidSpec(
+            f"{field}.startTime must be an RFC 3339 timestamp (required for ScheduledUpdate), got {start!r}"
+        )
     duration = scheduled.get("duration", "30m")
     seconds = go_duration_seconds(duration) if isinstance(duration, str) else None
     if seconds is None or seconds < 60:
-        raise InvalidSpec(f"{field}.duration must be a duration of at least 1m (like '30m' or '1h30m'), got {duration!r}")
+        raise InvalidSpec(
+            f"{field}.duration must be a duration of at least 1m (like '30m' or '1h30m'), got {duration!r}"
+        )
     flags = scheduled.get("flags")
     if flags is None:
         flags = []
@@ -294,16 +311,24 @@ def _scheduled_update(strategy: JSON) -> ScheduledUpdate:
         raise InvalidSpec(f"{field}.flags must be a list of Slurm reservation flags (like 'DAILY'), got {flags!r}")
     for flag in flags:
         if flag.upper() in ("WEEKDAY", "WEEKEND"):
-            raise InvalidSpec(f"{field}.flags: {flag.upper()} is not supported (Slurm moves such a window by a varying number of days); use DAILY or WEEKLY")
+            raise InvalidSpec(
+                f"{field}.flags: {flag.upper()} is not supported (Slurm moves such a window by a varying number of "
+                "days); use DAILY or WEEKLY"
+            )
         if flag.upper() not in names.RESERVATION_USER_FLAGS:
             known = ", ".join(sorted(names.RESERVATION_USER_FLAGS))
-            raise InvalidSpec(f"{field}.flags: {flag.upper()} is not supported (Slurm would not list it back unchanged); supported: {known}")
-    start_utc = datetime.fromtimestamp(parsed, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            raise InvalidSpec(
+                f"{field}.flags: {flag.upper()} is not supported (Slurm would not list it back unchanged); supported: "
+                f"{known}"
+            )
+    start_utc = datetime.fromtimestamp(parsed, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return ScheduledUpdate(start_time=start_utc, minutes=int(seconds // 60), flags=tuple(f.upper() for f in flags))
 
 
 def _rfc3339(value: Any) -> float | None:
-    if not isinstance(value, str) or not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9:.]+([Zz]|[+-][0-9]{2}:[0-9]{2})", value):
+    if not isinstance(value, str) or not re.fullmatch(
+        r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9:.]+([Zz]|[+-][0-9]{2}:[0-9]{2})", value
+    ):
         return None
     try:
         return datetime.fromisoformat(value.replace("z", "Z").replace("Z", "+00:00")).timestamp()

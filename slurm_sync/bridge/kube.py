@@ -7,7 +7,7 @@ next pass recomputes. Deletes carry the pod's uid, so a pod re-created under the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -24,7 +24,9 @@ _JSON_BODY = {"Content-Type": "application/json"}
 
 
 def label_body(pod: BridgePod, job_id: int, applied: str) -> JSON:
-    finalizers = list(pod.finalizers) + ([] if names.FINALIZER_SCHEDULER in pod.finalizers else [names.FINALIZER_SCHEDULER])
+    finalizers = list(pod.finalizers) + (
+        [] if names.FINALIZER_SCHEDULER in pod.finalizers else [names.FINALIZER_SCHEDULER]
+    )
     meta: JSON = {
         "resourceVersion": pod.resource_version,
         "labels": {names.LABEL_SLURM_JOB_ID: str(job_id)},
@@ -52,11 +54,18 @@ def pod_group_scheduled_body(pod_group: JSON, now: str) -> JSON | None:
     ours = next((c for c in conditions if c.get("type") == names.CONDITION_POD_GROUP_SCHEDULED), None)
     if ours is not None and ours.get("status") == "True" and ours.get("reason") == "Scheduled":
         return None
-    condition = {"type": names.CONDITION_POD_GROUP_SCHEDULED, "status": "True", "reason": "Scheduled",
-                 "message": "every pod of the group is bound to a node Slurm allocated", "lastTransitionTime": now}
+    condition = {
+        "type": names.CONDITION_POD_GROUP_SCHEDULED,
+        "status": "True",
+        "reason": "Scheduled",
+        "message": "every pod of the group is bound to a node Slurm allocated",
+        "lastTransitionTime": now,
+    }
     others = [c for c in conditions if c.get("type") != names.CONDITION_POD_GROUP_SCHEDULED]
-    return {"metadata": {"resourceVersion": (pod_group.get("metadata") or {}).get("resourceVersion")},
-            "status": {"conditions": [*others, condition]}}
+    return {
+        "metadata": {"resourceVersion": (pod_group.get("metadata") or {}).get("resourceVersion")},
+        "status": {"conditions": [*others, condition]},
+    }
 
 
 def release_body(pod: BridgePod, job_id: int) -> JSON:
@@ -76,7 +85,7 @@ def binding_body(pod: BridgePod, node: str) -> JSON:
     }
 
 
-def taint_body(node: BridgeNode, taints: Sequence[JSON]) -> JSON:
+def taint_body(node: BridgeNode, taints: Sequence[Mapping[str, Any]]) -> JSON:
     return {"metadata": {"resourceVersion": node.resource_version}, "spec": {"taints": [dict(t) for t in taints]}}
 
 
@@ -96,21 +105,29 @@ class BridgeKube:
         self.kube.patch_pod(pod.namespace, pod.name, body)
 
     def bind(self, pod: BridgePod, node: str) -> None:
-        self.core.create_namespaced_pod_binding(pod.name, pod.namespace, binding_body(pod, node), _preload_content=False,
-                                               _headers=dict(_JSON_BODY))
+        self.core.create_namespaced_pod_binding(
+            pod.name,
+            pod.namespace,
+            binding_body(pod, node),  # type: ignore[arg-type]  # the client sends a dict body as it is
+            _preload_content=False,
+            _headers=dict(_JSON_BODY),
+        )
         self.count("pod_binding", "create")
 
     def delete_pod(self, pod: BridgePod) -> None:
         options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=pod.uid))
-        self.core.delete_namespaced_pod(pod.name, pod.namespace, body=options, _preload_content=False,
-                                       _headers=dict(_JSON_BODY))
+        self.core.delete_namespaced_pod(
+            pod.name, pod.namespace, body=options, _preload_content=False, _headers=dict(_JSON_BODY)
+        )
         self.count("pod", "delete")
 
     def read_pod_group(self, namespace: str, name: str) -> JSON | None:
         """A built-in PodGroup (hooks.bridge.workload.POD_GROUP), None when it does not exist."""
         try:
-            response = self.kube.custom.get_namespaced_custom_object(
-                "scheduling.k8s.io", "v1alpha2", namespace, "podgroups", name, _preload_content=False)
+            # Any: an undecoded urllib3 response (_preload_content=False); the client's types say object.
+            response: Any = self.kube.custom.get_namespaced_custom_object(
+                "scheduling.k8s.io", "v1alpha2", namespace, "podgroups", name, _preload_content=False
+            )
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -120,8 +137,15 @@ class BridgeKube:
     def patch_pod_group_status(self, namespace: str, name: str, body: JSON) -> None:
         """JSON merge patch of the PodGroup's status subresource."""
         self.kube.custom.patch_namespaced_custom_object_status(
-            "scheduling.k8s.io", "v1alpha2", namespace, "podgroups", name, body, _preload_content=False,
-            _content_type="application/merge-patch+json")
+            "scheduling.k8s.io",
+            "v1alpha2",
+            namespace,
+            "podgroups",
+            name,
+            body,
+            _preload_content=False,
+            _content_type="application/merge-patch+json",
+        )
         self.count("podgroup_status", "patch")
 
     def patch_node(self, node: BridgeNode, body: JSON) -> None:

@@ -15,7 +15,8 @@ is refused (unready, no index change) until Slurm confirms each of them gone. An
 pods are not listed) is cancelled only after the apiserver answers NotFound for every one of them.
 
 Readiness (``BridgeResult.ready``) says whether Slurm and Kubernetes could be read and Slurm took
-every write we sent (``unready`` names what failed). What users or administrators got wrong (an unknown partition, a Slurm node no Kubernetes node maps to,
+every write we sent (``unready`` names what failed). What users or administrators got wrong (an unknown partition, a
+Slurm node no Kubernetes node maps to,
 a group needing more nodes than exist, a job Slurm refuses) is logged, counted in
 ``slurm_sync_bridge_user_errors_total{kind}`` and, where a pod waits because of it, written on the
 pod (ANNOTATION_SUBMIT_ERROR); it does not make the service unready.
@@ -30,6 +31,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 
 import orjson
 from kubernetes.client.exceptions import ApiException
@@ -38,14 +40,21 @@ from prometheus_client import Counter
 from hooks import names
 from slurm_sync.bridge import nodes as bridge_nodes
 from slurm_sync.bridge import plan as bridge_plan
-from slurm_sync.bridge.kube import BridgeKube, label_body, pod_group_scheduled_body, release_body, submit_error_body, taint_body
+from slurm_sync.bridge.kube import (
+    BridgeKube,
+    label_body,
+    pod_group_scheduled_body,
+    release_body,
+    submit_error_body,
+    taint_body,
+)
 from slurm_sync.bridge.plan import Cancel, PodActions, Problem
 from slurm_sync.bridge.view import BridgeNode, BridgePod, read_node, read_pod
 from slurm_sync.events import Events, ObjectRef, pod_ref
 from slurm_sync.kube import describe_error, pod_gone
 from slurm_sync.metrics import Metrics
-from slurm_sync.slurm.client import SlurmClient
 from slurm_sync.proof import AbsenceProof, refuse_unproven_loss, sudden_loss
+from slurm_sync.slurm.client import SlurmClient
 from slurm_sync.slurm.errors import (
     ESLURM_ALREADY_DONE,
     SlurmError,
@@ -64,8 +73,11 @@ def user_errors(metrics: Metrics) -> Counter:
     """``slurm_sync_bridge_user_errors_total{kind}`` in ``metrics``' registry (created once per registry)."""
     if metrics not in _USER_ERRORS:
         _USER_ERRORS[metrics] = Counter(
-            "slurm_sync_bridge_user_errors", "Bridge problems caused by objects or configuration, not by failing reads",
-            ["kind"], registry=metrics.registry)
+            "slurm_sync_bridge_user_errors",
+            "Bridge problems caused by objects or configuration, not by failing reads",
+            ["kind"],
+            registry=metrics.registry,
+        )
     return _USER_ERRORS[metrics]
 
 
@@ -248,8 +260,15 @@ class BridgeLoop:
                 self._node_path(state, slurm_nodes, tally)
         self.metrics.poll_seconds.labels(NAME).observe(time.perf_counter() - started)
         self.metrics.cluster_up.labels(NAME).set(1 if tally.slurm_ok else 0)
-        return BridgeResult(tally.slurm_ok, tuple(tally.errors), tally.kube_writes, tally.slurm_writes, tally.read_ok,
-                            tally.user_errors, tuple(tally.unready))
+        return BridgeResult(
+            tally.slurm_ok,
+            tuple(tally.errors),
+            tally.kube_writes,
+            tally.slurm_writes,
+            tally.read_ok,
+            tally.user_errors,
+            tuple(tally.unready),
+        )
 
     def _read_slurm_nodes(self, state: KubeState, tally: _Tally) -> Mapping[str, Node] | None:
         """Slurm's nodes (one small answer while unchanged: ``update_time``), when any pod or bridge node needs them."""
@@ -267,8 +286,11 @@ class BridgeLoop:
         if read is None:
             return
         jobs, unconfirmed = read
-        placeable = None if slurm_nodes is None else frozenset(
-            n.name for n in state.nodes.values() if n.bridge and n.slurm_name in slurm_nodes)
+        placeable = (
+            None
+            if slurm_nodes is None
+            else frozenset(n.name for n in state.nodes.values() if n.bridge and n.slurm_name in slurm_nodes)
+        )
         now = self._now()
         pods = [p for p in state.pods if p.job_id not in unconfirmed]  # their job's fate is not known yet
         actions = bridge_plan.plan_pods(pods, state.nodes, jobs, self._index, now, placeable)
@@ -314,8 +336,11 @@ class BridgeLoop:
             if pod_group is None:
                 continue  # gone (or no Workload API): nothing to mark
             body = pod_group_scheduled_body(pod_group, stamp)
-            if body is None or self._kube(tally, f"mark {what} scheduled",
-                                          lambda b=body: self.kube.patch_pod_group_status(namespace, name, b)):  # fmt: skip
+            if body is None or self._kube(
+                tally,
+                f"mark {what} scheduled",
+                partial(self.kube.patch_pod_group_status, namespace, name, body),
+            ):
                 self._scheduled.add((namespace, name))
 
     def _execute_pods(self, actions: PodActions, tally: _Tally) -> None:
@@ -323,9 +348,10 @@ class BridgeLoop:
             self._cancel(cancel, tally)
         for delete in actions.deletes:
             log.info("bridge: deleting pod %s: %s", delete.pod.key, delete.why)
-            if self._kube(tally, f"delete pod {delete.pod.key}", lambda d=delete: self.kube.delete_pod(d.pod)):
-                self.events.normal(self._ref(delete.pod), "PodDeleted", f"Deleted by the Slurm bridge: {delete.why}.",
-                                   "Delete")
+            if self._kube(tally, f"delete pod {delete.pod.key}", partial(self.kube.delete_pod, delete.pod)):
+                self.events.normal(
+                    self._ref(delete.pod), "PodDeleted", f"Deleted by the Slurm bridge: {delete.why}.", "Delete"
+                )
         for bind in actions.binds:
             self._bind(bind, tally)
         for update in actions.updates:
@@ -341,7 +367,7 @@ class BridgeLoop:
         """Say on each pod why its job is not submitted (written only when it changes)."""
         for pod in pods:
             if pod.submit_error != why:
-                self._kube(tally, f"annotate pod {pod.key}", lambda p=pod: self.kube.patch_pod(p, submit_error_body(why)))
+                self._kube(tally, f"annotate pod {pod.key}", partial(self.kube.patch_pod, pod, submit_error_body(why)))
 
     def _cancel(self, cancel: Cancel, tally: _Tally) -> None:
         if cancel.needed:
@@ -350,8 +376,12 @@ class BridgeLoop:
                 tally.slurm_writes += 1
                 log.info("bridge: cancelled job %d: %s", cancel.job_id, cancel.why)
                 for pod in cancel.release:
-                    self.events.normal(self._ref(pod), "SlurmJobCancelled", f"Slurm job {cancel.job_id} cancelled: "
-                                       f"{cancel.why}.", "Cancel")
+                    self.events.normal(
+                        self._ref(pod),
+                        "SlurmJobCancelled",
+                        f"Slurm job {cancel.job_id} cancelled: {cancel.why}.",
+                        "Cancel",
+                    )
             except SlurmRejected as exc:
                 if not (isinstance(exc, SlurmNotFound) or ESLURM_ALREADY_DONE in exc.numbers):
                     self._slurm_error(tally, f"cancel job {cancel.job_id}", exc)
@@ -360,7 +390,9 @@ class BridgeLoop:
                 self._slurm_error(tally, f"cancel job {cancel.job_id}", exc)
                 return
         for pod in cancel.release:
-            self._kube(tally, f"release pod {pod.key}", lambda p=pod: self.kube.patch_pod(p, release_body(p, cancel.job_id)))
+            self._kube(
+                tally, f"release pod {pod.key}", partial(self.kube.patch_pod, pod, release_body(pod, cancel.job_id))
+            )
 
     def _bind(self, bind: bridge_plan.Bind, tally: _Tally) -> None:
         """Annotate the node first (Slinky's order): a failed binding keeps the choice for next time."""
@@ -372,8 +404,12 @@ class BridgeLoop:
         if self._kube(tally, f"bind pod {pod.key}", lambda: self.kube.bind(pod, bind.node)):
             tally.bound[pod.key] = bind.node
             log.info("bridge: bound pod %s to node %s (Slurm %s)", pod.key, bind.node, bind.slurm_node)
-            self.events.normal(self._ref(pod), "PodBound", f"Bound to node {bind.node}: Slurm started job {pod.job_id} "
-                               f"on its node {bind.slurm_node}.", "Bind")
+            self.events.normal(
+                self._ref(pod),
+                "PodBound",
+                f"Bound to node {bind.node}: Slurm started job {pod.job_id} on its node {bind.slurm_node}.",
+                "Bind",
+            )
 
     def _update(self, update: bridge_plan.UpdateJob, tally: _Tally) -> None:
         try:
@@ -386,7 +422,9 @@ class BridgeLoop:
 
     def _label(self, job_id: int, applied: str, pods: Iterable[BridgePod], tally: _Tally) -> None:
         for pod in pods:
-            self._kube(tally, f"label pod {pod.key}", lambda p=pod: self.kube.patch_pod(p, label_body(p, job_id, applied)))
+            self._kube(
+                tally, f"label pod {pod.key}", partial(self.kube.patch_pod, pod, label_body(pod, job_id, applied))
+            )
 
     def _submit(self, submit: bridge_plan.Submit, tally: _Tally) -> None:
         body = orjson.loads(submit.body)
@@ -401,9 +439,14 @@ class BridgeLoop:
             self._user_error(tally, Problem(f"submit job for {submit.group}: Slurm refused it: {exc}", "job_refused"))
             self._tell(submit.pods, f"Slurm refused the job: {exc}", tally)
             for pod in submit.pods:
-                self.events.warn(self._ref(pod), "SlurmJobRefused", f"Slurm refused the placeholder job: {exc}. Fix "
-                                 "the pod's slurmjob.slinky.slurm.net/* annotations (partition, account, QOS, limits) "
-                                 "or the bridge settings.", "Submit")
+                self.events.warn(
+                    self._ref(pod),
+                    "SlurmJobRefused",
+                    f"Slurm refused the placeholder job: {exc}. Fix "
+                    "the pod's slurmjob.slinky.slurm.net/* annotations (partition, account, QOS, limits) "
+                    "or the bridge settings.",
+                    "Submit",
+                )
             return
         except SlurmError as exc:
             self._slurm_error(tally, f"submit job for {submit.group}", exc)
@@ -411,11 +454,22 @@ class BridgeLoop:
         tally.slurm_writes += 1
         log.info("bridge: submitted job %d for %s", result.job_id, submit.group)
         for pod in submit.pods:
-            self.events.normal(self._ref(pod), "SlurmJobSubmitted", f"Submitted Slurm job {result.job_id} for "
-                               f"{submit.group}; the pod is bound to a node when Slurm starts it.", "Submit")
+            self.events.normal(
+                self._ref(pod),
+                "SlurmJobSubmitted",
+                f"Submitted Slurm job {result.job_id} for "
+                f"{submit.group}; the pod is bound to a node when Slurm starts it.",
+                "Submit",
+            )
         # until the next listing, the index must know this job, or a failed label would submit again
-        self._index[result.job_id] = parse_job({"job_id": result.job_id, "job_state": ["PENDING"],
-                                                "flags": ["EXTERNAL_JOB"], "admin_comment": body.get("admin_comment", "")})  # fmt: skip
+        self._index[result.job_id] = parse_job(
+            {
+                "job_id": result.job_id,
+                "job_state": ["PENDING"],
+                "flags": ["EXTERNAL_JOB"],
+                "admin_comment": body.get("admin_comment", ""),
+            }
+        )
         self._label(result.job_id, bridge_plan.digest(submit.body), submit.pods, tally)
 
     # --- nodes ------------------------------------------------------------------------------
@@ -433,19 +487,30 @@ class BridgeLoop:
         for problem in actions.errors:
             self._user_error(tally, problem)
         for taint in actions.taints:
-            self._kube(tally, f"taint node {taint.node.name}", lambda t=taint: self.kube.patch_node(t.node, taint_body(t.node, t.taints)))
+            self._kube(
+                tally,
+                f"taint node {taint.node.name}",
+                partial(self.kube.patch_node, taint.node, taint_body(taint.node, taint.taints)),
+            )
         for change in actions.slurm:
-            self._slurm_write(tally, f"update node {change.name} {change.update.body()}",
-                              lambda c=change: self.slurm.update_node(c.name, c.update))  # fmt: skip
+            self._slurm_write(
+                tally,
+                f"update node {change.name} {change.update.body()}",
+                partial(self.slurm.update_node, change.name, change.update),
+            )
         for create in actions.creates:
-            self._slurm_write(tally, f"register node {create.name}", lambda c=create: self.slurm.create_node(c.node_conf),
-                              refused="node_refused")
+            self._slurm_write(
+                tally,
+                f"register node {create.name}",
+                partial(self.slurm.create_node, create.node_conf),
+                refused="node_refused",
+            )
         for delete in actions.deletes:
-            if self._slurm_write(tally, f"delete node {delete.name}", lambda d=delete: self.slurm.delete_node(d.name)):
+            if self._slurm_write(tally, f"delete node {delete.name}", partial(self.slurm.delete_node, delete.name)):
                 self._deleted_nodes.add(delete.name)
         for mark in actions.marks:
             body = {"metadata": {"annotations": {names.ANNOTATION_EXTERNAL_NODE_REGISTERED: mark.value}}}
-            self._kube(tally, f"mark node {mark.node.name}", lambda m=mark, b=body: self.kube.patch_node(m.node, b))
+            self._kube(tally, f"mark node {mark.node.name}", partial(self.kube.patch_node, mark.node, body))
 
     # --- plumbing ---------------------------------------------------------------------------
 
@@ -453,7 +518,7 @@ class BridgeLoop:
     def _ref(pod: BridgePod) -> ObjectRef:
         return pod_ref(pod.namespace, pod.name, pod.uid)
 
-    def _kube(self, tally: _Tally, what: str, write: Callable[[], None]) -> bool:
+    def _kube(self, tally: _Tally, what: str, write: Callable[[], object]) -> bool:
         try:
             write()
         except ApiException as exc:
@@ -463,7 +528,7 @@ class BridgeLoop:
         tally.kube_writes += 1
         return True
 
-    def _slurm_write(self, tally: _Tally, what: str, write: Callable[[], None], refused: str | None = None) -> bool:
+    def _slurm_write(self, tally: _Tally, what: str, write: Callable[[], object], refused: str | None = None) -> bool:
         """Whether Slurm took the write. ``refused``: the user-error kind of a SlurmRejected answer
         (the request itself was wrong)."""
         try:

@@ -87,7 +87,9 @@ def parse_taint(text: str) -> JSON | None:
     return {"key": key, "value": value, "effect": effect}
 
 
-def plan_nodes(nodes: Iterable[BridgeNode], slurm: Mapping[str, Node], partitions: frozenset[str] | None) -> NodeActions:
+def plan_nodes(
+    nodes: Iterable[BridgeNode], slurm: Mapping[str, Node], partitions: frozenset[str] | None
+) -> NodeActions:
     """``partitions``: None when not read (then no registration that needs them is attempted)."""
     out = NodeActions()
     for node in sorted(nodes, key=lambda n: n.name):
@@ -114,7 +116,9 @@ def _drain(node: BridgeNode, slurm_node: Node, out: NodeActions) -> None:
         out.slurm.append(SlurmNodeChange(slurm_node.name, NodeUpdate(state=("UNDRAIN",))))
 
 
-def _registration(node: BridgeNode, slurm: Mapping[str, Node], partitions: frozenset[str] | None, out: NodeActions) -> bool:
+def _registration(
+    node: BridgeNode, slurm: Mapping[str, Node], partitions: frozenset[str] | None, out: NodeActions
+) -> bool:
     """External registration; True while it drains or removes the node (drain rules then wait)."""
     if node.registration is None:
         return _unregister(node, slurm, out)
@@ -131,8 +135,12 @@ def _registration(node: BridgeNode, slurm: Mapping[str, Node], partitions: froze
             out.creates.append(CreateNode(name, conf))
         return False
     if "EXTERNAL" not in existing.state:
-        out.errors.append(Problem(f"node {node.name}: Slurm node {name} exists and is not EXTERNAL; not registering it",
-                                  "slurm_node_not_external"))
+        out.errors.append(
+            Problem(
+                f"node {node.name}: Slurm node {name} exists and is not EXTERNAL; not registering it",
+                "slurm_node_not_external",
+            )
+        )
         return False
     if (existing.cpus, existing.real_memory) != (intent.get("cpus"), intent.get("real_memory")):
         _remove(existing, f"re-creating external node {name} (cpus or memory changed)", out)
@@ -169,14 +177,20 @@ def _remove(existing: Node, why: str, out: NodeActions) -> None:
         out.deletes.append(DeleteNode(existing.name))
 
 
-def _partitions_ok(node: BridgeNode, wanted: tuple[str, ...], partitions: frozenset[str] | None, out: NodeActions) -> bool:
+def _partitions_ok(
+    node: BridgeNode, wanted: tuple[str, ...], partitions: frozenset[str] | None, out: NodeActions
+) -> bool:
     if partitions is None:
         out.errors.append(Problem(f"node {node.name}: Slurm partitions unknown; not registering", "partitions_unknown"))
         return False
     missing = sorted(set(wanted) - partitions)
     if missing:
-        out.errors.append(Problem(f"node {node.name}: could not validate partition(s) {', '.join(missing)}: not found in Slurm",
-                                  "unknown_partition"))
+        out.errors.append(
+            Problem(
+                f"node {node.name}: could not validate partition(s) {', '.join(missing)}: not found in Slurm",
+                "unknown_partition",
+            )
+        )
         return False
     return True
 

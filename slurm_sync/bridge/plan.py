@@ -22,14 +22,16 @@ from __future__ import annotations
 import datetime
 import hashlib
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Set as AbstractSet
+from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 import orjson
 
 from hooks import names
-from slurm_sync.hostlist import expand_hostlist
 from slurm_sync.bridge.view import ENDED_PHASES, BridgeNode, BridgePod
+from slurm_sync.hostlist import expand_hostlist
 from slurm_sync.slurm.types import Job
 
 # A deleted pod whose kubelet never reports it terminal (node gone dark) stops holding its job
@@ -130,7 +132,7 @@ def is_active(job: Job | None) -> bool:
     return job is not None and not (job.state & FINISHED_STATES)
 
 
-def is_running(job: Job | None) -> bool:
+def is_running(job: Job | None) -> TypeGuard[Job]:
     return job is not None and "RUNNING" in job.state
 
 
@@ -209,12 +211,22 @@ class _Builder:
     blocked: list[Blocked] = field(default_factory=list)
 
     def build(self) -> PodActions:
-        return PodActions(*(tuple(getattr(self, f)) for f in
-                            ("submits", "labels", "updates", "binds", "deletes", "cancels", "errors", "blocked")))  # fmt: skip
+        return PodActions(
+            *(
+                tuple(getattr(self, f))
+                for f in ("submits", "labels", "updates", "binds", "deletes", "cancels", "errors", "blocked")
+            )
+        )
 
 
-def _plan_job(job_id: int, members: list[BridgePod], job: Job | None, nodes: Mapping[str, BridgeNode],
-              now: datetime.datetime, out: _Builder) -> None:
+def _plan_job(
+    job_id: int,
+    members: list[BridgePod],
+    job: Job | None,
+    nodes: Mapping[str, BridgeNode],
+    now: datetime.datetime,
+    out: _Builder,
+) -> None:
     live = [p for p in members if not ended(p, nodes, now)]
     unreleased = tuple(p for p in members if p not in live and _holds(p, job_id))
     if not live:
@@ -242,8 +254,14 @@ def _describe(job: Job | None) -> str:
     return "gone" if job is None else ",".join(sorted(job.state)) or "in no state"
 
 
-def _plan_binds(job_id: int, job: Job, live: list[BridgePod], unbound: list[BridgePod],
-                nodes: Mapping[str, BridgeNode], out: _Builder) -> None:
+def _plan_binds(
+    job_id: int,
+    job: Job,
+    live: list[BridgePod],
+    unbound: list[BridgePod],
+    nodes: Mapping[str, BridgeNode],
+    out: _Builder,
+) -> None:
     """Each unbound pod to a distinct allocated node (its annotated one if still free)."""
     try:
         allocated = expand_hostlist(job.nodes)
@@ -253,8 +271,12 @@ def _plan_binds(job_id: int, job: Job, live: list[BridgePod], unbound: list[Brid
     by_slurm = {n.slurm_name: n.name for n in nodes.values()}
     unmapped = [s for s in allocated if s not in by_slurm]
     if unmapped:
-        out.errors.append(Problem(f"job {job_id}: Slurm node(s) {', '.join(unmapped)} map to no Kubernetes node; not binding",
-                                  "unmapped_slurm_node"))
+        out.errors.append(
+            Problem(
+                f"job {job_id}: Slurm node(s) {', '.join(unmapped)} map to no Kubernetes node; not binding",
+                "unmapped_slurm_node",
+            )
+        )
         return
     kube_nodes = [by_slurm[s] for s in allocated]
     free = [n for n in kube_nodes if n not in {p.node_name for p in live if p.node_name}]
@@ -268,8 +290,14 @@ def _plan_binds(job_id: int, job: Job, live: list[BridgePod], unbound: list[Brid
         out.binds.append(Bind(pod, node, nodes[node].slurm_name))
 
 
-def _plan_group(group: str, members: list[BridgePod], jobs: Mapping[int, Job | None], index: Mapping[int, Job],
-                placeable: AbstractSet[str] | None, out: _Builder) -> None:
+def _plan_group(
+    group: str,
+    members: list[BridgePod],
+    jobs: Mapping[int, Job | None],
+    index: Mapping[int, Job],
+    placeable: AbstractSet[str] | None,
+    out: _Builder,
+) -> None:
     held = sorted({p.job_id for p in members if p.job_id is not None and is_active(jobs.get(p.job_id))})
     bodies = {p.job_body for p in members}
     body = bodies.pop() if len(bodies) == 1 else None
@@ -291,8 +319,10 @@ def _plan_group(group: str, members: list[BridgePod], jobs: Mapping[int, Job | N
     if placeable is None:
         return  # which nodes exist is unknown this pass: submit nothing new
     if len(placeable) < len(members):  # vector 17
-        why = (f"the group needs {len(members)} distinct nodes but only {len(placeable)} Kubernetes node(s) are bridge "
-               f"nodes mapped to a Slurm node{_few(placeable)}; its job is not submitted")
+        why = (
+            f"the group needs {len(members)} distinct nodes but only {len(placeable)} Kubernetes node(s) are bridge "
+            f"nodes mapped to a Slurm node{_few(placeable)}; its job is not submitted"
+        )
         out.errors.append(Problem(f"group {group}: {why}", "too_few_nodes"))
         out.blocked.append(Blocked(group, why, tuple(members)))
         return
@@ -322,14 +352,21 @@ def orphans(index: Mapping[int, Job], existing: set[str], namespaces: frozenset[
     out = []
     for job_id, job in sorted(index.items()):
         listed = bridge_pods_of(job)
-        if listed is None or job_id in tracked or not is_active(job) or not ("PENDING" in job.state or "RUNNING" in job.state):
+        if (
+            listed is None
+            or job_id in tracked
+            or not is_active(job)
+            or not ("PENDING" in job.state or "RUNNING" in job.state)
+        ):
             continue
         if listed and all(p.split("/", 1)[0] in namespaces for p in listed) and not set(listed) & existing:
             out.append(job_id)
     return out
 
 
-def scheduled_pod_groups(pods: Iterable[BridgePod], nodes: Mapping[str, BridgeNode], now: datetime.datetime) -> set[tuple[str, str]]:
+def scheduled_pod_groups(
+    pods: Iterable[BridgePod], nodes: Mapping[str, BridgeNode], now: datetime.datetime
+) -> set[tuple[str, str]]:
     """Built-in PodGroups (namespace, name) whose live member pods are all bound (vector 18)."""
     state: dict[tuple[str, str], bool] = {}
     for pod in pods:

@@ -20,14 +20,15 @@ import json
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from hooks import names
 from slurm_sync.events import nodeset_ref
 from slurm_sync.operator.plan import SlurmView, pod_info, rfc3339
+from slurm_sync.operator.view import ClusterView, NodeSetView, PodView
 from slurm_sync.slurm.errors import ESLURM_ALREADY_DONE, SlurmError, SlurmNotFound, SlurmRejected
 from slurm_sync.slurm.types import Job, Node
-from slurm_sync.operator.view import ClusterView, NodeSetView, PodView
 
 if TYPE_CHECKING:
     from slurm_sync.operator.loop import OperatorLoop, Tally
@@ -47,8 +48,12 @@ class Report:
 
     def value(self) -> str:
         """The annotation value (compact JSON, stable key order)."""
-        body = {"pendingJobs": list(self.pending_jobs), "cancelAt": self.cancel_at, "nodesLeft": list(self.nodes_left),
-                "error": self.error}
+        body = {
+            "pendingJobs": list(self.pending_jobs),
+            "cancelAt": self.cancel_at,
+            "nodesLeft": list(self.nodes_left),
+            "error": self.error,
+        }
         return json.dumps(body, separators=(",", ":"))
 
 
@@ -110,8 +115,11 @@ def nodes_of(nodeset: NodeSetView, pods: Iterable[PodView], nodes: Mapping[str, 
     found = {p.slurm_node for p in pods if p.nodeset == nodeset.name and p.slurm_node in nodes}
     for node in nodes.values():
         info = pod_info(node.comment)
-        if info is not None and (info["namespace"], info["nodeSetName"], info["nodeSetUID"]) == \
-                (nodeset.namespace, nodeset.name, nodeset.uid):
+        if info is not None and (info["namespace"], info["nodeSetName"], info["nodeSetUID"]) == (
+            nodeset.namespace,
+            nodeset.name,
+            nodeset.uid,
+        ):
             found.add(node.name)
     return tuple(sorted(found))
 
@@ -125,8 +133,11 @@ def parse_rfc3339(text: str | None) -> datetime.datetime | None:
 
 def end_comment(job: Job, nodeset: NodeSetView, grace: float) -> str:
     """The job's comment with our reason appended (the user's own text kept)."""
-    why = (f"slurm-operator: partition {nodeset.partition} is being deleted with NodeSet {nodeset.namespace}/{nodeset.name}; "
-           f"ended after a grace of {int(grace)}s")
+    why = (
+        f"slurm-operator: partition {nodeset.partition} is being deleted with NodeSet "
+        f"{nodeset.namespace}/{nodeset.name}; "
+        f"ended after a grace of {int(grace)}s"
+    )
     return (f"{job.comment} | {why}" if job.comment else why)[:MAX_COMMENT]
 
 
@@ -146,8 +157,9 @@ def plan_deletion(
     before = previous_report(nodeset)
     cancel_at = None
     if pending:
-        cancel_at = (before.cancel_at if before and parse_rfc3339(before.cancel_at) else None) or \
-            rfc3339(now + datetime.timedelta(seconds=grace))
+        cancel_at = (before.cancel_at if before and parse_rfc3339(before.cancel_at) else None) or rfc3339(
+            now + datetime.timedelta(seconds=grace)
+        )
     due = cancel_at is not None and now >= (parse_rfc3339(cancel_at) or now)
     ends = []
     for job in pending if due and nodeset.partition else ():
@@ -185,14 +197,29 @@ def execute(loop: OperatorLoop, cluster: ClusterView, slurm: SlurmView, tally: T
         pending, unknown = still_pending(loop, nodeset, jobs)
         if unknown:
             loop._slurm_error(tally, f"nodeset {nodeset.name}: get job", unknown)
-        plan = plan_deletion(nodeset, pending, slurm.nodes, cluster.pods, now, loop.deletion_grace,
-                             f"asking Slurm about a job failed: {unknown}" if unknown else "")
+        plan = plan_deletion(
+            nodeset,
+            pending,
+            slurm.nodes,
+            cluster.pods,
+            now,
+            loop.deletion_grace,
+            f"asking Slurm about a job failed: {unknown}" if unknown else "",
+        )
         error = _end_jobs(loop, plan, tally) or _delete_nodes(loop, plan, tally) or plan.report.error
         value = Report(plan.report.pending_jobs, plan.report.cancel_at, plan.report.nodes_left, error).value()
         if value != nodeset.deletion_report:
-            loop._kube_write(tally, f"nodeset {nodeset.name} deletion report",
-                             lambda v=value: loop.kube.annotate_nodeset(nodeset.namespace, nodeset.name,
-                                                                        names.ANNOTATION_DELETION_OBSERVED, v))
+            loop._kube_write(
+                tally,
+                f"nodeset {nodeset.name} deletion report",
+                partial(
+                    loop.kube.annotate_nodeset,
+                    nodeset.namespace,
+                    nodeset.name,
+                    names.ANNOTATION_DELETION_OBSERVED,
+                    value,
+                ),
+            )
 
 
 def still_pending(loop: OperatorLoop, nodeset: NodeSetView, jobs: Iterable[Job]) -> tuple[list[Job], SlurmError | None]:
@@ -246,7 +273,13 @@ def _end_jobs(loop: OperatorLoop, plan: DeletionPlan, tally: Tally) -> str:
                 )
             else:
                 loop.slurm.update_job(end.job_id, {"partition": ",".join(end.partitions), "comment": end.comment})
-                log.warning("cluster %s: %s stays pending in %s only: %s", loop.name, what, ",".join(end.partitions), end.comment)
+                log.warning(
+                    "cluster %s: %s stays pending in %s only: %s",
+                    loop.name,
+                    what,
+                    ",".join(end.partitions),
+                    end.comment,
+                )
                 loop.events.warn(
                     about,
                     "PendingJobPartitionRemoved",

@@ -20,10 +20,10 @@ import jwt
 
 from hooks.contract import BadHookRequest
 from hooks.controller.spec import parse_spec
-from slurm_sync.operator.deletion import DEFAULT_GRACE
 from slurm_sync.kube import Kube
 from slurm_sync.logs import register_secret
 from slurm_sync.metrics import Metrics
+from slurm_sync.operator.deletion import DEFAULT_GRACE
 from slurm_sync.operator.loop import OperatorLoop
 from slurm_sync.slurm.client import SlurmClient
 
@@ -75,7 +75,9 @@ def first_restapi(controller: JSON, restapis: Iterable[JSON]) -> str | None:
     return str(_meta(mine[0]).get("name")) if mine else None
 
 
-def plan_clusters(controllers: Iterable[JSON], restapis: Iterable[JSON], url_override: str | None) -> tuple[list[ClusterRef], list[str]]:
+def plan_clusters(
+    controllers: Iterable[JSON], restapis: Iterable[JSON], url_override: str | None
+) -> tuple[list[ClusterRef], list[str]]:
     """Every Controller we can reach, and why the others are skipped."""
     restapis = list(restapis)
     refs, problems = [], []
@@ -85,7 +87,7 @@ def plan_clusters(controllers: Iterable[JSON], restapis: Iterable[JSON], url_ove
         key = _jwt_ref(spec)
         restapi = first_restapi(controller, restapis)
         try:
-            cluster_name = parse_spec(controller).cluster_name
+            cluster_name = parse_spec(dict(controller)).cluster_name
         except (BadHookRequest, KeyError, TypeError) as exc:
             problems.append(f"{where}: cannot tell its Slurm cluster name ({exc}); nothing is synced for it")
             continue
@@ -95,7 +97,11 @@ def plan_clusters(controllers: Iterable[JSON], restapis: Iterable[JSON], url_ove
             problems.append(f"{where}: no RestApi, no slurmrestd to talk to")
         else:
             url = url_override or restapi_url(str(restapi), str(meta["namespace"]))
-            refs.append(ClusterRef(str(meta["namespace"]), str(meta["name"]), url, *key, cluster_name, str(meta.get("uid") or "")))
+            refs.append(
+                ClusterRef(
+                    str(meta["namespace"]), str(meta["name"]), url, *key, cluster_name, str(meta.get("uid") or "")
+                )
+            )
     return refs, problems
 
 
@@ -143,7 +149,13 @@ class Clusters:
     """The live set of clusters: one client, token source and loop each."""
 
     def __init__(
-        self, kube: Kube, metrics: Metrics, user: str, lifetime: int, slurm_timeout: float, propagated_conditions: tuple[str, ...] = (),
+        self,
+        kube: Kube,
+        metrics: Metrics,
+        user: str,
+        lifetime: int,
+        slurm_timeout: float,
+        propagated_conditions: tuple[str, ...] = (),
         absence_confirm_seconds: float = 5.0,
         deletion_grace: float = DEFAULT_GRACE,
     ) -> None:
@@ -168,9 +180,17 @@ class Clusters:
             if name not in self.handles:
                 tokens = TokenSource(self.user, self.lifetime)
                 client = SlurmClient(ref.url, tokens, timeout=self.slurm_timeout, cluster=ref.cluster_name)
-                loop = OperatorLoop(name, ref.namespace, ref.controller, client, self.kube, self.metrics,
-                                    propagated_conditions=self.propagated_conditions,
-                                    absence_confirm_seconds=self.absence_confirm_seconds, deletion_grace=self.deletion_grace)
+                loop = OperatorLoop(
+                    name,
+                    ref.namespace,
+                    ref.controller,
+                    client,
+                    self.kube,
+                    self.metrics,
+                    propagated_conditions=self.propagated_conditions,
+                    absence_confirm_seconds=self.absence_confirm_seconds,
+                    deletion_grace=self.deletion_grace,
+                )
                 self.handles[name] = ClusterHandle(ref, tokens, client, loop)
                 log.info("cluster %s: slurmrestd at %s, Slurm cluster %r", name, ref.url, ref.cluster_name)
 

@@ -26,31 +26,20 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 
 from kubernetes.client.exceptions import ApiException
 
 from hooks import names
 from hooks.gcpause import collector_paused
 from hooks.objects import selector_labels
-from slurm_sync.operator import deletion
-from slurm_sync.operator import reservations
-from slurm_sync.operator import topology as topology_copy
 from slurm_sync.events import Events, Notice, ObjectRef, mark_notices, node_update_notice, nodeset_ref, pod_ref
-from slurm_sync.operator import plan as planning
-from slurm_sync.proof import PROBES_PER_PASS, AbsenceProof, refuse_unproven_loss, sudden_loss
 from slurm_sync.kube import Kube, describe_error, pod_gone
 from slurm_sync.metrics import Metrics
+from slurm_sync.operator import deletion, reservations
+from slurm_sync.operator import plan as planning
+from slurm_sync.operator import topology as topology_copy
 from slurm_sync.operator.plan import PodPlan, PodState, SlurmView
-from slurm_sync.slurm.client import ListingWatch, SlurmClient
-from slurm_sync.slurm.errors import (
-    SlurmError,
-    SlurmNotFound,
-    SlurmRejected,
-    SlurmSuspect,
-    SlurmUnsupported,
-    SlurmWrongCluster,
-)
-from slurm_sync.slurm.types import Job, Node, NodeUpdate
 from slurm_sync.operator.view import (
     ClusterView,
     NodeSetView,
@@ -61,6 +50,17 @@ from slurm_sync.operator.view import (
     read_nodeset,
     read_pod,
 )
+from slurm_sync.proof import PROBES_PER_PASS, AbsenceProof, refuse_unproven_loss, sudden_loss
+from slurm_sync.slurm.client import ListingWatch, SlurmClient
+from slurm_sync.slurm.errors import (
+    SlurmError,
+    SlurmNotFound,
+    SlurmRejected,
+    SlurmSuspect,
+    SlurmUnsupported,
+    SlurmWrongCluster,
+)
+from slurm_sync.slurm.types import Job, Node, NodeUpdate
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +111,9 @@ class PassResult:
         return self.slurm_ok and self.kube_ok and not self.unready
 
 
-def read_cluster(kube: Kube, namespace: str, controller: str, propagated_conditions: tuple[str, ...] = ()) -> ClusterView:
+def read_cluster(
+    kube: Kube, namespace: str, controller: str, propagated_conditions: tuple[str, ...] = ()
+) -> ClusterView:
     """The cluster's worker pods (by the cluster label), its NodeSets, Nodes and slurmctld pods.
     Nodes are listed when a pod runs on one, and all kept when a NodeSet prunes defunct Slurm nodes."""
     pods = [v for obj in kube.list_pods(namespace, {names.LABEL_CLUSTER: controller}) if (v := read_pod(obj))]
@@ -159,7 +161,9 @@ def release_retained_claims(kube: Kube, nodeset: NodeSetView, tally: Tally, even
             log.error("releasing pvc %s/%s failed: HTTP %s %s", nodeset.namespace, name, exc.status, exc.reason)
             continue
         tally.kube_writes += 1
-        log.info("pvc %s/%s released from deleted nodeset %s (whenDeleted: Retain)", nodeset.namespace, name, nodeset.name)
+        log.info(
+            "pvc %s/%s released from deleted nodeset %s (whenDeleted: Retain)", nodeset.namespace, name, nodeset.name
+        )
         events.normal(
             nodeset_ref(nodeset.namespace, nodeset.name, nodeset.uid),
             "PersistentVolumeClaimRetained",
@@ -301,7 +305,9 @@ class OperatorLoop:
             self._lost_gone.clear()
             return
         refuse_unproven_loss(lost, len(before), self._lost_gone, self.slurm.get_node, "node")
-        log.warning("cluster %s: %d nodes left Slurm's listing at once; Slurm confirmed each is gone", self.name, len(lost))
+        log.warning(
+            "cluster %s: %d nodes left Slurm's listing at once; Slurm confirmed each is gone", self.name, len(lost)
+        )
 
     def run_pass(self) -> PassResult:
         with collector_paused():
@@ -323,8 +329,16 @@ class OperatorLoop:
             self._execute(cluster, slurm, tally)
         self.metrics.poll_seconds.labels(self.name).observe(time.perf_counter() - started)
         self.metrics.cluster_up.labels(self.name).set(1 if slurm_ok else 0)
-        return PassResult(self.name, slurm_ok, tuple(tally.errors), tally.kube_writes, tally.slurm_writes, kube_ok,
-                          tuple(tally.unready), tally.wrong_cluster)
+        return PassResult(
+            self.name,
+            slurm_ok,
+            tuple(tally.errors),
+            tally.kube_writes,
+            tally.slurm_writes,
+            kube_ok,
+            tuple(tally.unready),
+            tally.wrong_cluster,
+        )
 
     def _execute(self, cluster: ClusterView, slurm: SlurmView, tally: Tally) -> None:
         now = self._now()
@@ -336,12 +350,20 @@ class OperatorLoop:
             states[pod.name] = self._apply_pod(pod_plan, cluster, slurm, now, tally)
         self._forget(slurm)
         for patch in planning.controller_patches(cluster.controller_pods, slurm.ping):
-            self._kube_write(tally, f"pod {patch.name}", lambda p=patch: self.kube.patch_pod(p.namespace, p.name, p.body))
+            self._kube_write(
+                tally, f"pod {patch.name}", partial(self.kube.patch_pod, patch.namespace, patch.name, patch.body)
+            )
         for touch in planning.nodeset_touches(cluster, states):
             self._kube_write(
                 tally,
                 f"nodeset {touch.name}",
-                lambda t=touch: self.kube.annotate_nodeset(t.namespace, t.name, names.ANNOTATION_SLURM_OBSERVED, t.value),
+                partial(
+                    self.kube.annotate_nodeset,
+                    touch.namespace,
+                    touch.name,
+                    names.ANNOTATION_SLURM_OBSERVED,
+                    touch.value,
+                ),
             )
         reservations.execute(self, cluster, slurm, tally)  # ScheduledUpdate maintenance reservations
         deletion.execute(self, cluster, slurm, tally)  # deleting NodeSets: pending jobs, node records
@@ -363,7 +385,11 @@ class OperatorLoop:
         assumed = dataclasses.replace(slurm, absent=frozenset(missing))
         settled = {p.slurm_node for p in cluster.pods if p.slurm_node in missing}
         for pod in cluster.pods:
-            plan = planning.plan_pod(pod, cluster, assumed, now, self._applied_topology) if pod.slurm_node in settled else None
+            plan = (
+                planning.plan_pod(pod, cluster, assumed, now, self._applied_topology)
+                if pod.slurm_node in settled
+                else None
+            )
             if plan is not None and (plan.patches or plan.slurm):
                 settled.discard(pod.slurm_node)  # marking it absent would write: needs proof
         absent = set(settled)  # already marked as absent: nothing to write, nothing to prove
@@ -374,14 +400,20 @@ class OperatorLoop:
                 if self._absence.not_found(name):
                     absent.add(name)
                 else:
-                    log.info("cluster %s: Slurm says node %s does not exist; confirming on a later pass", self.name, name)
+                    log.info(
+                        "cluster %s: Slurm says node %s does not exist; confirming on a later pass", self.name, name
+                    )
                 continue
             except SlurmError as exc:
                 self._slurm_error(tally, f"get node {name}", exc)
                 continue
             self._absence.found(name)
-            log.warning("cluster %s: node %s is missing from the listing but Slurm has it (%s); nothing written for it",
-                        self.name, name, ",".join(sorted(node.state)))
+            log.warning(
+                "cluster %s: node %s is missing from the listing but Slurm has it (%s); nothing written for it",
+                self.name,
+                name,
+                ",".join(sorted(node.state)),
+            )
         return dataclasses.replace(slurm, absent=frozenset(absent))
 
     def _apply_pod(self, pod_plan: PodPlan, cluster: ClusterView, slurm: SlurmView, now: str, tally: Tally) -> PodState:
@@ -398,14 +430,22 @@ class OperatorLoop:
                 break
             except ApiException as exc:
                 if exc.status == 409 and attempt + 1 < CONFLICT_ATTEMPTS:
-                    log.info("pod %s/%s: conflict, retrying from fresh state", pod_plan.pod.namespace, pod_plan.pod.name)
+                    log.info(
+                        "pod %s/%s: conflict, retrying from fresh state", pod_plan.pod.namespace, pod_plan.pod.name
+                    )
                     fresh = self._reread(pod_plan.pod, tally)
                     if fresh is None:
                         return planning.observed_state(pod_plan.pod)
                     pod_plan = topology_copy.plan_pod(fresh, cluster, slurm, now, self._applied_topology)
                     continue
                 tally.errors.append(f"patch pod {pod_plan.pod.name}: HTTP {exc.status}")
-                log.error("pod %s/%s: patch failed: HTTP %s %s", pod_plan.pod.namespace, pod_plan.pod.name, exc.status, exc.reason)
+                log.error(
+                    "pod %s/%s: patch failed: HTTP %s %s",
+                    pod_plan.pod.namespace,
+                    pod_plan.pod.name,
+                    exc.status,
+                    exc.reason,
+                )
                 self._slurm_updates(pod_plan, slurm, tally, lifts_allowed=False)
                 return planning.observed_state(pod_plan.pod)
         self._slurm_updates(pod_plan, slurm, tally, lifts_allowed=True)
@@ -471,10 +511,19 @@ class OperatorLoop:
         self._refused[key] = Refusal(seen, self._clock() + delay, delay, str(exc))
         if before is None:
             self.metrics.slurm_refused.labels(self.name, what, refusal_reason(exc)).inc()
-            log.warning("cluster %s: node %s: Slurm refused %s: %s (not re-sent until it or Slurm's value changes; retry in %.0fs)",
-                        self.name, key[0], what, exc, delay)
+            log.warning(
+                "cluster %s: node %s: Slurm refused %s: %s (not re-sent until it or Slurm's value changes; retry in "
+                "%.0fs)",
+                self.name,
+                key[0],
+                what,
+                exc,
+                delay,
+            )
         else:
-            log.info("cluster %s: node %s: Slurm refused %s again: %s (retry in %.0fs)", self.name, key[0], what, exc, delay)
+            log.info(
+                "cluster %s: node %s: Slurm refused %s again: %s (retry in %.0fs)", self.name, key[0], what, exc, delay
+            )
 
     def _forget(self, slurm: SlurmView) -> None:
         """Drop refusals of updates no longer planned, and what we know of nodes Slurm no longer lists."""
@@ -500,8 +549,9 @@ class OperatorLoop:
         for notice in notices:
             self.events.notify(pod_ref(pod.namespace, pod.name, pod.uid), notice)
 
-    def delete_record(self, node: str, namespace: str, pod: str, tally: Tally, why: str, about: ObjectRef,
-                      reason: str) -> str:
+    def delete_record(
+        self, node: str, namespace: str, pod: str, tally: Tally, why: str, about: ObjectRef, reason: str
+    ) -> str:
         """Delete Slurm node record ``node`` once its pod is confirmed gone: only a NotFound answer to
         GET pod counts (any other answer or error deletes nothing). Slurm's error, or "". The event
         (``reason`` on ``about``) says what was deleted and why, or what Slurm said instead."""
@@ -514,8 +564,12 @@ class OperatorLoop:
             self.slurm.delete_node(node)
         except SlurmError as exc:  # e.g. a job is still allocated on it: Slurm refuses
             self._slurm_error(tally, f"delete node {node}", exc)
-            self.events.warn(about, "SlurmNodeDeleteFailed", f"Slurm did not delete node record {node}: {exc}. "
-                             "Retried on the next pass.", "DeleteNode")
+            self.events.warn(
+                about,
+                "SlurmNodeDeleteFailed",
+                f"Slurm did not delete node record {node}: {exc}. Retried on the next pass.",
+                "DeleteNode",
+            )
             return f"delete node {node}: {exc}"
         self.deleted_nodes.add(node)  # its leaving the listing is expected
         tally.slurm_writes += 1
@@ -524,7 +578,7 @@ class OperatorLoop:
         self.events.normal(about, reason, f"Slurm node record {node} deleted: {why}.", "DeleteNode")
         return ""
 
-    def _kube_write(self, tally: Tally, what: str, write: Callable[[], None]) -> None:
+    def _kube_write(self, tally: Tally, what: str, write: Callable[[], object]) -> None:
         try:
             write()
             tally.kube_writes += 1

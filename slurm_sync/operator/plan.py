@@ -28,8 +28,8 @@ from typing import Any
 
 from hooks import names, slurmstate
 from slurm_sync.hostlist import expand_hostlist
-from slurm_sync.slurm.types import Job, Node, NodeUpdate, PingResult
 from slurm_sync.operator.view import JSON, ClusterView, ControllerPodView, KubeNodeView, NodeSetView, PodView
+from slurm_sync.slurm.types import Job, Node, NodeUpdate, PingResult
 
 MAX_REASON = 256
 # What a topology spec may hold ("topo-switch:s2,topo-block:b2"): it becomes SLINKY_TOPOLOGY in the
@@ -67,7 +67,7 @@ class PodPatch:
     namespace: str
     name: str
     subresource: str
-    body: JSON
+    body: dict[str, Any]  # a dict: the client sends a dict body as a strategic merge patch
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,9 @@ def drain_intent(pod: PodView, cluster: ClusterView) -> str | None:
     node = cluster.kube_nodes.get(pod.node_name or "")
     if node is not None and node.unschedulable:
         reason = sanitize_reason(node.cordon_reason or "") or condition_reason(node, cluster.propagated_conditions)
-        return operator_reason(reason or f"Node ({node.name}) was cordoned, Pod ({pod.namespace}/{pod.name}) must be cordoned")
+        return operator_reason(
+            reason or f"Node ({node.name}) was cordoned, Pod ({pod.namespace}/{pod.name}) must be cordoned"
+        )
     nodeset = cluster.nodesets.get(pod.nodeset or "")
     if nodeset is not None and pod.name in nodeset.intents:
         return operator_reason(nodeset.intents[pod.name])
@@ -171,7 +173,9 @@ def pod_info(comment: str) -> dict[str, str] | None:
         info = json.loads(comment) if comment else None
     except ValueError:
         return None
-    if not isinstance(info, dict) or not all(isinstance(info.get(k, ""), str) for k in ("namespace", "podName", "node", "nodeSetName", "nodeSetUID")):
+    if not isinstance(info, dict) or not all(
+        isinstance(info.get(k, ""), str) for k in ("namespace", "podName", "node", "nodeSetName", "nodeSetUID")
+    ):
         return None
     return {k: info.get(k, "") for k in ("namespace", "podName", "node", "nodeSetName", "nodeSetUID")}
 
@@ -256,7 +260,7 @@ def features_action(node: Node, kube_node: KubeNodeView) -> SlurmAction | None:
     return SlurmAction(node.name, update, lifts_drain=False)
 
 
-def conditions_patch(pod: PodView, desired: list[dict[str, Any]], now: str) -> JSON | None:
+def conditions_patch(pod: PodView, desired: list[dict[str, Any]], now: str) -> dict[str, Any] | None:
     """Strategic merge on ``status.conditions`` (merge key ``type``): changed ones, and a
     ``$patch: delete`` for each stale SlurmNodeState* condition. Other conditions are untouched."""
     items: list[dict[str, Any]] = []
@@ -271,7 +275,9 @@ def conditions_patch(pod: PodView, desired: list[dict[str, Any]], now: str) -> J
     return {"status": {"conditions": items}} if items else None
 
 
-def metadata_patch(pod: PodView, labels: Mapping[str, str | None], annotations: Mapping[str, str | None]) -> JSON | None:
+def metadata_patch(
+    pod: PodView, labels: Mapping[str, str | None], annotations: Mapping[str, str | None]
+) -> dict[str, Any] | None:
     """Only the keys whose value differs; None deletes (strategic merge treats null as delete)."""
     meta: dict[str, Any] = {}
     for field, current, wanted in (("labels", pod.labels, labels), ("annotations", pod.annotations, annotations)):
@@ -348,7 +354,9 @@ def observed_state(pod: PodView) -> PodState:
     )
 
 
-def plan_pod(pod: PodView, cluster: ClusterView, slurm: SlurmView, now: str, applied_topology: Mapping[str, str] | None = None) -> PodPlan:
+def plan_pod(
+    pod: PodView, cluster: ClusterView, slurm: SlurmView, now: str, applied_topology: Mapping[str, str] | None = None
+) -> PodPlan:
     """Everything one pod needs this pass. Without a listing: nothing. ``applied_topology``: the
     topology spec last applied successfully per Slurm node (see topology_action)."""
     node = None if slurm.nodes is None else slurm.nodes.get(pod.slurm_node)
@@ -382,9 +390,16 @@ def plan_pod(pod: PodView, cluster: ClusterView, slurm: SlurmView, now: str, app
     status = conditions_patch(pod, desired, now)
     if status is not None:
         patches.append(PodPatch(pod.namespace, pod.name, "status", status))
-    annotations = {names.ANNOTATION_DRAINED: _flag(drained), names.ANNOTATION_SLURM_NODE_ABSENT: _flag(node is None),
-                   **deadline_annotation(node, pod.slurm_node, slurm.deadlines)}
-    if kube_node is not None and not pod.terminating and (kube_node.topology is None or topology_spec(kube_node) is not None):
+    annotations = {
+        names.ANNOTATION_DRAINED: _flag(drained),
+        names.ANNOTATION_SLURM_NODE_ABSENT: _flag(node is None),
+        **deadline_annotation(node, pod.slurm_node, slurm.deadlines),
+    }
+    if (
+        kube_node is not None
+        and not pod.terminating
+        and (kube_node.topology is None or topology_spec(kube_node) is not None)
+    ):
         # the Node's topology on the pod (SLINKY_TOPOLOGY at its next start); an unsafe one is not copied
         annotations[names.ANNOTATION_TOPOLOGY_SPEC] = topology_spec(kube_node)
     meta = metadata_patch(pod, {names.LABEL_POD_PROTECT: _flag(protect)}, annotations)
@@ -411,7 +426,9 @@ def claim_release_patch(claim: JSON, owner_uid: str) -> list[dict[str, Any]] | N
     if len(keep) == len(refs):
         return None
     change: dict[str, Any] = (
-        {"op": "replace", "path": "/metadata/ownerReferences", "value": keep} if keep else {"op": "remove", "path": "/metadata/ownerReferences"}
+        {"op": "replace", "path": "/metadata/ownerReferences", "value": keep}
+        if keep
+        else {"op": "remove", "path": "/metadata/ownerReferences"}
     )
     return [{"op": "test", "path": "/metadata/ownerReferences", "value": refs}, change]
 

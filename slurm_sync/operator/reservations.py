@@ -38,14 +38,15 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from hooks import names
-from slurm_sync.hostlist import expand_hostlist
 from slurm_sync.events import ObjectRef, controller_ref, nodeset_ref
+from slurm_sync.hostlist import expand_hostlist
+from slurm_sync.operator.view import ClusterView, NodeSetView
 from slurm_sync.slurm.errors import SlurmError, SlurmNotFound
 from slurm_sync.slurm.types import Node, Reservation
-from slurm_sync.operator.view import ClusterView, NodeSetView
 
 if TYPE_CHECKING:  # the loop imports this module; only its attributes are used
     from slurm_sync.operator.loop import OperatorLoop, Tally
@@ -127,7 +128,9 @@ def read_wanted(nodeset: NodeSetView) -> Wanted | None:
     if not isinstance(flags, list) or not isinstance(nodes, list):
         return None
     words = (f.upper() for f in flags if isinstance(f, str))
-    flag_words = tuple(dict.fromkeys([*names.RESERVATION_FLAGS, *(f for f in words if f in names.RESERVATION_USER_FLAGS)]))
+    flag_words = tuple(
+        dict.fromkeys([*names.RESERVATION_FLAGS, *(f for f in words if f in names.RESERVATION_USER_FLAGS)])
+    )
     node_names = tuple(sorted({n for n in nodes if isinstance(n, str) and n}))
     return Wanted(nodeset.name, raw["name"], start, minutes, flag_words, node_names)
 
@@ -148,7 +151,11 @@ def _reported_absent(nodeset: NodeSetView) -> bool:
 def in_scope(cluster: ClusterView) -> list[NodeSetView]:
     """NodeSets with an intent, or a report other than Absent: the only ones this pass looks at."""
     nodesets = sorted(cluster.nodesets.values(), key=lambda n: n.name)
-    return [n for n in nodesets if n.reservation is not None or (n.reservation_report is not None and not _reported_absent(n))]
+    return [
+        n
+        for n in nodesets
+        if n.reservation is not None or (n.reservation_report is not None and not _reported_absent(n))
+    ]
 
 
 def window(wanted: Wanted, now: int) -> tuple[int, int] | None:
@@ -196,17 +203,26 @@ def _matches(wanted: Wanted, existing: Reservation, now: int) -> bool:
         return False
     period = wanted.period
     if period is not None:
-        return existing.end_time - existing.start_time == wanted.minutes * 60 and (existing.start_time - wanted.start) % period == 0
+        return (
+            existing.end_time - existing.start_time == wanted.minutes * 60
+            and (existing.start_time - wanted.start) % period == 0
+        )
     if existing.end_time != wanted.end:
         return False
-    return existing.start_time == wanted.start or wanted.start < existing.start_time and wanted.start <= now
+    return existing.start_time == wanted.start or (wanted.start < existing.start_time and wanted.start <= now)
 
 
-def plan_nodeset(nodeset: NodeSetView, existing: Reservation | None, nodes: Mapping[str, Node], now: int) -> NodeSetPlan:
+def plan_nodeset(
+    nodeset: NodeSetView, existing: Reservation | None, nodes: Mapping[str, Node], now: int
+) -> NodeSetPlan:
     """The writes that make Slurm hold what the NodeSet wants (pure)."""
     name = reservation_name(nodeset.name)
     wanted = read_wanted(nodeset)
-    active = existing is not None and existing.start_time is not None and existing.start_time <= now < (existing.end_time or 0)
+    active = (
+        existing is not None
+        and existing.start_time is not None
+        and existing.start_time <= now < (existing.end_time or 0)
+    )
     if wanted is None:
         if existing is None:
             return NodeSetPlan(nodeset, name, (), exists_after=False, active=False)
@@ -219,15 +235,26 @@ def plan_nodeset(nodeset: NodeSetView, existing: Reservation | None, nodes: Mapp
         if when is None:
             return NodeSetPlan(nodeset, name, (), False, False, "the maintenance window has ended; not created")
         if not known:
-            return NodeSetPlan(nodeset, name, (), False, False, "none of the NodeSet's nodes is known to Slurm; not created")
+            return NodeSetPlan(
+                nodeset, name, (), False, False, "none of the NodeSet's nodes is known to Slurm; not created"
+            )
         start, minutes = when
-        return NodeSetPlan(nodeset, name, (Action("create", name, create_body(wanted, nodeset, known, start, minutes)),), True, start <= now, note)
+        return NodeSetPlan(
+            nodeset,
+            name,
+            (Action("create", name, create_body(wanted, nodeset, known, start, minutes)),),
+            True,
+            start <= now,
+            note,
+        )
     if not known:
         return NodeSetPlan(nodeset, name, (), True, active, note)
     if not active and not _matches(wanted, existing, now):
         when = window(wanted, now)
         if when is None:
-            return NodeSetPlan(nodeset, name, (Action("delete", name),), False, False, "the maintenance window has ended")
+            return NodeSetPlan(
+                nodeset, name, (Action("delete", name),), False, False, "the maintenance window has ended"
+            )
         start, minutes = when
         recreate = (Action("delete", name), Action("create", name, create_body(wanted, nodeset, known, start, minutes)))
         return NodeSetPlan(nodeset, name, recreate, True, start <= now, note)
@@ -245,13 +272,25 @@ def plan_nodeset(nodeset: NodeSetView, existing: Reservation | None, nodes: Mapp
 
 def report(plan: NodeSetPlan, exists: bool, nodes: Mapping[str, Node], error: str) -> str:
     """The annotation value (compact JSON, stable key order)."""
-    maintenance = sorted(n.name for n in nodes.values() if n.reservation == plan.name and "MAINTENANCE" in n.state) if exists else []
+    maintenance = (
+        sorted(n.name for n in nodes.values() if n.reservation == plan.name and "MAINTENANCE" in n.state)
+        if exists
+        else []
+    )
     state = names.RESERVATION_STATE_CREATED if exists else names.RESERVATION_STATE_ABSENT
-    body = {"name": plan.name, "state": state, "active": exists and plan.active, "maintenance": maintenance, "error": error}
+    body = {
+        "name": plan.name,
+        "state": state,
+        "active": exists and plan.active,
+        "maintenance": maintenance,
+        "error": error,
+    }
     return json.dumps(body, separators=(",", ":"))
 
 
-def plan_cluster(cluster: ClusterView, reservations: Sequence[Reservation], nodes: Mapping[str, Node], now: int) -> tuple[list[NodeSetPlan], list[Action]]:
+def plan_cluster(
+    cluster: ClusterView, reservations: Sequence[Reservation], nodes: Mapping[str, Node], now: int
+) -> tuple[list[NodeSetPlan], list[Action]]:
     """Per-NodeSet plans, plus deletions of reservations marked ours whose NodeSet (of this namespace) is gone."""
     ours = {r.name: r for r in reservations if r.name.startswith(names.RESERVATION_PREFIX)}
     plans = [plan_nodeset(n, ours.get(reservation_name(n.name)), nodes, now) for n in in_scope(cluster)]
@@ -261,7 +300,11 @@ def plan_cluster(cluster: ClusterView, reservations: Sequence[Reservation], node
 
 def _orphan(cluster: ClusterView, existing: Reservation) -> bool:
     """Marked by us at create for a NodeSet of this namespace that no longer exists."""
-    owner = existing.comment.removeprefix(names.RESERVATION_MARK) if existing.comment.startswith(names.RESERVATION_MARK) else ""
+    owner = (
+        existing.comment.removeprefix(names.RESERVATION_MARK)
+        if existing.comment.startswith(names.RESERVATION_MARK)
+        else ""
+    )
     namespace, _, rest = owner.partition("/")
     nodeset = rest.split(" ", 1)[0]
     if namespace != cluster.namespace or not nodeset or existing.name != reservation_name(nodeset):
@@ -309,7 +352,13 @@ def execute(loop: OperatorLoop, cluster: ClusterView, slurm: SlurmView, tally: T
             loop._kube_write(
                 tally,
                 f"nodeset {plan.nodeset.name} reservation report",
-                lambda p=plan, v=value: loop.kube.annotate_nodeset(p.nodeset.namespace, p.nodeset.name, names.ANNOTATION_RESERVATION_OBSERVED, v),
+                partial(
+                    loop.kube.annotate_nodeset,
+                    plan.nodeset.namespace,
+                    plan.nodeset.name,
+                    names.ANNOTATION_RESERVATION_OBSERVED,
+                    value,
+                ),
             )
 
 
@@ -334,8 +383,11 @@ def _proven_absent(loop: OperatorLoop, tally: Tally, name: str) -> bool:
         loop._slurm_error(tally, f"get reservation {name}", exc)
         return False
     loop.reservation_absence.found(name)
-    log.warning("cluster %s: reservation %s is missing from the listing but Slurm has it; its report is left as it is",
-                loop.name, name)
+    log.warning(
+        "cluster %s: reservation %s is missing from the listing but Slurm has it; its report is left as it is",
+        loop.name,
+        name,
+    )
     return False
 
 
@@ -345,8 +397,11 @@ def _exists_after_failure(plan: NodeSetPlan, failed: Action) -> bool:
 
 
 _DONE = {"create": "ReservationCreated", "update": "ReservationUpdated", "delete": "ReservationDeleted"}
-_WHY = {"create": "for the NodeSet's ScheduledUpdate maintenance window", "update": "to the NodeSet's current nodes",
-        "delete": "no NodeSet wants it any more"}
+_WHY = {
+    "create": "for the NodeSet's ScheduledUpdate maintenance window",
+    "update": "to the NodeSet's current nodes",
+    "delete": "no NodeSet wants it any more",
+}
 
 
 def _write(loop: OperatorLoop, tally: Tally, action: Action, about: ObjectRef) -> str | None:
@@ -365,13 +420,21 @@ def _write(loop: OperatorLoop, tally: Tally, action: Action, about: ObjectRef) -
                 return None
     except SlurmError as exc:
         loop._slurm_error(tally, f"{action.verb} reservation {action.name}", exc)
-        loop.events.warn(about, "ReservationFailed", f"Slurm did not {action.verb} reservation {action.name}: {exc}. "
-                         "Retried on the next pass.", "Reserve")
+        loop.events.warn(
+            about,
+            "ReservationFailed",
+            f"Slurm did not {action.verb} reservation {action.name}: {exc}. Retried on the next pass.",
+            "Reserve",
+        )
         return str(exc)
     tally.slurm_writes += 1
     loop.metrics.slurm_writes.labels(loop.name, f"reservation-{action.verb}").inc()
     log.info("cluster %s: reservation %s: %s", loop.name, action.name, action.verb)
     nodes = f" on {','.join((action.body or {}).get('node_list') or [])}" if action.verb != "delete" else ""
-    loop.events.normal(about, _DONE[action.verb], f"Slurm reservation {action.name}{nodes} {action.verb}d: "
-                       f"{_WHY[action.verb]}.", "Reserve")
+    loop.events.normal(
+        about,
+        _DONE[action.verb],
+        f"Slurm reservation {action.name}{nodes} {action.verb}d: {_WHY[action.verb]}.",
+        "Reserve",
+    )
     return None

@@ -34,7 +34,9 @@ def topology_patch(pod: PodView, cluster: ClusterView) -> planning.PodPatch | No
     spec = planning.topology_spec(kube_node)
     if spec is None or pod.annotations.get(names.ANNOTATION_TOPOLOGY_SPEC) == spec:
         return None
-    return planning.PodPatch(pod.namespace, pod.name, "", {"metadata": {"annotations": {names.ANNOTATION_TOPOLOGY_SPEC: spec}}})
+    return planning.PodPatch(
+        pod.namespace, pod.name, "", {"metadata": {"annotations": {names.ANNOTATION_TOPOLOGY_SPEC: spec}}}
+    )
 
 
 def _annotations(patch: planning.PodPatch) -> Mapping[str, object]:

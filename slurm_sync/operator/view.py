@@ -60,7 +60,9 @@ class NodeSetView:
     controller: str = ""  # spec.controllerRef.name
     scaling_mode: str = "StatefulSet"  # spec.scalingMode
     prune_records: str = "Never"  # spec.pruneSlurmNodeRecords
-    reservation: Any = None  # status.reservation as published (ScheduledUpdate; read by slurm_sync/operator/reservations.py)
+    reservation: Any = (
+        None  # status.reservation as published (ScheduledUpdate; read by slurm_sync/operator/reservations.py)
+    )
     reservation_report: str | None = None  # our ANNOTATION_RESERVATION_OBSERVED
     partition: str | None = None  # its Slurm partition (spec.partition.enabled), as slurm.conf names it
     deletion_report: str | None = None  # our ANNOTATION_DELETION_OBSERVED
@@ -146,9 +148,11 @@ def read_pod(obj: JSON) -> PodView | None:
     labels = _map(meta.get("labels"))
     name = _str(meta.get("name"))
     nodeset = _nodeset_owner(meta)
-    if not name or nodeset is None and names.LABEL_NODESET_POD_HOSTNAME not in labels:
+    if not name or (nodeset is None and names.LABEL_NODESET_POD_HOSTNAME not in labels):
         return None
-    conditions = [c for c in status.get("conditions") or [] if isinstance(c, Mapping) and isinstance(c.get("type"), str)]
+    conditions = [
+        c for c in status.get("conditions") or [] if isinstance(c, Mapping) and isinstance(c.get("type"), str)
+    ]
     ready = any(c["type"] == "Ready" and c.get("status") == "True" for c in conditions)
     return PodView(
         namespace=_str(meta.get("namespace")),
@@ -220,7 +224,10 @@ def read_kube_node(obj: JSON) -> KubeNodeView:
         name=_str(meta.get("name")),
         unschedulable=spec.get("unschedulable") is True,
         cordon_reason=annotations.get(names.ANNOTATION_NODE_CORDON_REASON),
-        hostname=node_hostname({"metadata": {"name": _str(meta.get("name")), "annotations": annotations}}, names.ANNOTATION_HOSTNAME_OVERRIDE),
+        hostname=node_hostname(
+            {"metadata": {"name": _str(meta.get("name")), "annotations": annotations}},
+            names.ANNOTATION_HOSTNAME_OVERRIDE,
+        ),
         topology=annotations.get(names.ANNOTATION_TOPOLOGY_SPEC),
         features=annotations.get(names.ANNOTATION_FEATURES_SPEC),
         conditions=conditions,

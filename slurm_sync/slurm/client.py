@@ -230,7 +230,9 @@ class SlurmClient:
             body = self._get(self._path("node", name))
         except SlurmRejected as exc:
             if _says_no_such_node(exc, name):
-                raise SlurmNotFound(f"GET node/{name}: Slurm has no node {name!r}", status=exc.status, errors=exc.errors) from None
+                raise SlurmNotFound(
+                    f"GET node/{name}: Slurm has no node {name!r}", status=exc.status, errors=exc.errors
+                ) from None
             raise
         for node in map(parse_node, object_list(body, "nodes", "node")):
             if node.name == name:
@@ -323,8 +325,9 @@ class SlurmClient:
             body = self._get(self._path("reservation", name))
         except SlurmRejected as exc:
             if _says_no_such_reservation(exc, name):
-                raise SlurmNotFound(f"GET reservation/{name}: Slurm has no reservation {name!r}", status=exc.status,
-                                    errors=exc.errors) from None
+                raise SlurmNotFound(
+                    f"GET reservation/{name}: Slurm has no reservation {name!r}", status=exc.status, errors=exc.errors
+                ) from None
             raise
         for reservation in map(parse_reservation, object_list(body, "reservations", "reservation")):
             if reservation.name == name:
@@ -422,7 +425,6 @@ class SlurmClient:
                 self._api = None  # our version's paths are gone: negotiate again on the next call
             raise
 
-
     def _check_cluster(self, where: str, status: int, content: bytes) -> None:
         """Refuse an answer of another cluster (or, once bound, one naming none); pin the first name."""
         self._verified = False
@@ -433,7 +435,9 @@ class SlurmClient:
             return  # not slurmrestd's JSON: interpret() turns it into an error
         named = answer_cluster(body)
         if named is None and self._cluster is not None and status == 200:
-            raise SlurmWrongCluster(f"{where}: the answer names no Slurm cluster; expected {self._cluster!r}", status=status)
+            raise SlurmWrongCluster(
+                f"{where}: the answer names no Slurm cluster; expected {self._cluster!r}", status=status
+            )
         if named is None:
             return  # an error answer without meta: an error anyway
         if self._cluster is None:
@@ -461,8 +465,12 @@ def _says_no_such_node(exc: SlurmRejected, name: str) -> bool:
     a communication error number instead), or Slurm's invalid-node-name error."""
     if ESLURM_INVALID_NODE_NAME in exc.numbers:
         return True
-    return exc.status == 200 and len(exc.errors) == 1 and exc.errors[0].number == 0 and \
-        exc.errors[0].description == f"Failure to query node {name}"
+    return (
+        exc.status == 200
+        and len(exc.errors) == 1
+        and exc.errors[0].number == 0
+        and exc.errors[0].description == f"Failure to query node {name}"
+    )
 
 
 def _says_no_such_reservation(exc: SlurmRejected, name: str) -> bool:
@@ -477,8 +485,12 @@ def _says_no_such_reservation(exc: SlurmRejected, name: str) -> bool:
     error = exc.errors[0]
     if exc.status == 422 and error.description == f"Unable to find reservation {name}":
         return True
-    return exc.status == 200 and error.number == 0 and error.description == "Unable to query reservations" and \
-        error.source == "slurm_load_reservations()"
+    return (
+        exc.status == 200
+        and error.number == 0
+        and error.description == "Unable to query reservations"
+        and error.source == "slurm_load_reservations()"
+    )
 
 
 def _partition_name(partition: JSON) -> str:
@@ -509,8 +521,11 @@ def interpret(where: str, status: int, content: bytes, token: str = "") -> JSON 
     if status == 404 and all(e.number is None for e in errors):
         # JSON, but not Slurm saying what is missing (a proxy, a half-started slurmrestd): a
         # "not found" here would read as "job gone" and delete pods, so it is "unknown"
-        raise SlurmUnavailable(f"{where}: HTTP 404 without a Slurm error number: {_excerpt(content, token)}",
-                               status=status, retryable=False)
+        raise SlurmUnavailable(
+            f"{where}: HTTP 404 without a Slurm error number: {_excerpt(content, token)}",
+            status=status,
+            retryable=False,
+        )
     if status >= 400 or errors:
         raise _rejected(where, status, errors, _excerpt(content, token))
     if status != 200:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import jwt
 import orjson
@@ -104,8 +104,12 @@ class ErrorsIn200(Passthrough):
     """Slurm's real 200 answer, data intact, plus an ``errors`` entry (as slurmrestd reports a
     failure it could not turn into a status)."""
 
-    ERROR = {"description": "chaos: injected failure", "error_number": -1, "error": "Unspecified error",
-             "source": "chaos"}  # fmt: skip
+    ERROR: ClassVar[dict[str, object]] = {
+        "description": "chaos: injected failure",
+        "error_number": -1,
+        "error": "Unspecified error",
+        "source": "chaos",
+    }
 
     def reply(self, request: Request, reply: Reply) -> Reply:
         if reply.status != 200:
@@ -236,4 +240,3 @@ KINDS: tuple[FaultKind, ...] = (
     FaultKind("other-cluster", lambda t: OtherCluster(), foreign=True),
     FaultKind("writes-503", lambda t: Canned(503, b"Service Unavailable", "text/plain", writes_only=True)),
 )
-

@@ -211,7 +211,7 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 return
             self._reset()
 
-        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _any  # noqa: N815 - http.server's names
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _any
 
         def _reset(self) -> None:
             """Close with RST (SO_LINGER 0), as a crashing peer does, not with an orderly FIN."""
@@ -219,7 +219,7 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             self.connection.close()  # the server's orderly shutdown(SHUT_WR) would send a FIN first
             self.close_connection = True
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the proxy records exchanges itself
+        def log_message(self, format: str, *args: object) -> None:
             pass
 
     return Handler

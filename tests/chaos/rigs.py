@@ -23,8 +23,8 @@ from typing import Any, ClassVar
 import httpx
 
 from hooks import names
-from slurm_sync.bridge.loop import BridgeLoop, BridgeResult
 from slurm_sync.bridge.kube import BridgeKube
+from slurm_sync.bridge.loop import BridgeLoop, BridgeResult
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
 from slurm_sync.service import Config, Service
@@ -145,8 +145,13 @@ class OperatorRig:
         kube.add("pods", controller_pod(ping["pings"][0]["hostname"]))
         install(kube)
         metrics = Metrics()
-        config = Config(namespaces=(NS,), slurm_url=proxy.url, token_user="slurm", slurm_timeout=CLIENT_TIMEOUT,
-                        absence_confirm_seconds=CONFIRM_SECONDS)
+        config = Config(
+            namespaces=(NS,),
+            slurm_url=proxy.url,
+            token_user="slurm",
+            slurm_timeout=CLIENT_TIMEOUT,
+            absence_confirm_seconds=CONFIRM_SECONDS,
+        )
         service = Service(config, Kube(api_client(kube_url), metrics.count_kube_write), metrics)
         return cls(scene, proxy, kube, service, Judge(lab))
 
@@ -229,8 +234,14 @@ def _bridge_loop(url: str, token: Callable[[], str], kube_url: str) -> BridgeLoo
     """``list_interval=0``: every pass lists Slurm's jobs, so the job-list faults strike every pass.
     No ``cluster``: the client pins the cluster of its first answer, as ``--cluster-name`` unset does."""
     client = SlurmClient(url, token, timeout=CLIENT_TIMEOUT)
-    return BridgeLoop(client, BridgeKube(Kube(api_client(kube_url))), Metrics(), [BNS], list_interval=0,
-                      absence_confirm_seconds=CONFIRM_SECONDS)
+    return BridgeLoop(
+        client,
+        BridgeKube(Kube(api_client(kube_url))),
+        Metrics(),
+        [BNS],
+        list_interval=0,
+        absence_confirm_seconds=CONFIRM_SECONDS,
+    )
 
 
 @dataclass
@@ -345,5 +356,6 @@ def _slurm_wrongs(proxy: FaultProxy, fault: str, foreign: bool, nodes: Iterable[
     cluster's) and after it, judged by rules.slurm_wrongs."""
     during = [e.request for e in proxy.exchanges if e.forwarded and e.request.is_write and e.fault == fault]
     after = [e.request for e in proxy.exchanges if e.forwarded and e.request.is_write and e.fault != fault]
-    return (rules.slurm_wrongs(during, foreign=foreign, guarded_nodes=nodes, guarded_jobs=jobs)
-            + rules.slurm_wrongs(after, foreign=False, guarded_nodes=nodes, guarded_jobs=jobs))
+    return rules.slurm_wrongs(during, foreign=foreign, guarded_nodes=nodes, guarded_jobs=jobs) + rules.slurm_wrongs(
+        after, foreign=False, guarded_nodes=nodes, guarded_jobs=jobs
+    )

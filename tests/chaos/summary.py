@@ -28,7 +28,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             _RUNS.append({**value, "outcome": report.outcome})
 
 
-def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001 - pytest's TerminalReporter
+def pytest_terminal_summary(terminalreporter) -> None:
     if not _RUNS:
         return
     kinds = {r["fault"] for r in _RUNS}

@@ -88,7 +88,11 @@ def trial(side: Side, kind: FaultKind, target: Target, proxy: FaultProxy, record
 
 @pytest.mark.parametrize("kind", KINDS, ids=str)
 def test_operator_side(
-    kind: FaultKind, operator_scene: OperatorScene, proxy: FaultProxy, httpserver: HTTPServer, install: Install,
+    kind: FaultKind,
+    operator_scene: OperatorScene,
+    proxy: FaultProxy,
+    httpserver: HTTPServer,
+    install: Install,
     record_property: Record,
 ) -> None:
     operator_scene.ensure()
@@ -101,7 +105,11 @@ def test_operator_side(
 
 @pytest.mark.parametrize("kind", KINDS, ids=str)
 def test_bridge_side(
-    kind: FaultKind, bridge_scene: BridgeScene, proxy: FaultProxy, httpserver: HTTPServer, install: Install,
+    kind: FaultKind,
+    bridge_scene: BridgeScene,
+    proxy: FaultProxy,
+    httpserver: HTTPServer,
+    install: Install,
     record_property: Record,
 ) -> None:
     url = httpserver.url_for("/")

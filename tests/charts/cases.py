@@ -60,19 +60,48 @@ CASES: tuple[Case, ...] = (
         {"metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}}}},
         (MONITORING, MONITORING_KIND),
     ),
-    Case("slurm-operator", "auth-networkpolicy", {"hooks": {"auth": {"enabled": True}}, "networkPolicy": {"enabled": True}}),
+    Case(
+        "slurm-operator",
+        "auth-networkpolicy",
+        {"hooks": {"auth": {"enabled": True}}, "networkPolicy": {"enabled": True}},
+    ),
     Case("slurm-operator", "one-namespace", {"slurmSync": {"namespace": "slurm"}, "hooks": {"replicas": 1}}),
-    Case("slurm-operator", "no-crds-no-controllers", {"crds": {"enabled": False}, "controllers": {"enabled": False}, "metrics": {"enabled": False}}),
+    Case(
+        "slurm-operator",
+        "no-crds-no-controllers",
+        {"crds": {"enabled": False}, "controllers": {"enabled": False}, "metrics": {"enabled": False}},
+    ),
     Case("slurm", "defaults", namespace="slurm"),
-    Case("slurm", "ha-controller", {"controller": {"ha": {"enabled": True, "backups": 2}, "persistence": {"existingClaim": "slurmctld-state", "accessModes": ["ReadWriteMany"]}}}, namespace="slurm"),
+    Case(
+        "slurm",
+        "ha-controller",
+        {
+            "controller": {
+                "ha": {"enabled": True, "backups": 2},
+                "persistence": {"existingClaim": "slurmctld-state", "accessModes": ["ReadWriteMany"]},
+            }
+        },
+        namespace="slurm",
+    ),
     Case("slurm", "accounting", {"accounting": {"enabled": True}}, namespace="slurm"),
     Case("slurm", "everything", {**FULL_SLURM, "accounting": {"enabled": True}}, (MONITORING,), namespace="slurm"),
     Case("slurm-bridge", "defaults", namespace="slurm-bridge-system"),
     Case(
         "slurm-bridge",
         "namespace-selector",
-        {"admission": {"managedNamespaceSelector": {"matchLabels": {"slurm-bridge.slinky.slurm.net/managed": "true"}}}, "slurmSync": {"enabled": True}},
+        {
+            "admission": {
+                "managedNamespaceSelector": {"matchLabels": {"slurm-bridge.slinky.slurm.net/managed": "true"}}
+            },
+            "slurmSync": {"enabled": True},
+        },
         namespace="slurm-bridge-system",
     ),
-    Case("slurm-bridge", "cert-manager", {"slurmSync": {"enabled": True}}, (CERT_MANAGER,), namespace="slurm-bridge-system"),
+    Case(
+        "slurm-bridge",
+        "cert-manager",
+        {"slurmSync": {"enabled": True}},
+        (CERT_MANAGER,),
+        namespace="slurm-bridge-system",
+    ),
 )

@@ -41,7 +41,13 @@ def helm() -> Path:
 def _run(args: Sequence[str]) -> str:
     # HOME and the helm dirs in a temp dir: no user config, no repository cache, nothing written to the repo.
     with tempfile.TemporaryDirectory() as home:
-        env = {"PATH": os.environ.get("PATH", ""), "HOME": home, "HELM_CACHE_HOME": home, "HELM_CONFIG_HOME": home, "HELM_DATA_HOME": home}
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": home,
+            "HELM_CACHE_HOME": home,
+            "HELM_CONFIG_HOME": home,
+            "HELM_DATA_HOME": home,
+        }
         proc = subprocess.run([str(helm()), *args], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise HelmFailed(f"helm {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
@@ -54,10 +60,26 @@ def _values_file(values: Obj, directory: str) -> str:
     return str(path)
 
 
-def render(chart: str, values: Obj | None = None, namespace: str = "slinky", api_versions: Sequence[str] = (), release: str | None = None) -> list[Obj]:
+def render(
+    chart: str,
+    values: Obj | None = None,
+    namespace: str = "slinky",
+    api_versions: Sequence[str] = (),
+    release: str | None = None,
+) -> list[Obj]:
     """`helm template` of charts/<chart>: every non-empty document, parsed."""
     with tempfile.TemporaryDirectory() as tmp:
-        args = ["template", release or chart, str(CHARTS / chart), "-n", namespace, "--kube-version", KUBE_VERSION, "-f", _values_file(values or {}, tmp)]
+        args = [
+            "template",
+            release or chart,
+            str(CHARTS / chart),
+            "-n",
+            namespace,
+            "--kube-version",
+            KUBE_VERSION,
+            "-f",
+            _values_file(values or {}, tmp),
+        ]
         for api in (*BASE_API_VERSIONS, *api_versions):
             args += ["--api-versions", api]
         out = _run(args)
@@ -66,7 +88,17 @@ def render(chart: str, values: Obj | None = None, namespace: str = "slinky", api
 
 def lint(chart: str, values: Obj | None = None) -> str:
     with tempfile.TemporaryDirectory() as tmp:
-        return _run(["lint", "--strict", "--kube-version", KUBE_VERSION, str(CHARTS / chart), "-f", _values_file(values or {}, tmp)])
+        return _run(
+            [
+                "lint",
+                "--strict",
+                "--kube-version",
+                KUBE_VERSION,
+                str(CHARTS / chart),
+                "-f",
+                _values_file(values or {}, tmp),
+            ]
+        )
 
 
 def package(chart: str, destination: str) -> Path:

@@ -82,22 +82,33 @@ def _callers_literals(function: ast.FunctionDef, param: str, trees: dict[Path, a
                 caller = _enclosing_function(node, parents)
                 if value is not None:
                     found.add(value)
-                elif isinstance(argument, ast.Name) and caller is not None and caller is not function \
-                        and argument.id in [a.arg for a in caller.args.args]:
+                elif (
+                    isinstance(argument, ast.Name)
+                    and caller is not None
+                    and caller is not function
+                    and argument.id in [a.arg for a in caller.args.args]
+                ):
                     found |= _callers_literals(caller, argument.id, trees)
                 else:
-                    raise AssertionError(f"a call of {function.name}() passes a non-literal {param}; the RBAC derivation cannot resolve it")
+                    raise AssertionError(
+                        f"a call of {function.name}() passes a non-literal {param}; the RBAC derivation cannot resolve "
+                        "it"
+                    )
     return found
 
 
-def _resolve(node: ast.expr | None, where: ast.Call, parents: dict[ast.AST, ast.AST], trees: dict[Path, ast.Module]) -> set[str]:
+def _resolve(
+    node: ast.expr | None, where: ast.Call, parents: dict[ast.AST, ast.AST], trees: dict[Path, ast.Module]
+) -> set[str]:
     value = _literal(node)
     if value is not None:
         return {value}
     function = _enclosing_function(where, parents)
     if isinstance(node, ast.Name) and function is not None and node.id in [a.arg for a in function.args.args]:
         return _callers_literals(function, node.id, trees)
-    raise AssertionError(f"line {where.lineno}: cannot resolve {ast.unparse(node) if node else '<missing>'} to literal values")
+    raise AssertionError(
+        f"line {where.lineno}: cannot resolve {ast.unparse(node) if node else '<missing>'} to literal values"
+    )
 
 
 @functools.cache
@@ -115,7 +126,9 @@ def _wrapper_functions() -> dict[str, list[tuple[Path, ast.FunctionDef, ast.Modu
     return found
 
 
-def _calls_in(path: Path, root: ast.AST, module: ast.Module, trees: dict[Path, ast.Module], seen: set[int]) -> Iterator[Call]:
+def _calls_in(
+    path: Path, root: ast.AST, module: ast.Module, trees: dict[Path, ast.Module], seen: set[int]
+) -> Iterator[Call]:
     """Client calls under `root` (a node of `module`), following calls into the wrappers."""
     typed, custom = table()["typed"], table()["custom"]
     wrappers = _wrapper_functions()
@@ -149,9 +162,20 @@ def kubernetes_methods_called(paths: Iterable[Path]) -> set[str]:
     found: set[str] = set()
     for path in paths:
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Attribute):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Attribute)
+            ):
                 receiver = node.func.value.attr
-                if receiver in ("core", "custom", "apps", "policy", "coordination", "events") and node.func.attr.startswith(verbs):
+                if receiver in (
+                    "core",
+                    "custom",
+                    "apps",
+                    "policy",
+                    "coordination",
+                    "events",
+                ) and node.func.attr.startswith(verbs):
                     found.add(node.func.attr)
     return found
 
@@ -176,4 +200,10 @@ def planned_rules(component: str) -> set[Rule]:
 
 def expand(rules: Iterable[Obj]) -> set[Rule]:
     """RBAC PolicyRules as (apiGroup, resource, verb) triples."""
-    return {(g, r, v) for rule in rules for g in rule.get("apiGroups", []) for r in rule.get("resources", []) for v in rule.get("verbs", [])}
+    return {
+        (g, r, v)
+        for rule in rules
+        for g in rule.get("apiGroups", [])
+        for r in rule.get("resources", [])
+        for v in rule.get("verbs", [])
+    }

@@ -18,15 +18,24 @@ REPO = Path(__file__).resolve().parents[2]
 def bundles(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, list[dict[str, Any]]]]:
     dist = tmp_path_factory.mktemp("dist")
     helm.helm()
-    out = subprocess.run(["make", "--no-print-directory", "manifests", f"DIST={dist}"], cwd=REPO, capture_output=True,
-                         text=True, check=True).stdout
-    docs = {name: [d for d in yaml.safe_load_all((dist / name).read_text()) if d]
-            for name in ("install.yaml", "install-bridge.yaml")}
+    out = subprocess.run(
+        ["make", "--no-print-directory", "manifests", f"DIST={dist}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    docs = {
+        name: [d for d in yaml.safe_load_all((dist / name).read_text()) if d]
+        for name in ("install.yaml", "install-bridge.yaml")
+    }
     return out, docs
 
 
-@pytest.mark.parametrize(("bundle", "expected"), [("install.yaml", {"slinky"}),
-                                                  ("install-bridge.yaml", {"slurm-bridge-system", "slurm-bridge"})])
+@pytest.mark.parametrize(
+    ("bundle", "expected"),
+    [("install.yaml", {"slinky"}), ("install-bridge.yaml", {"slurm-bridge-system", "slurm-bridge"})],
+)
 def test_each_bundle_creates_every_namespace_it_uses_before_using_it(bundles, bundle: str, expected: set[str]) -> None:
     _, docs = bundles
     objects = docs[bundle]
@@ -36,7 +45,9 @@ def test_each_bundle_creates_every_namespace_it_uses_before_using_it(bundles, bu
     assert used == expected
     for namespace in used:
         first_use = next(i for i, d in enumerate(objects) if d["metadata"].get("namespace") == namespace)
-        assert any(d["kind"] == "Namespace" and d["metadata"]["name"] == namespace for d in objects[:first_use]), namespace
+        assert any(d["kind"] == "Namespace" and d["metadata"]["name"] == namespace for d in objects[:first_use]), (
+            namespace
+        )
 
 
 def test_the_closing_message_names_both_bundles_and_their_namespaces(bundles) -> None:
@@ -49,5 +60,10 @@ def test_the_closing_message_names_both_bundles_and_their_namespaces(bundles) ->
 def test_bundles_use_the_projects_image(bundles) -> None:
     _, docs = bundles
     for objects in docs.values():
-        images = {c["image"] for d in objects if d["kind"] == "Deployment" for c in d["spec"]["template"]["spec"]["containers"]}
+        images = {
+            c["image"]
+            for d in objects
+            if d["kind"] == "Deployment"
+            for c in d["spec"]["template"]["spec"]["containers"]
+        }
         assert images and all(i.startswith("ghcr.io/slinky-metacontroller/slinky-metacontroller:") for i in images)

@@ -20,13 +20,26 @@ from tests.charts import helm
 REPO = Path(__file__).resolve().parents[2]
 OUR_CHARTS = ("slurm-operator", "slurm-bridge")
 # The calls that create files or directories; each one in hooks/ or slurm_sync/ must go through tempfile.
-WRITING_CALLS = {"mkdtemp", "mkstemp", "NamedTemporaryFile", "TemporaryFile", "TemporaryDirectory", "write_text",
-                 "write_bytes", "makedirs", "mkdir"}
+WRITING_CALLS = {
+    "mkdtemp",
+    "mkstemp",
+    "NamedTemporaryFile",
+    "TemporaryFile",
+    "TemporaryDirectory",
+    "write_text",
+    "write_bytes",
+    "makedirs",
+    "mkdir",
+}
 
 
 def _instructions() -> list[tuple[str, str]]:
     lines = (REPO / "Dockerfile").read_text().replace("\\\n", " ").splitlines()
-    return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1]) for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    return [
+        (line.split(None, 1)[0].upper(), line.split(None, 1)[1])
+        for line in lines
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
 
 
 def test_runs_as_the_non_root_uid_the_charts_declare() -> None:

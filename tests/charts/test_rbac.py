@@ -19,15 +19,25 @@ CLUSTER_SCOPED = {"nodes"}  # the only cluster-scoped resource slurm_sync touche
 
 def _rendered_rules(docs: list[Obj], role_name: str) -> tuple[set[Rule], set[Rule]]:
     """(ClusterRole rules, Role rules) of the roles named role_name."""
-    cluster = rbac.expand(r for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == role_name for r in d["rules"])
-    namespaced = rbac.expand(r for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == role_name for r in d["rules"])
+    cluster = rbac.expand(
+        r for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == role_name for r in d["rules"]
+    )
+    namespaced = rbac.expand(
+        r for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == role_name for r in d["rules"]
+    )
     return cluster, namespaced
 
 
 def _roles_by_namespace(docs: list[Obj], role_name: str, service_account_ns: str) -> dict[str, set[Rule]]:
     """Each namespace's Role rules, checking that a RoleBinding there gives them to our ServiceAccount."""
-    roles = {d["metadata"]["namespace"]: rbac.expand(d["rules"]) for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == role_name}
-    bindings = {d["metadata"]["namespace"]: d for d in docs if d["kind"] == "RoleBinding" and d["metadata"]["name"] == role_name}
+    roles = {
+        d["metadata"]["namespace"]: rbac.expand(d["rules"])
+        for d in docs
+        if d["kind"] == "Role" and d["metadata"]["name"] == role_name
+    }
+    bindings = {
+        d["metadata"]["namespace"]: d for d in docs if d["kind"] == "RoleBinding" and d["metadata"]["name"] == role_name
+    }
     assert set(bindings) == set(roles)
     for binding in bindings.values():
         assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role_name}
@@ -78,7 +88,9 @@ def test_operator_chart_given_namespaces_gets_a_role_in_each_instead_of_a_cluste
     assert {resource for _, resource, _ in cluster} == CLUSTER_SCOPED
     assert all(rules == {r for r in derived if r[1] not in CLUSTER_SCOPED} for rules in roles.values())
     assert cluster == {r for r in derived if r[1] in CLUSTER_SCOPED}
-    (deployment,) = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "slurm-operator-slurm-sync"]
+    (deployment,) = [
+        d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "slurm-operator-slurm-sync"
+    ]
     env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["SLURM_SYNC_NAMESPACE"] == "hpc-a,hpc-b"  # slurm_sync lists only where it may
 
@@ -99,8 +111,11 @@ def test_bridge_chart_grants_exactly_the_bridge_calls_derived_and_planned() -> N
 
 
 def test_bridge_pod_rights_only_in_the_managed_namespaces() -> None:
-    docs = helm.render("slurm-bridge", {"slurmSync": {"enabled": True}, "admission": {"managedNamespaces": ["team-a", "team-b"]}},
-                       "slurm-bridge-system")
+    docs = helm.render(
+        "slurm-bridge",
+        {"slurmSync": {"enabled": True}, "admission": {"managedNamespaces": ["team-a", "team-b"]}},
+        "slurm-bridge-system",
+    )
     cluster, _ = _rendered_rules(docs, "slurm-bridge-slurm-sync")
     roles = _roles_by_namespace(docs, "slurm-bridge-slurm-sync", "slurm-bridge-system")
     assert set(roles) == {"team-a", "team-b"}
@@ -108,7 +123,9 @@ def test_bridge_pod_rights_only_in_the_managed_namespaces() -> None:
     assert {resource for _, resource, _ in cluster} == CLUSTER_SCOPED  # no pod, binding or delete right cluster-wide
     assert all(rules == {r for r in wanted if r[1] not in CLUSTER_SCOPED} for rules in roles.values())
     assert ("", "pods", "delete") in roles["team-a"] and ("", "pods/binding", "create") in roles["team-a"]
-    (deployment,) = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "slurm-bridge-slurm-sync"]
+    (deployment,) = [
+        d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "slurm-bridge-slurm-sync"
+    ]
     env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["SLURM_SYNC_MANAGED_NAMESPACES"] == "team-a,team-b"  # the loop works exactly where the Roles are
 
@@ -126,5 +143,13 @@ def test_hook_server_needs_no_kubernetes_api() -> None:
 
     for path in sorted((rbac.REPO / "hooks").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            assert not any(m == "kubernetes" or m.startswith("kubernetes.") for m in modules), f"{path} imports the Kubernetes client"
+            modules = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            assert not any(m == "kubernetes" or m.startswith("kubernetes.") for m in modules), (
+                f"{path} imports the Kubernetes client"
+            )

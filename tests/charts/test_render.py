@@ -81,7 +81,9 @@ def test_hook_servers_have_probes_and_no_api_token(case: Case) -> None:
     for container in spec["containers"]:
         assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
         assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
-    bound = {s["name"] for b in of_kind(case, "RoleBinding") + of_kind(case, "ClusterRoleBinding") for s in b["subjects"]}
+    bound = {
+        s["name"] for b in of_kind(case, "RoleBinding") + of_kind(case, "ClusterRoleBinding") for s in b["subjects"]
+    }
     assert spec["serviceAccountName"] not in bound
 
 
@@ -101,9 +103,21 @@ def test_servicemonitors_only_with_monitoring_api() -> None:
     by_id = {c.id: c for c in CASES}
     assert of_kind(by_id["slurm-operator-metrics-servicemonitors"], "ServiceMonitor")
     assert not of_kind(by_id["slurm-operator-defaults"], "ServiceMonitor")
-    controller = next(d for d in of_kind(by_id["slurm-operator-metrics-servicemonitors"], "CompositeController") if d["spec"]["parentResource"]["resource"] == "controllers")
-    assert {"apiVersion": "monitoring.coreos.com/v1", "resource": "servicemonitors", "updateStrategy": {"method": "InPlace"}} in controller["spec"]["childResources"]
-    plain = next(d for d in of_kind(by_id["slurm-operator-defaults"], "CompositeController") if d["spec"]["parentResource"]["resource"] == "controllers")
+    controller = next(
+        d
+        for d in of_kind(by_id["slurm-operator-metrics-servicemonitors"], "CompositeController")
+        if d["spec"]["parentResource"]["resource"] == "controllers"
+    )
+    assert {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "resource": "servicemonitors",
+        "updateStrategy": {"method": "InPlace"},
+    } in controller["spec"]["childResources"]
+    plain = next(
+        d
+        for d in of_kind(by_id["slurm-operator-defaults"], "CompositeController")
+        if d["spec"]["parentResource"]["resource"] == "controllers"
+    )
     assert all(c["resource"] != "servicemonitors" for c in plain["spec"]["childResources"])
 
 
@@ -113,5 +127,8 @@ def test_hook_auth_sends_a_bearer_token_from_the_chart_secret() -> None:
     for doc in of_kind(case, "CompositeController"):
         (config,) = doc["spec"]["endpointConfigs"]
         assert config["host"] == "slurm-operator-hooks.slinky:8080"
-        assert config["authorization"] == {"type": "Bearer", "secretRef": {"name": secret["metadata"]["name"], "namespace": "slinky", "key": "token"}}
+        assert config["authorization"] == {
+            "type": "Bearer",
+            "secretRef": {"name": secret["metadata"]["name"], "namespace": "slinky", "key": "token"},
+        }
     assert of_kind(case, "NetworkPolicy")

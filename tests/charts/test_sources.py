@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import tarfile
 import tempfile
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,17 +21,24 @@ def _files(directory: str) -> dict[str, Obj]:
     return {p.name: yaml.safe_load(p.read_text()) for p in sorted((REPO / directory).glob("*.yaml"))}
 
 
-@pytest.mark.parametrize(("chart", "link"), [("slurm-operator", "crds"), ("slurm-operator", "compositecontrollers"), ("slurm-bridge", "compositecontrollers")])
+@pytest.mark.parametrize(
+    ("chart", "link"),
+    [("slurm-operator", "crds"), ("slurm-operator", "compositecontrollers"), ("slurm-bridge", "compositecontrollers")],
+)
 def test_chart_files_are_symlinks_to_the_repository_sources(chart: str, link: str) -> None:
     path = REPO / "charts" / chart / "files" / link
     assert path.is_symlink() and path.resolve() == (REPO / link).resolve()
 
 
 def test_rendered_crds_equal_crds_dir() -> None:
-    rendered = {d["metadata"]["name"]: d for d in helm.render("slurm-operator") if d["kind"] == "CustomResourceDefinition"}
+    rendered = {
+        d["metadata"]["name"]: d for d in helm.render("slurm-operator") if d["kind"] == "CustomResourceDefinition"
+    }
     for name, crd in _files("crds").items():
         got = rendered.pop(crd["metadata"]["name"])
-        assert got["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep", "helm uninstall must not delete every cluster"
+        assert got["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep", (
+            "helm uninstall must not delete every cluster"
+        )
         got["metadata"] = {k: v for k, v in got["metadata"].items() if k not in ("labels", "annotations")}
         assert got == crd, f"{name} changed on its way through the chart"
     assert rendered == {}
@@ -43,13 +49,26 @@ def _unpatched(doc: Obj, prefix: str) -> Obj:
     doc = yaml.safe_load(yaml.safe_dump(doc))
     doc["metadata"].pop("annotations", None)
     doc["metadata"]["labels"] = {"app.kubernetes.io/part-of": doc["metadata"]["labels"]["app.kubernetes.io/part-of"]}
-    doc["metadata"]["name"] = doc["metadata"]["name"].replace(prefix, "slurm-operator-" if "operator" in prefix else "slurm-bridge-", 1)
+    doc["metadata"]["name"] = doc["metadata"]["name"].replace(
+        prefix, "slurm-operator-" if "operator" in prefix else "slurm-bridge-", 1
+    )
     for hook in doc["spec"]["hooks"].values():
-        hook["webhook"]["service"] = {"name": "slurm-operator-hooks", "namespace": "slinky", "port": 8080, "protocol": "http"}
+        hook["webhook"]["service"] = {
+            "name": "slurm-operator-hooks",
+            "namespace": "slinky",
+            "port": 8080,
+            "protocol": "http",
+        }
     return doc
 
 
-@pytest.mark.parametrize(("chart", "kind", "prefix"), [("slurm-operator", "CompositeController", "rel-slurm-operator-"), ("slurm-bridge", "DecoratorController", "rel-slurm-bridge-")])
+@pytest.mark.parametrize(
+    ("chart", "kind", "prefix"),
+    [
+        ("slurm-operator", "CompositeController", "rel-slurm-operator-"),
+        ("slurm-bridge", "DecoratorController", "rel-slurm-bridge-"),
+    ],
+)
 def test_rendered_controllers_equal_compositecontrollers_dir(chart: str, kind: str, prefix: str) -> None:
     rendered = {d["metadata"]["name"]: d for d in helm.render(chart, release="rel") if d["kind"] == kind}
     expected = {d["metadata"]["name"]: d for d in _files("compositecontrollers").values() if d["kind"] == kind}
@@ -82,9 +101,8 @@ def test_bridge_scheduler_name_reaches_every_hook_container() -> None:
 
 @pytest.mark.parametrize("chart", ["slurm-operator", "slurm-bridge"])
 def test_packaged_chart_carries_the_linked_files(chart: str) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        with tarfile.open(helm.package(chart, tmp)) as archive:
-            names = set(archive.getnames())
+    with tempfile.TemporaryDirectory() as tmp, tarfile.open(helm.package(chart, tmp)) as archive:
+        names = set(archive.getnames())
     links = ["crds", "compositecontrollers"] if chart == "slurm-operator" else ["compositecontrollers"]
     for link in links:
         for source in (REPO / link).glob("*.yaml"):
@@ -108,7 +126,9 @@ def test_slurm_sync_environment_in_every_chart_is_understood_by_slurm_sync(monke
     """Each SLURM_SYNC_* variable a chart renders must change what `python -m slurm_sync` parses."""
     from slurm_sync.__main__ import parse_args
 
-    operator_values = {"slurmSync": {"namespace": "hpc", "propagatedNodeConditions": ["KernelDeadlock", "ReadonlyFilesystem"]}}
+    operator_values = {
+        "slurmSync": {"namespace": "hpc", "propagatedNodeConditions": ["KernelDeadlock", "ReadonlyFilesystem"]}
+    }
     for chart, values in (("slurm-operator", {}), ("slurm-operator", operator_values), ("slurm-bridge", {})):
         for doc in helm.render(chart, values, "slinky"):
             if doc["kind"] != "Deployment":

@@ -96,7 +96,9 @@ def hooks_of(doc: Obj) -> dict[str, Obj]:
 
 def all_hooks() -> list[tuple[str, str, Obj]]:
     """(manifest name, hook name, hook) for every hook of every manifest."""
-    return [(doc["metadata"]["name"], name, hook) for doc in manifests().values() for name, hook in hooks_of(doc).items()]
+    return [
+        (doc["metadata"]["name"], name, hook) for doc in manifests().values() for name, hook in hooks_of(doc).items()
+    ]
 
 
 def label_selector_keys(selector: Obj | None) -> set[str]:

@@ -93,8 +93,12 @@ def check_object_map(groups: Obj, where: str) -> None:
 
 
 def embedded_objects(body: Obj) -> list[Obj]:
-    found = [obj for group in ("children", "related", "attachments") for objs in body.get(group, {}).values()
-             for obj in objs.values()]
+    found = [
+        obj
+        for group in ("children", "related", "attachments")
+        for objs in body.get(group, {}).values()
+        for obj in objs.values()
+    ]
     found += [body[k] for k in ("parent", "object") if k in body]
     if "request" in body:
         found.append(body["request"]["object"])
@@ -121,8 +125,11 @@ def test_examples_are_what_the_generator_writes() -> None:
     assert spec and spec.loader
     module: ModuleType = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    stale = [name for name, body in module.requests().items()
-             if not (EXAMPLES_DIR / name).is_file() or (EXAMPLES_DIR / name).read_text() != module.render(body)]
+    stale = [
+        name
+        for name, body in module.requests().items()
+        if not (EXAMPLES_DIR / name).is_file() or (EXAMPLES_DIR / name).read_text() != module.render(body)
+    ]
     assert stale == [], "run .venv/bin/python examples/requests/generate.py"
 
 
@@ -153,7 +160,8 @@ def test_composite_request_matches_its_manifest(path: Path) -> None:
     "path", examples_for(lambda r: is_composite(r) and hook_name(r) != "customize"), ids=lambda p: p.name
 )
 def test_observed_children_belong_to_their_parent(path: Path) -> None:
-    """As Metacontroller claims them with generateSelector: same namespace, controller-uid label, controller ownerRef."""
+    """As Metacontroller claims them with generateSelector:
+    same namespace, controller-uid label, controller ownerRef."""
     body = load_strict(path)
     parent = body["parent"]["metadata"]
     for objects in body["children"].values():
@@ -165,8 +173,9 @@ def test_observed_children_belong_to_their_parent(path: Path) -> None:
             assert [o["uid"] for o in owners] == [parent["uid"]]
 
 
-@pytest.mark.parametrize("path", examples_for(lambda r: is_composite(r) and hook_name(r) == "finalize"),
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", examples_for(lambda r: is_composite(r) and hook_name(r) == "finalize"), ids=lambda p: p.name
+)
 def test_finalize_request_parent_is_being_deleted(path: Path) -> None:
     body = load_strict(path)
     cc = composite_for(route_of(path))
@@ -192,14 +201,18 @@ def references(spec: Obj) -> set[tuple[str, str]]:
     return found
 
 
-@pytest.mark.parametrize("path", examples_for(lambda r: is_composite(r) and hook_name(r) == "sync"),
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", examples_for(lambda r: is_composite(r) and hook_name(r) == "sync"), ids=lambda p: p.name
+)
 def test_everything_the_parent_references_is_related(path: Path) -> None:
     body = load_strict(path)
     namespace = body["parent"]["metadata"]["namespace"]
     related = {(obj["kind"], key) for objects in body["related"].values() for key, obj in objects.items()}
-    missing = {(kind, name) for kind, name in references(body["parent"]["spec"])
-               if (kind, f"{namespace}/{name}") not in related}
+    missing = {
+        (kind, name)
+        for kind, name in references(body["parent"]["spec"])
+        if (kind, f"{namespace}/{name}") not in related
+    }
     assert missing == set()
 
 
@@ -221,7 +234,8 @@ def test_customize_request_is_controller_and_parent(path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "path", examples_for(lambda r: r.startswith(("/bridge/pod/", "/bridge/node/")) and hook_name(r) != "customize"),
+    "path",
+    examples_for(lambda r: r.startswith(("/bridge/pod/", "/bridge/node/")) and hook_name(r) != "customize"),
     ids=lambda p: p.name,
 )
 def test_decorator_request_matches_its_manifest(path: Path) -> None:
@@ -235,7 +249,9 @@ def test_decorator_request_matches_its_manifest(path: Path) -> None:
     target = body["object"]
     rules = [r for r in dc["spec"]["resources"] if KIND_OF_RESOURCE[(r["apiVersion"], r["resource"])] == target["kind"]]
     assert rules, f"{target['kind']} is not a target of {dc['metadata']['name']}"
-    assert set(body["attachments"]) == {type_key(r["apiVersion"], r["resource"]) for r in dc["spec"].get("attachments", [])}
+    assert set(body["attachments"]) == {
+        type_key(r["apiVersion"], r["resource"]) for r in dc["spec"].get("attachments", [])
+    }
     check_object_map(body["attachments"], "attachments")
     check_object_map(body["related"], "related")
     finalizer = f"metacontroller.io/decoratorcontroller-{dc['metadata']['name']}"
@@ -277,8 +293,10 @@ def test_hook_server_accepts_the_example(path: Path) -> None:
     """With no handlers every route parses the request, then answers 501; a 400 names what is malformed."""
     from hooks.app import create_app
 
-    response = create_app(handlers={}).test_client().post(
-        route_of(path), data=path.read_bytes(), content_type="application/json"
+    response = (
+        create_app(handlers={})
+        .test_client()
+        .post(route_of(path), data=path.read_bytes(), content_type="application/json")
     )
     assert response.status_code == 501, response.get_json()
 
@@ -312,7 +330,10 @@ def test_examples_describe_one_cluster_named_slurm() -> None:
     assert nodeset["spec"]["controllerRef"] == {"name": "slurm"}
     assert nodeset["spec"]["replicas"] == 2 and nodeset["spec"]["partition"]["enabled"] is True
     assert [parents[p]["metadata"]["name"] for p in ("loginsets", "restapis", "accountings", "tokens")] == [
-        "slurm-login", "slurm", "slurm", "slurm-token"
+        "slurm-login",
+        "slurm",
+        "slurm",
+        "slurm-token",
     ]
     token = parents["tokens"]["spec"]
     assert token["username"] == "slurm" and token["jwtKeyRef"] == {"name": "slurm-jwt-key", "key": "jwt.key"}

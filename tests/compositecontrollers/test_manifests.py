@@ -11,8 +11,8 @@ import pytest
 
 from hooks import names
 from tests.compositecontrollers.manifests import (
-    CRD_DIR,
     CONTRACT_ROUTES,
+    CRD_DIR,
     Obj,
     all_hooks,
     composites,
@@ -101,49 +101,107 @@ def _rename(path: list[str | int], old: str, new: str) -> Callable[[Obj], None]:
 
 NEGATIVE_CASES = [
     # (id, manifest, mutation, JSON path the error must point at)
-    ("typo-in-child-field", "nodeset.yaml", _rename(["spec", "childResources", 0], "updateStrategy", "updateStratgy"),
-     "$.spec.childResources[0]"),
+    (
+        "typo-in-child-field",
+        "nodeset.yaml",
+        _rename(["spec", "childResources", 0], "updateStrategy", "updateStratgy"),
+        "$.spec.childResources[0]",
+    ),
     ("typo-in-spec-field", "token.yaml", _rename(["spec"], "resyncPeriodSeconds", "resyncPeriodSecond"), "$.spec"),
-    ("bad-update-method", "nodeset.yaml", _set(["spec", "childResources", 0, "updateStrategy", "method"], "Sometimes"),
-     "$.spec.childResources[0].updateStrategy.method"),
-    ("string-resync-period", "controller.yaml", _set(["spec", "resyncPeriodSeconds"], "30"), "$.spec.resyncPeriodSeconds"),
+    (
+        "bad-update-method",
+        "nodeset.yaml",
+        _set(["spec", "childResources", 0, "updateStrategy", "method"], "Sometimes"),
+        "$.spec.childResources[0].updateStrategy.method",
+    ),
+    (
+        "string-resync-period",
+        "controller.yaml",
+        _set(["spec", "resyncPeriodSeconds"], "30"),
+        "$.spec.resyncPeriodSeconds",
+    ),
     ("zero-resync-period", "controller.yaml", _set(["spec", "resyncPeriodSeconds"], 0), "$.spec.resyncPeriodSeconds"),
     ("hook-version-v3", "nodeset.yaml", _set(["spec", "hooks", "sync", "version"], "v3"), "$.spec.hooks.sync.version"),
-    ("kind-instead-of-resource", "restapi.yaml", _set(["spec", "childResources", 0, "resource"], "Deployment"),
-     "$.spec.childResources[0].resource"),
-    ("unused-hook-name", "token.yaml", _set(["spec", "hooks", "preUpdateChild"], {"webhook": {"url": "http://x/y"}}),
-     "$.spec.hooks"),
-    ("url-and-service", "token.yaml", _set(["spec", "hooks", "sync", "webhook", "url"], "http://hooks.slinky:8080/token/sync"),
-     "$.spec.hooks.sync.webhook"),
-    ("service-without-path", "token.yaml", lambda d: d["spec"]["hooks"]["sync"]["webhook"].pop("path"),
-     "$.spec.hooks.sync.webhook"),
-    ("timeout-not-a-duration", "token.yaml", _set(["spec", "hooks", "sync", "webhook", "timeout"], "5 seconds"),
-     "$.spec.hooks.sync.webhook.timeout"),
-    ("bad-unmarshall-mode", "token.yaml", _set(["spec", "hooks", "sync", "webhook", "responseUnMarshallMode"], "lenient"),
-     "$.spec.hooks.sync.webhook.responseUnMarshallMode"),
-    ("basic-authorization-type", "token.yaml",
-     _set(["spec", "hooks", "sync", "webhook", "authorization"],
-          {"type": "Basic", "secretRef": {"name": "t", "namespace": "slinky", "key": "token"}}),
-     "$.spec.hooks.sync.webhook.authorization.type"),
-    ("etag-timeout-without-cleanup", "token.yaml",
-     _set(["spec", "hooks", "sync", "webhook", "etag"], {"enabled": True, "cacheTimeoutSeconds": 60}),
-     "$.spec.hooks.sync.webhook.etag"),
-    ("status-checks-without-rolling", "controller.yaml",
-     _set(["spec", "childResources", 2, "updateStrategy", "statusChecks"], {"conditions": [{"type": "Ready"}]}),
-     "$.spec.childResources[2].updateStrategy.method"),
-    ("rolling-decorator-attachment", "bridge-pod.yaml",
-     _set(["spec", "attachments"], [{"apiVersion": "v1", "resource": "configmaps",
-                                     "updateStrategy": {"method": "RollingInPlace"}}]),
-     "$.spec.attachments[0].updateStrategy.method"),
-    ("exists-with-values", "bridge-pod.yaml",
-     _set(["spec", "resources", 0, "labelSelector", "matchExpressions", 0, "values"], ["true"]),
-     "$.spec.resources[0].labelSelector.matchExpressions[0].values"),
+    (
+        "kind-instead-of-resource",
+        "restapi.yaml",
+        _set(["spec", "childResources", 0, "resource"], "Deployment"),
+        "$.spec.childResources[0].resource",
+    ),
+    (
+        "unused-hook-name",
+        "token.yaml",
+        _set(["spec", "hooks", "preUpdateChild"], {"webhook": {"url": "http://x/y"}}),
+        "$.spec.hooks",
+    ),
+    (
+        "url-and-service",
+        "token.yaml",
+        _set(["spec", "hooks", "sync", "webhook", "url"], "http://hooks.slinky:8080/token/sync"),
+        "$.spec.hooks.sync.webhook",
+    ),
+    (
+        "service-without-path",
+        "token.yaml",
+        lambda d: d["spec"]["hooks"]["sync"]["webhook"].pop("path"),
+        "$.spec.hooks.sync.webhook",
+    ),
+    (
+        "timeout-not-a-duration",
+        "token.yaml",
+        _set(["spec", "hooks", "sync", "webhook", "timeout"], "5 seconds"),
+        "$.spec.hooks.sync.webhook.timeout",
+    ),
+    (
+        "bad-unmarshall-mode",
+        "token.yaml",
+        _set(["spec", "hooks", "sync", "webhook", "responseUnMarshallMode"], "lenient"),
+        "$.spec.hooks.sync.webhook.responseUnMarshallMode",
+    ),
+    (
+        "basic-authorization-type",
+        "token.yaml",
+        _set(
+            ["spec", "hooks", "sync", "webhook", "authorization"],
+            {"type": "Basic", "secretRef": {"name": "t", "namespace": "slinky", "key": "token"}},
+        ),
+        "$.spec.hooks.sync.webhook.authorization.type",
+    ),
+    (
+        "etag-timeout-without-cleanup",
+        "token.yaml",
+        _set(["spec", "hooks", "sync", "webhook", "etag"], {"enabled": True, "cacheTimeoutSeconds": 60}),
+        "$.spec.hooks.sync.webhook.etag",
+    ),
+    (
+        "status-checks-without-rolling",
+        "controller.yaml",
+        _set(["spec", "childResources", 2, "updateStrategy", "statusChecks"], {"conditions": [{"type": "Ready"}]}),
+        "$.spec.childResources[2].updateStrategy.method",
+    ),
+    (
+        "rolling-decorator-attachment",
+        "bridge-pod.yaml",
+        _set(
+            ["spec", "attachments"],
+            [{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": {"method": "RollingInPlace"}}],
+        ),
+        "$.spec.attachments[0].updateStrategy.method",
+    ),
+    (
+        "exists-with-values",
+        "bridge-pod.yaml",
+        _set(["spec", "resources", 0, "labelSelector", "matchExpressions", 0, "values"], ["true"]),
+        "$.spec.resources[0].labelSelector.matchExpressions[0].values",
+    ),
     ("generate-selector-on-decorator", "bridge-pod.yaml", _set(["spec", "generateSelector"], True), "$.spec"),
     ("namespaced-controller", "nodeset.yaml", _set(["metadata", "namespace"], "slinky"), "$.metadata"),
 ]
 
 
-@pytest.mark.parametrize(("file", "mutate", "where"), [c[1:] for c in NEGATIVE_CASES], ids=[c[0] for c in NEGATIVE_CASES])
+@pytest.mark.parametrize(
+    ("file", "mutate", "where"), [c[1:] for c in NEGATIVE_CASES], ids=[c[0] for c in NEGATIVE_CASES]
+)
 def test_schema_rejects_a_broken_manifest(file: str, mutate: Callable[[Obj], None], where: str) -> None:
     doc = by_name(file)
     assert schema_errors(doc) == [], "the unbroken manifest must be valid, or this case proves nothing"
@@ -199,8 +257,11 @@ def test_child_types_are_the_designed_ones(plural: str) -> None:
 
 
 def test_child_types_are_served_by_every_cluster() -> None:
-    rules = [r for doc in manifests().values() for r in doc["spec"].get("childResources", [])
-             + doc["spec"].get("attachments", [])]
+    rules = [
+        r
+        for doc in manifests().values()
+        for r in doc["spec"].get("childResources", []) + doc["spec"].get("attachments", [])
+    ]
     assert {r["apiVersion"] for r in rules} <= BUILTIN_API_VERSIONS
 
 
@@ -319,7 +380,7 @@ def test_every_label_a_manifest_selects_on_is_spelt_in_hooks_names() -> None:
     keys = {
         key
         for doc in manifests().values()
-        for rule in doc["spec"].get("resources", []) + [doc["spec"].get("parentResource", {})]
+        for rule in [*doc["spec"].get("resources", []), doc["spec"].get("parentResource", {})]
         for key in label_selector_keys(rule.get("labelSelector"))
         | set(rule.get("annotationSelector", {}).get("matchAnnotations", {}))
         | {e["key"] for e in rule.get("annotationSelector", {}).get("matchExpressions", [])}

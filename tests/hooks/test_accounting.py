@@ -11,7 +11,16 @@ from hooks import accounting, names
 from hooks.app import create_app
 from hooks.contract import parse_composite
 from hooks.objects import content_hash
-from tests.hooks.test_cluster import as_observed, assert_invalid_spec, by_kind, condition_of, cr, related, request, secret
+from tests.hooks.test_cluster import (
+    as_observed,
+    assert_invalid_spec,
+    by_kind,
+    condition_of,
+    cr,
+    related,
+    request,
+    secret,
+)
 from tests.support.kube import validate_builtin
 
 PASSWORD = b"s3cr3t-Pa55word"
@@ -68,11 +77,17 @@ def test_children_validate_strictly(client):
         service={"nodePort": 32500, "spec": {"type": "NodePort", "externalIPs": ["1.2.3.4"]}},
     )
     resp = sync(client, parent)
-    assert sorted(by_kind(resp)) == ["Secret/slurm-accounting", "Service/slurm-accounting", "StatefulSet/slurm-accounting"]
+    assert sorted(by_kind(resp)) == [
+        "Secret/slurm-accounting",
+        "Service/slurm-accounting",
+        "StatefulSet/slurm-accounting",
+    ]
     for child in resp["children"]:
         assert validate_builtin(child) == []
     svc = by_kind(resp)["Service/slurm-accounting"]["spec"]
-    assert svc["ports"] == [{"name": "slurmdbd", "port": 6819, "targetPort": "slurmdbd", "protocol": "TCP", "nodePort": 32500}]
+    assert svc["ports"] == [
+        {"name": "slurmdbd", "port": 6819, "targetPort": "slurmdbd", "protocol": "TCP", "nodePort": 32500}
+    ]
     assert "externalIPs" not in svc
 
 
@@ -81,7 +96,9 @@ def test_statefulset_pod_mounts_config_and_keys_and_carries_hashes():
     sts = by_kind(resp)["StatefulSet/slurm-accounting"]
     pod = sts["spec"]["template"]
     assert (sts["spec"]["replicas"], sts["spec"]["serviceName"], sts["spec"]["podManagementPolicy"]) == (
-        1, "slurm-accounting", "Parallel"
+        1,
+        "slurm-accounting",
+        "Parallel",
     )
     assert pod["spec"]["securityContext"] == {"runAsNonRoot": True, "runAsUser": 401, "runAsGroup": 401, "fsGroup": 401}
     main = pod["spec"]["containers"][0]
@@ -98,7 +115,10 @@ def test_password_changes_roll_the_pod_through_the_conf_hash(client):
     before = by_kind(sync(client, accounting_cr()))["StatefulSet/slurm-accounting"]
     after = by_kind(sync(client, accounting_cr(), rel=secrets(b"rotated")))["StatefulSet/slurm-accounting"]
     key = names.ANNOTATION_SLURMDBD_CONF_HASH
-    assert before["spec"]["template"]["metadata"]["annotations"][key] != after["spec"]["template"]["metadata"]["annotations"][key]
+    assert (
+        before["spec"]["template"]["metadata"]["annotations"][key]
+        != after["spec"]["template"]["metadata"]["annotations"][key]
+    )
 
 
 def test_password_is_in_slurmdbd_conf_and_nowhere_else(client):
@@ -159,7 +179,12 @@ def test_customize_asks_for_the_password_and_key_secrets(client):
     resp = client.post("/accounting/customize", json={"parent": accounting_cr()})
     assert resp.get_json() == {
         "relatedResources": [
-            {"apiVersion": "v1", "resource": "secrets", "namespace": "slurm", "names": ["mariadb", "slurm-auth", "slurm-jwt"]}
+            {
+                "apiVersion": "v1",
+                "resource": "secrets",
+                "namespace": "slurm",
+                "names": ["mariadb", "slurm-auth", "slurm-jwt"],
+            }
         ]
     }
 

@@ -99,11 +99,15 @@ def test_unbuilt_route_validates_then_answers_501(path):
         (b'{"parent": NaN}', "not valid JSON"),
         (b"{}", "parent is missing"),
         (b'{"parent": []}', "parent must be an object, got array"),
-        (b'{"parent": {"kind": "Controller", "apiVersion": "slinky.slurm.net/v1beta1", "metadata": {"name": "a"}}}',
-         "parent.kind must be 'NodeSet'"),
+        (
+            b'{"parent": {"kind": "Controller", "apiVersion": "slinky.slurm.net/v1beta1", "metadata": {"name": "a"}}}',
+            "parent.kind must be 'NodeSet'",
+        ),
         (b'{"parent": {"kind": "NodeSet", "apiVersion": "v", "metadata": {"name": ""}}}', "parent.metadata.name"),
-        (b'{"parent": {"kind": "NodeSet", "apiVersion": "v", "metadata": {"name": "a", "labels": {"x": 1}}}}',
-         "parent.metadata.labels"),
+        (
+            b'{"parent": {"kind": "NodeSet", "apiVersion": "v", "metadata": {"name": "a", "labels": {"x": 1}}}}',
+            "parent.metadata.labels",
+        ),
         (b'{"parent": {"kind": "NodeSet", "apiVersion": "v", "metadata": {"name": "a"}, "spec": [1]}}', "parent.spec"),
     ],
 )
@@ -144,12 +148,26 @@ def test_decorator_request_needs_object_not_parent():
     [
         ({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1beta1", "request": {}}, "apiVersion"),
         ({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1"}, "request must be an object"),
-        ({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": {"operation": "CREATE"}},
-         "request.uid"),
-        ({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
-          "request": {"uid": "u", "operation": "PATCH", "object": POD}}, "request.operation"),
-        ({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
-          "request": {"uid": "u", "operation": "CREATE", "object": {**POD, "kind": "Node"}}}, "request.object.kind"),
+        (
+            {"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": {"operation": "CREATE"}},
+            "request.uid",
+        ),
+        (
+            {
+                "kind": "AdmissionReview",
+                "apiVersion": "admission.k8s.io/v1",
+                "request": {"uid": "u", "operation": "PATCH", "object": POD},
+            },
+            "request.operation",
+        ),
+        (
+            {
+                "kind": "AdmissionReview",
+                "apiVersion": "admission.k8s.io/v1",
+                "request": {"uid": "u", "operation": "CREATE", "object": {**POD, "kind": "Node"}},
+            },
+            "request.object.kind",
+        ),
     ],
 )
 def test_malformed_admission_reviews_get_400(review, needle):
@@ -200,8 +218,10 @@ def test_handler_exception_is_a_500_with_json_never_a_200(caplog):
     ],
 )
 def test_responses_metacontroller_would_misread_are_never_sent(bad):
-    resp = create_app(handlers={"/nodeset/sync": lambda _r: bad}).test_client().post(
-        "/nodeset/sync", json={"parent": NODESET}
+    resp = (
+        create_app(handlers={"/nodeset/sync": lambda _r: bad})
+        .test_client()
+        .post("/nodeset/sync", json={"parent": NODESET})
     )
     assert resp.status_code == 500
 
@@ -245,7 +265,9 @@ def test_health_readiness_and_metrics(client):
     client.post("/token/sync", data="{}")
     client.post("/token/sync", data="{}")
     text = client.get("/metrics").get_data(as_text=True)
-    line = next(x for x in text.splitlines() if x.startswith('slinky_hook_requests_total{code="400",route="/token/sync"}'))
+    line = next(
+        x for x in text.splitlines() if x.startswith('slinky_hook_requests_total{code="400",route="/token/sync"}')
+    )
     assert float(line.split()[-1]) >= 2
     assert 'slinky_hook_request_duration_seconds_count{route="/token/sync"}' in text
 

@@ -231,11 +231,17 @@ def test_a_users_own_token_expiry_and_field_api_version_are_kept(kind):
     assert unsettled(body, observed) == {}
     stored_volumes = [v for obj in observed.values() for v in pod_volumes(obj) if v["name"] == "token"]
     assert stored_volumes and all(
-        v["projected"]["sources"][0]["serviceAccountToken"]["expirationSeconds"] == 7200 for v in stored_volumes)
+        v["projected"]["sources"][0]["serviceAccountToken"]["expirationSeconds"] == 7200 for v in stored_volumes
+    )
 
 
 def test_the_defaults_model_fills_token_expiry_and_field_api_version():
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"volumes": copy.deepcopy(USER_VOLUMES)}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"volumes": copy.deepcopy(USER_VOLUMES)},
+    }
     volumes = apiserver.stored(pod, CURRENT)["spec"]["volumes"]
     sources = volumes[0]["projected"]["sources"]
     assert sources[0]["serviceAccountToken"]["expirationSeconds"] == 3600

@@ -52,7 +52,9 @@ def as_observed(children: list[dict[str, Any]], status: dict[str, Any] | None = 
     for child in children:
         live = json.loads(json.dumps(child))
         meta = live["metadata"]
-        meta.update(namespace=NS, uid=f"uid-{meta['name']}", resourceVersion="42", creationTimestamp="2024-01-01T00:00:00Z")
+        meta.update(
+            namespace=NS, uid=f"uid-{meta['name']}", resourceVersion="42", creationTimestamp="2024-01-01T00:00:00Z"
+        )
         meta.setdefault("labels", {})["controller-uid"] = "uid-parent"
         meta.setdefault("annotations", {})[names.ANNOTATION_LAST_APPLIED] = json.dumps(child)
         if status is not None and child["kind"] in ("Deployment", "StatefulSet"):
@@ -74,12 +76,19 @@ def condition_of(response: dict[str, Any], type_: str) -> dict[str, Any]:
 
 
 def assert_invalid_spec(
-    client: Any, segment: str, good: dict[str, Any], bad: dict[str, Any], rel: dict, needle: str, good_rel: dict | None = None
+    client: Any,
+    segment: str,
+    good: dict[str, Any],
+    bad: dict[str, Any],
+    rel: dict,
+    needle: str,
+    good_rel: dict | None = None,
 ) -> str:
     """`bad` (a spec value the CRD let through but the hook cannot use) changes nothing and says why.
 
     First sync: no children, an InvalidSpec condition naming the field, a resync. After `good` was
-    applied (with `good_rel`, default `rel`): every child comes back exactly as last applied and the observed status fields stay.
+    applied (with `good_rel`, default `rel`): every child comes back exactly as last applied and the observed status
+    fields stay.
     Ready is False with reason InvalidSpec both times. Customize still answers. Returns the condition message.
     """
     from tests.support.kube import validate_cr
@@ -145,10 +154,14 @@ def test_bad_key_refs_name_the_field(spec, needle):
 
 
 def test_find_controller_reads_refs_from_the_related_controller_only_in_the_namespace():
-    ctrl = cr("Controller", "slurm", {"slurmKeyRef": {"name": "sk", "key": "slurm.key"}, "accountingRef": {"name": "acct"}})
+    ctrl = cr(
+        "Controller", "slurm", {"slurmKeyRef": {"name": "sk", "key": "slurm.key"}, "accountingRef": {"name": "acct"}}
+    )
     other_ns = cr("Controller", "slurm", {})
     other_ns["metadata"]["namespace"] = "elsewhere"
-    req = parse_composite(request(cr("RestApi", "r", {}), rel={CONTROLLER_KEY: {"elsewhere/slurm": other_ns}}), "RestApi")
+    req = parse_composite(
+        request(cr("RestApi", "r", {}), rel={CONTROLLER_KEY: {"elsewhere/slurm": other_ns}}), "RestApi"
+    )
     assert cluster.find_controller(req, NS, "slurm") is None
     req = parse_composite(request(cr("RestApi", "r", {}), rel=related(ctrl)), "RestApi")
     view = cluster.find_controller(req, NS, "slurm")
@@ -172,7 +185,12 @@ def test_secret_value_explains_what_is_missing_without_values():
 
 
 def test_kept_returns_the_last_applied_object_or_strips_server_fields():
-    desired = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "labels": {"a": "b"}}, "spec": {"ports": []}}
+    desired = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "s", "labels": {"a": "b"}},
+        "spec": {"ports": []},
+    }
     (observed,) = as_observed([desired])["Service.v1"].values()
     observed["status"] = {"loadBalancer": {}}
     assert cluster.kept(observed) == desired
@@ -243,9 +261,20 @@ def test_invalid_spec_keeps_children_status_and_other_conditions():
     parent["status"] = {
         "replicas": 2,
         "conditions": [
-            {"type": "Available", "status": "True", "reason": "Ready", "message": "m", "lastTransitionTime": "2024-01-01T00:00:00Z"},
-            {"type": names.CONDITION_INVALID_SPEC, "status": "True", "reason": "InvalidValue", "message": "old",
-             "lastTransitionTime": "2024-02-02T00:00:00Z"},
+            {
+                "type": "Available",
+                "status": "True",
+                "reason": "Ready",
+                "message": "m",
+                "lastTransitionTime": "2024-01-01T00:00:00Z",
+            },
+            {
+                "type": names.CONDITION_INVALID_SPEC,
+                "status": "True",
+                "reason": "InvalidValue",
+                "message": "old",
+                "lastTransitionTime": "2024-02-02T00:00:00Z",
+            },
         ],
     }
     req = parse_composite(request(parent, as_observed([desired])), "RestApi")
@@ -271,11 +300,12 @@ def test_derivable_leaves_out_only_the_parts_an_invalid_value_prevents():
 
 
 def test_conf_field_names_the_field():
-    with pytest.raises(BadHookRequest, match="spec.storageConfig.host cannot be written"):
+    with pytest.raises(BadHookRequest, match=r"spec\.storageConfig\.host cannot be written"):
         cluster.conf_field("db\nPluginDir=/tmp", "spec.storageConfig.host")
 
 
 # --- status of every kind against its CRD -------------------------------------------------------------
+
 
 def _statuses() -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(parent, status the hook returned) for each kind, with a missing reference so conditions say False."""

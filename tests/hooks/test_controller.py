@@ -19,7 +19,11 @@ JWT_KEY = {"name": "jwt-key", "key": "jwt.key"}
 STS = "StatefulSet/slurm-controller"
 CONFIG = "ConfigMap/slurm-config"
 NODESET_KEY = f"NodeSet.{names.API_VERSION}"
-MONITOR_RULE = {"apiVersion": "monitoring.coreos.com/v1", "resource": "servicemonitors", "updateStrategy": {"method": "InPlace"}}
+MONITOR_RULE = {
+    "apiVersion": "monitoring.coreos.com/v1",
+    "resource": "servicemonitors",
+    "updateStrategy": {"method": "InPlace"},
+}
 
 
 def controller(**spec) -> dict:
@@ -38,7 +42,12 @@ def keys(slurm_key: bytes = b"s" * 32, jwt_key: bytes = b"j" * 32) -> list[dict]
 
 
 def configmap(name: str, data: dict[str, str]) -> dict:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}"}, "data": data}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}"},
+        "data": data,
+    }
 
 
 @pytest.fixture()
@@ -138,7 +147,9 @@ def test_cluster_name_scripts_extra_conf_and_metrics(client):
         extraConf="SlurmctldParameters=enable_stepmgr",
         metrics={"enabled": True},
     )
-    rel = related(*keys(), configmap("prolog", {"b.sh": "#!/bin/sh", "a.sh": "#!/bin/sh"}), configmap("epilog-ctld", {"e.sh": ""}))
+    rel = related(
+        *keys(), configmap("prolog", {"b.sh": "#!/bin/sh", "a.sh": "#!/bin/sh"}), configmap("epilog-ctld", {"e.sh": ""})
+    )
     conf = slurm_conf(sync(client, parent, rel=rel))
     assert "ClusterName=hpc\n" in conf and "StateSaveLocation=/var/spool/slurmctld/hpc\n" in conf
     assert "EpilogSlurmctld=/etc/slurm/e.sh\n" in conf
@@ -161,21 +172,33 @@ def test_user_cgroup_conf_replaces_ours(client):
 @pytest.mark.parametrize(
     ("parent", "rel", "field"),
     [
-        (controller(), related(nodeset("n", partition={"enabled": True, "config": "A=1\nPartitionName=x Nodes=ALL"})),
-         "NodeSet 'n' spec.partition.config"),
-        (controller(), related(nodeset("n", template={"spec": {"hostname": "bad host-"}})), "NodeSet 'n' spec.template.spec.hostname"),
+        (
+            controller(),
+            related(nodeset("n", partition={"enabled": True, "config": "A=1\nPartitionName=x Nodes=ALL"})),
+            "NodeSet 'n' spec.partition.config",
+        ),
+        (
+            controller(),
+            related(nodeset("n", template={"spec": {"hostname": "bad host-"}})),
+            "NodeSet 'n' spec.template.spec.hostname",
+        ),
         (controller(extraConf="A=1 \\"), None, "spec.extraConf"),
         (controller(extraConf="A=1\r\nB=2"), None, "spec.extraConf"),
         (controller(clusterName="a b"), None, "spec.clusterName"),
         (controller(external=True, externalConfig={"host": "h\nX=1", "port": 6817}), None, "spec.externalConfig.host"),
-        (controller(accountingRef={"name": "a"}), related(cr("Accounting", "a", {"external": True, "externalConfig": {"host": "h h", "port": 1}})),
-         "Accounting 'a' spec.externalConfig.host"),
+        (
+            controller(accountingRef={"name": "a"}),
+            related(cr("Accounting", "a", {"external": True, "externalConfig": {"host": "h h", "port": 1}})),
+            "Accounting 'a' spec.externalConfig.host",
+        ),
         (controller(ha={"enabled": True, "backups": 1}), None, "spec.persistence.existingClaim"),
         (controller(ha={"enabled": True, "backups": 0}, persistence={"existingClaim": "c"}), None, "spec.ha.backups"),
         (controller(prologScriptRefs="p"), None, "spec.prologScriptRefs"),
     ],
 )
-def test_input_that_could_inject_lines_or_cannot_be_built_is_a_condition_and_changes_nothing(client, parent, rel, field):
+def test_input_that_could_inject_lines_or_cannot_be_built_is_a_condition_and_changes_nothing(
+    client, parent, rel, field
+):
     rel = related(*keys()) | (rel or {})
     assert_invalid_spec(client, "controller", controller(), parent, rel, field, good_rel=related(*keys()))
 
@@ -185,7 +208,12 @@ def test_input_that_could_inject_lines_or_cannot_be_built_is_a_condition_and_cha
 
 def allowed_child_types() -> set[tuple[str, str]]:
     manifest = yaml.safe_load((REPO / "compositecontrollers" / "controller.yaml").read_text())
-    kinds = {"services": "Service", "configmaps": "ConfigMap", "statefulsets": "StatefulSet", "poddisruptionbudgets": "PodDisruptionBudget"}
+    kinds = {
+        "services": "Service",
+        "configmaps": "ConfigMap",
+        "statefulsets": "StatefulSet",
+        "poddisruptionbudgets": "PodDisruptionBudget",
+    }
     return {(rule["apiVersion"], kinds[rule["resource"]]) for rule in manifest["spec"]["childResources"]}
 
 
@@ -196,11 +224,19 @@ def full_request_objects() -> tuple[dict, dict]:
         jwksKeyRef={"name": "jwks", "key": "jwks.json"},
         slurmctld={"resources": {"limits": {"cpu": "2"}}, "args": ["-vvv"]},
         logfile={"image": "busybox:1"},
-        template={"metadata": {"labels": {"pod": "label"}}, "spec": {"nodeSelector": {"pool": "ctl"}, "priorityClassName": "high"}},
+        template={
+            "metadata": {"labels": {"pod": "label"}},
+            "spec": {"nodeSelector": {"pool": "ctl"}, "priorityClassName": "high"},
+        },
         service={"nodePort": 30817, "spec": {"type": "NodePort", "externalIPs": ["1.2.3.4"]}},
     )
-    rel = related(*keys(), nodeset("cpu", partition={"enabled": True}), cr("Accounting", "acct", {}),
-                  configmap("gres", {"gres.conf": "AutoDetect=off"}), configmap("jwks", {"jwks.json": "{}"}))
+    rel = related(
+        *keys(),
+        nodeset("cpu", partition={"enabled": True}),
+        cr("Accounting", "acct", {}),
+        configmap("gres", {"gres.conf": "AutoDetect=off"}),
+        configmap("jwks", {"jwks.json": "{}"}),
+    )
     return parent, rel
 
 
@@ -208,8 +244,12 @@ def test_children_validate_strictly_match_the_manifest_and_carry_parent_labels(c
     parent, rel = full_request_objects()
     resp = sync(client, parent, rel=rel)
     assert sorted(by_kind(resp)) == [
-        CONFIG, "PodDisruptionBudget/slurm-workers-pdb-slurm",
-        "Service/slurm-controller", "Service/slurm-controller-internal", "Service/slurm-workers-slurm", STS,
+        CONFIG,
+        "PodDisruptionBudget/slurm-workers-pdb-slurm",
+        "Service/slurm-controller",
+        "Service/slurm-controller-internal",
+        "Service/slurm-workers-slurm",
+        STS,
     ]
     allowed = allowed_child_types()
     for child in resp["children"]:
@@ -228,14 +268,23 @@ def test_pod_spec_security_probes_mounts_and_projection(client):
     assert spec["securityContext"] == {"runAsNonRoot": True, "runAsUser": 401, "runAsGroup": 401, "fsGroup": 401}
     assert spec["automountServiceAccountToken"] is False and spec["nodeSelector"] == {"pool": "ctl"}
     ctld = spec["containers"][0]
-    assert ctld["name"] == "slurmctld" and ctld["ports"] == [{"name": "slurmctld", "containerPort": 6817, "protocol": "TCP"}]
+    assert ctld["name"] == "slurmctld" and ctld["ports"] == [
+        {"name": "slurmctld", "containerPort": 6817, "protocol": "TCP"}
+    ]
     assert ctld["args"] == ["-vvv"] and ctld["resources"] == {"limits": {"cpu": "2"}}
-    assert ctld["readinessProbe"]["httpGet"]["path"] == "/readyz" and ctld["livenessProbe"]["httpGet"]["path"] == "/livez"
+    assert (
+        ctld["readinessProbe"]["httpGet"]["path"] == "/readyz" and ctld["livenessProbe"]["httpGet"]["path"] == "/livez"
+    )
     assert {m["mountPath"]: m["name"] for m in ctld["volumeMounts"]} == {
-        "/etc/slurm": "slurm-etc", "/run": "run", "/var/spool/slurmctld/slurm_slurm": "statesave",
-        "/run/slurmctld": "slurm-authsocket", "/var/log/slurm": "slurm-logfile",
+        "/etc/slurm": "slurm-etc",
+        "/run": "run",
+        "/var/spool/slurmctld/slurm_slurm": "statesave",
+        "/run/slurmctld": "slurm-authsocket",
+        "/var/log/slurm": "slurm-logfile",
     }
-    assert [(c["name"], c["restartPolicy"], c["image"]) for c in spec["initContainers"]] == [("logfile", "Always", "busybox:1")]
+    assert [(c["name"], c["restartPolicy"], c["image"]) for c in spec["initContainers"]] == [
+        ("logfile", "Always", "busybox:1")
+    ]
     etc = next(v for v in spec["volumes"] if v["name"] == "slurm-etc")["projected"]
     assert etc["defaultMode"] == 0o610
     assert etc["sources"] == [
@@ -246,8 +295,12 @@ def test_pod_spec_security_probes_mounts_and_projection(client):
         {"configMap": {"name": "jwks", "items": [{"key": "jwks.json", "path": "jwks.json"}]}},
     ]
     anti = spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    assert anti == [{"labelSelector": {"matchLabels": {names.LABEL_NAME: "slurmctld", names.LABEL_INSTANCE: "slurm"}},
-                     "topologyKey": "kubernetes.io/hostname"}]
+    assert anti == [
+        {
+            "labelSelector": {"matchLabels": {names.LABEL_NAME: "slurmctld", names.LABEL_INSTANCE: "slurm"}},
+            "topologyKey": "kubernetes.io/hostname",
+        }
+    ]
 
 
 def test_services_and_the_shared_worker_objects(client):
@@ -255,17 +308,26 @@ def test_services_and_the_shared_worker_objects(client):
     children = by_kind(sync(client, parent, rel=rel))
     selector = {names.LABEL_NAME: "slurmctld", names.LABEL_INSTANCE: "slurm"}
     internal = children["Service/slurm-controller-internal"]["spec"]
-    assert internal == {"selector": selector, "clusterIP": "None", "publishNotReadyAddresses": True,
-                        "ports": [{"name": "slurmctld", "port": 6817, "targetPort": "slurmctld", "protocol": "TCP"}]}
+    assert internal == {
+        "selector": selector,
+        "clusterIP": "None",
+        "publishNotReadyAddresses": True,
+        "ports": [{"name": "slurmctld", "port": 6817, "targetPort": "slurmctld", "protocol": "TCP"}],
+    }
     main = children["Service/slurm-controller"]["spec"]
     assert main["selector"] == selector and main["type"] == "NodePort" and "externalIPs" not in main
-    assert main["ports"] == [{"name": "slurmctld", "port": 6817, "targetPort": "slurmctld", "protocol": "TCP", "nodePort": 30817}]
+    assert main["ports"] == [
+        {"name": "slurmctld", "port": 6817, "targetPort": "slurmctld", "protocol": "TCP", "nodePort": 30817}
+    ]
     workers = children["Service/slurm-workers-slurm"]["spec"]
     assert workers["selector"] == {names.LABEL_NAME: "slurmd", names.LABEL_CLUSTER: "slurm"}
     assert workers["clusterIP"] == "None" and workers["publishNotReadyAddresses"] is True
     assert workers["ports"] == [{"name": "slurmd", "port": 6818, "targetPort": "slurmd", "protocol": "TCP"}]
     pdb = children["PodDisruptionBudget/slurm-workers-pdb-slurm"]["spec"]
-    assert pdb == {"maxUnavailable": 0, "selector": {"matchLabels": {names.LABEL_POD_PROTECT: "true", names.LABEL_CLUSTER: "slurm"}}}
+    assert pdb == {
+        "maxUnavailable": 0,
+        "selector": {"matchLabels": {names.LABEL_POD_PROTECT: "true", names.LABEL_CLUSTER: "slurm"}},
+    }
 
 
 def test_same_request_same_bytes_and_desired_fed_back_is_a_fixed_point(client):
@@ -274,7 +336,9 @@ def test_same_request_same_bytes_and_desired_fed_back_is_a_fixed_point(client):
     first = post(client, "/controller/sync", body)
     assert first.data == post(client, "/controller/sync", body).data
     desired = first.get_json()["children"]
-    observed = as_observed(desired, status={"replicas": 1, "readyReplicas": 1, "updatedReplicas": 1, "observedGeneration": 1})
+    observed = as_observed(
+        desired, status={"replicas": 1, "readyReplicas": 1, "updatedReplicas": 1, "observedGeneration": 1}
+    )
     again = sync(client, parent, children=observed, rel=rel)
     assert again["children"] == desired
     text = json.dumps(again["children"])
@@ -282,8 +346,11 @@ def test_same_request_same_bytes_and_desired_fed_back_is_a_fixed_point(client):
 
 
 def test_the_example_request_is_answered(client):
-    resp = client.post("/controller/sync", data=(REPO / "examples/requests/controller-sync.json").read_bytes(),
-                       content_type="application/json")
+    resp = client.post(
+        "/controller/sync",
+        data=(REPO / "examples/requests/controller-sync.json").read_bytes(),
+        content_type="application/json",
+    )
     assert resp.status_code == 200
     assert all(validate_builtin(c) == [] for c in resp.get_json()["children"])
 
@@ -293,15 +360,28 @@ def test_the_example_request_is_answered(client):
 
 def test_state_save_storage_modes(client):
     default = by_kind(sync(client, controller(), rel=related(*keys())))[STS]["spec"]
-    assert default["volumeClaimTemplates"] == [{"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-        "metadata": {"name": "statesave"}, "status": {"phase": "Pending"},
-        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "4Gi"}},
-                 "volumeMode": "Filesystem"}}]
+    assert default["volumeClaimTemplates"] == [
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "statesave"},
+            "status": {"phase": "Pending"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "4Gi"}},
+                "volumeMode": "Filesystem",
+            },
+        }
+    ]
     claim = by_kind(sync(client, controller(persistence={"existingClaim": "state"}), rel=related(*keys())))[STS]["spec"]
     assert "volumeClaimTemplates" not in claim
-    assert {"name": "statesave", "persistentVolumeClaim": {"claimName": "state"}} in claim["template"]["spec"]["volumes"]
+    assert {"name": "statesave", "persistentVolumeClaim": {"claimName": "state"}} in claim["template"]["spec"][
+        "volumes"
+    ]
     off = by_kind(sync(client, controller(persistence={"enabled": False}), rel=related(*keys())))[STS]["spec"]
-    assert {"name": "statesave", "emptyDir": {}} in off["template"]["spec"]["volumes"] and "volumeClaimTemplates" not in off
+    assert {"name": "statesave", "emptyDir": {}} in off["template"]["spec"][
+        "volumes"
+    ] and "volumeClaimTemplates" not in off
 
 
 def test_claim_templates_of_an_existing_statefulset_are_kept(client):
@@ -325,7 +405,9 @@ def test_ha_runs_backups_on_a_shared_claim_and_routes_to_the_active_controller(c
     assert children["Service/slurm-controller"]["spec"]["selector"][names.LABEL_ACTIVE_CONTROLLER] == "true"
     assert names.LABEL_ACTIVE_CONTROLLER not in children["Service/slurm-controller-internal"]["spec"]["selector"]
     hosts = [line for line in slurm_conf(resp).splitlines() if line.startswith("SlurmctldHost=")]
-    assert hosts == [f"SlurmctldHost=slurm-controller-{i}(slurm-controller-{i}.slurm-controller-internal.slurm)" for i in range(3)]
+    assert hosts == [
+        f"SlurmctldHost=slurm-controller-{i}(slurm-controller-{i}.slurm-controller-internal.slurm)" for i in range(3)
+    ]
     assert all(validate_builtin(c) == [] for c in resp["children"])
 
 
@@ -418,12 +500,19 @@ def test_missing_accounting_on_first_sync_assumes_the_in_cluster_service(client)
 def test_external_controller_has_only_client_config_and_worker_objects(client):
     parent = cr("Controller", "slurm", {"external": True, "externalConfig": {"host": "ctld.example.com", "port": 6817}})
     resp = sync(client, parent, rel=related(nodeset("cpu", partition={"enabled": True})))
-    assert sorted(by_kind(resp)) == [CONFIG, "PodDisruptionBudget/slurm-workers-pdb-slurm", "Service/slurm-workers-slurm"]
-    assert by_kind(resp)[CONFIG]["data"] == {"slurm.conf": (
-        "#\n### GENERAL ###\nClusterName=slurm_slurm\nSlurmUser=slurm\nSlurmctldHost=ctld.example.com\nSlurmctldPort=6817\n"
-        "#\n### PLUGINS & PARAMETERS ###\nAuthType=auth/slurm\nCredType=cred/slurm\nAuthAltTypes=auth/jwt\n"
-        "#\n### ACCOUNTING ###\nAccountingStorageType=accounting_storage/none\n"
-    )}
+    assert sorted(by_kind(resp)) == [
+        CONFIG,
+        "PodDisruptionBudget/slurm-workers-pdb-slurm",
+        "Service/slurm-workers-slurm",
+    ]
+    assert by_kind(resp)[CONFIG]["data"] == {
+        "slurm.conf": (
+            "#\n### GENERAL ###\nC"
+            "lusterName=slurm_slurm\nSlurmUser=slurm\nSlurmctldHost=ctld.example.com\nSlurmctldPort=6817\n"
+            "#\n### PLUGINS & PARAMETERS ###\nAuthType=auth/slurm\nCredType=cred/slurm\nAuthAltTypes=auth/jwt\n"
+            "#\n### ACCOUNTING ###\nAccountingStorageType=accounting_storage/none\n"
+        )
+    }
     external = condition_of(resp, names.CONDITION_EXTERNAL)
     assert external["status"] == "True" and "ctld.example.com:6817" in external["message"]
     assert condition_of(resp, names.CONDITION_REFERENCES_RESOLVED)["status"] == "True"
@@ -464,7 +553,9 @@ def test_status_before_the_statefulset_exists(client):
 
 
 def test_service_monitor_only_when_enabled_and_the_child_type_is_configured(client):
-    parent = controller(metrics={"enabled": True, "serviceMonitor": {"enabled": True, "interval": "30s", "labels": {"release": "prom"}}})
+    parent = controller(
+        metrics={"enabled": True, "serviceMonitor": {"enabled": True, "interval": "30s", "labels": {"release": "prom"}}}
+    )
     without = sync(client, parent, rel=related(*keys()))
     assert not any(c["kind"] == "ServiceMonitor" for c in without["children"])
     assert condition_of(without, names.CONDITION_SERVICE_MONITOR_CREATED)["reason"] == "ChildTypeNotConfigured"
@@ -472,13 +563,27 @@ def test_service_monitor_only_when_enabled_and_the_child_type_is_configured(clie
     with_rule = sync(client, parent, rel=related(*keys()), rules=[MONITOR_RULE])
     monitor = by_kind(with_rule)["ServiceMonitor/slurm-controller"]
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1" and monitor["metadata"]["labels"]["release"] == "prom"
-    assert [e["path"] for e in monitor["spec"]["endpoints"]] == ["/metrics/jobs", "/metrics/nodes", "/metrics/partitions", "/metrics/scheduler"]
+    assert [e["path"] for e in monitor["spec"]["endpoints"]] == [
+        "/metrics/jobs",
+        "/metrics/nodes",
+        "/metrics/partitions",
+        "/metrics/scheduler",
+    ]
     assert all(e["port"] == "slurmctld" and e["interval"] == "30s" for e in monitor["spec"]["endpoints"])
     # It selects the main Service only: the internal one lacks the component label.
-    services = {n: c["metadata"]["labels"] for n, c in by_kind(with_rule).items() if n.startswith("Service/slurm-controller")}
-    matches = [n for n, labels in services.items() if monitor["spec"]["selector"]["matchLabels"].items() <= labels.items()]
+    services = {
+        n: c["metadata"]["labels"] for n, c in by_kind(with_rule).items() if n.startswith("Service/slurm-controller")
+    }
+    matches = [
+        n for n, labels in services.items() if monitor["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    ]
     assert matches == ["Service/slurm-controller"]
-    disabled = sync(client, controller(metrics={"enabled": False, "serviceMonitor": {"enabled": True}}), rel=related(*keys()), rules=[MONITOR_RULE])
+    disabled = sync(
+        client,
+        controller(metrics={"enabled": False, "serviceMonitor": {"enabled": True}}),
+        rel=related(*keys()),
+        rules=[MONITOR_RULE],
+    )
     assert not any(c["kind"] == "ServiceMonitor" for c in disabled["children"])
 
 
@@ -503,7 +608,11 @@ def test_customize_asks_for_nodesets_accounting_keys_and_configmaps_by_name(clie
 
 
 def test_customize_for_an_external_controller_needs_only_the_accounting(client):
-    parent = cr("Controller", "slurm", {"external": True, "externalConfig": {"host": "h", "port": 1}, "accountingRef": {"name": "a"}})
+    parent = cr(
+        "Controller",
+        "slurm",
+        {"external": True, "externalConfig": {"host": "h", "port": 1}, "accountingRef": {"name": "a"}},
+    )
     resp = post(client, "/controller/customize", {"controller": {}, "parent": parent})
     assert resp.get_json()["relatedResources"] == [
         {"apiVersion": names.API_VERSION, "resource": "accountings", "namespace": NS, "names": ["a"]},
@@ -520,7 +629,9 @@ def test_secret_with_wrong_key_is_reported_missing(client):
 
 def test_customize_with_an_invalid_value_still_gives_every_rule_it_can_derive(client):
     fine = post(client, "/controller/customize", {"parent": controller(configFileRefs=[{"name": "gres"}])}).get_json()
-    bad_name = post(client, "/controller/customize", {"parent": controller(configFileRefs=[{"name": "gres"}], clusterName="a b")})
+    bad_name = post(
+        client, "/controller/customize", {"parent": controller(configFileRefs=[{"name": "gres"}], clusterName="a b")}
+    )
     assert bad_name.get_json() == fine  # clusterName shapes no rule
     bad_refs = post(client, "/controller/customize", {"parent": controller(prologScriptRefs="p")}).get_json()
     assert [r["resource"] for r in bad_refs["relatedResources"]] == ["nodesets", "secrets"]

@@ -31,7 +31,12 @@ def key_secrets() -> list[dict]:
 
 
 def configmap(name: str, keys: list[str]) -> dict:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "slurm"}, "data": dict.fromkeys(keys, "#!/bin/sh\n")}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "slurm"},
+        "data": dict.fromkeys(keys, "#!/bin/sh\n"),
+    }
 
 
 def nodeset(name: str, **spec) -> dict:
@@ -57,7 +62,11 @@ def slurm_conf(spec: dict, *objects: dict) -> Callable[[], str]:
 def slurmdbd_conf(spec: dict) -> Callable[[], str]:
     def render() -> str:
         rel = related(*key_secrets(), secret("mariadb", {"password": b"s3cr3t #pass"}))
-        resp = create_app().test_client().post("/accounting/sync", json=request(cr("Accounting", "slurm", {**DBD_SPEC, **spec}), rel=rel))
+        resp = (
+            create_app()
+            .test_client()
+            .post("/accounting/sync", json=request(cr("Accounting", "slurm", {**DBD_SPEC, **spec}), rel=rel))
+        )
         assert resp.status_code == 200, resp.get_json()
         return base64.b64decode(by_kind(resp.get_json())["Secret/slurm-accounting"]["data"]["slurmdbd.conf"]).decode()
 
@@ -71,10 +80,14 @@ CASES: dict[str, Callable[[], str]] = {
         {"accountingRef": {"name": "acct"}, "metrics": {"enabled": True}}, cr("Accounting", "acct", DBD_SPEC)
     ),
     "slurm.conf.external": slurm_conf(
-        {"external": True, "externalConfig": {"host": "slurmctld.example.com", "port": 6817}, "clusterName": "site",
-         "accountingRef": {"name": "acct"}},
+        {
+            "external": True,
+            "externalConfig": {"host": "slurmctld.example.com", "port": 6817},
+            "clusterName": "site",
+            "accountingRef": {"name": "acct"},
+        },
         cr("Accounting", "acct", {"external": True, "externalConfig": {"host": "slurmdbd.example.com", "port": 6819}}),
-    ),  # fmt: skip
+    ),
     "slurm.conf.scripts": slurm_conf(
         {
             "prologScriptRefs": [{"name": "prolog"}],
@@ -114,8 +127,10 @@ CASES: dict[str, Callable[[], str]] = {
     "slurm.conf.gres": slurm_conf(
         {"extraConf": "GresTypes=mps\n"},
         nodeset("nvidia", slurmd={"resources": {"limits": {"nvidia.com/gpu": 4}}}),
-        nodeset("amd", template={"spec": {"containers": [
-            {"name": "slurmd", "resources": {"requests": {"amd.com/gpu": "2"}}}]}}),  # fmt: skip
+        nodeset(
+            "amd",
+            template={"spec": {"containers": [{"name": "slurmd", "resources": {"requests": {"amd.com/gpu": "2"}}}]}},
+        ),
         nodeset("typed", extraConf="Gres=gpu:h100:8,shard:16", slurmd={"resources": {"limits": {"nvidia.com/gpu": 8}}}),
         nodeset("cpu", partition={"enabled": True}),
     ),
@@ -138,7 +153,9 @@ def test_config_matches_its_golden_file(name):
         path.write_bytes(text)
     assert path.is_file(), f"{path} is missing; create it with UPDATE_GOLDEN=1 and review it"
     expected = path.read_bytes()
-    diff = "".join(difflib.unified_diff(expected.decode().splitlines(True), text.decode().splitlines(True), str(path), "rendered"))
+    diff = "".join(
+        difflib.unified_diff(expected.decode().splitlines(True), text.decode().splitlines(True), str(path), "rendered")
+    )
     assert text == expected, f"rendered text differs from {path} (UPDATE_GOLDEN=1 rewrites it on purpose):\n{diff}"
 
 

@@ -43,7 +43,7 @@ def test_slurmd_registers_the_gpus_of_its_container_or_the_users_gres(spec, expe
     assert conf(**spec) == expected
 
 
-def test_the_worker_pod_runs_slurmd_with_the_gres(client):
+def test_the_worker_pod_runs_slurmd_with_the_gres(client):  # noqa: F811 - the imported fixture
     resp = sync(client, request(nodeset(replicas=1, slurmd={"resources": {"limits": {"nvidia.com/gpu": 2}}})))
     pod = next(c for c in resp["children"] if c["kind"] == "Pod")
     args = slurmd(pod)["args"]
@@ -58,7 +58,7 @@ def test_the_worker_pod_runs_slurmd_with_the_gres(client):
         ({"extraConf": "Gres=gpu=4"}, "name[:type][:count]"),
     ],
 )
-def test_unusable_gpu_counts_are_invalid_spec_on_the_nodeset_and_the_controller(client, spec, problem):
+def test_unusable_gpu_counts_are_invalid_spec_on_the_nodeset_and_the_controller(client, spec, problem):  # noqa: F811 - the imported fixture
     resp = sync(client, request(nodeset(replicas=1, **spec)))
     invalid = condition(resp, names.CONDITION_INVALID_SPEC)
     assert invalid["status"] == "True" and problem in invalid["message"], invalid

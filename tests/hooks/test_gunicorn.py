@@ -141,16 +141,28 @@ def test_a_body_over_the_limit_gets_413_from_gunicorn():
     assert small.status_code == 400
 
 
-def _serve_and_stop(env: dict[str, str], requests: list[tuple[str, str, bytes | None]]) -> tuple[list[httpx.Response], str]:
+def _serve_and_stop(
+    env: dict[str, str], requests: list[tuple[str, str, bytes | None]]
+) -> tuple[list[httpx.Response], str]:
     """gunicorn as the charts run it (two workers, access log on) with a HOME it cannot write;
     sends ``requests`` (method, path, body), stops it with SIGTERM and returns what it printed."""
     port = _free_port()
-    env = {**os.environ, "HOOKS_BIND": f"127.0.0.1:{port}", "HOOKS_WORKERS": "2", "HOOKS_ACCESS_LOG": "-",
-           "HOME": "/nonexistent", **env}
+    env = {
+        **os.environ,
+        "HOOKS_BIND": f"127.0.0.1:{port}",
+        "HOOKS_WORKERS": "2",
+        "HOOKS_ACCESS_LOG": "-",
+        "HOME": "/nonexistent",
+        **env,
+    }
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     proc = subprocess.Popen(
         [str(ROOT / ".venv/bin/gunicorn"), "-c", "hooks/gunicorn_conf.py", "hooks.app:create_app()"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -181,12 +193,15 @@ def test_text_format_for_terminals() -> None:
     answers, out = _serve_and_stop({"HOOKS_LOG_FORMAT": "text"}, [("POST", "/token/sync", b"{}")])
     assert answers[0].status_code == 400
     assert not any(line.startswith("{") for line in out.splitlines())
-    assert any("gunicorn.access: POST /token/sync 400" in line and "duration_ms=" in line for line in out.splitlines()), out
+    assert any(
+        "gunicorn.access: POST /token/sync 400" in line and "duration_ms=" in line for line in out.splitlines()
+    ), out
 
 
 def test_metrics_lists_every_family_before_the_first_hook_request() -> None:
     (metrics,), _ = _serve_and_stop({}, [("GET", "/metrics", None)])
     for family in ("slinky_hook_requests_total", "slinky_hook_request_duration_seconds"):
         for route in route_table():
-            assert any(line.startswith(family) and f'route="{route.path}"' in line for line in metrics.text.splitlines()), (
-                family, route.path)
+            assert any(
+                line.startswith(family) and f'route="{route.path}"' in line for line in metrics.text.splitlines()
+            ), (family, route.path)

@@ -4,6 +4,7 @@ lays them out; the owners and modes it leaves are read back."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import select
@@ -93,7 +94,12 @@ def test_every_script_container_of_every_pod_is_run_below(client):
         "accounting": accounting_pod(client),
     }
     found = {(kind, c["name"]) for kind, spec in pods.items() for c in spec.get("initContainers") or []}
-    run_here = {("loginset", "initconf"), ("controller", "logfile"), ("nodeset", "logfile"), ("nodeset", "topology-wait")}
+    run_here = {
+        ("loginset", "initconf"),
+        ("controller", "logfile"),
+        ("nodeset", "logfile"),
+        ("nodeset", "topology-wait"),
+    }
     assert found == run_here | NOT_BUSYBOX
     for kind, name in NOT_BUSYBOX:
         assert container(pods[kind], name)["image"] == cluster.default_image("slurmctld")
@@ -143,10 +149,8 @@ def sidecars() -> Iterator[list[subprocess.Popen[str]]]:
     started: list[subprocess.Popen[str]] = []
     yield started
     for proc in started:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         proc.wait()
 
 
@@ -216,8 +220,9 @@ def test_logfile_sidecar_makes_a_fifo_copies_it_to_stdout_and_ends_on_term(
     (b"topo-switch:s1,topo-block:b1", "30", "topology: topo-switch:s1,topo-block:b1"),
     (b"", "1", "no topology on this pod after 1s: slurmd starts without it"),
 ])  # fmt: skip
-def test_nodeset_topology_wait_ends_when_the_pod_carries_topology_or_the_bound_passes(client, tmp_path, topology, wait,
-                                                                                      says):
+def test_nodeset_topology_wait_ends_when_the_pod_carries_topology_or_the_bound_passes(
+    client, tmp_path, topology, wait, says
+):
     """An empty downwardAPI file is a pod without the annotation; either way the wait ends with 0 (slurmd starts)."""
     pod = nodeset_pod(client, topology_wait=wait)
     waiter = container(pod, "topology-wait")

@@ -14,7 +14,17 @@ from hooks import loginset, names
 from hooks.app import create_app
 from hooks.contract import parse_composite
 from hooks.objects import content_hash
-from tests.hooks.test_cluster import NS, as_observed, assert_invalid_spec, by_kind, condition_of, cr, related, request, secret
+from tests.hooks.test_cluster import (
+    NS,
+    as_observed,
+    assert_invalid_spec,
+    by_kind,
+    condition_of,
+    cr,
+    related,
+    request,
+    secret,
+)
 from tests.support.kube import validate_builtin
 
 SSSD = {"name": "sssd", "key": "sssd.conf"}
@@ -41,7 +51,11 @@ def client():
 
 
 def controller() -> dict:
-    return cr("Controller", "slurm", {"slurmKeyRef": {"name": "slurm-auth", "key": "slurm.key"}, "jwtKeyRef": {"name": "j", "key": "k"}})
+    return cr(
+        "Controller",
+        "slurm",
+        {"slurmKeyRef": {"name": "slurm-auth", "key": "slurm.key"}, "jwtKeyRef": {"name": "j", "key": "k"}},
+    )
 
 
 def loginset_cr(**spec) -> dict:
@@ -49,7 +63,9 @@ def loginset_cr(**spec) -> dict:
 
 
 def inputs(with_controller: bool = True, with_sssd: bool = True) -> dict:
-    objects = ([controller()] if with_controller else []) + ([secret("sssd", {"sssd.conf": b"[sssd]\n"})] if with_sssd else [])
+    objects = ([controller()] if with_controller else []) + (
+        [secret("sssd", {"sssd.conf": b"[sssd]\n"})] if with_sssd else []
+    )
     return related(*objects)
 
 
@@ -90,7 +106,10 @@ def test_host_keys_are_generated_once_and_then_kept(client):
 def test_children_validate_strictly_and_feedback_is_a_fixed_point(client):
     parent = loginset_cr(
         replicas=2,
-        login={"env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}], "resources": {"limits": {"cpu": "2"}}},
+        login={
+            "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
+            "resources": {"limits": {"cpu": "2"}},
+        },
         initconf={"image": "alpine:3"},
         template={"metadata": {"annotations": {"x": "y"}}, "spec": {"tolerations": [{"operator": "Exists"}]}},
         strategy={"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
@@ -134,19 +153,30 @@ def test_login_container_pod_and_hash_annotations(client):
     annotations = pod["metadata"]["annotations"]
     keys = {k: base64.b64decode(v) for k, v in by_kind(resp)[KEYS_NAME]["data"].items()}
     assert annotations[names.ANNOTATION_SSH_HOST_KEYS_HASH] == content_hash(keys)
-    assert annotations[names.ANNOTATION_SSHD_CONF_HASH] == content_hash(by_kind(resp)["ConfigMap/login-ssh-config"]["data"])
+    assert annotations[names.ANNOTATION_SSHD_CONF_HASH] == content_hash(
+        by_kind(resp)["ConfigMap/login-ssh-config"]["data"]
+    )
     assert annotations[names.ANNOTATION_SSSD_CONF_HASH] == content_hash({"sssd.conf": b"[sssd]\n"})
 
 
 @pytest.mark.usefixtures("fast_keys")
 def test_user_login_port_replaces_22(client):
-    login = pod_of(sync(client, loginset_cr(login={"ports": [{"name": "login", "containerPort": 33}]})))["spec"]["containers"][0]
+    login = pod_of(sync(client, loginset_cr(login={"ports": [{"name": "login", "containerPort": 33}]})))["spec"][
+        "containers"
+    ][0]
     assert login["ports"] == [{"name": "login", "containerPort": 33, "protocol": "TCP"}]
 
 
 @pytest.mark.usefixtures("fast_keys")
 def test_ssh_config_and_service(client):
-    resp = sync(client, loginset_cr(rootSshAuthorizedKeys="ssh-ed25519 AAAA me", extraSshdConfig="PermitRootLogin yes", service={"nodePort": 32222}))
+    resp = sync(
+        client,
+        loginset_cr(
+            rootSshAuthorizedKeys="ssh-ed25519 AAAA me",
+            extraSshdConfig="PermitRootLogin yes",
+            service={"nodePort": 32222},
+        ),
+    )
     data = by_kind(resp)["ConfigMap/login-ssh-config"]["data"]
     assert data["authorized_keys"].endswith("\nssh-ed25519 AAAA me\n")
     assert data["sshd_config"].startswith("#\n### GENERAL ###\nInclude /etc/ssh/sshd_config.d/*.conf\nUsePAM yes\n")

@@ -13,8 +13,8 @@ import orjson
 import pytest
 
 from hooks import names
-from hooks.nodeset import hook as nodeset_hook
 from hooks.app import create_app
+from hooks.nodeset import hook as nodeset_hook
 from hooks.nodeset.observe import parse_time
 from tests.support.kube import validate_builtin, validate_cr
 
@@ -44,8 +44,18 @@ def controller_cr(**spec) -> dict:
     }
 
 
-def node(name: str, labels: dict | None = None, taints: list | None = None, unschedulable: bool = False, annotations: dict | None = None) -> dict:
-    obj: dict = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}}}
+def node(
+    name: str,
+    labels: dict | None = None,
+    taints: list | None = None,
+    unschedulable: bool = False,
+    annotations: dict | None = None,
+) -> dict:
+    obj: dict = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+    }
     if annotations:
         obj["metadata"]["annotations"] = annotations
     spec: dict = {}
@@ -58,7 +68,9 @@ def node(name: str, labels: dict | None = None, taints: list | None = None, unsc
     return obj
 
 
-def request(parent: dict, pods=(), pvcs=(), configmaps=(), nodes=(), controller: dict | None | bool = True, finalizing=False) -> dict:
+def request(
+    parent: dict, pods=(), pvcs=(), configmaps=(), nodes=(), controller: dict | bool | None = True, finalizing=False
+) -> dict:
     related: dict = {CONTROLLER_KEY: {}, "Node.v1": {n["metadata"]["name"]: n for n in nodes}}
     if controller:
         ctrl = controller_cr() if controller is True else controller
@@ -91,7 +103,14 @@ def observed(
     meta = obj["metadata"]
     meta.update(namespace=NS, uid=f"uid-{meta['name']}", resourceVersion="7", creationTimestamp="2025-01-01T00:00:00Z")
     meta["ownerReferences"] = [
-        {"apiVersion": names.API_VERSION, "kind": "NodeSet", "name": "gpu", "uid": NODESET_UID, "controller": True, "blockOwnerDeletion": True}
+        {
+            "apiVersion": names.API_VERSION,
+            "kind": "NodeSet",
+            "name": "gpu",
+            "uid": NODESET_UID,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
     ]
     annotations = meta.setdefault("annotations", {})
     annotations[names.ANNOTATION_LAST_APPLIED] = orjson.dumps(child).decode()
@@ -107,8 +126,12 @@ def observed(
     if node_name:
         obj["spec"]["nodeName"] = node_name
     if phase is not None:
-        conditions = [{"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": "2025-01-01T00:01:00Z"}]
-        conditions += [{"type": f"{names.CONDITION_SLURM_NODE_STATE_PREFIX}{s}", "status": "True", "message": ""} for s in slurm]
+        conditions = [
+            {"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": "2025-01-01T00:01:00Z"}
+        ]
+        conditions += [
+            {"type": f"{names.CONDITION_SLURM_NODE_STATE_PREFIX}{s}", "status": "True", "message": ""} for s in slurm
+        ]
         obj["status"] = {"phase": phase, "conditions": conditions}
     return obj
 
@@ -195,7 +218,11 @@ def test_scale_zero_to_three_to_one_keeps_the_busy_pod_until_drained(client):
 
     # slurm_sync drained gpu-1 (idle); gpu-2 still runs a job, so it is only draining.
     status = down["status"]
-    step = [running[0], observed(pods["gpu-1"], slurm=("Idle", "Drain"), drained=True), observed(pods["gpu-2"], slurm=("Allocated", "Drain"))]
+    step = [
+        running[0],
+        observed(pods["gpu-1"], slurm=("Idle", "Drain"), drained=True),
+        observed(pods["gpu-2"], slurm=("Allocated", "Drain")),
+    ]
     after = sync(client, request(nodeset(status=status, replicas=1), pods=step))
     assert sorted(children(after)) == ["gpu-0", "gpu-2"]
     assert set(draining(after)) == {"gpu-1", "gpu-2"}
@@ -299,9 +326,15 @@ def test_a_chosen_victim_stays_chosen_across_syncs(client):
 
 def test_rolling_update_with_half_unavailable_condemns_exactly_one_more_old_pod(client):
     old = children(sync(client, request(nodeset(replicas=4, slurmd={"image": "slurmd:1"}))))
-    spec = {"replicas": 4, "slurmd": {"image": "slurmd:2"}, "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "50%"}}}
+    spec = {
+        "replicas": 4,
+        "slurmd": {"image": "slurmd:2"},
+        "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "50%"}},
+    }
     # pod-0 was already replaced and its new pod is not ready yet; pods 1-3 are old and ready.
-    new0 = children(sync(client, request(nodeset(**spec), pods=[observed(old[f"gpu-{i}"]) for i in (1, 2, 3)])))["gpu-0"]
+    new0 = children(sync(client, request(nodeset(**spec), pods=[observed(old[f"gpu-{i}"]) for i in (1, 2, 3)])))[
+        "gpu-0"
+    ]
     revision = new0["metadata"]["labels"][names.LABEL_NODESET_REVISION]
     assert old["gpu-1"]["metadata"]["labels"][names.LABEL_NODESET_REVISION] != revision
     state = [observed(new0, ready=False), *(observed(old[f"gpu-{i}"]) for i in (1, 2, 3))]
@@ -357,7 +390,12 @@ def test_min_ready_seconds_counts_availability_by_the_clock_and_calls_back_when_
 def test_rolling_update_with_min_ready_seconds_advances_on_a_plain_resync(client, clock):
     """The new pod's readiness ages with the clock, not with the request: the rollout cannot stall."""
     old = children(sync(client, request(nodeset(replicas=2, slurmd={"image": "slurmd:1"}))))
-    spec = {"replicas": 2, "minReadySeconds": 120, "slurmd": {"image": "slurmd:2"}, "updateStrategy": {"rollingUpdate": {"maxUnavailable": 1}}}
+    spec = {
+        "replicas": 2,
+        "minReadySeconds": 120,
+        "slurmd": {"image": "slurmd:2"},
+        "updateStrategy": {"rollingUpdate": {"maxUnavailable": 1}},
+    }
     new0 = children(sync(client, request(nodeset(**spec), pods=[observed(old["gpu-1"])])))["gpu-0"]
     body = request(nodeset(**spec), pods=[observed(new0), observed(old["gpu-1"])])
     clock.now = READY_AT + 30
@@ -392,15 +430,25 @@ def test_daemonset_mode_follows_matching_nodes_as_they_come_and_go(client):
     assert sorted(pods) == ["gpu-node-a", "gpu-node-b", "gpu-slinky-e"]
     assert resp["status"]["desired"] == 3
     pin = pods["gpu-node-b"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    assert pin["nodeSelectorTerms"] == [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-b.example.com"]}]}]
+    assert pin["nodeSelectorTerms"] == [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-b.example.com"]}]}
+    ]
     assert pods["gpu-slinky-e"]["spec"]["hostname"] == "slinky-e"
     assert pods["gpu-node-a"]["metadata"]["labels"][names.LABEL_NODESET_SCALING_MODE] == "DaemonSet"
     assert names.LABEL_NODESET_POD_INDEX not in pods["gpu-node-a"]["metadata"]["labels"]
 
-    running = [observed(pods["gpu-node-a"], node_name="node-a"), observed(pods["gpu-node-b"], node_name="node-b.example.com")]
+    running = [
+        observed(pods["gpu-node-a"], node_name="node-a"),
+        observed(pods["gpu-node-b"], node_name="node-b.example.com"),
+    ]
     running.append(observed(pods["gpu-slinky-e"], node_name="node-e"))
     # node-b leaves, node-f joins, node-e is cordoned (its pod stays: cordon means drain in Slurm).
-    later = [fleet[0], node("node-e", {"slurm": "yes"}, unschedulable=True, annotations={names.ANNOTATION_HOSTNAME_OVERRIDE: "slinky-e"})]
+    later = [
+        fleet[0],
+        node(
+            "node-e", {"slurm": "yes"}, unschedulable=True, annotations={names.ANNOTATION_HOSTNAME_OVERRIDE: "slinky-e"}
+        ),
+    ]
     later.append(node("node-f", {"slurm": "yes"}))
     resp = sync(client, request(nodeset(**spec), pods=running, nodes=later))
     assert sorted(children(resp)) == ["gpu-node-a", "gpu-node-b", "gpu-node-f", "gpu-slinky-e"]
@@ -422,7 +470,9 @@ def test_daemonset_mode_without_any_node_listed_condemns_nothing(client):
 
 def test_switching_scaling_mode_condemns_the_other_mode_pods(client):
     pods = children(sync(client, request(nodeset(replicas=1))))
-    resp = sync(client, request(nodeset(scalingMode="DaemonSet"), pods=[observed(pods["gpu-0"])], nodes=[node("node-a")]))
+    resp = sync(
+        client, request(nodeset(scalingMode="DaemonSet"), pods=[observed(pods["gpu-0"])], nodes=[node("node-a")])
+    )
     assert draining(resp) == {"gpu-0": "scaling mode changed to DaemonSet"}
     assert sorted(children(resp)) == ["gpu-0", "gpu-node-a"]
 
@@ -436,7 +486,9 @@ def test_daemonset_toleration_and_required_affinity_decide_placement(client):
                 "affinity": {
                     "nodeAffinity": {
                         "requiredDuringSchedulingIgnoredDuringExecution": {
-                            "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z1"]}]}]
+                            "nodeSelectorTerms": [
+                                {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z1"]}]}
+                            ]
                         }
                     }
                 },
@@ -450,7 +502,9 @@ def test_daemonset_toleration_and_required_affinity_decide_placement(client):
     ]
     pods = children(sync(client, request(nodeset(**spec), nodes=fleet)))
     assert sorted(pods) == ["gpu-node-a"]
-    terms = pods["gpu-node-a"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    terms = pods["gpu-node-a"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
     assert terms == [
         {
             "matchExpressions": [{"key": "zone", "operator": "In", "values": ["z1"]}],
@@ -495,11 +549,19 @@ def reported(
 
 def test_finalize_without_the_controller_releases_idle_pods_at_once(client):
     pods = children(sync(client, request(nodeset(replicas=1))))
-    resp = post(client, "/nodeset/finalize", request(nodeset(replicas=1), pods=[observed(pods["gpu-0"])], controller=None, finalizing=True))
+    resp = post(
+        client,
+        "/nodeset/finalize",
+        request(nodeset(replicas=1), pods=[observed(pods["gpu-0"])], controller=None, finalizing=True),
+    )
     assert resp["finalized"] is True and resp["children"] == []
     deleting = controller_cr()
     deleting["metadata"]["deletionTimestamp"] = "2025-01-01T00:00:00Z"
-    resp = post(client, "/nodeset/finalize", request(nodeset(replicas=1), pods=[observed(pods["gpu-0"])], controller=deleting, finalizing=True))
+    resp = post(
+        client,
+        "/nodeset/finalize",
+        request(nodeset(replicas=1), pods=[observed(pods["gpu-0"])], controller=deleting, finalizing=True),
+    )
     assert resp["finalized"] is True
 
 
@@ -523,7 +585,11 @@ def test_foreign_pods_are_kept_reported_and_not_counted(client):
 
 def test_pods_without_status_or_with_unknown_phase_are_never_dropped(client):
     pods = children(sync(client, request(nodeset(replicas=3))))
-    weird = [observed(pods["gpu-0"], phase=None, node_name=None), observed(pods["gpu-1"], phase="Exploded"), observed(pods["gpu-2"])]
+    weird = [
+        observed(pods["gpu-0"], phase=None, node_name=None),
+        observed(pods["gpu-1"], phase="Exploded"),
+        observed(pods["gpu-2"]),
+    ]
     resp = sync(client, request(nodeset(replicas=1), pods=weird))
     assert sorted(children(resp)) == ["gpu-0", "gpu-1", "gpu-2"]
     # The pod without status (unassigned, phase unknown) is the cheapest victim.
@@ -543,7 +609,9 @@ def test_duplicate_ordinals_keep_both_and_condemn_the_extra(client):
 
 def test_missing_controller_keeps_every_child_and_creates_nothing(client):
     pods = children(sync(client, request(nodeset(replicas=1))))
-    parent = nodeset(replicas=3, status={names.STATUS_DRAINING_PODS: [{"name": "gpu-0", "reason": "scale-in to 0 replicas"}]})
+    parent = nodeset(
+        replicas=3, status={names.STATUS_DRAINING_PODS: [{"name": "gpu-0", "reason": "scale-in to 0 replicas"}]}
+    )
     marked = observed(pods["gpu-0"], slurm=("Idle", "Drain"), drained=True)
     resp = sync(client, request(parent, pods=[marked], controller=None))
     assert list(children(resp)) == ["gpu-0"] and children(resp)["gpu-0"] == pods["gpu-0"]
@@ -556,17 +624,29 @@ INVALID = [
     ({"replicas": -1}, "spec.replicas"),
     ({"replicas": "3"}, "spec.replicas"),
     ({"scalingMode": "Deployment"}, "spec.scalingMode"),
-    ({"updateStrategy": {"rollingUpdate": {"maxUnavailable": "0%"}}}, "spec.updateStrategy.rollingUpdate.maxUnavailable"),
-    ({"updateStrategy": {"rollingUpdate": {"maxUnavailable": "half"}}}, "spec.updateStrategy.rollingUpdate.maxUnavailable"),
+    (
+        {"updateStrategy": {"rollingUpdate": {"maxUnavailable": "0%"}}},
+        "spec.updateStrategy.rollingUpdate.maxUnavailable",
+    ),
+    (
+        {"updateStrategy": {"rollingUpdate": {"maxUnavailable": "half"}}},
+        "spec.updateStrategy.rollingUpdate.maxUnavailable",
+    ),
     ({"updateStrategy": {"type": "Sometimes"}}, "spec.updateStrategy.type"),
     ({"controllerRef": {}}, "spec.controllerRef.name"),
     ({"ssh": {"enabled": True}}, "spec.ssh.sssdConfRef.name"),
     ({"volumeClaimTemplates": [{"spec": {}}]}, "spec.volumeClaimTemplates[0].metadata.name"),
     ({"template": {"spec": {"tolerations": {}}}}, "spec.template.spec.tolerations"),
     ({"ordinalPadding": 99}, "spec.ordinalPadding"),
-    ({"persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Keep"}}, "spec.persistentVolumeClaimRetentionPolicy.whenDeleted"),
+    (
+        {"persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Keep"}},
+        "spec.persistentVolumeClaimRetentionPolicy.whenDeleted",
+    ),
 ]
-CLAIM = {"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
+CLAIM = {
+    "metadata": {"name": "data"},
+    "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+}
 
 
 def invalid_parent(spec: dict, status: dict | None = None) -> dict:
@@ -589,19 +669,32 @@ def running_nodeset(client) -> tuple[dict, list[dict], list[dict]]:
 def test_invalid_spec_keeps_every_child_and_the_status_and_names_the_field(client, spec, field):
     status, pods, pvcs = running_nodeset(client)
     # gpu-1 is drained meanwhile: with the spec unusable, nothing is deleted all the same.
-    pods[1] = observed(json.loads(pods[1]["metadata"]["annotations"][names.ANNOTATION_LAST_APPLIED]), slurm=("Idle", "Drain"), drained=True)
+    pods[1] = observed(
+        json.loads(pods[1]["metadata"]["annotations"][names.ANNOTATION_LAST_APPLIED]),
+        slurm=("Idle", "Drain"),
+        drained=True,
+    )
     resp = post(client, "/nodeset/sync", request(invalid_parent(spec, status), pods=pods, pvcs=pvcs), nodeset())
-    last_applied = {json.loads(c["metadata"]["annotations"][names.ANNOTATION_LAST_APPLIED])["metadata"]["name"]: c for c in pods + pvcs}
+    last_applied = {
+        json.loads(c["metadata"]["annotations"][names.ANNOTATION_LAST_APPLIED])["metadata"]["name"]: c
+        for c in pods + pvcs
+    }
     assert {c["metadata"]["name"] for c in resp["children"]} == set(last_applied)
     for child in resp["children"]:
-        assert child == json.loads(last_applied[child["metadata"]["name"]]["metadata"]["annotations"][names.ANNOTATION_LAST_APPLIED])
+        assert child == json.loads(
+            last_applied[child["metadata"]["name"]]["metadata"]["annotations"][names.ANNOTATION_LAST_APPLIED]
+        )
     invalid = condition(resp, names.CONDITION_INVALID_SPEC)
     assert invalid["status"] == "True" and field in invalid["message"]
     assert draining(resp) == {"gpu-1": "scale-in to 1 replicas"}, "drains in flight stay published"
-    assert {k: v for k, v in resp["status"].items() if k != "conditions"} == {k: v for k, v in status.items() if k != "conditions"}
+    assert {k: v for k, v in resp["status"].items() if k != "conditions"} == {
+        k: v for k, v in status.items() if k != "conditions"
+    }
     assert resp["resyncAfterSeconds"] == 30
     # Fixed: the condition goes, the drained pod goes.
-    fixed = sync(client, request(nodeset(status=resp["status"], replicas=1, volumeClaimTemplates=[CLAIM]), pods=pods, pvcs=pvcs))
+    fixed = sync(
+        client, request(nodeset(status=resp["status"], replicas=1, volumeClaimTemplates=[CLAIM]), pods=pods, pvcs=pvcs)
+    )
     assert names.CONDITION_INVALID_SPEC not in {c["type"] for c in fixed["status"]["conditions"]}
     assert sorted(children(fixed)) == ["gpu-0"]
 
@@ -625,12 +718,29 @@ def test_finalize_with_an_invalid_spec_still_drains_and_deletes(client, spec, fi
         assert children(resp) == {} and resp["finalized"] is False
         message = condition(resp, names.CONDITION_INVALID_SPEC)["message"]
         assert "released" in message and "drained before" not in message, message
-        assert sorted(children(resp, "PersistentVolumeClaim")) == ["data-gpu-0", "data-gpu-1"], "whenDeleted defaults to Retain"
+        assert sorted(children(resp, "PersistentVolumeClaim")) == ["data-gpu-0", "data-gpu-1"], (
+            "whenDeleted defaults to Retain"
+        )
         return
     assert draining(resp) == {"gpu-0": "NodeSet deleted", "gpu-1": "NodeSet deleted"} and resp["finalized"] is False
-    assert sorted(children(resp)) == ["gpu-0", "gpu-1"] and sorted(children(resp, "PersistentVolumeClaim")) == ["data-gpu-0", "data-gpu-1"]
-    drained = [observed(json.loads(p["metadata"]["annotations"][names.ANNOTATION_LAST_APPLIED]), slurm=("Idle", "Drain"), drained=True) for p in pods]
-    resp = post(client, "/nodeset/finalize", request(invalid_parent(spec, resp["status"]), pods=drained, pvcs=pvcs, finalizing=True), nodeset())
+    assert sorted(children(resp)) == ["gpu-0", "gpu-1"] and sorted(children(resp, "PersistentVolumeClaim")) == [
+        "data-gpu-0",
+        "data-gpu-1",
+    ]
+    drained = [
+        observed(
+            json.loads(p["metadata"]["annotations"][names.ANNOTATION_LAST_APPLIED]),
+            slurm=("Idle", "Drain"),
+            drained=True,
+        )
+        for p in pods
+    ]
+    resp = post(
+        client,
+        "/nodeset/finalize",
+        request(invalid_parent(spec, resp["status"]), pods=drained, pvcs=pvcs, finalizing=True),
+        nodeset(),
+    )
     assert children(resp) == {} and resp["finalized"] is False
     # whenDeleted is read leniently: only an explicit Delete deletes; otherwise the PVCs wait for slurm_sync.
     assert sorted(children(resp, "PersistentVolumeClaim")) == ["data-gpu-0", "data-gpu-1"]
@@ -645,7 +755,9 @@ def test_a_request_that_is_not_a_hook_request_is_still_a_400(client):
     resp = client.post("/nodeset/sync", data=orjson.dumps(body), content_type="application/json")
     assert resp.status_code == 400 and "children" in resp.get_json()["error"]
     del body["parent"]["metadata"]["name"]
-    resp = client.post("/nodeset/finalize", data=orjson.dumps({**body, "children": {}}), content_type="application/json")
+    resp = client.post(
+        "/nodeset/finalize", data=orjson.dumps({**body, "children": {}}), content_type="application/json"
+    )
     assert resp.status_code == 400
 
 
@@ -676,7 +788,9 @@ def post_unvalidated(client, path: str, body: dict) -> dict:
 def test_pod_names_and_hostnames_stay_within_63_characters(client):
     name = "n" * 61  # "<name>-9" is 63 characters, "<name>-10" would be 64
     ok = post_unvalidated(client, "/nodeset/sync", request(named(name, replicas=10)))
-    assert len(children(ok)) == 10 and names.CONDITION_INVALID_SPEC not in {c["type"] for c in ok["status"]["conditions"]}
+    assert len(children(ok)) == 10 and names.CONDITION_INVALID_SPEC not in {
+        c["type"] for c in ok["status"]["conditions"]
+    }
     over = post_unvalidated(client, "/nodeset/sync", request(named(name, replicas=11)))
     assert children(over) == {}
     message = condition(over, names.CONDITION_INVALID_SPEC)["message"]
@@ -684,7 +798,10 @@ def test_pod_names_and_hostnames_stay_within_63_characters(client):
     too_long = post_unvalidated(client, "/nodeset/sync", request(named("n" * 64, replicas=1)))
     assert "metadata.name" in condition(too_long, names.CONDITION_INVALID_SPEC)["message"]
     upper = sync(client, request(nodeset(replicas=1, template={"spec": {"hostname": "GPU-"}})))
-    assert children(upper) == {} and "spec.template.spec.hostname" in condition(upper, names.CONDITION_INVALID_SPEC)["message"]
+    assert (
+        children(upper) == {}
+        and "spec.template.spec.hostname" in condition(upper, names.CONDITION_INVALID_SPEC)["message"]
+    )
 
 
 def test_a_daemonset_pod_name_over_63_characters_is_reported_not_sent(client):
@@ -704,7 +821,9 @@ def test_a_daemonset_pod_name_over_63_characters_is_reported_not_sent(client):
 def test_same_request_gives_the_same_bytes(client, min_ready):
     """With minReadySeconds the clock is read, and pinned here: same request, same instant, same bytes."""
     pods = children(sync(client, request(nodeset(replicas=3))))
-    body = orjson.dumps(request(nodeset(replicas=2, minReadySeconds=min_ready), pods=[observed(p) for p in pods.values()]))
+    body = orjson.dumps(
+        request(nodeset(replicas=2, minReadySeconds=min_ready), pods=[observed(p) for p in pods.values()])
+    )
     answers = {client.post("/nodeset/sync", data=body, content_type="application/json").data for _ in range(3)}
     assert len(answers) == 1
 
@@ -713,7 +832,15 @@ def test_same_request_gives_the_same_bytes(client, min_ready):
     "spec",
     [
         {"replicas": 3},
-        {"replicas": 2, "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]},
+        {
+            "replicas": 2,
+            "volumeClaimTemplates": [
+                {
+                    "metadata": {"name": "data"},
+                    "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+                }
+            ],
+        },
         {"replicas": 2, "ssh": {"enabled": True, "sssdConfRef": {"name": "sssd", "key": "sssd.conf"}}},
         {"scalingMode": "DaemonSet"},
         {"replicas": 2, "minReadySeconds": 30, "updateStrategy": {"rollingUpdate": {"maxUnavailable": 1}}},
@@ -725,8 +852,15 @@ def test_desired_fed_back_as_observed_is_a_fixed_point(client, spec):
     kinds = {"Pod": [], "PersistentVolumeClaim": [], "ConfigMap": []}
     for child in first["children"]:
         kinds[child["kind"]].append(observed(child))
-    second = sync(client, request(nodeset(status=first["status"], **spec), pods=kinds["Pod"], pvcs=kinds["PersistentVolumeClaim"], configmaps=kinds["ConfigMap"], nodes=fleet))
+    second = sync(
+        client,
+        request(
+            nodeset(status=first["status"], **spec),
+            pods=kinds["Pod"],
+            pvcs=kinds["PersistentVolumeClaim"],
+            configmaps=kinds["ConfigMap"],
+            nodes=fleet,
+        ),
+    )
     assert second["children"] == first["children"]
     assert second["status"][names.STATUS_DRAINING_PODS] == []
-
-

@@ -10,10 +10,25 @@ from hooks import names
 from hooks.nodeset.pods import conf_argument, parse_quantity, pod_limits
 from hooks.nodeset.spec import parse_nodeset
 from tests.hooks.test_nodeset import (  # noqa: F401  (client and clock are fixtures)
-    children, client, clock, condition, controller_cr, draining, node, nodeset, observed, post, reported, request, sync,
+    children,
+    client,
+    clock,
+    condition,
+    controller_cr,
+    draining,
+    node,
+    nodeset,
+    observed,
+    post,
+    reported,
+    request,
+    sync,
 )
 
-CLAIM = {"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
+CLAIM = {
+    "metadata": {"name": "data"},
+    "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+}
 
 
 def slurmd(pod: dict) -> dict:
@@ -24,7 +39,7 @@ def env(container: dict) -> dict[str, str]:
     return {e["name"]: e.get("value") for e in container["env"]}
 
 
-def test_worker_pod_carries_slinky_identity_and_wiring(client):
+def test_worker_pod_carries_slinky_identity_and_wiring(client):  # noqa: F811 - the imported fixture
     parent = nodeset(replicas=1)
     parent["metadata"]["labels"] = {"team": "hpc"}
     pod = children(sync(client, request(parent)))["gpu-0"]
@@ -39,13 +54,21 @@ def test_worker_pod_carries_slinky_identity_and_wiring(client):
     assert spec["dnsConfig"]["searches"] == ["slurm-workers-slurm.slurm.svc.cluster.local"]
     assert spec["automountServiceAccountToken"] is False and spec["enableServiceLinks"] is False
     container = slurmd(pod)
-    assert container["args"] == ["-Z", "--conf-server", "slurm-controller.slurm:6817", "--conf", "'Features=gpu Topology='\"$SLINKY_TOPOLOGY\"''"]
+    assert container["args"] == [
+        "-Z",
+        "--conf-server",
+        "slurm-controller.slurm:6817",
+        "--conf",
+        "'Features=gpu Topology='\"$SLINKY_TOPOLOGY\"''",
+    ]
     assert container["ports"] == [{"name": "slurmd", "containerPort": 6818, "protocol": "TCP"}]
     assert container["securityContext"]["privileged"] is True
     assert "slurm-operator: Pod is terminating" in container["lifecycle"]["preStop"]["exec"]["command"][-1]
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "slurmd"}
     etc = next(v for v in spec["volumes"] if v["name"] == "slurm-etc")
-    assert etc["projected"]["sources"] == [{"secret": {"name": "slurm-key", "items": [{"key": "slurm.key", "path": "slurm.key"}]}}]
+    assert etc["projected"]["sources"] == [
+        {"secret": {"name": "slurm-key", "items": [{"key": "slurm.key", "path": "slurm.key"}]}}
+    ]
     logfile = spec["initContainers"][0]
     assert logfile["name"] == "logfile" and logfile["restartPolicy"] == "Always"
     assert env(logfile) == {"SOCKET": "/var/log/slurm/slurmd.log"}
@@ -53,14 +76,14 @@ def test_worker_pod_carries_slinky_identity_and_wiring(client):
     assert anti[0]["topologyKey"] == "kubernetes.io/hostname"
 
 
-def test_oversubscribe_drops_the_anti_affinity_and_external_controller_sets_conf_server(client):
+def test_oversubscribe_drops_the_anti_affinity_and_external_controller_sets_conf_server(client):  # noqa: F811 - the imported fixture
     external = controller_cr(external=True, externalConfig={"host": "ctld.example.com", "port": 7817})
     pod = children(sync(client, request(nodeset(replicas=1, oversubscribeNode=True), controller=external)))["gpu-0"]
     assert "affinity" not in pod["spec"]
     assert slurmd(pod)["args"][2] == "ctld.example.com:7817"
 
 
-def test_user_template_and_overrides_merge_without_losing_ours(client):
+def test_user_template_and_overrides_merge_without_losing_ours(client):  # noqa: F811 - the imported fixture
     spec = {
         "replicas": 1,
         "slurmd": {"image": "slurmd:test", "args": ["-vvv"], "env": [{"name": "EXTRA", "value": "1"}]},
@@ -118,7 +141,10 @@ def test_pod_cpus_and_memory_come_from_the_limits(pod_limits_, container_limits,
     ],
 )
 def test_conf_argument(extra, expected):
-    parent = {"metadata": {"name": "gpu", "namespace": "slurm"}, "spec": {"controllerRef": {"name": "slurm"}, "extraConf": extra}}
+    parent = {
+        "metadata": {"name": "gpu", "namespace": "slurm"},
+        "spec": {"controllerRef": {"name": "slurm"}, "extraConf": extra},
+    }
     assert conf_argument(parse_nodeset(parent)) == expected
 
 
@@ -126,7 +152,7 @@ def test_parse_quantity():
     assert parse_quantity("2Gi") == 2 * 2**30 and parse_quantity("1e3") == 1000 and parse_quantity("bogus") == 0
 
 
-def test_pvcs_follow_the_claim_templates_and_the_scale_retention_policy(client):
+def test_pvcs_follow_the_claim_templates_and_the_scale_retention_policy(client):  # noqa: F811 - the imported fixture
     spec = {"replicas": 2, "volumeClaimTemplates": [CLAIM]}
     resp = sync(client, request(nodeset(**spec)))
     claims = children(resp, "PersistentVolumeClaim")
@@ -142,7 +168,9 @@ def test_pvcs_follow_the_claim_templates_and_the_scale_retention_policy(client):
     assert sorted(children(retained, "PersistentVolumeClaim")) == ["data-gpu-0", "data-gpu-1"]
     delete = {"persistentVolumeClaimRetentionPolicy": {"whenScaled": "Delete"}}
     # The PVC stays while its pod is still there (draining) and goes with it.
-    draining_pvc = sync(client, request(nodeset(replicas=1, volumeClaimTemplates=[CLAIM], **delete), pods=pods, pvcs=pvcs))
+    draining_pvc = sync(
+        client, request(nodeset(replicas=1, volumeClaimTemplates=[CLAIM], **delete), pods=pods, pvcs=pvcs)
+    )
     assert sorted(children(draining_pvc, "PersistentVolumeClaim")) == ["data-gpu-0", "data-gpu-1"]
     dropped = sync(client, request(nodeset(replicas=1, volumeClaimTemplates=[CLAIM], **delete), pods=gone, pvcs=pvcs))
     assert sorted(children(dropped, "PersistentVolumeClaim")) == ["data-gpu-0"]
@@ -151,7 +179,7 @@ def test_pvcs_follow_the_claim_templates_and_the_scale_retention_policy(client):
     assert sorted(children(replaced, "PersistentVolumeClaim")) == ["data-gpu-0", "data-gpu-1"]
 
 
-def test_finalize_drops_pvcs_with_their_pods_only_when_when_deleted_is_delete(client):
+def test_finalize_drops_pvcs_with_their_pods_only_when_when_deleted_is_delete(client):  # noqa: F811 - the imported fixture
     spec = {"replicas": 1, "volumeClaimTemplates": [CLAIM]}
     resp = sync(client, request(nodeset(**spec)))
     pvcs = [observed(c) for c in children(resp, "PersistentVolumeClaim").values()]
@@ -166,8 +194,14 @@ def test_finalize_drops_pvcs_with_their_pods_only_when_when_deleted_is_delete(cl
     assert condition(orphaned, names.CONDITION_RETAINED_CLAIMS)["status"] == "False"
     # Without a Controller the pods go at once, but the retained PVCs still wait.
     pod0 = observed(children(resp)["gpu-0"])
-    gone = post(client, "/nodeset/finalize", request(nodeset(**spec), pods=[pod0], pvcs=pvcs, controller=None, finalizing=True))
-    assert children(gone) == {} and sorted(children(gone, "PersistentVolumeClaim")) == ["data-gpu-0"] and gone["finalized"] is False
+    gone = post(
+        client, "/nodeset/finalize", request(nodeset(**spec), pods=[pod0], pvcs=pvcs, controller=None, finalizing=True)
+    )
+    assert (
+        children(gone) == {}
+        and sorted(children(gone, "PersistentVolumeClaim")) == ["data-gpu-0"]
+        and gone["finalized"] is False
+    )
     delete = {**spec, "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete"}}
     dropped = post(client, "/nodeset/finalize", request(reported(nodeset(**delete)), pvcs=pvcs, finalizing=True))
     assert dropped["children"] == [] and dropped["finalized"] is True
@@ -179,9 +213,14 @@ def test_finalize_drops_pvcs_with_their_pods_only_when_when_deleted_is_delete(cl
     assert list(children(kept, "PersistentVolumeClaim")) == ["data-gpu-0"]
 
 
-def test_ssh_adds_the_config_map_mounts_and_hashes(client):
+def test_ssh_adds_the_config_map_mounts_and_hashes(client):  # noqa: F811 - the imported fixture
     ssh = {"enabled": True, "extraSshdConfig": "MaxSessions 4", "sssdConfRef": {"name": "sssd", "key": "sssd.conf"}}
-    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sssd", "namespace": "slurm"}, "data": {"sssd.conf": base64.b64encode(b"[sssd]\n").decode()}}
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "sssd", "namespace": "slurm"},
+        "data": {"sssd.conf": base64.b64encode(b"[sssd]\n").decode()},
+    }
     body = request(nodeset(replicas=1, ssh=ssh))
     body["related"]["Secret.v1"] = {"slurm/sssd": secret}
     resp = sync(client, body)
@@ -189,41 +228,59 @@ def test_ssh_adds_the_config_map_mounts_and_hashes(client):
     assert config["data"]["sshd_config"].endswith("### EXTRA CONFIG ###\nMaxSessions 4\n")
     pod = children(resp)["gpu-0"]
     mounts = {m["mountPath"]: m for m in slurmd(pod)["volumeMounts"]}
-    assert mounts["/etc/ssh/sshd_config"]["subPath"] == "sshd_config" and mounts["/etc/sssd/sssd.conf"]["subPath"] == "sssd.conf"
+    assert (
+        mounts["/etc/ssh/sshd_config"]["subPath"] == "sshd_config"
+        and mounts["/etc/sssd/sssd.conf"]["subPath"] == "sssd.conf"
+    )
     assert {"name": "ssh", "containerPort": 22, "protocol": "TCP"} in slurmd(pod)["ports"]
     annotations = pod["metadata"]["annotations"]
-    assert len(annotations[names.ANNOTATION_SSHD_CONF_HASH]) == 64 and len(annotations[names.ANNOTATION_SSSD_CONF_HASH]) == 64
+    assert (
+        len(annotations[names.ANNOTATION_SSHD_CONF_HASH]) == 64
+        and len(annotations[names.ANNOTATION_SSSD_CONF_HASH]) == 64
+    )
     # Turning ssh off keeps the ConfigMap while an old pod still mounts it.
     off = sync(client, request(nodeset(replicas=1, updateStrategy={"type": "OnDelete"}), pods=[observed(pod)]))
     assert "gpu-ssh-config" in children(off, "ConfigMap")
     assert children(sync(client, request(nodeset(replicas=1))), "ConfigMap") == {}
 
 
-def test_pin_to_node_remembers_where_an_ordinal_ran(client):
+def test_pin_to_node_remembers_where_an_ordinal_ran(client):  # noqa: F811 - the imported fixture
     fleet = [node("node-a"), node("node-b")]
     pods = children(sync(client, request(nodeset(replicas=2, pinToNode=True), nodes=fleet)))
     state = [observed(pods["gpu-0"], node_name="node-b"), observed(pods["gpu-1"], node_name="node-a")]
     first = sync(client, request(nodeset(replicas=2, pinToNode=True), pods=state, nodes=fleet))
     assert first["status"]["ordinalToNode"] == {"0": "node-b", "1": "node-a"}
     # gpu-0 was replaced: its new pod must go back to node-b.
-    again = sync(client, request(nodeset(status=first["status"], replicas=2, pinToNode=True), pods=state[1:], nodes=fleet))
-    terms = children(again)["gpu-0"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    again = sync(
+        client, request(nodeset(status=first["status"], replicas=2, pinToNode=True), pods=state[1:], nodes=fleet)
+    )
+    terms = children(again)["gpu-0"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
     assert terms == [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-b"]}]}]
     # A node that left is not pinned to.
-    gone = sync(client, request(nodeset(status=first["status"], replicas=2, pinToNode=True), pods=state[1:], nodes=fleet[:1]))
+    gone = sync(
+        client, request(nodeset(status=first["status"], replicas=2, pinToNode=True), pods=state[1:], nodes=fleet[:1])
+    )
     assert "nodeAffinity" not in children(gone)["gpu-0"]["spec"]["affinity"]
 
 
-def test_customize_asks_for_the_controller_nodes_and_sssd_secret(client):
+def test_customize_asks_for_the_controller_nodes_and_sssd_secret(client):  # noqa: F811 - the imported fixture
     resp = post(client, "/nodeset/customize", {"controller": {}, "parent": nodeset(replicas=1)})
-    assert resp["relatedResources"] == [{"apiVersion": names.API_VERSION, "resource": "controllers", "namespace": "slurm", "names": ["slurm"]}]
-    ds = nodeset(scalingMode="DaemonSet", template={"spec": {"nodeSelector": {"slurm": "yes"}}}, ssh={"enabled": True, "sssdConfRef": {"name": "sssd", "key": "sssd.conf"}})
+    assert resp["relatedResources"] == [
+        {"apiVersion": names.API_VERSION, "resource": "controllers", "namespace": "slurm", "names": ["slurm"]}
+    ]
+    ds = nodeset(
+        scalingMode="DaemonSet",
+        template={"spec": {"nodeSelector": {"slurm": "yes"}}},
+        ssh={"enabled": True, "sssdConfRef": {"name": "sssd", "key": "sssd.conf"}},
+    )
     rules = post(client, "/nodeset/customize", {"controller": {}, "parent": ds})["relatedResources"]
     assert {"apiVersion": "v1", "resource": "nodes", "labelSelector": {"matchLabels": {"slurm": "yes"}}} in rules
     assert {"apiVersion": "v1", "resource": "secrets", "namespace": "slurm", "names": ["sssd"]} in rules
 
 
-def test_status_counts_slurm_states_and_exposes_the_selector(client):
+def test_status_counts_slurm_states_and_exposes_the_selector(client):  # noqa: F811 - the imported fixture
     pods = children(sync(client, request(nodeset(replicas=4))))
     state = [
         observed(pods["gpu-0"], slurm=("Idle",)),
@@ -233,6 +290,11 @@ def test_status_counts_slurm_states_and_exposes_the_selector(client):
     ]
     status = sync(client, request(nodeset(replicas=4), pods=state))["status"]
     assert (status["slurmIdle"], status["slurmAllocated"], status["slurmDown"], status["slurmDrain"]) == (1, 2, 1, 1)
-    assert (status["replicas"], status["readyReplicas"], status["availableReplicas"], status["unavailableReplicas"]) == (4, 3, 3, 1)
+    assert (
+        status["replicas"],
+        status["readyReplicas"],
+        status["availableReplicas"],
+        status["unavailableReplicas"],
+    ) == (4, 3, 3, 1)
     assert status["selector"] == "app.kubernetes.io/instance=gpu,app.kubernetes.io/name=slurmd"
     assert draining({"status": status}) == {}

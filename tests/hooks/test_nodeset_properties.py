@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from hooks import names
 from hooks.app import create_app
 from hooks.nodeset.observe import parse_time
-from tests.hooks.test_nodeset import NODESET_UID, T0, clock, controller_cr, node, nodeset, request  # noqa: F401
+from tests.hooks.test_nodeset import NODESET_UID, T0, clock, controller_cr, node, nodeset, request  # noqa: F401 - clock is a fixture
 from tests.support.kube import validate_builtin, validate_cr
 
 APP = create_app()
@@ -111,9 +111,16 @@ specs = st.fixed_dictionaries(
     }
 )
 CLEAR = {"pendingJobs": [], "cancelAt": None, "nodesLeft": [], "error": ""}
-reports = st.sampled_from([None, "{}", "not json", json.dumps(CLEAR),
-                           json.dumps({**CLEAR, "pendingJobs": [17], "cancelAt": "2025-01-02T00:00:00Z"}),
-                           json.dumps({"pendingJobs": [], "cancelAt": None, "nodesLeft": ["gpu-0"], "error": "busy"})])
+reports = st.sampled_from(
+    [
+        None,
+        "{}",
+        "not json",
+        json.dumps(CLEAR),
+        json.dumps({**CLEAR, "pendingJobs": [17], "cancelAt": "2025-01-02T00:00:00Z"}),
+        json.dumps({"pendingJobs": [], "cancelAt": None, "nodesLeft": ["gpu-0"], "error": "busy"}),
+    ]
+)
 
 
 @settings(
@@ -130,7 +137,15 @@ reports = st.sampled_from([None, "{}", "not json", json.dumps(CLEAR),
     nodes=st.sampled_from([[], ["node-a"], ["node-a", "node-b"]]),
 )
 def test_no_pod_with_busy_evidence_is_ever_left_out(
-    clock, spec, invalid, observed, hook, controller, force, report, nodes
+    clock,  # noqa: F811 - the imported fixture
+    spec,
+    invalid,
+    observed,
+    hook,
+    controller,
+    force,
+    report,
+    nodes,
 ):
     clock.now = T0
     parent = nodeset(**{**spec, **invalid})

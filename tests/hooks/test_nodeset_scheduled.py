@@ -8,11 +8,24 @@ import json
 
 from hooks import names
 from tests.hooks.test_nodeset import (  # noqa: F401  (client and clock are fixtures)
-    children, client, clock, condition, draining, nodeset, observed, post, reported, request, sync,
+    children,
+    client,
+    clock,
+    condition,
+    draining,
+    nodeset,
+    observed,
+    post,
+    reported,
+    request,
+    sync,
 )
 
 START = "2030-01-01T02:00:00Z"
-STRATEGY = {"type": "ScheduledUpdate", "scheduledUpdate": {"startTime": "2030-01-01T03:00:00+01:00", "duration": "1h30m", "flags": ["daily"]}}
+STRATEGY = {
+    "type": "ScheduledUpdate",
+    "scheduledUpdate": {"startTime": "2030-01-01T03:00:00+01:00", "duration": "1h30m", "flags": ["daily"]},
+}
 RESV = "SlurmOperatorMaint-gpu"
 
 
@@ -39,7 +52,7 @@ def client_app():
     return create_app().test_client()
 
 
-def test_intent_is_published_once_slurm_counts_a_usable_node(client):
+def test_intent_is_published_once_slurm_counts_a_usable_node(client):  # noqa: F811 - the imported fixture
     parent = scheduled(replicas=2)
     pods = running(parent, slurm=("Down",))
     resp = sync(client, request(parent, pods=pods))
@@ -58,7 +71,7 @@ def test_intent_is_published_once_slurm_counts_a_usable_node(client):
     assert created["status"] == "False" and created["reason"] == "Pending"
 
 
-def test_replicas_zero_or_other_strategies_publish_no_intent(client):
+def test_replicas_zero_or_other_strategies_publish_no_intent(client):  # noqa: F811 - the imported fixture
     resp = sync(client, request(scheduled(replicas=0)))
     assert names.STATUS_RESERVATION not in resp["status"]
     pods = running(nodeset(replicas=1))
@@ -67,7 +80,7 @@ def test_replicas_zero_or_other_strategies_publish_no_intent(client):
     assert all(c["type"] != names.CONDITION_RESERVATION_CREATED for c in resp["status"]["conditions"])
 
 
-def test_created_report_sets_the_condition_and_keeps_the_intent_when_nodes_go_down(client):
+def test_created_report_sets_the_condition_and_keeps_the_intent_when_nodes_go_down(client):  # noqa: F811 - the imported fixture
     parent = scheduled(report(), replicas=1)
     pods = running(parent, slurm=("Down",))
     resp = sync(client, request(parent, pods=pods))
@@ -76,23 +89,32 @@ def test_created_report_sets_the_condition_and_keeps_the_intent_when_nodes_go_do
     assert created["status"] == "True" and created["lastTransitionTime"] == START
 
 
-def test_old_pods_are_condemned_only_when_in_maintenance_under_our_reservation_and_go_only_when_drained(client):
+def test_old_pods_are_condemned_only_when_in_maintenance_under_our_reservation_and_go_only_when_drained(client):  # noqa: F811 - the imported fixture
     old_parent = scheduled(replicas=2, template_env="1")
     old = [observed(p) for p in children(sync(client, request(old_parent))).values()]
     new_parent = scheduled(report(active=True, maintenance=["gpu-0"]), replicas=2, template_env="2")
     # gpu-1 is in MAINTENANCE too, but slurm_sync does not name it under our reservation (someone else's)
-    state = [observed(children(sync(client, request(old_parent)))[p["metadata"]["name"]], slurm=("Idle", "Maintenance")) for p in old]
+    state = [
+        observed(children(sync(client, request(old_parent)))[p["metadata"]["name"]], slurm=("Idle", "Maintenance"))
+        for p in old
+    ]
     resp = sync(client, request(new_parent, pods=state))
-    assert draining(resp) == {"gpu-0": f"scheduled update to revision {resp['status']['nodeSetHash']} in maintenance reservation"}
+    assert draining(resp) == {
+        "gpu-0": f"scheduled update to revision {resp['status']['nodeSetHash']} in maintenance reservation"
+    }
     assert sorted(children(resp)) == ["gpu-0", "gpu-1"]  # kept until drained
     # maintenance is not drained: a job started before the window (IGNORE_JOBS) may still run
-    state[0] = observed(children(sync(client, request(old_parent)))["gpu-0"], slurm=("Mixed", "Maintenance", "Drain"), drained=True)
+    state[0] = observed(
+        children(sync(client, request(old_parent)))["gpu-0"], slurm=("Mixed", "Maintenance", "Drain"), drained=True
+    )
     assert "gpu-0" in children(sync(client, request(new_parent, pods=state)))
-    state[0] = observed(children(sync(client, request(old_parent)))["gpu-0"], slurm=("Idle", "Maintenance", "Drain"), drained=True)
+    state[0] = observed(
+        children(sync(client, request(old_parent)))["gpu-0"], slurm=("Idle", "Maintenance", "Drain"), drained=True
+    )
     assert sorted(children(sync(client, request(new_parent, pods=state)))) == ["gpu-1"]
 
 
-def test_no_condemnation_without_the_pod_condition_or_before_the_window(client):
+def test_no_condemnation_without_the_pod_condition_or_before_the_window(client):  # noqa: F811 - the imported fixture
     old_parent = scheduled(replicas=1, template_env="1")
     pod = children(sync(client, request(old_parent)))["gpu-0"]
     new_parent = scheduled(report(active=True, maintenance=["gpu-0"]), replicas=1, template_env="2")
@@ -104,7 +126,7 @@ def test_no_condemnation_without_the_pod_condition_or_before_the_window(client):
     assert draining(sync(client, request(new_parent, pods=[observed(current, slurm=("Idle", "Maintenance"))]))) == {}
 
 
-def test_finalize_drops_the_intent_and_waits_until_slurm_sync_reports_the_reservation_gone(client):
+def test_finalize_drops_the_intent_and_waits_until_slurm_sync_reports_the_reservation_gone(client):  # noqa: F811 - the imported fixture
     parent = reported(scheduled(report(), replicas=1))
     resp = post(client, "/nodeset/finalize", request(parent, finalizing=True))
     assert names.STATUS_RESERVATION not in resp["status"]
@@ -115,14 +137,17 @@ def test_finalize_drops_the_intent_and_waits_until_slurm_sync_reports_the_reserv
     assert resp["finalized"] is True
 
 
-def test_invalid_duration_is_reported_not_answered_400(client):
-    parent = nodeset(replicas=1, updateStrategy={"type": "ScheduledUpdate", "scheduledUpdate": {"startTime": START, "duration": "30s"}})
+def test_invalid_duration_is_reported_not_answered_400(client):  # noqa: F811 - the imported fixture
+    parent = nodeset(
+        replicas=1,
+        updateStrategy={"type": "ScheduledUpdate", "scheduledUpdate": {"startTime": START, "duration": "30s"}},
+    )
     resp = post(client, "/nodeset/sync", request(parent), status_parent=scheduled(replicas=1))  # the CRD refuses 30s
     invalid = condition(resp, names.CONDITION_INVALID_SPEC)
     assert invalid["status"] == "True" and "scheduledUpdate.duration" in invalid["message"]
 
 
-def test_same_request_gives_the_same_bytes(client):
+def test_same_request_gives_the_same_bytes(client):  # noqa: F811 - the imported fixture
     parent = scheduled(report(active=True, maintenance=["gpu-0"]), replicas=2)
     body = request(parent, pods=running(parent))
     first = client.post("/nodeset/sync", json=body).data
@@ -132,10 +157,16 @@ def test_same_request_gives_the_same_bytes(client):
 # --- review fixes ---------------------------------------------------------------------------
 
 
-PUBLISHED = {"name": RESV, "startTime": START, "duration": 90, "flags": ["MAINT", "IGNORE_JOBS", "DAILY"], "nodes": ["gpu-0", "gpu-1"]}
+PUBLISHED = {
+    "name": RESV,
+    "startTime": START,
+    "duration": 90,
+    "flags": ["MAINT", "IGNORE_JOBS", "DAILY"],
+    "nodes": ["gpu-0", "gpu-1"],
+}
 
 
-def test_created_intent_is_kept_while_every_pod_terminates(client):
+def test_created_intent_is_kept_while_every_pod_terminates(client):  # noqa: F811 - the imported fixture
     """No pod with a hostname (all terminating) must not drop a reservation slurm_sync reported created."""
     parent = scheduled(report(active=True), replicas=2)
     pods = running(parent, terminating=True)
@@ -145,10 +176,13 @@ def test_created_intent_is_kept_while_every_pod_terminates(client):
     # not created yet: nothing to keep, no intent
     pending = scheduled(report(state="Absent"), replicas=2)
     pending["status"] = {names.STATUS_RESERVATION: PUBLISHED}
-    assert names.STATUS_RESERVATION not in sync(client, request(pending, pods=running(pending, terminating=True)))["status"]
+    assert (
+        names.STATUS_RESERVATION
+        not in sync(client, request(pending, pods=running(pending, terminating=True)))["status"]
+    )
 
 
-def test_finalize_waits_unless_the_report_says_absent(client):
+def test_finalize_waits_unless_the_report_says_absent(client):  # noqa: F811 - the imported fixture
     # slurm_sync's deletion report is clear in every case: only the reservation can hold the deletion.
     published = reported(scheduled(replicas=1))  # an intent was published, slurm_sync has not reported yet
     published["status"] = {names.STATUS_RESERVATION: PUBLISHED}
@@ -166,13 +200,25 @@ def test_finalize_waits_unless_the_report_says_absent(client):
     assert post(client, "/nodeset/finalize", request(published, finalizing=True, controller=False))["finalized"] is True
 
 
-def test_flags_that_do_not_round_trip_are_invalid_and_named(client):
+def test_flags_that_do_not_round_trip_are_invalid_and_named(client):  # noqa: F811 - the imported fixture
     for flag in ("SKIP", "no_maint", "STATIC_ALLOC", "weekday", "WEEKEND", "TIME_FLOAT"):
-        strategy = {"type": "ScheduledUpdate", "scheduledUpdate": {"startTime": START, "duration": "30m", "flags": ["daily", flag]}}
+        strategy = {
+            "type": "ScheduledUpdate",
+            "scheduledUpdate": {"startTime": START, "duration": "30m", "flags": ["daily", flag]},
+        }
         resp = post(client, "/nodeset/sync", request(nodeset(replicas=1, updateStrategy=strategy)))
         invalid = condition(resp, names.CONDITION_INVALID_SPEC)
-        assert invalid["status"] == "True" and flag.upper() in invalid["message"] and "scheduledUpdate.flags" in invalid["message"], flag
+        assert (
+            invalid["status"] == "True"
+            and flag.upper() in invalid["message"]
+            and "scheduledUpdate.flags" in invalid["message"]
+        ), flag
     for flag in ("static", "FLEX", "MAGNETIC", "WEEKLY", "HOURLY", "OVERLAP", "PURGE_COMP"):
-        strategy = {"type": "ScheduledUpdate", "scheduledUpdate": {"startTime": START, "duration": "30m", "flags": [flag]}}
+        strategy = {
+            "type": "ScheduledUpdate",
+            "scheduledUpdate": {"startTime": START, "duration": "30m", "flags": [flag]},
+        }
         resp = post(client, "/nodeset/sync", request(nodeset(replicas=1, updateStrategy=strategy)))
-        assert all(c["type"] != names.CONDITION_INVALID_SPEC or c["status"] == "False" for c in resp["status"]["conditions"]), flag
+        assert all(
+            c["type"] != names.CONDITION_INVALID_SPEC or c["status"] == "False" for c in resp["status"]["conditions"]
+        ), flag

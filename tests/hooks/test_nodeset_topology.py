@@ -6,7 +6,7 @@ import pytest
 
 from hooks import names
 from hooks.nodeset.pods import revision_hash
-from tests.hooks.test_nodeset import children, client, clock, condition, nodeset, request, sync  # noqa: F401
+from tests.hooks.test_nodeset import children, client, clock, condition, nodeset, request, sync  # noqa: F401 - client and clock are fixtures
 from tests.hooks.test_nodeset_pods import slurmd
 
 TOPOLOGY_REF = f"metadata.annotations['{names.ANNOTATION_TOPOLOGY_SPEC}']"
@@ -18,11 +18,11 @@ def waiting(wait: str, **spec) -> dict:
     return parent
 
 
-def pod_of(client, parent: dict) -> dict:
+def pod_of(client, parent: dict) -> dict:  # noqa: F811 - the imported fixture
     return children(sync(client, request(parent)))["gpu-0"]
 
 
-def test_the_pod_waits_for_its_topology_annotation_before_slurmd_starts(client):
+def test_the_pod_waits_for_its_topology_annotation_before_slurmd_starts(client):  # noqa: F811 - the imported fixture
     pod = pod_of(client, waiting("90"))
     spec = pod["spec"]
     assert [c["name"] for c in spec["initContainers"]] == ["logfile", "topology-wait"]
@@ -31,7 +31,9 @@ def test_the_pod_waits_for_its_topology_annotation_before_slurmd_starts(client):
     assert {e["name"]: e["value"] for e in wait["env"]} == {
         "WAIT_SECONDS": "90", "TOPOLOGY_FILE": "/run/slinky/pod-topology/topology"}  # fmt: skip
     (volume,) = [v for v in spec["volumes"] if v["name"] == "pod-topology"]
-    assert volume["downwardAPI"]["items"] == [{"path": "topology", "fieldRef": {"apiVersion": "v1", "fieldPath": TOPOLOGY_REF}}]
+    assert volume["downwardAPI"]["items"] == [
+        {"path": "topology", "fieldRef": {"apiVersion": "v1", "fieldPath": TOPOLOGY_REF}}
+    ]
     assert wait["volumeMounts"] == [{"name": "pod-topology", "mountPath": "/run/slinky/pod-topology", "readOnly": True}]
     # slurmd's SLINKY_TOPOLOGY is resolved by the kubelet when slurmd is created, after the wait
     env = {e["name"]: e for e in slurmd(pod)["env"]}
@@ -44,7 +46,7 @@ def test_the_pod_waits_for_its_topology_annotation_before_slurmd_starts(client):
     waiting(""),
     waiting("60", extraConf="Topology=topo-switch:s1"),  # slurmd does not take its topology from the pod
 ])  # fmt: skip
-def test_no_wait_unless_asked_for_and_used(client, parent):
+def test_no_wait_unless_asked_for_and_used(client, parent):  # noqa: F811 - the imported fixture
     spec = pod_of(client, parent)["spec"]
     assert [c["name"] for c in spec["initContainers"]] == ["logfile"]
     assert "pod-topology" not in [v["name"] for v in spec["volumes"]]
@@ -57,7 +59,7 @@ def test_the_wait_is_part_of_the_revision_only_when_set():
 
 
 @pytest.mark.parametrize("value", ["-1", "1.5", "ten", "601", " 5"])
-def test_an_unusable_wait_is_invalid_spec_naming_the_annotation(client, value):
+def test_an_unusable_wait_is_invalid_spec_naming_the_annotation(client, value):  # noqa: F811 - the imported fixture
     resp = sync(client, request(waiting(value)))
     invalid = condition(resp, names.CONDITION_INVALID_SPEC)
     assert invalid["status"] == "True" and names.ANNOTATION_TOPOLOGY_WAIT in invalid["message"], invalid

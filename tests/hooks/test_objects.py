@@ -49,7 +49,12 @@ def test_service_applies_override_and_drops_external_ips():
         {"s": "1"},
         "slurmctld",
         6817,
-        {"port": 7000, "nodePort": 30001, "spec": {"type": "NodePort", "externalIPs": ["1.2.3.4"]}, "metadata": {"labels": {"x": "y"}}},
+        {
+            "port": 7000,
+            "nodePort": 30001,
+            "spec": {"type": "NodePort", "externalIPs": ["1.2.3.4"]},
+            "metadata": {"labels": {"x": "y"}},
+        },
     )
     assert svc["spec"] == {
         "selector": {"s": "1"},

@@ -27,10 +27,11 @@ from tests.slurm.test_hooks_on_slurm import (  # noqa: F401  (second_cluster is 
     slurmd_command,
     write_config,
 )
+
 pytestmark = pytest.mark.slurm
 
 
-def test_a_deleting_nodesets_partition_refuses_new_jobs_and_keeps_queued_ones(second_cluster: SecondCluster):
+def test_a_deleting_nodesets_partition_refuses_new_jobs_and_keeps_queued_ones(second_cluster: SecondCluster):  # noqa: F811 - the imported fixture
     cluster = second_cluster
     keys = {"slurm.key": os.urandom(32), "jwt.key": os.urandom(32)}
     partition = {"enabled": True, "config": "MaxTime=UNLIMITED State=UP"}

@@ -18,7 +18,11 @@ BASE = {
             "env": [{"name": "POD_CPUS", "value": "0"}, {"name": "A", "value": "1"}],
             "ports": [{"name": "slurmd", "containerPort": 6818, "protocol": "TCP"}],
             "volumeMounts": [{"name": "etc", "mountPath": "/etc/slurm", "readOnly": True}],
-            "livenessProbe": {"httpGet": {"path": "/livez", "port": "slurmd"}, "failureThreshold": 6, "periodSeconds": 10},
+            "livenessProbe": {
+                "httpGet": {"path": "/livez", "port": "slurmd"},
+                "failureThreshold": 6,
+                "periodSeconds": 10,
+            },
             "securityContext": {"privileged": True, "capabilities": {"add": ["SYS_ADMIN"]}},
         },
         {"name": "logfile", "image": "alpine"},
@@ -30,7 +34,9 @@ BASE = {
 
 
 def test_containers_merge_by_name_and_keep_order():
-    merged = merge_pod_spec(BASE, {"containers": [{"name": "slurmd", "image": "custom:1"}, {"name": "sidecar", "image": "s"}]})
+    merged = merge_pod_spec(
+        BASE, {"containers": [{"name": "slurmd", "image": "custom:1"}, {"name": "sidecar", "image": "s"}]}
+    )
     assert [c["name"] for c in merged["containers"]] == ["slurmd", "logfile", "sidecar"]
     slurmd = merged["containers"][0]
     assert slurmd["image"] == "custom:1"
@@ -46,13 +52,20 @@ def test_env_merges_by_name_and_mounts_by_mount_path():
                 {
                     "name": "slurmd",
                     "env": [{"name": "A", "value": "2"}, {"name": "B", "value": "3"}],
-                    "volumeMounts": [{"name": "other", "mountPath": "/etc/slurm"}, {"name": "data", "mountPath": "/data"}],
+                    "volumeMounts": [
+                        {"name": "other", "mountPath": "/etc/slurm"},
+                        {"name": "data", "mountPath": "/data"},
+                    ],
                 }
             ]
         },
     )
     slurmd = merged["containers"][0]
-    assert slurmd["env"] == [{"name": "POD_CPUS", "value": "0"}, {"name": "A", "value": "2"}, {"name": "B", "value": "3"}]
+    assert slurmd["env"] == [
+        {"name": "POD_CPUS", "value": "0"},
+        {"name": "A", "value": "2"},
+        {"name": "B", "value": "3"},
+    ]
     assert slurmd["volumeMounts"] == [
         {"name": "other", "mountPath": "/etc/slurm", "readOnly": True},
         {"name": "data", "mountPath": "/data"},
@@ -63,7 +76,9 @@ def test_ports_merge_by_container_port_and_volumes_by_name():
     merged = merge_pod_spec(
         BASE,
         {
-            "containers": [{"name": "slurmd", "ports": [{"containerPort": 6818, "hostPort": 6818}, {"containerPort": 22}]}],
+            "containers": [
+                {"name": "slurmd", "ports": [{"containerPort": 6818, "hostPort": 6818}, {"containerPort": 22}]}
+            ],
             "volumes": [{"name": "etc", "projected": {"defaultMode": 0o600}}, {"name": "scratch", "emptyDir": {}}],
         },
     )
@@ -86,7 +101,10 @@ def test_null_deletes_and_directives_work():
         BASE,
         {
             "enableServiceLinks": None,
-            "containers": [{"name": "logfile", "$patch": "delete"}, {"name": "slurmd", "securityContext": {"$patch": "replace", "runAsUser": 0}}],
+            "containers": [
+                {"name": "logfile", "$patch": "delete"},
+                {"name": "slurmd", "securityContext": {"$patch": "replace", "runAsUser": 0}},
+            ],
         },
     )
     assert "enableServiceLinks" not in merged
@@ -101,7 +119,9 @@ def test_deleting_an_absent_item_is_harmless():
 
 
 def test_user_probe_handler_replaces_ours_but_keeps_thresholds():
-    merged = merge_pod_spec(BASE, {"containers": [{"name": "slurmd", "livenessProbe": {"exec": {"command": ["true"]}}}]})
+    merged = merge_pod_spec(
+        BASE, {"containers": [{"name": "slurmd", "livenessProbe": {"exec": {"command": ["true"]}}}]}
+    )
     probe = merged["containers"][0]["livenessProbe"]
     assert probe == {"exec": {"command": ["true"]}, "failureThreshold": 6, "periodSeconds": 10}
 
@@ -114,7 +134,11 @@ def test_user_lifecycle_handler_replaces_ours():
 
 def test_nested_maps_merge():
     merged = merge_pod_spec(BASE, {"containers": [{"name": "slurmd", "securityContext": {"runAsUser": 0}}]})
-    assert merged["containers"][0]["securityContext"] == {"privileged": True, "capabilities": {"add": ["SYS_ADMIN"]}, "runAsUser": 0}
+    assert merged["containers"][0]["securityContext"] == {
+        "privileged": True,
+        "capabilities": {"add": ["SYS_ADMIN"]},
+        "runAsUser": 0,
+    }
 
 
 def test_inputs_are_never_modified():
@@ -126,7 +150,10 @@ def test_inputs_are_never_modified():
 
 
 def test_container_override_appends_args_and_keeps_name():
-    merged = merge_container(BASE["containers"][0], {"name": "renamed", "args": ["-vvv"], "image": "x", "resources": {"limits": {"cpu": "2"}}})
+    merged = merge_container(
+        BASE["containers"][0],
+        {"name": "renamed", "args": ["-vvv"], "image": "x", "resources": {"limits": {"cpu": "2"}}},
+    )
     assert merged["name"] == "slurmd"
     assert merged["args"] == ["-Z", "-vvv"]
     assert merged["image"] == "x"
@@ -135,8 +162,14 @@ def test_container_override_appends_args_and_keeps_name():
 
 
 def test_pod_template_metadata_ours_win():
-    base = {"metadata": {"labels": {"app": "slurmd"}, "annotations": {"h": "1"}}, "spec": {"containers": [{"name": "a"}]}}
-    user = {"metadata": {"labels": {"app": "evil", "team": "x"}, "annotations": {"h": "2", "note": "n"}}, "spec": {"hostNetwork": True}}
+    base = {
+        "metadata": {"labels": {"app": "slurmd"}, "annotations": {"h": "1"}},
+        "spec": {"containers": [{"name": "a"}]},
+    }
+    user = {
+        "metadata": {"labels": {"app": "evil", "team": "x"}, "annotations": {"h": "2", "note": "n"}},
+        "spec": {"hostNetwork": True},
+    }
     merged = apply_pod_template(base, user)
     assert merged["metadata"] == {"labels": {"team": "x", "app": "slurmd"}, "annotations": {"h": "1", "note": "n"}}
     assert merged["spec"] == {"containers": [{"name": "a"}], "hostNetwork": True}
@@ -146,12 +179,20 @@ def test_pod_template_metadata_ours_win():
 def test_service_ports_merge_by_port():
     base = {"selector": {"a": "b"}, "ports": [{"name": "ctld", "port": 6817, "targetPort": "ctld"}]}
     merged = merge_service_spec(base, {"type": "NodePort", "ports": [{"port": 6817, "nodePort": 30017}]})
-    assert merged == {"selector": {"a": "b"}, "type": "NodePort", "ports": [{"name": "ctld", "port": 6817, "targetPort": "ctld", "nodePort": 30017}]}
+    assert merged == {
+        "selector": {"a": "b"},
+        "type": "NodePort",
+        "ports": [{"name": "ctld", "port": 6817, "targetPort": "ctld", "nodePort": 30017}],
+    }
 
 
 NAMES = st.sampled_from(["a", "b", "c", "slurmd"])
-ENV = st.lists(st.fixed_dictionaries({"name": NAMES, "value": st.text(max_size=3)}), max_size=4, unique_by=lambda e: e["name"])
-CONTAINER = st.fixed_dictionaries({"name": NAMES}, optional={"image": st.text(max_size=4), "env": ENV, "workingDir": st.text(max_size=3)})
+ENV = st.lists(
+    st.fixed_dictionaries({"name": NAMES, "value": st.text(max_size=3)}), max_size=4, unique_by=lambda e: e["name"]
+)
+CONTAINER = st.fixed_dictionaries(
+    {"name": NAMES}, optional={"image": st.text(max_size=4), "env": ENV, "workingDir": st.text(max_size=3)}
+)
 SPEC = st.fixed_dictionaries(
     {},
     optional={

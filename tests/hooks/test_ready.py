@@ -60,7 +60,9 @@ def test_controller_with_a_missing_key_is_not_ready_even_while_its_pods_run(clie
     resp = controller.sync(client, parent, children=observed, rel=related(controller.keys()[0]))
     ready = wait_for_ready(parent, resp)
     assert (ready["status"], ready["reason"]) == ("False", "MissingReferences")
-    assert ready["message"].startswith("ReferencesResolved: missing:") and "jwt-key" in ready["message"], ready["message"]
+    assert ready["message"].startswith("ReferencesResolved: missing:") and "jwt-key" in ready["message"], ready[
+        "message"
+    ]
 
 
 def test_external_controller_is_ready_as_soon_as_its_references_resolve(client):
@@ -93,7 +95,9 @@ def test_restapi_ready_and_without_its_controller(client):
     observed = as_observed(restapi.sync(client, parent, rel=rel)["children"], status=rolled_out(2))
     ready = wait_for_ready(parent, restapi.sync(client, parent, observed, rel))
     assert (ready["status"], ready["reason"], ready["message"]) == (
-        "True", "PodsReady", "2/2 slurmrestd pods ready on the current template"
+        "True",
+        "PodsReady",
+        "2/2 slurmrestd pods ready on the current template",
     )
     orphan = wait_for_ready(parent, restapi.sync(client, parent, observed, {}))
     assert (orphan["status"], orphan["reason"]) == ("False", "ControllerNotFound")
@@ -109,8 +113,11 @@ def test_loginset_ready_and_with_its_sssd_secret_missing(client):
     ready = wait_for_ready(parent, loginset.sync(client, parent, observed))
     assert (ready["status"], ready["reason"]) == ("True", "PodsReady")
     missing = wait_for_ready(parent, loginset.sync(client, parent, observed, loginset.inputs(with_sssd=False)))
-    references = next(c for c in loginset.sync(client, parent, observed, loginset.inputs(with_sssd=False))["status"]["conditions"]
-                      if c["type"] == names.CONDITION_REFERENCES_RESOLVED)
+    references = next(
+        c
+        for c in loginset.sync(client, parent, observed, loginset.inputs(with_sssd=False))["status"]["conditions"]
+        if c["type"] == names.CONDITION_REFERENCES_RESOLVED
+    )
     assert (missing["status"], missing["reason"]) == ("False", references["reason"])
     assert "sssd" in missing["message"], missing["message"]
 
@@ -135,18 +142,21 @@ def test_token_is_ready_once_its_secret_holds_a_token(client, monkeypatch):
     parent = token.token_cr()
     first = token.sync(client, parent)
     waiting = wait_for_ready(parent, first)
-    assert (waiting["status"], waiting["reason"]) == ("False", "SecretNotCreated") and "ci-jwt-alice" in waiting["message"]
+    assert (waiting["status"], waiting["reason"]) == ("False", "SecretNotCreated") and "ci-jwt-alice" in waiting[
+        "message"
+    ]
     stored = wait_for_ready(parent, token.sync(client, parent, as_observed(first["children"])))
     assert (stored["status"], stored["reason"]) == ("True", "TokenIssued")
     no_key = wait_for_ready(parent, token.sync(client, parent, key=None))
-    assert no_key["status"] == "False" and "jwt" in no_key["message"] and "SecretNotCreated" != no_key["reason"], no_key
+    assert no_key["status"] == "False" and "jwt" in no_key["message"] and no_key["reason"] != "SecretNotCreated", no_key
 
 
 # --- NodeSet: pods and Slurm's word on each -----------------------------------------------------------
 
 
 def nodeset_pods(client, replicas: int = 2, **state) -> list[dict]:
-    """The NodeSet's pods as Metacontroller shows them, with kubelet and slurm_sync state (see test_nodeset.observed)."""
+    """The NodeSet's pods as Metacontroller shows them,
+    with kubelet and slurm_sync state (see test_nodeset.observed)."""
     first = nodeset.sync(client, nodeset.request(nodeset.nodeset(replicas=replicas)))
     return [nodeset.observed(p, **state) for p in nodeset.children(first).values()]
 
@@ -174,7 +184,11 @@ def client():
 @pytest.mark.parametrize("states", [("Idle",), ("Allocated",), ("Mixed", "Completing"), ("Idle", "Maintenance")])
 def test_nodeset_is_ready_when_every_pod_is_ready_and_usable_in_slurm(client, states):
     ready = nodeset_ready(client, nodeset_pods(client, slurm=states))
-    assert (ready["status"], ready["reason"], ready["message"]) == ("True", "NodesReady", "2/2 pods ready and usable in Slurm")
+    assert (ready["status"], ready["reason"], ready["message"]) == (
+        "True",
+        "NodesReady",
+        "2/2 pods ready and usable in Slurm",
+    )
 
 
 def test_nodeset_drains_we_asked_for_keep_it_ready(client):
@@ -192,7 +206,9 @@ def test_nodeset_without_pods_yet_says_how_many_exist(client):
 
 def test_nodeset_with_a_pod_not_ready_names_it(client):
     pods = nodeset_pods(client)
-    pods[1] = nodeset.observed(json.loads(pods[1]["metadata"]["annotations"][names.ANNOTATION_LAST_APPLIED]), ready=False)
+    pods[1] = nodeset.observed(
+        json.loads(pods[1]["metadata"]["annotations"][names.ANNOTATION_LAST_APPLIED]), ready=False
+    )
     ready = nodeset_ready(client, pods)
     assert (ready["status"], ready["reason"]) == ("False", "PodsNotReady")
     assert ready["message"] == "1/2 pods running and ready; not ready: gpu-1", ready["message"]
@@ -201,8 +217,12 @@ def test_nodeset_with_a_pod_not_ready_names_it(client):
 def test_nodeset_with_a_slurm_node_down_names_it_with_slurms_reason(client):
     pods = nodeset_pods(client)
     pods[0] = with_reason(
-        nodeset.observed(json.loads(pods[0]["metadata"]["annotations"][names.ANNOTATION_LAST_APPLIED]), slurm=("Down", "NotResponding")),
-        "Down", "Not responding",
+        nodeset.observed(
+            json.loads(pods[0]["metadata"]["annotations"][names.ANNOTATION_LAST_APPLIED]),
+            slurm=("Down", "NotResponding"),
+        ),
+        "Down",
+        "Not responding",
     )
     ready = nodeset_ready(client, pods)
     assert (ready["status"], ready["reason"]) == ("False", "SlurmNodeDown")
@@ -212,19 +232,25 @@ def test_nodeset_with_a_slurm_node_down_names_it_with_slurms_reason(client):
 def test_nodeset_with_an_unexpected_drain_names_the_pod_and_the_reason(client):
     pods = nodeset_pods(client, slurm=("Idle",))
     pods[1] = with_reason(
-        nodeset.observed(json.loads(pods[1]["metadata"]["annotations"][names.ANNOTATION_LAST_APPLIED]), slurm=("Idle", "Drain")),
-        "Drain", "Kill task failed",
+        nodeset.observed(
+            json.loads(pods[1]["metadata"]["annotations"][names.ANNOTATION_LAST_APPLIED]), slurm=("Idle", "Drain")
+        ),
+        "Drain",
+        "Kill task failed",
     )
     ready = nodeset_ready(client, pods)
     assert (ready["status"], ready["reason"]) == ("False", "SlurmNodeDrained")
     assert "gpu-1 (Kill task failed)" in ready["message"] and "gpu-0" not in ready["message"], ready["message"]
 
 
-@pytest.mark.parametrize(("states", "reason", "needle"), [
-    ((), "SlurmStateUnknown", "no Slurm node state reported yet"),
-    (("Future",), "SlurmNodeNotUsable", "gpu-0 (FUTURE)"),
-    (("Idle", "InvalidReg"), "SlurmNodeNotUsable", "gpu-0 (INVALID_REG)"),
-])
+@pytest.mark.parametrize(
+    ("states", "reason", "needle"),
+    [
+        ((), "SlurmStateUnknown", "no Slurm node state reported yet"),
+        (("Future",), "SlurmNodeNotUsable", "gpu-0 (FUTURE)"),
+        (("Idle", "InvalidReg"), "SlurmNodeNotUsable", "gpu-0 (INVALID_REG)"),
+    ],
+)
 def test_nodeset_with_pods_slurm_cannot_use_is_not_ready(client, states, reason, needle):
     ready = nodeset_ready(client, nodeset_pods(client, slurm=states))
     assert (ready["status"], ready["reason"]) == ("False", reason) and needle in ready["message"], ready["message"]

@@ -65,7 +65,12 @@ def test_deployment_runs_as_nobody_with_jwt_daemon_and_the_controllers_config():
     pod = deployment["spec"]["template"]
     main = pod["spec"]["containers"][0]
     assert deployment["spec"]["replicas"] == 3
-    assert pod["spec"]["securityContext"] == {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534, "fsGroup": 65534}
+    assert pod["spec"]["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": 65534,
+        "runAsGroup": 65534,
+        "fsGroup": 65534,
+    }
     assert main["securityContext"]["runAsUser"] == 65534
     assert {"name": "SLURM_JWT", "value": "daemon"} in main["env"]
     assert main["ports"] == [{"name": "slurmrestd", "containerPort": 6820, "protocol": "TCP"}]
@@ -83,7 +88,10 @@ def test_deployment_runs_as_nobody_with_jwt_daemon_and_the_controllers_config():
 
 def test_template_and_container_overrides_merge_over_ours(client):
     parent = restapi_cr(
-        slurmrestd={"image": "my/slurmrestd:1", "env": [{"name": "SLURM_JWT", "value": "daemon"}, {"name": "X", "value": "y"}]},
+        slurmrestd={
+            "image": "my/slurmrestd:1",
+            "env": [{"name": "SLURM_JWT", "value": "daemon"}, {"name": "X", "value": "y"}],
+        },
         template={"metadata": {"labels": {"team": "hpc"}}, "spec": {"nodeSelector": {"pool": "cpu"}}},
     )
     deployment = by_kind(sync(client, parent, rel=related(controller())))["Deployment/slurm-restapi"]
@@ -97,10 +105,14 @@ def test_template_and_container_overrides_merge_over_ours(client):
 
 def test_service_port_node_port_and_selector():
     parent = restapi_cr(service={"nodePort": 32500, "spec": {"externalIPs": ["1.2.3.4"]}})
-    svc = by_kind(restapi.sync(parse_composite(request(parent, rel=related(controller())), "RestApi")))["Service/slurm-restapi"]
+    svc = by_kind(restapi.sync(parse_composite(request(parent, rel=related(controller())), "RestApi")))[
+        "Service/slurm-restapi"
+    ]
     assert svc["spec"] == {
         "selector": {names.LABEL_NAME: "slurmrestd", names.LABEL_INSTANCE: "slurm"},
-        "ports": [{"name": "slurmrestd", "port": 6820, "targetPort": "slurmrestd", "protocol": "TCP", "nodePort": 32500}],
+        "ports": [
+            {"name": "slurmrestd", "port": 6820, "targetPort": "slurmrestd", "protocol": "TCP", "nodePort": 32500}
+        ],
     }
 
 
@@ -109,7 +121,9 @@ def test_same_request_gives_the_same_bytes_and_feedback_is_a_fixed_point(client)
     first, second = client.post("/restapi/sync", json=body), client.post("/restapi/sync", json=body)
     assert first.status_code == 200 and first.data == second.data
     desired = first.get_json()["children"]
-    again = sync(client, body["parent"], children=as_observed(desired, {"replicas": 1, "readyReplicas": 1}), rel=body["related"])
+    again = sync(
+        client, body["parent"], children=as_observed(desired, {"replicas": 1, "readyReplicas": 1}), rel=body["related"]
+    )
     assert again["children"] == desired
     assert condition_of(again, names.CONDITION_AVAILABLE)["status"] == "True"
 
@@ -133,7 +147,9 @@ def test_missing_controller_and_no_deployment_yet_creates_only_the_service(clien
 def test_customize_asks_for_the_controller_by_name(client):
     resp = client.post("/restapi/customize", json={"parent": restapi_cr()})
     assert resp.get_json() == {
-        "relatedResources": [{"apiVersion": names.API_VERSION, "resource": "controllers", "namespace": "slurm", "names": ["slurm"]}]
+        "relatedResources": [
+            {"apiVersion": names.API_VERSION, "resource": "controllers", "namespace": "slurm", "names": ["slurm"]}
+        ]
     }
 
 
@@ -157,7 +173,9 @@ def test_invalid_value_in_the_related_controller_keeps_the_deployment_and_says_w
     bad = related(controller(slurmKeyRef={"name": "slurm-auth"}))
     resp = sync(client, restapi_cr(), as_observed(applied["children"]), bad)
     assert sorted(resp["children"], key=str) == sorted(applied["children"], key=str)
-    assert "related Controller 'slurm' spec.slurmKeyRef.key" in condition_of(resp, names.CONDITION_INVALID_SPEC)["message"]
+    assert (
+        "related Controller 'slurm' spec.slurmKeyRef.key" in condition_of(resp, names.CONDITION_INVALID_SPEC)["message"]
+    )
 
 
 @pytest.mark.parametrize("path", ["/restapi/sync", "/restapi/customize"])

@@ -57,7 +57,9 @@ def test_accounting_metrics_and_jwks_lines():
 
 
 def test_prolog_and_epilog_sections():
-    scripts = Scripts(prolog=("p0.sh", "p1.sh"), epilog=("e0.sh",), prolog_slurmctld=("pc.sh",), epilog_slurmctld=("ec.sh",))
+    scripts = Scripts(
+        prolog=("p0.sh", "p1.sh"), epilog=("e0.sh",), prolog_slurmctld=("pc.sh",), epilog_slurmctld=("ec.sh",)
+    )
     text = slurmconf.render(conf(scripts=scripts))
     assert (
         "#\n### SLURMCTLD PROLOG & EPILOG ###\nPrologSlurmctld=/etc/slurm/pc.sh\nEpilogSlurmctld=/etc/slurm/ec.sh\n"
@@ -70,7 +72,8 @@ def test_extra_config_then_merged_config_come_last():
     extra = "SchedulerParameters=bf_continue\nslurmctldparameters=Enable_Stepmgr,reconfig_on_restart # comment\n"
     text = slurmconf.render(conf(extra_conf=extra, nodesets=(NodeSetConf("cpu"),)))
     assert text.endswith(
-        "#\n### EXTRA CONFIG ###\nSchedulerParameters=bf_continue\nslurmctldparameters=Enable_Stepmgr,reconfig_on_restart # comment\n"
+        "#\n### EXTRA CONFIG #"
+        "##\nSchedulerParameters=bf_continue\nslurmctldparameters=Enable_Stepmgr,reconfig_on_restart # comment\n"
         "#\n### MERGED CONFIG ###\nSlurmctldParameters=enable_configless,enable_stepmgr,reconfig_on_restart\n"
     )
 
@@ -87,7 +90,9 @@ def test_external_minimal_conf_is_exact():
         "#\n### PLUGINS & PARAMETERS ###\nAuthType=auth/slurm\nCredType=cred/slurm\nAuthAltTypes=auth/jwt\n"
         "#\n### ACCOUNTING ###\nAccountingStorageType=accounting_storage/none\n"
     )
-    with_acct = slurmconf.render_external("_slurm", Endpoint("my-controller", 6817), Endpoint("slurm-accounting.ns", 6819))
+    with_acct = slurmconf.render_external(
+        "_slurm", Endpoint("my-controller", 6817), Endpoint("slurm-accounting.ns", 6819)
+    )
     assert with_acct.endswith(
         "AccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost=slurm-accounting.ns\nAccountingStoragePort=6819\n"
     )
@@ -99,15 +104,22 @@ def nodeset(name: str, **spec) -> dict:
 
 def test_nodeset_conf_uses_trimmed_template_hostname_else_the_name():
     assert slurmconf.nodeset_conf(nodeset("gpu"), "ns") == NodeSetConf("gpu")
-    hostname = nodeset("gpu", template={"spec": {"hostname": "slinky-"}}, partition={"enabled": True, "config": " MaxTime=1 "})
+    hostname = nodeset(
+        "gpu", template={"spec": {"hostname": "slinky-"}}, partition={"enabled": True, "config": " MaxTime=1 "}
+    )
     assert slurmconf.nodeset_conf(hostname, "ns") == NodeSetConf("slinky", "MaxTime=1")
-    assert slurmconf.nodeset_conf(nodeset("gpu", partition={"enabled": False, "config": "x"}), "ns") == NodeSetConf("gpu")
+    assert slurmconf.nodeset_conf(nodeset("gpu", partition={"enabled": False, "config": "x"}), "ns") == NodeSetConf(
+        "gpu"
+    )
 
 
 @pytest.mark.parametrize(
     ("spec", "field"),
     [
-        ({"partition": {"enabled": True, "config": "MaxTime=1\nPartitionName=evil Nodes=ALL"}}, "spec.partition.config"),
+        (
+            {"partition": {"enabled": True, "config": "MaxTime=1\nPartitionName=evil Nodes=ALL"}},
+            "spec.partition.config",
+        ),
         ({"partition": {"enabled": True, "config": "MaxTime=1\rX=1"}}, "spec.partition.config"),
         ({"partition": {"enabled": True, "config": ["MaxTime=1"]}}, "spec.partition.config"),
         ({"template": {"spec": {"hostname": "a b"}}}, "spec.template.spec.hostname"),
@@ -121,7 +133,7 @@ def test_nodeset_values_that_could_add_lines_are_rejected_naming_the_field(spec,
 
 @pytest.mark.parametrize("value", ["A=1\r\nB=2", "A=1\x00", "A=1 \\\n", "A=1 \\"])
 def test_extra_conf_that_would_break_the_following_lines_is_rejected(value):
-    with pytest.raises(BadHookRequest, match="spec.extraConf"):
+    with pytest.raises(BadHookRequest, match=r"spec\.extraConf"):
         slurmconf.check_extra_conf(value, "spec.extraConf")
 
 
@@ -131,7 +143,7 @@ def test_multi_line_extra_conf_with_inner_continuations_is_fine():
 
 @pytest.mark.parametrize("host", ["", "a b", "host\nX=1", "h,i", "h=i", "h(i)", None, 5])
 def test_bad_hosts_are_rejected(host):
-    with pytest.raises(BadHookRequest, match="spec.externalConfig.host"):
+    with pytest.raises(BadHookRequest, match=r"spec\.externalConfig\.host"):
         slurmconf.check_host(host, "spec.externalConfig.host")
 
 

@@ -46,8 +46,11 @@ def kept(body: dict) -> list[tuple[str, str]]:
     [
         ("nodeset", {"replicas": 5_000_000}, "spec.replicas"),
         ("nodeset", {"replicas": 2**31 - 1}, "spec.replicas"),
-        ("controller", {"ha": {"enabled": True, "backups": 10**9}, "persistence": {"existingClaim": "s"}},
-         "spec.ha.backups"),  # fmt: skip
+        (
+            "controller",
+            {"ha": {"enabled": True, "backups": 10**9}, "persistence": {"existingClaim": "s"}},
+            "spec.ha.backups",
+        ),
         ("loginset", {"replicas": 2**31}, "spec.replicas"),
         ("restapi", {"replicas": 2**40}, "spec.replicas"),
     ],

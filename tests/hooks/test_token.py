@@ -38,7 +38,9 @@ def client(clock):
 
 
 def token_cr(**spec) -> dict:
-    return cr("Token", "ci", {"jwtKeyRef": {"name": "jwt", "key": "jwt.key"}, "username": "alice", "lifetime": "1h", **spec})
+    return cr(
+        "Token", "ci", {"jwtKeyRef": {"name": "jwt", "key": "jwt.key"}, "username": "alice", "lifetime": "1h", **spec}
+    )
 
 
 def key_secret(key: bytes = KEY) -> dict:
@@ -54,7 +56,9 @@ def sync(client, parent, children=None, key: bytes | None = KEY) -> dict:
 
 def decode(tok: str, key: bytes = KEY) -> dict:
     """Verify the signature; expiry is judged by the pinned clock, not the test machine's."""
-    return jwt.decode(tok, key, algorithms=["HS256"], options={"verify_exp": False, "verify_iat": False, "verify_nbf": False})
+    return jwt.decode(
+        tok, key, algorithms=["HS256"], options={"verify_exp": False, "verify_iat": False, "verify_nbf": False}
+    )
 
 
 def jwt_of(response: dict, name: str = "ci-jwt-alice", key: str = "SLURM_JWT") -> str:
@@ -79,7 +83,11 @@ def test_minted_token_verifies_with_the_key_and_carries_the_claims(client):
 def test_secret_ref_and_defaults():
     spec = token.parse(cr("Token", "ci", {"jwtKeyRef": {"name": "jwt", "key": "jwt.key"}}))
     assert (spec.username, spec.lifetime, spec.refresh, spec.secret_name, spec.secret_key) == (
-        "nobody", 900, True, "ci-jwt-nobody", "SLURM_JWT"
+        "nobody",
+        900,
+        True,
+        "ci-jwt-nobody",
+        "SLURM_JWT",
     )
     spec = token.parse(token_cr(secretRef={"name": "mine", "key": "TOKEN"}))
     assert (spec.secret_name, spec.secret_key) == ("mine", "TOKEN")
@@ -143,7 +151,9 @@ def test_refresh_false_gives_an_immutable_secret_that_is_never_reminted(client, 
     assert child["immutable"] is True and validate_builtin(child) == []
     assert "resyncAfterSeconds" not in first
     clock.now = T0 + 10 * HOUR  # long expired
-    later = sync(client, token_cr(refresh=False), as_observed(first["children"]), key=b"rotated-key-rotated-key-rotated-k")
+    later = sync(
+        client, token_cr(refresh=False), as_observed(first["children"]), key=b"rotated-key-rotated-key-rotated-k"
+    )
     assert later["children"] == first["children"]
     assert "resyncAfterSeconds" not in later
 
@@ -177,7 +187,14 @@ def test_customize_asks_for_the_key_secret(client):
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("15m", 900), ("1h30m", 5400), ("90s", 90), ("1.5h", 5400), ("2h0m0.5s", Decimal("7200.5")), ("250ms", Decimal("0.25"))],
+    [
+        ("15m", 900),
+        ("1h30m", 5400),
+        ("90s", 90),
+        ("1.5h", 5400),
+        ("2h0m0.5s", Decimal("7200.5")),
+        ("250ms", Decimal("0.25")),
+    ],
 )
 def test_go_durations(text, seconds):
     assert token.parse_duration(text, "spec.lifetime") == seconds
@@ -202,7 +219,7 @@ def test_invalid_spec_is_a_condition_naming_the_field_and_changes_nothing(client
 
 
 def test_parse_rejects_a_missing_key_ref():
-    with pytest.raises(InvalidSpec, match="spec.jwtKeyRef"):
+    with pytest.raises(InvalidSpec, match=r"spec\.jwtKeyRef"):
         token.parse(cr("Token", "ci", {"username": "alice"}))
 
 

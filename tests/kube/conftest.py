@@ -18,5 +18,7 @@ def installed_crds(kube_lab: KubeLab) -> list[str]:
     with kube_lab.api_client() as api:
         names = apply_crds(api, CRD_FILES)
         for name in names:
-            wait_for(lambda n=name: conditions(api, n), lambda c: c.get("Established") == "True", what=f"{name} Established")
+            wait_for(
+                lambda n=name: conditions(api, n), lambda c: c.get("Established") == "True", what=f"{name} Established"
+            )
     return names

@@ -56,8 +56,14 @@ def conditions(api: client.ApiClient, crd_name: str) -> dict[str, str]:
 
 
 def plural(kind: str) -> str:
-    return {"Accounting": "accountings", "Controller": "controllers", "LoginSet": "loginsets", "NodeSet": "nodesets",
-            "RestApi": "restapis", "Token": "tokens"}[kind]
+    return {
+        "Accounting": "accountings",
+        "Controller": "controllers",
+        "LoginSet": "loginsets",
+        "NodeSet": "nodesets",
+        "RestApi": "restapis",
+        "Token": "tokens",
+    }[kind]
 
 
 def create_cr(api: client.ApiClient, obj: Obj, namespace: str, dry_run: bool = False) -> Obj:

@@ -50,7 +50,7 @@ def _load_lab() -> KubeLab:
     with lab.api_client() as api:
         try:
             client.VersionApi(api).get_code(_request_timeout=10)
-        except Exception as exc:  # noqa: BLE001 - any failure to answer is reported as such
+        except Exception as exc:
             pytest.fail(f"the API server at {lab.url} does not answer ({exc}); logs in {LAB / 'logs'}", pytrace=False)
     return lab
 
@@ -83,7 +83,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.kube)
 
 
-def pytest_report_header(config: pytest.Config) -> str:  # noqa: ARG001 - pytest's signature
+def pytest_report_header(config: pytest.Config) -> str:
     if not ENV_FILE.is_file():
         return f"kube lab: not up ({_why_not_up()})"
     env = read_env_file(ENV_FILE)
@@ -100,7 +100,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _OUTCOMES.setdefault(report.outcome, set()).add(report.nodeid)
 
 
-def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001 - pytest's TerminalReporter
+def pytest_terminal_summary(terminalreporter) -> None:
     """How many tests ran against the real API server, and what building and starting it cost."""
     if not _OUTCOMES and not ENV_FILE.is_file():
         return
@@ -119,4 +119,6 @@ def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001 - pytest'
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "kube: talks to the real Kubernetes API server started by hack/kube (make kube-up)")
+    config.addinivalue_line(
+        "markers", "kube: talks to the real Kubernetes API server started by hack/kube (make kube-up)"
+    )

@@ -29,16 +29,26 @@ def operator_bundle(tmp_path: Path) -> Path:
     if not shutil.which("kubectl"):
         pytest.skip("kubectl is not installed")
     helm.helm()
-    subprocess.run(["make", "--no-print-directory", "manifests", f"DIST={tmp_path}"], cwd=REPO, check=True, capture_output=True)
+    subprocess.run(
+        ["make", "--no-print-directory", "manifests", f"DIST={tmp_path}"], cwd=REPO, check=True, capture_output=True
+    )
     return tmp_path / "install.yaml"
 
 
-def test_the_operator_bundle_applies_on_a_cluster_without_its_namespace(kube_lab: KubeLab, installed_crds, metacontroller,  # noqa: ANN001, ARG001, F811
-                                                                        kube_api, operator_bundle: Path) -> None:  # noqa: ANN001
+def test_the_operator_bundle_applies_on_a_cluster_without_its_namespace(
+    kube_lab: KubeLab,
+    installed_crds,
+    metacontroller,  # noqa: F811 - the imported fixture
+    kube_api,
+    operator_bundle: Path,
+) -> None:
     core = client.CoreV1Api(kube_api)
     assert "slinky" not in {n.metadata.name for n in core.list_namespace().items}
-    cluster_scoped = [d for d in yaml.safe_load_all(operator_bundle.read_text())
-                      if d and d["kind"] in ("ClusterRole", "ClusterRoleBinding", "CompositeController")]
+    cluster_scoped = [
+        d
+        for d in yaml.safe_load_all(operator_bundle.read_text())
+        if d and d["kind"] in ("ClusterRole", "ClusterRoleBinding", "CompositeController")
+    ]
     try:
         first = kubectl(kube_lab, "apply", "-f", str(operator_bundle))
         assert first.returncode == 0, first.stderr

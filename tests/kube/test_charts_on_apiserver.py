@@ -27,8 +27,14 @@ METACONTROLLER = "metacontroller.k8s.io"
 def run_helm(lab: KubeLab, *args: str, values: Obj | None = None) -> str:
     """helm against the lab (no user config, nothing written to the repo); raises on failure."""
     with tempfile.TemporaryDirectory() as home:
-        env = {"PATH": os.environ.get("PATH", ""), "HOME": home, "HELM_CACHE_HOME": home, "HELM_CONFIG_HOME": home,
-               "HELM_DATA_HOME": home, "KUBECONFIG": str(lab.kubeconfig)}
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": home,
+            "HELM_CACHE_HOME": home,
+            "HELM_CONFIG_HOME": home,
+            "HELM_DATA_HOME": home,
+            "KUBECONFIG": str(lab.kubeconfig),
+        }
         extra: list[str] = []
         if values is not None:
             path = Path(home) / "values.yaml"
@@ -41,28 +47,37 @@ def run_helm(lab: KubeLab, *args: str, values: Obj | None = None) -> str:
 
 # --- rendered custom resources ------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
-def test_rendered_custom_resources_are_accepted(installed_crds, kube_api, kube_namespace: str, case: Case) -> None:  # noqa: ANN001, ARG001
+def test_rendered_custom_resources_are_accepted(installed_crds, kube_api, kube_namespace: str, case: Case) -> None:
     """Server-side dry run: the full admission and validation path, nothing stored."""
-    ours = [doc for doc in render(case.chart, case.values, kube_namespace, case.api_versions)
-            if doc["apiVersion"] == f"{GROUP}/{VERSION}"]
+    ours = [
+        doc
+        for doc in render(case.chart, case.values, kube_namespace, case.api_versions)
+        if doc["apiVersion"] == f"{GROUP}/{VERSION}"
+    ]
     for doc in ours:
         create_cr(kube_api, doc, kube_namespace, dry_run=True)
 
 
 # --- helm install / upgrade / uninstall ---------------------------------------------------------------
 
-def secret_data(kube_api, namespace: str, name: str) -> dict[str, str]:  # noqa: ANN001
+
+def secret_data(kube_api, namespace: str, name: str) -> dict[str, str]:
     return client.CoreV1Api(kube_api).read_namespaced_secret(name, namespace).data
 
 
-def listed(kube_api, namespace: str, plural: str) -> list[str]:  # noqa: ANN001
+def listed(kube_api, namespace: str, plural: str) -> list[str]:
     items = client.CustomObjectsApi(kube_api).list_namespaced_custom_object(GROUP, VERSION, namespace, plural)["items"]
     return sorted(item["metadata"]["name"] for item in items)
 
 
-def test_slurm_chart_install_upgrade_uninstall_keeps_its_keys(kube_lab: KubeLab, installed_crds, kube_api,  # noqa: ANN001, ARG001
-                                                               kube_namespace: str) -> None:
+def test_slurm_chart_install_upgrade_uninstall_keeps_its_keys(
+    kube_lab: KubeLab,
+    installed_crds,
+    kube_api,
+    kube_namespace: str,
+) -> None:
     release = ["slurm", str(CHARTS / "slurm"), "-n", kube_namespace]
     run_helm(kube_lab, "install", *release)
     assert listed(kube_api, kube_namespace, "controllers") == ["slurm"]
@@ -78,36 +93,61 @@ def test_slurm_chart_install_upgrade_uninstall_keeps_its_keys(kube_lab: KubeLab,
     assert {name: secret_data(kube_api, kube_namespace, name) for name in keys} == keys, "uninstall must keep the keys"
 
 
-def test_bridge_chart_keeps_its_generated_ca_across_an_upgrade(kube_lab: KubeLab, metacontroller, kube_api,  # noqa: ANN001, ARG001
-                                                              kube_namespace: str) -> None:
+def test_bridge_chart_keeps_its_generated_ca_across_an_upgrade(
+    kube_lab: KubeLab,
+    metacontroller,
+    kube_api,
+    kube_namespace: str,
+) -> None:
     release = ["slurm-bridge", str(CHARTS / "slurm-bridge"), "-n", kube_namespace]
     run_helm(kube_lab, "install", *release)
     tls = secret_data(kube_api, kube_namespace, "slurm-bridge-admission-tls")
     run_helm(kube_lab, "upgrade", *release, values={"schedulerConfig": {"partition": "gpu"}})
     assert secret_data(kube_api, kube_namespace, "slurm-bridge-admission-tls") == tls
     admission = client.AdmissionregistrationV1Api(kube_api)
-    webhooks = [w for c in admission.list_mutating_webhook_configuration().items if c.metadata.name.startswith("slurm-bridge")
-                for w in c.webhooks]
+    webhooks = [
+        w
+        for c in admission.list_mutating_webhook_configuration().items
+        if c.metadata.name.startswith("slurm-bridge")
+        for w in c.webhooks
+    ]
     assert webhooks and all(w.client_config.ca_bundle == tls["ca.crt"] for w in webhooks)
     run_helm(kube_lab, "uninstall", "slurm-bridge", "-n", kube_namespace)
-    assert not [c for c in admission.list_mutating_webhook_configuration().items if c.metadata.name.startswith("slurm-bridge")]
+    assert not [
+        c for c in admission.list_mutating_webhook_configuration().items if c.metadata.name.startswith("slurm-bridge")
+    ]
 
 
 def metacontroller_crds() -> list[Obj]:
     """Stand-ins for Metacontroller's CRDs (not shipped with this project): the kinds are served,
     their content is not checked here (tests/compositecontrollers validates it against our schema)."""
+
     def crd(kind: str, plural: str) -> Obj:
         schema = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
         return {
-            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
             # *.k8s.io groups are protected; Metacontroller's own CRDs carry the same annotation
-            "metadata": {"name": f"{plural}.{METACONTROLLER}",
-                         "annotations": {"api-approved.kubernetes.io": "unapproved, request not yet submitted"}},
-            "spec": {"group": METACONTROLLER, "scope": "Cluster",
-                     "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
-                     "versions": [{"name": "v1alpha1", "served": True, "storage": True,
-                                   "schema": {"openAPIV3Schema": schema}, "subresources": {"status": {}}}]},
+            "metadata": {
+                "name": f"{plural}.{METACONTROLLER}",
+                "annotations": {"api-approved.kubernetes.io": "unapproved, request not yet submitted"},
+            },
+            "spec": {
+                "group": METACONTROLLER,
+                "scope": "Cluster",
+                "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
+                "versions": [
+                    {
+                        "name": "v1alpha1",
+                        "served": True,
+                        "storage": True,
+                        "schema": {"openAPIV3Schema": schema},
+                        "subresources": {"status": {}},
+                    }
+                ],
+            },
         }
+
     return [crd("CompositeController", "compositecontrollers"), crd("DecoratorController", "decoratorcontrollers")]
 
 
@@ -118,12 +158,20 @@ def metacontroller(kube_lab: KubeLab) -> None:
         for crd in metacontroller_crds():
             if not ext.list_custom_resource_definition(field_selector=f"metadata.name={crd['metadata']['name']}").items:
                 ext.create_custom_resource_definition(crd)
-            wait_for(lambda n=crd["metadata"]["name"]: ext.read_custom_resource_definition(n).status.conditions or [],
-                     lambda cs: any(c.type == "Established" and c.status == "True" for c in cs), what="Established")
+            wait_for(
+                lambda n=crd["metadata"]["name"]: ext.read_custom_resource_definition(n).status.conditions or [],
+                lambda cs: any(c.type == "Established" and c.status == "True" for c in cs),
+                what="Established",
+            )
 
 
-def test_operator_chart_install_upgrade_uninstall(kube_lab: KubeLab, installed_crds, metacontroller, kube_api,  # noqa: ANN001, ARG001
-                                                  kube_namespace: str) -> None:
+def test_operator_chart_install_upgrade_uninstall(
+    kube_lab: KubeLab,
+    installed_crds,
+    metacontroller,
+    kube_api,
+    kube_namespace: str,
+) -> None:
     # The CRDs are already installed (by the API, not by a release), so this release does not own them.
     values = {"crds": {"enabled": False}, "hooks": {"auth": {"enabled": True}}}
     release = ["slurm-operator", str(CHARTS / "slurm-operator"), "-n", kube_namespace]
@@ -131,9 +179,13 @@ def test_operator_chart_install_upgrade_uninstall(kube_lab: KubeLab, installed_c
     apps = client.AppsV1Api(kube_api)
     deployments = sorted(d.metadata.name for d in apps.list_namespaced_deployment(kube_namespace).items)
     assert deployments
-    controllers = client.CustomObjectsApi(kube_api).list_cluster_custom_object(METACONTROLLER, "v1alpha1", "compositecontrollers")
+    controllers = client.CustomObjectsApi(kube_api).list_cluster_custom_object(
+        METACONTROLLER, "v1alpha1", "compositecontrollers"
+    )
     assert len(controllers["items"]) == 6
-    tokens = [s for s in client.CoreV1Api(kube_api).list_namespaced_secret(kube_namespace).items if "token" in s.metadata.name]
+    tokens = [
+        s for s in client.CoreV1Api(kube_api).list_namespaced_secret(kube_namespace).items if "token" in s.metadata.name
+    ]
     assert tokens, "hooks.auth.enabled generates a bearer token Secret"
     before = {s.metadata.name: s.data for s in tokens}
 
@@ -143,5 +195,9 @@ def test_operator_chart_install_upgrade_uninstall(kube_lab: KubeLab, installed_c
 
     run_helm(kube_lab, "uninstall", "slurm-operator", "-n", kube_namespace)
     assert apps.list_namespaced_deployment(kube_namespace).items == []
-    assert client.CustomObjectsApi(kube_api).list_cluster_custom_object(
-        METACONTROLLER, "v1alpha1", "compositecontrollers")["items"] == []
+    assert (
+        client.CustomObjectsApi(kube_api).list_cluster_custom_object(
+            METACONTROLLER, "v1alpha1", "compositecontrollers"
+        )["items"]
+        == []
+    )

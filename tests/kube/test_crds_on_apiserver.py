@@ -14,7 +14,8 @@ from tests.crds.test_crds import ACCEPTED, PLURALS, REJECTED, Rejected, all_rule
 from tests.kube.kubeapi import GROUP, VERSION, conditions, create_cr, plural, rejection
 from tests.support.kube import REPO_ROOT, load_yaml_docs
 
-def test_every_crd_is_established_with_its_names_accepted(installed_crds: list[str], kube_api) -> None:  # noqa: ANN001
+
+def test_every_crd_is_established_with_its_names_accepted(installed_crds: list[str], kube_api) -> None:
     assert sorted(installed_crds) == sorted(f"{p}.{GROUP}" for p in PLURALS.values())
     for name in installed_crds:
         found = conditions(kube_api, name)
@@ -22,7 +23,7 @@ def test_every_crd_is_established_with_its_names_accepted(installed_crds: list[s
         assert found.get("NonStructuralSchema") is None, (name, found)
 
 
-def test_crds_are_served_in_discovery(installed_crds: list[str], kube_api) -> None:  # noqa: ANN001, ARG001
+def test_crds_are_served_in_discovery(installed_crds: list[str], kube_api) -> None:
     resources = client.CustomObjectsApi(kube_api).get_api_resources(GROUP, VERSION)
     served = {r.name for r in resources.resources}
     assert {f"{p}/status" for p in PLURALS.values()} <= served
@@ -40,13 +41,17 @@ def in_namespace(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
     example_docs(),
     ids=[f"{name}:{doc['kind']}/{doc['metadata']['name']}" for name, doc in example_docs()],
 )
-def test_example_is_accepted(installed_crds, kube_api, kube_namespace: str, filename: str, doc: dict) -> None:  # noqa: ANN001, ARG001
+def test_example_is_accepted(installed_crds, kube_api, kube_namespace: str, filename: str, doc: dict) -> None:
     obj = in_namespace(doc, kube_namespace)
     if obj["apiVersion"] == f"{GROUP}/{VERSION}":
         created = create_cr(kube_api, obj, kube_namespace)
         assert created["metadata"]["generation"] == 1
-        assert created["spec"] == client.CustomObjectsApi(kube_api).get_namespaced_custom_object(
-            GROUP, VERSION, kube_namespace, plural(obj["kind"]), obj["metadata"]["name"])["spec"]
+        assert (
+            created["spec"]
+            == client.CustomObjectsApi(kube_api).get_namespaced_custom_object(
+                GROUP, VERSION, kube_namespace, plural(obj["kind"]), obj["metadata"]["name"]
+            )["spec"]
+        )
     else:
         client.CoreV1Api(kube_api).create_namespaced_secret(kube_namespace, obj, field_validation="Strict")
 
@@ -86,8 +91,10 @@ def example_without_status(obj: dict) -> dict:
 PRUNED_BY_THE_SERVER = {"null in non-nullable field"}
 
 
-@pytest.mark.parametrize("case", [c for c in REJECTED if c.name not in PRUNED_BY_THE_SERVER], ids=lambda case: case.name)
-def test_rejected_by_the_server(installed_crds, kube_api, kube_namespace: str, case: Rejected) -> None:  # noqa: ANN001, ARG001
+@pytest.mark.parametrize(
+    "case", [c for c in REJECTED if c.name not in PRUNED_BY_THE_SERVER], ids=lambda case: case.name
+)
+def test_rejected_by_the_server(installed_crds, kube_api, kube_namespace: str, case: Rejected) -> None:
     base = in_namespace(example(case.kind), kube_namespace)
     old = changed(base, case.old) if case.old is not None else None
     new = changed(base, case.changes)
@@ -100,15 +107,24 @@ def test_rejected_by_the_server(installed_crds, kube_api, kube_namespace: str, c
         assert message in text, f"the server's error lacks the CEL message {message!r}:\n{text}"
 
 
-def test_null_in_a_non_nullable_field_is_pruned_and_defaulted(installed_crds, kube_api, kube_namespace: str) -> None:  # noqa: ANN001, ARG001
+def test_null_in_a_non_nullable_field_is_pruned_and_defaulted(installed_crds, kube_api, kube_namespace: str) -> None:
     (case,) = [c for c in REJECTED if c.name in PRUNED_BY_THE_SERVER]
-    created = create_cr(kube_api, changed(in_namespace(example(case.kind), kube_namespace), case.changes), kube_namespace)
+    created = create_cr(
+        kube_api, changed(in_namespace(example(case.kind), kube_namespace), case.changes), kube_namespace
+    )
     assert created["spec"]["replicas"] == 1
 
 
 @pytest.mark.parametrize(("name", "kind", "changes", "old"), ACCEPTED, ids=[case[0] for case in ACCEPTED])
-def test_accepted_by_the_server(installed_crds, kube_api, kube_namespace: str, name: str, kind: str,  # noqa: ANN001, ARG001
-                                changes: dict, old: dict | None) -> None:
+def test_accepted_by_the_server(
+    installed_crds,
+    kube_api,
+    kube_namespace: str,
+    name: str,
+    kind: str,
+    changes: dict,
+    old: dict | None,
+) -> None:
     base = in_namespace(example(kind), kube_namespace)
     previous = changed(base, old) if old is not None else None
     new = changed(base, {**(old or {}), **changes}) if old is not None else changed(base, changes)
@@ -116,6 +132,7 @@ def test_accepted_by_the_server(installed_crds, kube_api, kube_namespace: str, n
 
 
 # --- CRDs the server must refuse --------------------------------------------------------------------
+
 
 def broken_crd(schema_change: dict[str, Any]) -> dict[str, Any]:
     """A copy of the NodeSet CRD under another group, with one change to its schema."""
@@ -141,7 +158,7 @@ def load_crd(plural_name: str) -> list[dict[str, Any]]:
     ],
     ids=["cel-syntax", "cel-unknown-field", "no-type", "default-of-wrong-type"],
 )
-def test_broken_crd_is_refused(kube_api, change: dict, expected: str) -> None:  # noqa: ANN001
+def test_broken_crd_is_refused(kube_api, change: dict, expected: str) -> None:
     crd = broken_crd(change)
     status, text = rejection(lambda: client.ApiextensionsV1Api(kube_api).create_custom_resource_definition(crd))
     assert status == 422, text

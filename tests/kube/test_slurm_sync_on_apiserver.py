@@ -35,11 +35,11 @@ def read(core: client.CoreV1Api, namespace: str, name: str) -> Obj:
 
 
 @pytest.fixture
-def core(kube_api) -> client.CoreV1Api:  # noqa: ANN001
+def core(kube_api) -> client.CoreV1Api:
     return client.CoreV1Api(kube_api)
 
 
-def test_pod_patch_is_a_strategic_merge(kube_api, core, kube_namespace: str) -> None:  # noqa: ANN001
+def test_pod_patch_is_a_strategic_merge(kube_api, core, kube_namespace: str) -> None:
     core.create_namespaced_pod(kube_namespace, pod_body("p", labels={"keep": "1"}, annotations={"a": "1"}))
     Kube(kube_api).patch_pod(kube_namespace, "p", {"metadata": {"annotations": {"b": "2"}}})
     pod = read(core, kube_namespace, "p")
@@ -48,7 +48,9 @@ def test_pod_patch_is_a_strategic_merge(kube_api, core, kube_namespace: str) -> 
     assert pod["metadata"]["generation"] == 1, "a metadata patch is not a spec change"
 
 
-def test_pod_status_patch_merges_conditions_by_type_and_touches_nothing_else(kube_api, core, kube_namespace: str) -> None:  # noqa: ANN001
+def test_pod_status_patch_merges_conditions_by_type_and_touches_nothing_else(
+    kube_api, core, kube_namespace: str
+) -> None:
     core.create_namespaced_pod(kube_namespace, pod_body("p", labels={"keep": "1"}))
     kube = Kube(kube_api)
     ready = {"type": "Ready", "status": "True"}
@@ -56,13 +58,16 @@ def test_pod_status_patch_merges_conditions_by_type_and_touches_nothing_else(kub
     idle = {"type": "SlurmNodeStateIdle", "status": "True", "reason": "", "message": ""}
     kube.patch_pod_status(kube_namespace, "p", {"status": {"conditions": [idle]}, "spec": {"nodeName": "sneaky"}})
     pod = read(core, kube_namespace, "p")
-    assert {c["type"]: c["status"] for c in pod["status"]["conditions"]} == {"Ready": "True", "SlurmNodeStateIdle": "True"}
+    assert {c["type"]: c["status"] for c in pod["status"]["conditions"]} == {
+        "Ready": "True",
+        "SlurmNodeStateIdle": "True",
+    }
     assert "nodeName" not in pod["spec"], "a status write must not change the spec"
     kube.patch_pod(kube_namespace, "p", {"status": {"phase": "Failed"}})
     assert read(core, kube_namespace, "p")["status"]["phase"] == "Pending", "the main resource ignores status"
 
 
-def test_label_selector_lists_only_matching_pods(kube_api, core, kube_namespace: str) -> None:  # noqa: ANN001
+def test_label_selector_lists_only_matching_pods(kube_api, core, kube_namespace: str) -> None:
     core.create_namespaced_pod(kube_namespace, pod_body("a", labels={"app": "slurmd", "set": "x"}))
     core.create_namespaced_pod(kube_namespace, pod_body("b", labels={"app": "slurmd", "set": "y"}))
     core.create_namespaced_pod(kube_namespace, pod_body("c", labels={"app": "other"}))
@@ -70,7 +75,7 @@ def test_label_selector_lists_only_matching_pods(kube_api, core, kube_namespace:
     assert [p["metadata"]["name"] for p in listed] == ["b"]
 
 
-def test_secret_key_from_string_data(kube_api, core, kube_namespace: str) -> None:  # noqa: ANN001
+def test_secret_key_from_string_data(kube_api, core, kube_namespace: str) -> None:
     core.create_namespaced_secret(kube_namespace, {"metadata": {"name": "jwt"}, "stringData": {"jwt.key": "s3cret"}})
     value = Kube(kube_api).read_secret_key(kube_namespace, "jwt", "jwt.key")
     assert value.data == b"s3cret"
@@ -81,17 +86,20 @@ def test_secret_key_from_string_data(kube_api, core, kube_namespace: str) -> Non
         Kube(kube_api).read_secret_key(kube_namespace, "jwt", "missing")
 
 
-def test_nodeset_annotation_is_a_merge_patch(kube_api, installed_crds, kube_namespace: str) -> None:  # noqa: ANN001, ARG001
+def test_nodeset_annotation_is_a_merge_patch(kube_api, installed_crds, kube_namespace: str) -> None:
     nodeset = example("NodeSet")
     nodeset["metadata"] = {"name": "gpu", "namespace": kube_namespace, "annotations": {"mine": "1"}}
     create_cr(kube_api, nodeset, kube_namespace)
     Kube(kube_api).annotate_nodeset(kube_namespace, "gpu", names.ANNOTATION_SLURM_OBSERVED, "x")
-    got = client.CustomObjectsApi(kube_api).get_namespaced_custom_object(GROUP, VERSION, kube_namespace, "nodesets", "gpu")
+    got = client.CustomObjectsApi(kube_api).get_namespaced_custom_object(
+        GROUP, VERSION, kube_namespace, "nodesets", "gpu"
+    )
     assert got["metadata"]["annotations"] == {"mine": "1", names.ANNOTATION_SLURM_OBSERVED: "x"}
     assert got["metadata"]["generation"] == 1
 
 
 # --- PVC ownerReference removal, and the garbage collector ---------------------------------------------
+
 
 def owner(core: client.CoreV1Api, namespace: str, name: str) -> Obj:
     cm = core.create_namespaced_config_map(namespace, {"metadata": {"name": name}})
@@ -107,7 +115,7 @@ def claim(core: client.CoreV1Api, namespace: str, name: str, owners: list[Obj]) 
     return client.ApiClient().sanitize_for_serialization(created)
 
 
-def test_release_patch_removes_only_our_reference(kube_api, core, kube_namespace: str) -> None:  # noqa: ANN001
+def test_release_patch_removes_only_our_reference(kube_api, core, kube_namespace: str) -> None:
     ours, other = owner(core, kube_namespace, "nodeset"), owner(core, kube_namespace, "other")
     pvc = claim(core, kube_namespace, "data", [ours, other])
     Kube(kube_api).patch_pvc(kube_namespace, "data", claim_release_patch(pvc, ours["uid"]))
@@ -115,10 +123,12 @@ def test_release_patch_removes_only_our_reference(kube_api, core, kube_namespace
     assert [r.uid for r in refs] == [other["uid"]]
 
 
-def test_release_patch_computed_from_a_stale_read_is_refused(kube_api, core, kube_namespace: str) -> None:  # noqa: ANN001
+def test_release_patch_computed_from_a_stale_read_is_refused(kube_api, core, kube_namespace: str) -> None:
     ours, other = owner(core, kube_namespace, "nodeset"), owner(core, kube_namespace, "other")
     stale = claim(core, kube_namespace, "data", [ours])
-    core.patch_namespaced_persistent_volume_claim("data", kube_namespace, {"metadata": {"ownerReferences": [ours, other]}})
+    core.patch_namespaced_persistent_volume_claim(
+        "data", kube_namespace, {"metadata": {"ownerReferences": [ours, other]}}
+    )
     with pytest.raises(ApiException) as refused:
         Kube(kube_api).patch_pvc(kube_namespace, "data", claim_release_patch(stale, ours["uid"]))
     assert refused.value.status == 422  # the JSON patch's "test" failed: nothing was written
@@ -126,19 +136,23 @@ def test_release_patch_computed_from_a_stale_read_is_refused(kube_api, core, kub
     assert {r.uid for r in refs} == {ours["uid"], other["uid"]}
 
 
-def test_released_claim_outlives_its_owner_and_an_owned_one_does_not(kube_api, core, kube_namespace: str) -> None:  # noqa: ANN001
+def test_released_claim_outlives_its_owner_and_an_owned_one_does_not(kube_api, core, kube_namespace: str) -> None:
     ours = owner(core, kube_namespace, "nodeset")
     released = claim(core, kube_namespace, "kept", [ours])
     claim(core, kube_namespace, "owned", [ours])
     Kube(kube_api).patch_pvc(kube_namespace, "kept", claim_release_patch(released, ours["uid"]))
     core.delete_namespaced_config_map("nodeset", kube_namespace)
-    wait_for(lambda: [c.metadata.name for c in core.list_namespaced_persistent_volume_claim(kube_namespace).items],
-             lambda left: left == ["kept"], what="the garbage collector to delete only the owned claim")
+    wait_for(
+        lambda: [c.metadata.name for c in core.list_namespaced_persistent_volume_claim(kube_namespace).items],
+        lambda left: left == ["kept"],
+        what="the garbage collector to delete only the owned claim",
+    )
 
 
 # --- the bridge: binding and resourceVersion preconditions ---------------------------------------------
 
-def test_bind_sets_the_node_once_and_a_second_bind_conflicts(kube_api, core, kube_namespace: str) -> None:  # noqa: ANN001
+
+def test_bind_sets_the_node_once_and_a_second_bind_conflicts(kube_api, core, kube_namespace: str) -> None:
     core.create_namespaced_pod(kube_namespace, pod_body("job"))
     bridge = BridgeKube(Kube(kube_api))
     pod = read_pod(read(core, kube_namespace, "job"))
@@ -161,16 +175,21 @@ def recreated_pod(core: client.CoreV1Api, namespace: str, name: str) -> BridgePo
     return old
 
 
-def test_binding_for_a_recreated_pod_is_refused(kube_api, core, kube_namespace: str) -> None:  # noqa: ANN001, ARG001
+def test_binding_for_a_recreated_pod_is_refused(kube_api, core, kube_namespace: str) -> None:
     old = recreated_pod(core, kube_namespace, "job")
     with pytest.raises(ApiException) as refused:
-        core.create_namespaced_pod_binding("job", kube_namespace, binding_body(old, "n1"), _preload_content=False,
-                                           _headers={"Content-Type": "application/json"})
+        core.create_namespaced_pod_binding(
+            "job",
+            kube_namespace,
+            binding_body(old, "n1"),
+            _preload_content=False,
+            _headers={"Content-Type": "application/json"},
+        )
     assert refused.value.status == 409
     assert "nodeName" not in read(core, kube_namespace, "job")["spec"]
 
 
-def test_label_patch_from_a_stale_read_conflicts(kube_api, core, kube_namespace: str) -> None:  # noqa: ANN001
+def test_label_patch_from_a_stale_read_conflicts(kube_api, core, kube_namespace: str) -> None:
     core.create_namespaced_pod(kube_namespace, pod_body("job"))
     stale = read_pod(read(core, kube_namespace, "job"))
     core.patch_namespaced_pod("job", kube_namespace, {"metadata": {"finalizers": ["someone.else/keep"]}})
@@ -179,10 +198,12 @@ def test_label_patch_from_a_stale_read_conflicts(kube_api, core, kube_namespace:
     assert conflict.value.status == 409
     pod = read(core, kube_namespace, "job")
     assert pod["metadata"]["finalizers"] == ["someone.else/keep"]
-    core.patch_namespaced_pod("job", kube_namespace, {"metadata": {"$deleteFromPrimitiveList/finalizers": ["someone.else/keep"]}})
+    core.patch_namespaced_pod(
+        "job", kube_namespace, {"metadata": {"$deleteFromPrimitiveList/finalizers": ["someone.else/keep"]}}
+    )
 
 
-def test_delete_with_a_stale_uid_is_refused(kube_api, core, kube_namespace: str) -> None:  # noqa: ANN001
+def test_delete_with_a_stale_uid_is_refused(kube_api, core, kube_namespace: str) -> None:
     old = recreated_pod(core, kube_namespace, "job")
     with pytest.raises(ApiException) as refused:
         BridgeKube(Kube(kube_api)).delete_pod(old)

@@ -74,7 +74,9 @@ class SecondCluster:
         return result.stdout + result.stderr
 
     def logs(self) -> str:
-        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in sorted((self.host / "log").iterdir()))
+        return "\n".join(
+            f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in sorted((self.host / "log").iterdir())
+        )
 
     def stop(self) -> None:
         for proc in reversed(self.daemons):
@@ -116,7 +118,7 @@ def for_loopback(conf: str, cluster: SecondCluster) -> str:
     }
     lines = []
     for line in conf.splitlines():
-        key, sep, value = line.partition("=")
+        key, sep, _old = line.partition("=")
         if sep and key in values:
             line = f"{key}={values[key]}"
         elif key == "AuthAltParameters":
@@ -183,12 +185,19 @@ def boot_with_nodeset(cluster: SecondCluster, nodeset: dict, site_files: dict | 
         (cluster.host / "etc" / name).write_text(text)
 
     cluster.start("slurmctld", "slurmctld", "-D", "-f", cluster.conf)
-    wait_for(lambda: cluster.run("scontrol", "ping"), lambda out: "is UP" in out, timeout=30, what=f"slurmctld up\n{cluster.logs()}")
+    wait_for(
+        lambda: cluster.run("scontrol", "ping"),
+        lambda out: "is UP" in out,
+        timeout=30,
+        what=f"slurmctld up\n{cluster.logs()}",
+    )
 
     pod = nodeset_pod(nodeset)
     # SLURM_CONF only tells slurmd where slurm.key is (the pod mounts it at /etc/slurm); the
     # config itself comes from slurmctld (configless). The pod's topology annotation is unset.
-    cluster.start("slurmd", "env", f"SLURM_CONF={cluster.conf}", "SLINKY_TOPOLOGY=", "sh", "-c", slurmd_command(pod, cluster))
+    cluster.start(
+        "slurmd", "env", f"SLURM_CONF={cluster.conf}", "SLINKY_TOPOLOGY=", "sh", "-c", slurmd_command(pod, cluster)
+    )
     host = pod["spec"]["hostname"]
     partition = nodeset["metadata"]["name"]
     wait_for(
@@ -202,8 +211,15 @@ def boot_with_nodeset(cluster: SecondCluster, nodeset: dict, site_files: dict | 
 
 def test_rendered_slurm_conf_boots_slurmctld_and_a_nodeset_slurmd_joins_its_partition(second_cluster: SecondCluster):
     cluster = second_cluster
-    nodeset = cr("NodeSet", "gpu", {"controllerRef": {"name": "slurm"}, "replicas": 1,
-                                    "partition": {"enabled": True, "config": "MaxTime=UNLIMITED State=UP"}})  # fmt: skip
+    nodeset = cr(
+        "NodeSet",
+        "gpu",
+        {
+            "controllerRef": {"name": "slurm"},
+            "replicas": 1,
+            "partition": {"enabled": True, "config": "MaxTime=UNLIMITED State=UP"},
+        },
+    )
     rendered, host = boot_with_nodeset(cluster, nodeset)
     assert "NodeSet=gpu Feature=gpu\nPartitionName=gpu Nodes=gpu MaxTime=UNLIMITED State=UP\n" in rendered
     node = cluster.run("scontrol", "show", "node", host)
@@ -234,8 +250,14 @@ def test_a_nodeset_whose_slurmd_has_gpus_registers_them_as_gres_and_runs_a_gpu_j
 
 
 def mint(key: bytes, username: str = "root") -> str:
-    parent = cr("Token", "rest", {"jwtKeyRef": {"name": "jwt", "key": "jwt.key"}, "username": username, "lifetime": "15m"})
-    resp = create_app().test_client().post("/token/sync", json=request(parent, rel=related(secret("jwt", {"jwt.key": key}))))
+    parent = cr(
+        "Token", "rest", {"jwtKeyRef": {"name": "jwt", "key": "jwt.key"}, "username": username, "lifetime": "15m"}
+    )
+    resp = (
+        create_app()
+        .test_client()
+        .post("/token/sync", json=request(parent, rel=related(secret("jwt", {"jwt.key": key}))))
+    )
     assert resp.status_code == 200, resp.get_json()
     (child,) = resp.get_json()["children"]
     return base64.b64decode(child["data"]["SLURM_JWT"]).decode()

@@ -20,7 +20,9 @@ JSON = dict[str, Any]
 BNS = "slurm-bridge"
 SCHED = names.BRIDGE_SCHEDULER_NAME
 DELETED_AT = "2026-01-02T03:04:05Z"
-_POD_GROUP = re.compile(r"^/apis/scheduling\.k8s\.io/v1alpha2/namespaces/(?P<ns>[^/]+)/podgroups/(?P<name>[^/]+)(?P<sub>/status)?$")
+_POD_GROUP = re.compile(
+    r"^/apis/scheduling\.k8s\.io/v1alpha2/namespaces/(?P<ns>[^/]+)/podgroups/(?P<name>[^/]+)(?P<sub>/status)?$"
+)
 _SUB = re.compile(r"^/api/v1/(?:namespaces/(?P<ns>[^/]+)/)?(?P<kind>pods|nodes)/(?P<name>[^/]+)(?:/(?P<sub>binding))?$")
 
 
@@ -48,7 +50,7 @@ class BridgeFake(FakeKube):
                 return _json({"kind": "Status", "code": 409, "reason": "Conflict"}, 409)
             obj["spec"]["nodeName"] = body["target"]["name"]
         elif request.method == "DELETE":
-            uid = ((body.get("preconditions") or {}).get("uid"))
+            uid = (body.get("preconditions") or {}).get("uid")
             if uid and uid != meta.get("uid"):
                 return _json({"kind": "Status", "code": 409, "reason": "Conflict"}, 409)
             if meta.get("finalizers"):
@@ -108,10 +110,20 @@ def job_body(pods: list[str], **extra: Any) -> JSON:
             **extra}  # fmt: skip
 
 
-def bridge_pod(name: str, group: str | None = None, body: JSON | None = None, *, ns: str = BNS, job_id: int | None = None,
-               node_name: str | None = None, phase: str = "Pending", uid: str | None = None,
-               annotations: dict[str, str] | None = None, finalizers: list[str] | None = None,
-               pod_group: str | None = None) -> JSON:
+def bridge_pod(
+    name: str,
+    group: str | None = None,
+    body: JSON | None = None,
+    *,
+    ns: str = BNS,
+    job_id: int | None = None,
+    node_name: str | None = None,
+    phase: str = "Pending",
+    uid: str | None = None,
+    annotations: dict[str, str] | None = None,
+    finalizers: list[str] | None = None,
+    pod_group: str | None = None,
+) -> JSON:
     """A managed pod; ``body`` published as its placeholder job for ``group``."""
     ann = dict(annotations or {})
     if body is not None:
@@ -120,8 +132,14 @@ def bridge_pod(name: str, group: str | None = None, body: JSON | None = None, *,
     labels = {names.LABEL_BRIDGE_MANAGED: "true"}
     if job_id is not None:
         labels[names.LABEL_SLURM_JOB_ID] = str(job_id)
-    meta: JSON = {"name": name, "namespace": ns, "uid": uid or f"uid-{name}", "resourceVersion": "5", "labels": labels,
-                  "annotations": ann}
+    meta: JSON = {
+        "name": name,
+        "namespace": ns,
+        "uid": uid or f"uid-{name}",
+        "resourceVersion": "5",
+        "labels": labels,
+        "annotations": ann,
+    }
     if finalizers is not None:
         meta["finalizers"] = finalizers
     spec: JSON = {"schedulerName": SCHED, "containers": [{"name": "c", "image": "busybox"}]}
@@ -144,8 +162,16 @@ def single(name: str, ns: str = BNS, **kw: Any) -> JSON:
     return bridge_pod(name, None, job_body([f"{ns}/{name}"]), ns=ns, **kw)
 
 
-def kube_node(name: str, *, slurm_name: str | None = None, taint: bool = False, drain: str | None = None,
-              taints: list[JSON] | None = None, registration: JSON | None = None, registered: str | None = None) -> JSON:
+def kube_node(
+    name: str,
+    *,
+    slurm_name: str | None = None,
+    taint: bool = False,
+    drain: str | None = None,
+    taints: list[JSON] | None = None,
+    registration: JSON | None = None,
+    registered: str | None = None,
+) -> JSON:
     labels = {names.LABEL_BRIDGE_WORKER: "worker"}
     if slurm_name:
         labels[names.LABEL_SLURM_NODE_NAME] = slurm_name

@@ -17,7 +17,9 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 JSON = dict[str, Any]
-_PATH = re.compile(r"^/(?:api/v1|apis/slinky\.slurm\.net/v1beta1|apis/events\.k8s\.io/v1)(?:/namespaces/(?P<ns>[^/]+))?/(?P<kind>[a-z]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>status))?$")
+_PATH = re.compile(
+    r"^/(?:api/v1|apis/slinky\.slurm\.net/v1beta1|apis/events\.k8s\.io/v1)(?:/namespaces/(?P<ns>[^/]+))?/(?P<kind>[a-z]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>status))?$"
+)
 
 
 @dataclass
@@ -64,7 +66,9 @@ class FakeKube:
             return _json({"kind": "Status", "code": 404, "reason": "NotFound"}, 404)
         if request.method == "GET":
             return _json(obj)
-        if request.method == "PATCH" and request.headers.get("Content-Type", "").startswith("application/json-patch+json"):
+        if request.method == "PATCH" and request.headers.get("Content-Type", "").startswith(
+            "application/json-patch+json"
+        ):
             ops = json.loads(request.get_data())
             self.writes.append(("PATCH", request.path, request.headers.get("Content-Type", ""), ops))
             if not _json_patch(obj, ops):

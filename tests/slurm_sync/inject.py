@@ -57,10 +57,14 @@ def rename_cluster(name: str) -> Rule:
             return response
         if isinstance(body, dict) and isinstance(body.get("meta"), dict):
             body["meta"].setdefault("slurm", {})["cluster"] = name
-        return httpx.Response(response.status_code, content=orjson.dumps(body), headers={"Content-Type": "application/json"})
+        return httpx.Response(
+            response.status_code, content=orjson.dumps(body), headers={"Content-Type": "application/json"}
+        )
 
     return rule
 
 
 def slurm_meta(cluster: str) -> dict:
-    return {"slurm": {"version": {"major": "26", "minor": "05", "micro": "5"}, "release": "26.05.5", "cluster": cluster}}
+    return {
+        "slurm": {"version": {"major": "26", "minor": "05", "micro": "5"}, "release": "26.05.5", "cluster": cluster}
+    }

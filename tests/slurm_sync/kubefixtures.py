@@ -13,9 +13,8 @@ from kubernetes import client
 from hooks import names, slurmstate
 from slurm_sync.events import Events, ObjectRef
 from slurm_sync.slurm.client import Snapshot
-from slurm_sync.slurm.types import Job, Listing
 from slurm_sync.slurm.errors import SlurmError, SlurmNotFound
-from slurm_sync.slurm.types import Node, NodeUpdate, PingResult, SlurmVersion, ControllerPing, parse_node
+from slurm_sync.slurm.types import ControllerPing, Job, Listing, Node, NodeUpdate, PingResult, SlurmVersion, parse_node
 
 NS = "slurm"
 CLUSTER = "slurm"
@@ -48,7 +47,9 @@ def pod(
 ) -> dict[str, Any]:
     """A NodeSet worker pod; ``states`` become the SlurmNodeState* conditions slurm_sync wrote."""
     conditions = [{"type": "Ready", "status": "True"}]
-    conditions += [dict(c, lastTransitionTime="2026-01-01T00:00:00Z") for c in slurmstate.node_conditions(states, reason)]
+    conditions += [
+        dict(c, lastTransitionTime="2026-01-01T00:00:00Z") for c in slurmstate.node_conditions(states, reason)
+    ]
     meta: dict[str, Any] = {
         "name": name,
         "namespace": NS,
@@ -59,7 +60,15 @@ def pod(
             **(labels or {}),
         },
         "annotations": dict(annotations or {}),
-        "ownerReferences": [{"apiVersion": names.API_VERSION, "kind": "NodeSet", "name": NODESET, "uid": NODESET_UID, "controller": True}],
+        "ownerReferences": [
+            {
+                "apiVersion": names.API_VERSION,
+                "kind": "NodeSet",
+                "name": NODESET,
+                "uid": NODESET_UID,
+                "controller": True,
+            }
+        ],
     }
     if terminating:
         meta["deletionTimestamp"] = "2026-01-02T00:00:00Z"
@@ -111,9 +120,7 @@ def controller_pod(name: str, active: bool = False) -> dict[str, Any]:
 
 def ping(*hosts: tuple[str, bool, bool]) -> PingResult:
     """(hostname, responding, primary) per slurmctld."""
-    return PingResult(
-        tuple(ControllerPing(h, r, p, 100, None) for h, r, p in hosts), SlurmVersion(26, 5, 5)
-    )
+    return PingResult(tuple(ControllerPing(h, r, p, 100, None) for h, r, p in hosts), SlurmVersion(26, 5, 5))
 
 
 @dataclass
@@ -133,8 +140,11 @@ class FakeSlurm:
     def node_watch(self) -> FakeSlurm:
         return self
 
-    def poll(self, guard: Callable[[Mapping[str, Node], Mapping[str, Node]], None] | None = None) -> Snapshot[str, Node]:
-        """The listing (``nodes`` minus ``unlisted``); ``guard`` sees it against the previous one, as ListingWatch does."""
+    def poll(
+        self, guard: Callable[[Mapping[str, Node], Mapping[str, Node]], None] | None = None
+    ) -> Snapshot[str, Node]:
+        """The listing (``nodes`` minus ``unlisted``);
+        ``guard`` sees it against the previous one, as ListingWatch does."""
         if self.fail:
             raise self.fail
         listed = {k: v for k, v in self.nodes.items() if k not in self.unlisted}
@@ -177,7 +187,9 @@ class FakeSlurm:
 
     def update_job(self, job_id: int, changes: Mapping[str, Any]) -> None:
         self.job_writes.append(("update", job_id, dict(changes)))
-        self.jobs[job_id] = replace(self.jobs[job_id], **{k: v for k, v in changes.items() if k in ("comment", "partition")})
+        self.jobs[job_id] = replace(
+            self.jobs[job_id], **{k: v for k, v in changes.items() if k in ("comment", "partition")}
+        )
 
     def cancel_job(self, job_id: int) -> None:
         self.job_writes.append(("cancel", job_id, {}))
@@ -212,7 +224,14 @@ class RecordedEvents(Events):
         return True
 
 
-NODESET_OWNER = {"apiVersion": names.API_VERSION, "kind": "NodeSet", "name": NODESET, "uid": NODESET_UID, "controller": True, "blockOwnerDeletion": True}
+NODESET_OWNER = {
+    "apiVersion": names.API_VERSION,
+    "kind": "NodeSet",
+    "name": NODESET,
+    "uid": NODESET_UID,
+    "controller": True,
+    "blockOwnerDeletion": True,
+}
 
 
 def pvc(name: str, *owners: dict[str, Any]) -> dict[str, Any]:
@@ -225,7 +244,12 @@ def pvc(name: str, *owners: dict[str, Any]) -> dict[str, Any]:
     }
     if owners:
         meta["ownerReferences"] = [dict(o) for o in owners]
-    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": {"accessModes": ["ReadWriteOnce"]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": meta,
+        "spec": {"accessModes": ["ReadWriteOnce"]},
+    }
 
 
 def refused_url() -> str:

@@ -11,8 +11,8 @@ import pytest
 from pytest_httpserver import HTTPServer
 
 from slurm_sync import __main__ as cli
-from slurm_sync.bridge.loop import BridgeLoop, token_file
 from slurm_sync.bridge.kube import BridgeKube
+from slurm_sync.bridge.loop import BridgeLoop, token_file
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
 from slurm_sync.service import Config, Service
@@ -35,7 +35,7 @@ def client(httpserver: HTTPServer) -> Iterator[SlurmClient]:
 def test_create_node_posts_the_node_conf_once(httpserver: HTTPServer, client: SlurmClient) -> None:
     httpserver.expect_request(f"{V}/new/node/", method="POST").respond_with_json({"errors": []})
     client.create_node(CONF)
-    (request, _), = [e for e in httpserver.log if e[0].path == f"{V}/new/node/"]
+    ((request, _),) = [e for e in httpserver.log if e[0].path == f"{V}/new/node/"]
     assert orjson.loads(request.get_data()) == {"node_conf": CONF}
     assert request.headers["Content-Type"] == "application/json"
 
@@ -49,7 +49,9 @@ def test_create_node_refused_is_rejected_and_not_retried(httpserver: HTTPServer,
 
 
 def test_partition_names(httpserver: HTTPServer, client: SlurmClient) -> None:
-    httpserver.expect_request(f"{V}/partitions/").respond_with_json({"partitions": [{"name": "debug"}, {"name": "gpu"}]})
+    httpserver.expect_request(f"{V}/partitions/").respond_with_json(
+        {"partitions": [{"name": "debug"}, {"name": "gpu"}]}
+    )
     assert client.partition_names() == frozenset({"debug", "gpu"})
 
 
@@ -70,8 +72,12 @@ def test_token_file_is_read_on_every_call_and_trimmed(tmp_path: Path) -> None:
 
 def test_mode_flags_default_to_the_operator(monkeypatch: pytest.MonkeyPatch) -> None:
     args = cli.parse_args([])
-    assert (args.mode, args.managed_namespaces, args.scheduler_name, args.job_list_interval) == \
-        ("operator", "slurm-bridge", "slurm-bridge-scheduler", 30.0)
+    assert (args.mode, args.managed_namespaces, args.scheduler_name, args.job_list_interval) == (
+        "operator",
+        "slurm-bridge",
+        "slurm-bridge-scheduler",
+        30.0,
+    )
     monkeypatch.setenv("SLURM_SYNC_MODE", "bridge")
     monkeypatch.setenv("SLURM_SYNC_MANAGED_NAMESPACES", "a,b")
     args = cli.parse_args(["--slurm-url", "http://x:6820", "--token-file", "/t"])
@@ -93,7 +99,11 @@ def test_bridge_mode_service_runs_only_the_bridge_and_reports_it(httpserver: HTT
     try:
         assert not service.run_pass()
         ready, why = service.health.ready()
-        assert not ready and why.startswith("no successful pass yet; failing: bridge: list jobs: ") and "Connection refused" in why
+        assert (
+            not ready
+            and why.startswith("no successful pass yet; failing: bridge: list jobs: ")
+            and "Connection refused" in why
+        )
         assert not any("controllers" in e[0].path for e in httpserver.log)  # no operator discovery
     finally:
         service.close()

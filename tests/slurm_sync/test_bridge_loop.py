@@ -17,8 +17,8 @@ from pytest_httpserver import HTTPServer
 
 from hooks import names
 from hooks.bridge import workload
-from slurm_sync.bridge.loop import BridgeLoop
 from slurm_sync.bridge.kube import BridgeKube
+from slurm_sync.bridge.loop import BridgeLoop
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
 from slurm_sync.service import Config, Service, health_server
@@ -46,7 +46,9 @@ class StubSlurm:
     """What the bridge loop calls; ``down`` makes every call fail as an unreachable slurmrestd."""
 
     jobs: dict[int, Job] = field(default_factory=dict)
-    nodes: dict[str, Node] = field(default_factory=lambda: {n: parse_node({"name": n, "state": ["IDLE"]}) for n in ("n1", "n2")})
+    nodes: dict[str, Node] = field(
+        default_factory=lambda: {n: parse_node({"name": n, "state": ["IDLE"]}) for n in ("n1", "n2")}
+    )
     refuse: SlurmError | None = None
     down: bool = False
     submitted: list[dict[str, Any]] = field(default_factory=list)
@@ -96,8 +98,13 @@ class Rig:
     metrics: Metrics = field(default_factory=Metrics)
 
     def loop(self) -> BridgeLoop:
-        return BridgeLoop(self.slurm, BridgeKube(Kube(api_client(self.url))), self.metrics, [BNS],  # type: ignore[arg-type]
-                          now=lambda: NOW)
+        return BridgeLoop(
+            self.slurm,
+            BridgeKube(Kube(api_client(self.url))),
+            self.metrics,
+            [BNS],  # type: ignore[arg-type]
+            now=lambda: NOW,
+        )
 
     def user_errors(self, kind: str) -> float:
         return self.metrics.registry.get_sample_value("slurm_sync_bridge_user_errors_total", {"kind": kind}) or 0.0
@@ -122,7 +129,13 @@ def test_pod_group_api_is_the_one_the_pod_hook_reads() -> None:
 
 
 def test_vector_18_pod_group_gets_scheduled_once_every_pod_is_bound(rig: Rig) -> None:
-    other = {"type": "Other", "status": "True", "reason": "R", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    other = {
+        "type": "Other",
+        "status": "True",
+        "reason": "R",
+        "message": "",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
     rig.kube.add("podgroups", pod_group("pg", conditions=[other]))
     pods = [f"{BNS}/a", f"{BNS}/b"]
     body = job_body(pods)
@@ -136,9 +149,21 @@ def test_vector_18_pod_group_gets_scheduled_once_every_pod_is_bound(rig: Rig) ->
     assert group_requests == ["PATCH"]
     (patch,) = rig.kube.writes_to("/podgroups/")
     assert patch[:3] == ("PATCH", f"{GROUP_PATH}/status", "application/merge-patch+json")
-    assert patch[3] == {"metadata": {"resourceVersion": "11"}, "status": {"conditions": [other, {
-        "type": "PodGroupScheduled", "status": "True", "reason": "Scheduled",
-        "message": "every pod of the group is bound to a node Slurm allocated", "lastTransitionTime": "2026-01-02T03:04:05Z"}]}}
+    assert patch[3] == {
+        "metadata": {"resourceVersion": "11"},
+        "status": {
+            "conditions": [
+                other,
+                {
+                    "type": "PodGroupScheduled",
+                    "status": "True",
+                    "reason": "Scheduled",
+                    "message": "every pod of the group is bound to a node Slurm allocated",
+                    "lastTransitionTime": "2026-01-02T03:04:05Z",
+                },
+            ]
+        },
+    }
     assert rig.kube.get("podgroups", BNS, "pg")["status"]["conditions"][1]["reason"] == "Scheduled"
     before = len(rig.kube.writes)
     assert loop.run_pass().ok and rig.kube.writes[before:] == []  # remembered: no request at all
@@ -167,8 +192,10 @@ def test_vector_17_pods_say_why_once_and_the_service_stays_ready(rig: Rig) -> No
     assert not service.run_pass()  # a group could not be submitted: `--once` says so ...
     assert service.health.ready() == (True, "ok")  # ... but nothing failed to read: still ready
     assert rig.slurm.submitted == []
-    why = ("the group needs 3 distinct nodes but only 2 Kubernetes node(s) are bridge nodes mapped to a Slurm node "
-           "(kn1, kn2); its job is not submitted")
+    why = (
+        "the group needs 3 distinct nodes but only 2 Kubernetes node(s) are bridge nodes mapped to a Slurm node "
+        "(kn1, kn2); its job is not submitted"
+    )
     for name in ("g0", "g1", "g2"):
         assert rig.kube.pod(name)["metadata"]["annotations"][names.ANNOTATION_SUBMIT_ERROR] == why
     writes = len(rig.kube.writes)
@@ -199,8 +226,10 @@ def test_readiness_ignores_user_mistakes_and_counts_them(rig: Rig) -> None:
     try:
         assert not service.run_pass()  # problems in the pass (the `--once` exit code) ...
         assert httpx.get(base + "/readyz").status_code == 200  # ... yet ready
-        assert rig.kube.pod("p1")["metadata"]["annotations"][names.ANNOTATION_SUBMIT_ERROR] == \
-            "Slurm refused the job: Invalid partition name specified"
+        assert (
+            rig.kube.pod("p1")["metadata"]["annotations"][names.ANNOTATION_SUBMIT_ERROR]
+            == "Slurm refused the job: Invalid partition name specified"
+        )
         assert (rig.user_errors("job_refused"), rig.user_errors("unmapped_slurm_node")) == (1, 1)
         metrics = httpx.get(base + "/metrics").text
         assert 'slurm_sync_bridge_user_errors_total{kind="job_refused"} 1.0' in metrics

@@ -9,11 +9,11 @@ import pytest
 
 from hooks import names
 from slurm_sync.bridge import nodes as bridge_nodes
-from slurm_sync.bridge.nodes import CreateNode, DeleteNode, MarkRegistered, SlurmNodeChange, plan_nodes
 from slurm_sync.bridge.kube import label_body, pod_group_scheduled_body
+from slurm_sync.bridge.nodes import CreateNode, DeleteNode, MarkRegistered, SlurmNodeChange, plan_nodes
 from slurm_sync.bridge.plan import Cancel, DeletePod, digest, orphans, plan_pods, scheduled_pod_groups
-from slurm_sync.hostlist import expand_hostlist
 from slurm_sync.bridge.view import BridgePod, read_node, read_pod
+from slurm_sync.hostlist import expand_hostlist
 from slurm_sync.slurm.types import Job, NodeUpdate, parse_job, parse_node
 from tests.slurm_sync.bridgekube import BNS, OUR_TAINT, bridge_pod, job_body, kube_node, single
 
@@ -32,8 +32,12 @@ def pod(obj: dict, **meta: object) -> BridgePod:
     return read_pod(obj)
 
 
-def plan(pods: list[BridgePod], jobs: dict[int, Job | None], index: dict[int, Job] | None = None,
-         placeable: frozenset[str] | None = frozenset(NODES)):
+def plan(
+    pods: list[BridgePod],
+    jobs: dict[int, Job | None],
+    index: dict[int, Job] | None = None,
+    placeable: frozenset[str] | None = frozenset(NODES),
+):
     return plan_pods(pods, NODES, jobs, index or {}, NOW, placeable)
 
 
@@ -91,11 +95,17 @@ def test_vector_17_fewer_mapped_bridge_nodes_than_pods_submits_nothing_and_the_p
     assert actions.submits == ()
     (blocked,) = actions.blocked
     assert [p.name for p in blocked.pods] == ["a", "b", "c"]
-    assert blocked.why == ("the group needs 3 distinct nodes but only 2 Kubernetes node(s) are bridge nodes mapped to a "
-                           "Slurm node (kn1, kn2); its job is not submitted")
+    assert blocked.why == (
+        "the group needs 3 distinct nodes but only 2 Kubernetes node(s) are bridge nodes mapped to a "
+        "Slurm node (kn1, kn2); its job is not submitted"
+    )
     assert [e.kind for e in actions.errors] == ["too_few_nodes"] and blocked.why in actions.errors[0]
     assert plan(group, {}, placeable=frozenset({"kn1", "kn2", "kn3"})).submits[0].group == "G"  # enough now
-    assert plan([pod(single("p"))], {}, placeable=frozenset()).blocked[0].why.startswith("the group needs 1 distinct nodes but only 0")
+    assert (
+        plan([pod(single("p"))], {}, placeable=frozenset())
+        .blocked[0]
+        .why.startswith("the group needs 1 distinct nodes but only 0")
+    )
     # Slurm's node listing failed: nothing new is submitted, and nobody is told anything false
     unknown = plan(group, {}, placeable=None)
     assert (unknown.submits, unknown.blocked, unknown.errors) == ((), (), ())
@@ -110,8 +120,10 @@ def test_vector_17_only_bridge_nodes_count_and_labelling_clears_the_reason() -> 
     assert (plain.bridge, external.bridge, NODES["kn1"].bridge) == (False, True, True)
     told = pod(single("p", annotations={names.ANNOTATION_SUBMIT_ERROR: "too few nodes"}))
     assert told.submit_error == "too few nodes"
-    assert label_body(told, 7, "d")["metadata"]["annotations"] == {names.ANNOTATION_PLACEHOLDER_APPLIED: "d",
-                                                                   names.ANNOTATION_SUBMIT_ERROR: None}
+    assert label_body(told, 7, "d")["metadata"]["annotations"] == {
+        names.ANNOTATION_PLACEHOLDER_APPLIED: "d",
+        names.ANNOTATION_SUBMIT_ERROR: None,
+    }
 
 
 def test_vector_18_pod_groups_whose_live_pods_are_all_bound() -> None:
@@ -126,12 +138,30 @@ def test_vector_18_pod_groups_whose_live_pods_are_all_bound() -> None:
 
 
 def test_vector_18_condition_body_keeps_other_conditions_and_is_none_once_set() -> None:
-    other = {"type": "Other", "status": "False", "reason": "X", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    other = {
+        "type": "Other",
+        "status": "False",
+        "reason": "X",
+        "message": "",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
     pg = {"metadata": {"resourceVersion": "11"}, "status": {"conditions": [other]}}
     body = pod_group_scheduled_body(pg, "2026-01-02T03:04:05Z")
-    assert body == {"metadata": {"resourceVersion": "11"}, "status": {"conditions": [other, {
-        "type": "PodGroupScheduled", "status": "True", "reason": "Scheduled",
-        "message": "every pod of the group is bound to a node Slurm allocated", "lastTransitionTime": "2026-01-02T03:04:05Z"}]}}
+    assert body == {
+        "metadata": {"resourceVersion": "11"},
+        "status": {
+            "conditions": [
+                other,
+                {
+                    "type": "PodGroupScheduled",
+                    "status": "True",
+                    "reason": "Scheduled",
+                    "message": "every pod of the group is bound to a node Slurm allocated",
+                    "lastTransitionTime": "2026-01-02T03:04:05Z",
+                },
+            ]
+        },
+    }
     assert pod_group_scheduled_body({"metadata": {}, "status": body["status"]}, "later") is None
     unscheduled = {"type": "PodGroupScheduled", "status": "False", "reason": "Unschedulable"}
     assert pod_group_scheduled_body({"metadata": {}, "status": {"conditions": [unscheduled]}}, "t") is not None
@@ -176,7 +206,9 @@ def test_vector_27_terminal_pod_is_released_once() -> None:
 
 def test_pending_job_nobody_publishes_any_more_is_cancelled() -> None:
     quiet = pod(bridge_pod("p", job_id=7))
-    assert plan([quiet], {7: job(7, "PENDING")}).cancels == (Cancel(7, True, (), "no pod publishes the pending job any more"),)
+    assert plan([quiet], {7: job(7, "PENDING")}).cancels == (
+        Cancel(7, True, (), "no pod publishes the pending job any more"),
+    )
 
 
 def test_vector_28_orphans_are_our_live_jobs_whose_pods_are_all_gone() -> None:
@@ -186,7 +218,9 @@ def test_vector_28_orphans_are_our_live_jobs_whose_pods_are_all_gone() -> None:
         3: job(3, "RUNNING", pods=("elsewhere/gone",)),  # not a namespace we manage
         4: job(4, "COMPLETED", pods=(f"{BNS}/gone",)),
         5: job(5, "RUNNING", pods=(f"{BNS}/gone",), external=False),  # not bridge JSON on an external job
-        6: parse_job({"job_id": 6, "job_state": ["RUNNING"], "admin_comment": "maintenance", "flags": ["EXTERNAL_JOB"]}),
+        6: parse_job(
+            {"job_id": 6, "job_state": ["RUNNING"], "admin_comment": "maintenance", "flags": ["EXTERNAL_JOB"]}
+        ),
     }
     assert orphans(index, {f"{BNS}/here"}, frozenset({BNS}), set()) == [1]
 
@@ -203,7 +237,10 @@ def test_vector_22_taint_where_the_slurm_node_exists() -> None:
              read_node(kube_node("annotated-1", slurm_name="bridged-1", taint=True))]  # fmt: skip
     slurm = {n: snode(n, "IDLE") for n in ("slurm-0", "bridged-0", "bridged-1")}
     actions = plan_nodes(nodes, slurm, None)
-    assert [(t.node.name, t.taints) for t in actions.taints] == [("annotated-1", (OUR_TAINT,)), ("bridged-0", (OUR_TAINT,))]
+    assert [(t.node.name, t.taints) for t in actions.taints] == [
+        ("annotated-1", (OUR_TAINT,)),
+        ("bridged-0", (OUR_TAINT,)),
+    ]
     other = {"key": "x", "effect": "NoSchedule"}
     untaint = read_node(kube_node("bridged-0", taints=[other, OUR_TAINT]))  # intent gone
     assert [t.taints for t in plan_nodes([untaint], slurm, None).taints] == [(other,)]
@@ -228,11 +265,18 @@ def test_vector_23_undrain_only_our_drains(reason: str, undrain: bool) -> None:
     assert actions.slurm == ([SlurmNodeChange("n1", NodeUpdate(state=("UNDRAIN",)))] if undrain else [])
     cordoned = read_node(kube_node("kn1", slurm_name="n1", taint=True, drain="slurm-bridge: x"))
     assert plan_nodes([cordoned], {"n1": snode("n1", "IDLE")}, None).slurm == [
-        SlurmNodeChange("n1", NodeUpdate(state=("DRAIN",), reason="slurm-bridge: x"))]
+        SlurmNodeChange("n1", NodeUpdate(state=("DRAIN",), reason="slurm-bridge: x"))
+    ]
 
 
-INTENT = {"name": "ext1", "cpus": 2, "real_memory": 512, "features": ["p1"], "topology": "topo-switch:s1",
-          "node_conf": "NodeName=ext1 CPUs=2 RealMemory=512 State=External Feature=p1 Topology=topo-switch:s1"}
+INTENT = {
+    "name": "ext1",
+    "cpus": 2,
+    "real_memory": 512,
+    "features": ["p1"],
+    "topology": "topo-switch:s1",
+    "node_conf": "NodeName=ext1 CPUs=2 RealMemory=512 State=External Feature=p1 Topology=topo-switch:s1",
+}
 
 
 def test_vector_24_registration_lifecycle() -> None:

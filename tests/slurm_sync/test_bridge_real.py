@@ -17,8 +17,8 @@ import pytest
 from pytest_httpserver import HTTPServer
 
 from hooks import names
-from slurm_sync.bridge.loop import BridgeLoop
 from slurm_sync.bridge.kube import BridgeKube
+from slurm_sync.bridge.loop import BridgeLoop
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
 from slurm_sync.slurm.client import SlurmClient
@@ -75,8 +75,11 @@ def cancel_ours(lab: SlurmLab) -> None:
 
 def events(rig: Rig, since: int = 0) -> list[tuple[str, str, str, str]]:
     """(type, reason, pod, note) of the Events posted."""
-    return [(w[3]["type"], w[3]["reason"], w[3]["regarding"]["name"], w[3]["note"]) for w in rig.kube.writes[since:]
-            if w[1].startswith("/apis/events.k8s.io/")]
+    return [
+        (w[3]["type"], w[3]["reason"], w[3]["regarding"]["name"], w[3]["note"])
+        for w in rig.kube.writes[since:]
+        if w[1].startswith("/apis/events.k8s.io/")
+    ]
 
 
 def add(rig: Rig, *pods: dict) -> None:
@@ -107,8 +110,12 @@ def test_pod_is_submitted_once_labelled_bound_and_its_deletion_cancels_the_job(r
     annotate, binding, bound = rig.kube.writes[before:]
     assert annotate[3] == {"metadata": {"annotations": {names.ANNOTATION_SLURM_NODE: f"k{node}"}}}
     assert binding[:3] == ("POST", f"/api/v1/namespaces/{BNS}/pods/p1/binding", "application/json")
-    assert binding[3] == {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p1", "namespace": BNS, "uid": "uid-p1"},
-                          "target": {"apiVersion": "v1", "kind": "Node", "name": f"k{node}"}}
+    assert binding[3] == {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": "p1", "namespace": BNS, "uid": "uid-p1"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": f"k{node}"},
+    }
     bound_note = f"Bound to node k{node}: Slurm started job {job_id} on its node {node}."
     assert events(rig, before) == [("Normal", "PodBound", "p1", bound_note)]
     assert bound[3]["regarding"] == {"apiVersion": "v1", "kind": "Pod", "namespace": BNS, "name": "p1", "uid": "uid-p1"}
@@ -122,8 +129,13 @@ def test_pod_is_submitted_once_labelled_bound_and_its_deletion_cancels_the_job(r
     assert "JobState=CANCELLED" in rig.show(job_id)
     assert [e[:3] for e in events(rig, before)] == [("Normal", "SlurmJobCancelled", "p1")]
     release = rig.kube.writes[-1]
-    assert release[3] == {"metadata": {"resourceVersion": deleting,  # guarded: refused (409) if the pod changed
-                                       "annotations": {names.ANNOTATION_JOB_RELEASED: str(job_id)}, "finalizers": []}}
+    assert release[3] == {
+        "metadata": {
+            "resourceVersion": deleting,  # guarded: refused (409) if the pod changed
+            "annotations": {names.ANNOTATION_JOB_RELEASED: str(job_id)},
+            "finalizers": [],
+        }
+    }
     assert ("pods", BNS, "p1") not in rig.kube.objects  # finalizer gone: the apiserver removed it
 
 
@@ -158,7 +170,9 @@ def test_scancel_deletes_the_bound_pod_never_an_unbound_one(rig: Rig) -> None:
     before = len(rig.kube.writes)
     assert loop.run_pass().ok
     deletes = [w for w in rig.kube.writes[before:] if w[0] == "DELETE"]
-    assert [(w[1], w[3]["preconditions"]) for w in deletes] == [(f"/api/v1/namespaces/{BNS}/pods/p2", {"uid": "uid-p2"})]
+    assert [(w[1], w[3]["preconditions"]) for w in deletes] == [
+        (f"/api/v1/namespaces/{BNS}/pods/p2", {"uid": "uid-p2"})
+    ]
     assert "deletionTimestamp" not in rig.kube.pod("p3")["metadata"]
 
 
@@ -198,22 +212,36 @@ def test_slurmrestd_errors_change_nothing(rig: Rig) -> None:
 def test_cordon_drains_uncordon_undrains_and_an_administrators_drain_survives(rig: Rig) -> None:
     """Vectors 22 (taint only where the Slurm node exists) and 23 (drain ownership)."""
     kube = rig.kube
-    kube.objects[("nodes", "", "kn2")] = kube_node("kn2", slurm_name="n2", taint=True, drain="slurm-bridge: Corresponding Kubernetes node (kn2) is unschedulable")
+    kube.objects[("nodes", "", "kn2")] = kube_node(
+        "kn2", slurm_name="n2", taint=True, drain="slurm-bridge: Corresponding Kubernetes node (kn2) is unschedulable"
+    )
     kube.objects[("nodes", "", "kn1")] = kube_node("kn1", slurm_name="n1", taint=True)
     kube.objects[("nodes", "", "kube-0")] = kube_node("kube-0", taint=True)  # no Slurm node of that name
     loop = rig.loop()
     try:
         rig.lab.run("scontrol", "update", "nodename=n1", "state=drain", "reason=maint", check=True)
         assert loop.run_pass().ok
-        assert "Reason=slurm-bridge: Corresponding Kubernetes node (kn2) is unschedulable" in rig.lab.run("scontrol", "show", "node", "n2").stdout
+        assert (
+            "Reason=slurm-bridge: Corresponding Kubernetes node (kn2) is unschedulable"
+            in rig.lab.run("scontrol", "show", "node", "n2").stdout
+        )
         taints = {w[1]: (w[2], w[3]) for w in kube.writes if w[1].startswith("/api/v1/nodes/")}
-        assert taints == {p: ("application/strategic-merge-patch+json", {"metadata": {"resourceVersion": "3"}, "spec": {"taints": [OUR_TAINT]}})
-                          for p in ("/api/v1/nodes/kn1", "/api/v1/nodes/kn2")}
+        assert taints == {
+            p: (
+                "application/strategic-merge-patch+json",
+                {"metadata": {"resourceVersion": "3"}, "spec": {"taints": [OUR_TAINT]}},
+            )
+            for p in ("/api/v1/nodes/kn1", "/api/v1/nodes/kn2")
+        }
         # uncordon both: ours is lifted, the administrator's stays
         for name in ("kn1", "kn2"):
             kube.objects[("nodes", "", name)]["metadata"]["annotations"].pop(names.ANNOTATION_DRAIN_INTENT, None)
         assert loop.run_pass().ok
-        n2 = wait_for(lambda: rig.lab.run("scontrol", "show", "node", "n2").stdout, lambda s: "DRAIN" not in s, what="n2 undrained")
+        n2 = wait_for(
+            lambda: rig.lab.run("scontrol", "show", "node", "n2").stdout,
+            lambda s: "DRAIN" not in s,
+            what="n2 undrained",
+        )
         assert "slurm-bridge" not in n2
         assert "Reason=maint" in rig.lab.run("scontrol", "show", "node", "n1").stdout
     finally:
@@ -226,7 +254,9 @@ def test_external_node_registration_is_checked_and_sent_to_new_node(rig: Rig) ->
     an unknown partition sends nothing; a known one registers the node as EXTERNAL through
     POST new/node, the node is marked registered and tainted; removing the intent drains the
     Slurm node and deletes it once idle, and the mark goes."""
-    conf = "NodeName=ext1 Sockets=1 CoresPerSocket=2 ThreadsPerCore=1 CPUs=2 RealMemory=512 State=External Feature=debug"
+    conf = (
+        "NodeName=ext1 Sockets=1 CoresPerSocket=2 ThreadsPerCore=1 CPUs=2 RealMemory=512 State=External Feature=debug"
+    )
     intent = {"name": "ext1", "cpus": 2, "real_memory": 512, "features": ["nope"], "topology": "", "node_conf": conf}
     kube = rig.kube
     kube.objects[("nodes", "", "ext1")] = kube_node("ext1", taint=True, registration=intent)
@@ -235,7 +265,9 @@ def test_external_node_registration_is_checked_and_sent_to_new_node(rig: Rig) ->
         result = loop.run_pass()
         assert any("could not validate partition(s) nope" in e for e in result.errors) and result.ready
         assert not any("new/node" in r for r in rig.requests)
-        kube.objects[("nodes", "", "ext1")] = kube_node("ext1", taint=True, registration={**intent, "features": ["debug"]})
+        kube.objects[("nodes", "", "ext1")] = kube_node(
+            "ext1", taint=True, registration={**intent, "features": ["debug"]}
+        )
         assert loop.run_pass().ok
         assert rig.requests.count("POST /slurm/v0.0.45/new/node/") == 1
         shown = rig.lab.run("scontrol", "show", "node", "ext1", check=True).stdout
@@ -245,23 +277,37 @@ def test_external_node_registration_is_checked_and_sent_to_new_node(rig: Rig) ->
         assert node["metadata"]["annotations"][names.ANNOTATION_EXTERNAL_NODE_REGISTERED] == "ext1"
         assert node["spec"]["taints"] == [OUR_TAINT]
         before = len(kube.writes)
-        assert loop.run_pass().ok and kube.writes[before:] == [] and rig.requests.count("POST /slurm/v0.0.45/new/node/") == 1
+        assert (
+            loop.run_pass().ok
+            and kube.writes[before:] == []
+            and rig.requests.count("POST /slurm/v0.0.45/new/node/") == 1
+        )
         # the label goes: the node hook withdraws the intent, the registered mark stays until we confirm
         node["metadata"]["annotations"].pop(names.ANNOTATION_EXTERNAL_NODE_INTENT)
         assert loop.run_pass().ok
-        assert "Reason=slurm-bridge: removing external node ext1" in rig.lab.run("scontrol", "show", "node", "ext1").stdout
+        assert (
+            "Reason=slurm-bridge: removing external node ext1" in rig.lab.run("scontrol", "show", "node", "ext1").stdout
+        )
         assert loop.run_pass().ok
         gone = rig.lab.run("scontrol", "show", "node", "ext1")
         assert gone.returncode != 0 or "not found" in (gone.stdout + gone.stderr)
         assert loop.run_pass().ok
-        assert names.ANNOTATION_EXTERNAL_NODE_REGISTERED not in kube.objects[("nodes", "", "ext1")]["metadata"]["annotations"]
+        assert (
+            names.ANNOTATION_EXTERNAL_NODE_REGISTERED
+            not in kube.objects[("nodes", "", "ext1")]["metadata"]["annotations"]
+        )
     finally:
         rig.lab.run("scontrol", "delete", "nodename=ext1")
 
 
 def _sbatch_held(lab: SlurmLab, count: int) -> list[int]:
-    out = lab.run("sh", "-c", f"for i in $(seq {count}); do sbatch --hold -o /dev/null -p debug --wrap true; done",
-                  check=True, timeout=300).stdout
+    out = lab.run(
+        "sh",
+        "-c",
+        f"for i in $(seq {count}); do sbatch --hold -o /dev/null -p debug --wrap true; done",
+        check=True,
+        timeout=300,
+    ).stdout
     return [int(i) for i in re.findall(r"Submitted batch job (\d+)", out)]
 
 
@@ -278,14 +324,17 @@ def test_scheduling_one_pod_costs_the_same_requests_with_many_jobs(rig: Rig, unr
         rig.requests.clear()
         rig.wait_running(rig.job_id(pod))
         assert loop.run_pass().ok and rig.kube.pod(pod)["spec"]["nodeName"]
-        cost = (tuple(re.sub(r"\d+$", "<id>", r) for r in submit_pass), tuple(re.sub(r"\d+$", "<id>", r) for r in rig.requests))
+        cost = (
+            tuple(re.sub(r"\d+$", "<id>", r) for r in submit_pass),
+            tuple(re.sub(r"\d+$", "<id>", r) for r in rig.requests),
+        )
         COSTS[unrelated] = cost
         assert len(cost[0]) <= 5 and len(cost[1]) <= 2
         if len(COSTS) == 2:
             assert COSTS[10] == COSTS[200]
     finally:
         for chunk in range(0, len(held), 100):
-            rig.lab.run("scancel", *map(str, held[chunk:chunk + 100]))
+            rig.lab.run("scancel", *map(str, held[chunk : chunk + 100]))
 
 
 COSTS: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {}

@@ -21,8 +21,14 @@ SPECIAL = {"mode": "both", "log_format": "text", "once": "1", "log_level": "DEBU
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "slurm_sync", *args], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"})
+    return subprocess.run(
+        [sys.executable, "-m", "slurm_sync", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"},
+    )
 
 
 def test_entry_points_name_the_two_processes() -> None:

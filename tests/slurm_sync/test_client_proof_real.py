@@ -40,7 +40,9 @@ def test_a_missing_node_is_not_found_only_on_slurms_own_answer(client: SlurmClie
 
 
 def test_a_200_without_the_node_is_not_proof(client: SlurmClient, injector: Injector, slurm_lab: SlurmLab) -> None:
-    injector.rules.append(answer("GET", "/node/n2", 200, {"nodes": [], "errors": [], "meta": slurm_meta(lab_cluster(slurm_lab))}))
+    injector.rules.append(
+        answer("GET", "/node/n2", 200, {"nodes": [], "errors": [], "meta": slurm_meta(lab_cluster(slurm_lab))})
+    )
     with pytest.raises(SlurmUnavailable) as info:
         client.get_node("n2")
     assert not isinstance(info.value, SlurmNotFound)
@@ -52,7 +54,9 @@ def test_a_missing_job_is_404_with_2017_and_an_empty_200_is_not_gone(
     with pytest.raises(SlurmNotFound) as real:
         client.get_job(99_999_999)
     assert real.value.status == 404 and 2017 in real.value.numbers
-    injector.rules.append(answer("GET", "/job/99999998", 200, {"jobs": [], "errors": [], "meta": slurm_meta(lab_cluster(slurm_lab))}))
+    injector.rules.append(
+        answer("GET", "/job/99999998", 200, {"jobs": [], "errors": [], "meta": slurm_meta(lab_cluster(slurm_lab))})
+    )
     with pytest.raises(SlurmUnavailable, match="not proof") as fake:
         client.get_job(99_999_998)
     assert not isinstance(fake.value, SlurmNotFound)
@@ -68,7 +72,9 @@ def test_the_client_learns_the_cluster_and_matches_it_in_any_case(slurm_lab: Slu
 
 def test_a_client_bound_to_another_cluster_reads_nothing_and_writes_nothing(slurm_lab: SlurmLab) -> None:
     injector = Injector()
-    with SlurmClient(slurm_lab.rest_url, lambda: slurm_lab.token, timeout=30, cluster="other", transport=injector) as bound:
+    with SlurmClient(
+        slurm_lab.rest_url, lambda: slurm_lab.token, timeout=30, cluster="other", transport=injector
+    ) as bound:
         with pytest.raises(SlurmWrongCluster, match=f"serves Slurm cluster '{lab_cluster(slurm_lab)}', not 'other'"):
             bound.list_nodes()
         with pytest.raises(SlurmWrongCluster):
@@ -79,7 +85,9 @@ def test_a_client_bound_to_another_cluster_reads_nothing_and_writes_nothing(slur
     assert "DRAIN" not in slurm_lab.run("scontrol", "show", "node", "n3", check=True).stdout
 
 
-def test_a_slurmrestd_that_changes_cluster_is_refused(slurm_lab: SlurmLab, client: SlurmClient, injector: Injector) -> None:
+def test_a_slurmrestd_that_changes_cluster_is_refused(
+    slurm_lab: SlurmLab, client: SlurmClient, injector: Injector
+) -> None:
     client.ping()  # pins the lab's name
     injector.rules.append(rename_cluster("cluster-b"))
     with pytest.raises(SlurmWrongCluster):
@@ -89,7 +97,9 @@ def test_a_slurmrestd_that_changes_cluster_is_refused(slurm_lab: SlurmLab, clien
     assert injector.writes() == []
 
 
-def test_an_answer_naming_no_cluster_is_refused_once_bound(slurm_lab: SlurmLab, client: SlurmClient, injector: Injector) -> None:
+def test_an_answer_naming_no_cluster_is_refused_once_bound(
+    slurm_lab: SlurmLab, client: SlurmClient, injector: Injector
+) -> None:
     client.ping()
     injector.rules.append(answer("GET", "/nodes/", 200, {"nodes": [], "errors": [], "meta": {}}))
     with pytest.raises(SlurmWrongCluster, match="names no Slurm cluster"):

@@ -19,8 +19,8 @@ import pytest
 from pytest_httpserver import HTTPServer
 
 from hooks import names
-from hooks.nodeset import hook as nodeset_hook
 from hooks.contract import parse_composite
+from hooks.nodeset import hook as nodeset_hook
 from slurm_sync.slurm.client import SlurmClient
 from tests.fixtures.slurm import SlurmLab, wait_for
 from tests.hooks.test_nodeset import nodeset, observed, request

@@ -11,18 +11,20 @@ from typing import Any
 from pytest_httpserver import HTTPServer
 
 from hooks import names
-from slurm_sync.operator.deletion import plan_deletion
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
+from slurm_sync.operator.deletion import plan_deletion
 from slurm_sync.operator.loop import OperatorLoop
-from slurm_sync.slurm.types import parse_job
 from slurm_sync.operator.view import read_nodeset
+from slurm_sync.slurm.types import parse_job
 from tests.slurm_sync.fakekube import FakeKube
 from tests.slurm_sync.kubefixtures import CLUSTER, NODESET_UID, NOW, NS, FakeSlurm, api_client, node, nodeset, pod
 
 T0 = datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
-COMMENT = json.dumps({"namespace": NS, "podName": "gpu-0", "node": "k1", "nodeSetName": "gpu", "nodeSetUID": NODESET_UID},
-                     separators=(",", ":"))
+COMMENT = json.dumps(
+    {"namespace": NS, "podName": "gpu-0", "node": "k1", "nodeSetName": "gpu", "nodeSetUID": NODESET_UID},
+    separators=(",", ":"),
+)
 
 
 def job(job_id: int, state: str, partition: str = "gpu", comment: str = "") -> Any:
@@ -54,7 +56,10 @@ def test_the_plan_reports_pending_jobs_and_ends_them_only_after_the_grace() -> N
     assert due.report.cancel_at == "2026-01-02T03:14:05Z"  # the first deadline holds, whatever the grace now
     cancel, move = due.job_ends
     assert (cancel.job_id, cancel.partitions) == (7, None)
-    assert cancel.comment == f"slurm-operator: partition gpu is being deleted with NodeSet {NS}/gpu; ended after a grace of 60s"
+    assert (
+        cancel.comment
+        == f"slurm-operator: partition gpu is being deleted with NodeSet {NS}/gpu; ended after a grace of 60s"
+    )
     assert (move.job_id, move.partitions) == (8, ("cpu",)) and move.comment.startswith("mine | slurm-operator: ")
 
 
@@ -63,18 +68,35 @@ def test_a_nodeset_without_a_partition_waits_for_no_job() -> None:
     assert view.partition is None
     assert plan_deletion(view, [job(7, "PENDING")], {}, (), T0, 600).report.pending_jobs == (7,)  # the caller's list
     from slurm_sync.operator.deletion import pending_jobs
+
     assert pending_jobs(view, [job(7, "PENDING")]) == ()
 
 
 def loop_rig(httpserver: HTTPServer, slurm: FakeSlurm, kube: FakeKube) -> OperatorLoop:
     kube.install(httpserver)
-    return OperatorLoop(CLUSTER, NS, CLUSTER, slurm, Kube(api_client(httpserver.url_for("/"))), Metrics(),  # type: ignore[arg-type]
-                        now=lambda: NOW, deletion_grace=0, absence_confirm_seconds=0)
+    return OperatorLoop(
+        CLUSTER,
+        NS,
+        CLUSTER,
+        slurm,
+        Kube(api_client(httpserver.url_for("/"))),
+        Metrics(),  # type: ignore[arg-type]
+        now=lambda: NOW,
+        deletion_grace=0,
+        absence_confirm_seconds=0,
+    )
 
 
 def test_the_loop_ends_pending_jobs_on_purpose_and_removes_records_once_pods_are_gone(httpserver: HTTPServer) -> None:
-    slurm = FakeSlurm({"gpu-0": node("gpu-0", "IDLE", "DRAIN", reason="slurm-operator: nodeset deleted", comment=COMMENT)})
-    slurm.jobs = {7: job(7, "PENDING"), 8: job(8, "PENDING", "gpu,cpu"), 9: job(9, "RUNNING"), 10: job(10, "PENDING", "cpu")}
+    slurm = FakeSlurm(
+        {"gpu-0": node("gpu-0", "IDLE", "DRAIN", reason="slurm-operator: nodeset deleted", comment=COMMENT)}
+    )
+    slurm.jobs = {
+        7: job(7, "PENDING"),
+        8: job(8, "PENDING", "gpu,cpu"),
+        9: job(9, "RUNNING"),
+        10: job(10, "PENDING", "cpu"),
+    }
     kube = FakeKube()
     kube.add("nodesets", deleting_nodeset())
     kube.add("pods", pod("gpu-0", states=("IDLE", "DRAIN"), reason="slurm-operator: nodeset deleted"))
@@ -103,7 +125,9 @@ def test_a_reported_job_the_listing_omits_stays_until_slurm_says_so(httpserver: 
     slurm = FakeSlurm({})
     slurm.jobs = {7: job(7, "PENDING")}
     kube = FakeKube()
-    kube.add("nodesets", deleting_nodeset('{"pendingJobs":[7],"cancelAt":"2099-01-01T00:00:00Z","nodesLeft":[],"error":""}'))
+    kube.add(
+        "nodesets", deleting_nodeset('{"pendingJobs":[7],"cancelAt":"2099-01-01T00:00:00Z","nodesLeft":[],"error":""}')
+    )
     looper = loop_rig(httpserver, slurm, kube)
     listing = slurm.list_jobs
     slurm.list_jobs = lambda: listing().__class__((), 1, unchanged=False)  # type: ignore[method-assign]  # a listing without it

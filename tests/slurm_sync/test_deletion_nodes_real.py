@@ -37,16 +37,30 @@ def free_port() -> int:
 @pytest.fixture
 def rig(slurm_lab: SlurmLab, httpserver: HTTPServer) -> Iterator[Rig]:
     slurmd = subprocess.Popen(  # exec.sh execs: this PID is slurmd's
-        [str(EXEC), "slurmd", "-D", "-Z", "-N", NODE, "--conf",
-         f"NodeHostname=localhost NodeAddr=127.0.0.1 Port={free_port()} CPUs=1 RealMemory=500"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            str(EXEC),
+            "slurmd",
+            "-D",
+            "-Z",
+            "-N",
+            NODE,
+            "--conf",
+            f"NodeHostname=localhost NodeAddr=127.0.0.1 Port={free_port()} CPUs=1 RealMemory=500",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         with rig_of(slurm_lab, httpserver, "n3", "n4") as rig:
             for name in ("gpu-n3", "gpu-n4"):  # the rig's pods on static nodes: this NodeSet has only the dynamic one
                 del rig.kube.objects[("pods", NS, name)]
             rig.kube.add("pods", pod("gpu-0", NODE))
-            wait_for(lambda: rig.lab.run("scontrol", "show", "node", NODE).stdout, lambda s: "State=IDLE" in s,
-                     what=f"dynamic node {NODE} registered idle")
+            wait_for(
+                lambda: rig.lab.run("scontrol", "show", "node", NODE).stdout,
+                lambda s: "State=IDLE" in s,
+                what=f"dynamic node {NODE} registered idle",
+            )
             rig.lab.run("scontrol", "create", f"partitionname={PARTITION}", f"nodes={NODE}", "state=up", check=True)
             yield rig
     finally:
@@ -74,8 +88,11 @@ def test_a_dynamic_node_record_goes_only_after_its_job_ended_and_its_pod_is_prov
     ).stdout
     job = re.search(r"Submitted batch job (\d+)", out).group(1)  # type: ignore[union-attr]
     rig.jobs.append(job)
-    wait_for(lambda: rig.lab.run("scontrol", "show", "job", job).stdout, lambda s: "JobState=RUNNING" in s,
-             what="job running on the dynamic node")
+    wait_for(
+        lambda: rig.lab.run("scontrol", "show", "job", job).stdout,
+        lambda s: "JobState=RUNNING" in s,
+        what="job running on the dynamic node",
+    )
     nodeset = rig.kube.get("nodesets", NS, "gpu")
     nodeset["metadata"]["deletionTimestamp"] = "2026-01-02T00:00:00Z"
 

@@ -30,8 +30,11 @@ def rig(slurm_lab: SlurmLab, httpserver: HTTPServer) -> Iterator[Rig]:
             yield rig
     finally:
         lab = _load_lab()
-        wait_for(lambda: lab.run("squeue", "-h", "-p", "gpu", "-o", "%i").stdout.strip(), lambda out: out == "",
-                 what="no job left in partition gpu")
+        wait_for(
+            lambda: lab.run("squeue", "-h", "-p", "gpu", "-o", "%i").stdout.strip(),
+            lambda out: out == "",
+            what="no job left in partition gpu",
+        )
         lab.run("scontrol", "delete", "partitionname=gpu", check=True)
 
 
@@ -47,7 +50,9 @@ def show(rig: Rig, job: str) -> str:
 
 
 def report(rig: Rig) -> dict:
-    return json.loads(rig.kube.get("nodesets", NS, "gpu")["metadata"]["annotations"][names.ANNOTATION_DELETION_OBSERVED])
+    return json.loads(
+        rig.kube.get("nodesets", NS, "gpu")["metadata"]["annotations"][names.ANNOTATION_DELETION_OBSERVED]
+    )
 
 
 def test_deleting_a_nodeset_ends_its_pending_jobs_only_after_the_grace_and_never_a_running_one(rig: Rig) -> None:
@@ -72,11 +77,16 @@ def test_deleting_a_nodeset_ends_its_pending_jobs_only_after_the_grace_and_never
     annotations = rig.kube.get("nodesets", NS, "gpu")["metadata"]["annotations"]
     annotations[names.ANNOTATION_DELETION_OBSERVED] = json.dumps({**first, "cancelAt": "2026-01-01T00:00:00Z"})
     rig.service.run_pass()
-    cancelled = wait_for(lambda: show(rig, only_here), lambda s: "JobState=CANCELLED" in s, what="pending job cancelled")
+    cancelled = wait_for(
+        lambda: show(rig, only_here), lambda s: "JobState=CANCELLED" in s, what="pending job cancelled"
+    )
     assert "Comment=slurm-operator: partition gpu is being deleted with NodeSet" in cancelled
     # Slurm may answer EAGAIN (error 11) to the partition change while it schedules: the next pass retries
-    moved = wait_for(lambda: (rig.service.run_pass(), show(rig, also_debug))[1],
-                     lambda s: re.search(r"\bPartition=debug\b", s) is not None, what="job left with debug only")
+    moved = wait_for(
+        lambda: (rig.service.run_pass(), show(rig, also_debug))[1],
+        lambda s: re.search(r"\bPartition=debug\b", s) is not None,
+        what="job left with debug only",
+    )
     assert "JobState=PENDING" in moved
     assert "JobState=RUNNING" in show(rig, running)  # drain and finalize wait for it; never cancelled here
     rig.service.run_pass()

@@ -20,7 +20,8 @@ def stored(kube_api: client.ApiClient, namespace: str) -> list[dict]:
 
 
 def test_the_api_server_takes_our_events_and_a_repeat_within_the_limit_is_not_sent(
-        kube_api: client.ApiClient, kube_namespace: str) -> None:
+    kube_api: client.ApiClient, kube_namespace: str
+) -> None:
     events = Events(Kube(kube_api), instance="slurm-sync-0")
     drained = Notice("Normal", "SlurmNodeDrained", "Slurm reports node n3 drained.", "Mark")
     assert events.notify(pod_ref(kube_namespace, "gpu-0", "uid-gpu-0"), drained)
@@ -30,8 +31,13 @@ def test_the_api_server_takes_our_events_and_a_repeat_within_the_limit_is_not_se
     assert sorted(by_reason) == ["PendingJobCancelled", "SlurmNodeDrained"]
     pod_event = by_reason["SlurmNodeDrained"]
     assert (pod_event["type"], pod_event["action"], pod_event["note"]) == ("Normal", "Mark", drained.note)
-    assert pod_event["regarding"] == {"apiVersion": "v1", "kind": "Pod", "namespace": kube_namespace, "name": "gpu-0",
-                                      "uid": "uid-gpu-0"}
+    assert pod_event["regarding"] == {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "namespace": kube_namespace,
+        "name": "gpu-0",
+        "uid": "uid-gpu-0",
+    }
     assert (pod_event["reportingController"], pod_event["reportingInstance"]) == (REPORTING_CONTROLLER, "slurm-sync-0")
     nodeset_event = by_reason["PendingJobCancelled"]
     assert nodeset_event["type"] == "Warning" and len(nodeset_event["note"]) == MAX_NOTE

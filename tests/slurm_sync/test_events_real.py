@@ -18,42 +18,52 @@ pytestmark = pytest.mark.slurm
 GPU_N3 = {"apiVersion": "v1", "kind": "Pod", "namespace": NS, "name": "gpu-n3"}
 
 
-def posted(rig: Rig, since: int) -> list[dict]:
+def posted(rig: Rig, since: int) -> list[dict]:  # noqa: F811 - the imported fixture
     return [w[3] for w in rig.kube.writes[since:] if is_event(w)]
 
 
-def step(rig: Rig) -> list[dict]:
+def step(rig: Rig) -> list[dict]:  # noqa: F811 - the imported fixture
     """One pass; the events it posted."""
     before = len(rig.kube.writes)
     assert rig.service.run_pass()
     return posted(rig, before)
 
 
-def test_drain_mark_undrain_post_one_event_each_and_a_repeat_within_the_limit_posts_none(rig: Rig) -> None:
+def test_drain_mark_undrain_post_one_event_each_and_a_repeat_within_the_limit_posts_none(rig: Rig) -> None:  # noqa: F811 - the imported fixture
     assert rig.service.run_pass()  # settle: comments and conditions, nothing on a user's behalf
     assert posted(rig, 0) == []
 
     rig.set_intents({"gpu-n3": "scale-in to 1 replicas"})
     (drain,) = step(rig)
     assert "DRAIN" in rig.slurm_node("n3")
-    assert (drain["type"], drain["reason"], drain["action"], drain["regarding"]) == ("Normal", "SlurmNodeDraining", "Drain", GPU_N3)
-    assert drain["note"] == (f"Slurm node n3 set to drain ({OUR_REASON}): running jobs finish, no new job starts; the pod "
-                             "goes once Slurm reports the node drained.")
+    assert (drain["type"], drain["reason"], drain["action"], drain["regarding"]) == (
+        "Normal",
+        "SlurmNodeDraining",
+        "Drain",
+        GPU_N3,
+    )
+    assert drain["note"] == (
+        f"Slurm node n3 set to drain ({OUR_REASON}): running jobs finish, no new job starts; the pod "
+        "goes once Slurm reports the node drained."
+    )
     assert drain["reportingController"] == REPORTING_CONTROLLER and drain["metadata"]["namespace"] == NS
 
     (mark,) = step(rig)
     assert rig.annotations("gpu-n3")[names.ANNOTATION_DRAINED] == "true"
     assert (mark["type"], mark["reason"], mark["regarding"]) == ("Normal", "SlurmNodeDrained", GPU_N3)
-    assert mark["note"] == ("Slurm reports node n3 drained: no job runs there and none will start; marked "
-                            f"{names.ANNOTATION_DRAINED}=true, so the NodeSet may now delete this pod.")
+    assert mark["note"] == (
+        "Slurm reports node n3 drained: no job runs there and none will start; marked "
+        f"{names.ANNOTATION_DRAINED}=true, so the NodeSet may now delete this pod."
+    )
 
     rig.set_intents({})
     (undrain,) = step(rig)
     assert names.ANNOTATION_DRAINED not in rig.annotations("gpu-n3")
     wait_for(lambda: rig.slurm_node("n3"), lambda s: "DRAIN" not in s, what="n3 undrained")
     assert (undrain["type"], undrain["reason"], undrain["regarding"]) == ("Normal", "SlurmNodeUndrained", GPU_N3)
-    assert undrain["note"] == ("Slurm node n3 returned to service (UNDRAIN): the drain slurm-operator set is no longer "
-                               "wanted.")
+    assert undrain["note"] == (
+        "Slurm node n3 returned to service (UNDRAIN): the drain slurm-operator set is no longer wanted."
+    )
     assert step(rig) == []  # settled: nothing happens, nothing is said
 
     # the same again within the rate limit: Slurm is drained, marked and undrained again, silently
@@ -67,7 +77,7 @@ def test_drain_mark_undrain_post_one_event_each_and_a_repeat_within_the_limit_po
     wait_for(lambda: rig.slurm_node("n3"), lambda s: "DRAIN" not in s, what="n3 undrained again")
 
 
-def test_protection_is_told_when_added_and_when_removed(rig: Rig) -> None:
+def test_protection_is_told_when_added_and_when_removed(rig: Rig) -> None:  # noqa: F811 - the imported fixture
     assert rig.service.run_pass()
     job = sbatch(rig.lab, "n4")
     rig.jobs.append(str(job))  # cancelled at the end whatever happens

@@ -6,6 +6,7 @@ writes. The lab is shared: only n3/n4 are touched and restored."""
 from __future__ import annotations
 
 import copy
+
 import httpx
 import pytest
 
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.slurm
 REASON = "slurm-operator: scale-in to 1 replicas"
 
 
-def inject(rig: Rig) -> Injector:
+def inject(rig: Rig) -> Injector:  # noqa: F811 - the imported fixture
     """Put an injector between the (first) cluster's client and the real slurmrestd."""
     injector = Injector()
     handle = rig.service.clusters.handles[f"{NS}/slurm"]
@@ -31,7 +32,7 @@ def job_state(lab: SlurmLab, job: int) -> str:
     return lab.run("squeue", "-h", "-j", str(job), "-o", "%T", check=True).stdout.strip()
 
 
-def test_an_empty_node_listing_kills_no_job(rig: Rig) -> None:
+def test_an_empty_node_listing_kills_no_job(rig: Rig) -> None:  # noqa: F811 - the imported fixture
     """Finding 1: one `200 {"nodes": []}` used to mark every pod absent and unprotect a busy one."""
     job = sbatch(rig.lab, "n3")
     try:
@@ -44,8 +45,13 @@ def test_an_empty_node_listing_kills_no_job(rig: Rig) -> None:
         assert rig.pod("gpu-n3")["metadata"]["labels"].get(names.LABEL_POD_PROTECT) == "true"
         busy = copy.deepcopy(rig.pod("gpu-n3"))
         injector = inject(rig)
-        empty = {"nodes": [], "last_update": {"set": True, "infinite": False, "number": 4_000_000_000}, "errors": [],
-                 "warnings": [], "meta": slurm_meta(rig.service.clusters.handles[f"{NS}/slurm"].client.cluster or "")}
+        empty = {
+            "nodes": [],
+            "last_update": {"set": True, "infinite": False, "number": 4_000_000_000},
+            "errors": [],
+            "warnings": [],
+            "meta": slurm_meta(rig.service.clusters.handles[f"{NS}/slurm"].client.cluster or ""),
+        }
         injector.rules.append(answer("GET", "/nodes/", 200, empty))
         before = len(rig.kube.writes)
         for _ in range(3):
@@ -66,7 +72,7 @@ def test_an_empty_node_listing_kills_no_job(rig: Rig) -> None:
         rig.lab.run("scancel", str(job))
 
 
-def add_second_controller(rig: Rig, cluster_name: str) -> None:
+def add_second_controller(rig: Rig, cluster_name: str) -> None:  # noqa: F811 - the imported fixture
     """Controller `other` (Slurm cluster `cluster_name`) reached through the same --slurm-url, with
     a NodeSet pod on the lab's n3 and a drain intent for it."""
     controller = copy.deepcopy(rig.kube.get("controllers", NS, "slurm"))
@@ -83,7 +89,7 @@ def add_second_controller(rig: Rig, cluster_name: str) -> None:
     rig.kube.add("pods", other_pod)
 
 
-def test_a_slurmrestd_of_another_cluster_gets_no_write_and_says_so(rig: Rig) -> None:
+def test_a_slurmrestd_of_another_cluster_gets_no_write_and_says_so(rig: Rig) -> None:  # noqa: F811 - the imported fixture
     """Finding 4: with --slurm-url and two Controllers, B's scale-in drained A's node n3."""
     add_second_controller(rig, "cluster-b")
     for _ in range(2):
@@ -94,22 +100,34 @@ def test_a_slurmrestd_of_another_cluster_gets_no_write_and_says_so(rig: Rig) -> 
     assert names.ANNOTATION_DRAINED not in (rig.pod("b-n3")["metadata"].get("annotations") or {})
     assert not any("/pods/b-n3" in w[1] for w in rig.kube.writes)
     ready, why = rig.service.health.ready()
-    assert not ready and f"{NS}/other: Slurm cluster cluster-b: " in why and "not 'cluster-b'; nothing is written there" in why
+    assert (
+        not ready
+        and f"{NS}/other: Slurm cluster cluster-b: " in why
+        and "not 'cluster-b'; nothing is written there" in why
+    )
     assert f"{NS}/slurm" not in why  # the right cluster is served as before
     events = [w for w in rig.kube.writes if w[0] == "POST" and "/events" in w[1]]
     assert len(events) == 1  # rate-limited: two passes, one Event
     (event,) = [body for *_, body in events]
-    assert event["regarding"] == {"apiVersion": names.API_VERSION, "kind": "Controller", "namespace": NS, "name": "other",
-                                  "uid": "uid-controller-other"}
+    assert event["regarding"] == {
+        "apiVersion": names.API_VERSION,
+        "kind": "Controller",
+        "namespace": NS,
+        "name": "other",
+        "uid": "uid-controller-other",
+    }
     assert event["type"] == "Warning" and event["reason"] == "WrongSlurmCluster" and "cluster-b" in event["note"]
 
 
-def test_readiness_names_the_cluster_and_the_failing_write(rig: Rig) -> None:
+def test_readiness_names_the_cluster_and_the_failing_write(rig: Rig) -> None:  # noqa: F811 - the imported fixture
     """Finding 5: with every POST answering 503, /readyz said 200 while no drain could happen."""
     assert rig.service.run_pass()
     injector = inject(rig)
-    injector.rules.append(lambda request: httpx.Response(503, text="<html>503 Service Unavailable</html>")
-                          if request.method == "POST" else None)
+    injector.rules.append(
+        lambda request: (
+            httpx.Response(503, text="<html>503 Service Unavailable</html>") if request.method == "POST" else None
+        )
+    )
     rig.set_intents({"gpu-n4": "scale-in to 1 replicas"})
     assert not rig.service.run_pass()
     ready, why = rig.service.health.ready()

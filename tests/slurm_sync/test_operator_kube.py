@@ -14,25 +14,25 @@ from hooks import names
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
 from slurm_sync.operator.loop import OperatorLoop
-from slurm_sync.operator.plan import observed_hash, PodState
+from slurm_sync.operator.plan import PodState, observed_hash
 from slurm_sync.slurm.errors import SlurmUnavailable
 from tests.slurm_sync.kubefixtures import (
-    RecordedEvents,
-    refused_url,
     CLUSTER,
+    NODESET_OWNER,
     NODESET_UID,
     NOW,
     NS,
     FakeSlurm,
+    RecordedEvents,
     api_client,
     controller_pod,
     kube_node,
-    NODESET_OWNER,
     node,
     nodeset,
     ping,
     pod,
     pvc,
+    refused_url,
 )
 
 SMP = "application/strategic-merge-patch+json"
@@ -53,8 +53,12 @@ def items(*objs: dict[str, Any]) -> dict[str, Any]:
     return {"kind": "List", "apiVersion": "v1", "items": list(objs)}
 
 
-def expect_reads(server: HTTPServer, pods: list[dict], nodesets: list[dict], nodes: list[dict] | None, controllers: list[dict]) -> None:
-    server.expect_ordered_request(f"/api/v1/namespaces/{NS}/pods", "GET", query_string=POD_SELECTOR).respond_with_json(items(*pods))
+def expect_reads(
+    server: HTTPServer, pods: list[dict], nodesets: list[dict], nodes: list[dict] | None, controllers: list[dict]
+) -> None:
+    server.expect_ordered_request(f"/api/v1/namespaces/{NS}/pods", "GET", query_string=POD_SELECTOR).respond_with_json(
+        items(*pods)
+    )
     server.expect_ordered_request(f"/apis/slinky.slurm.net/v1beta1/namespaces/{NS}/nodesets", "GET").respond_with_json(
         items(*nodesets)
     )
@@ -74,8 +78,16 @@ def expect_patch(server: HTTPServer, path: str, content_type: str, body: dict[st
 def loop(server: HTTPServer, slurm: FakeSlurm, metrics: Metrics | None = None) -> OperatorLoop:
     metrics = metrics or Metrics()
     kube = Kube(api_client(server.url_for("/")), metrics.count_kube_write)
-    return OperatorLoop(CLUSTER, NS, CLUSTER, slurm, kube, metrics,  # type: ignore[arg-type]
-                        events=RecordedEvents(), now=lambda: NOW)
+    return OperatorLoop(
+        CLUSTER,
+        NS,
+        CLUSTER,
+        slurm,
+        kube,
+        metrics,  # type: ignore[arg-type]
+        events=RecordedEvents(),
+        now=lambda: NOW,
+    )
 
 
 def settled_hash(*pods: tuple[str, PodState]) -> str:
@@ -98,8 +110,13 @@ def run(server: HTTPServer, looper: OperatorLoop):
 
 def test_unchanged_state_makes_zero_writes(server: HTTPServer) -> None:
     slurm = FakeSlurm({"gpu-0": node("gpu-0", "IDLE", comment=COMMENT)})
-    expect_reads(server, [steady_pod()], [nodeset(observed=settled_hash(("gpu-0", IDLE_STATE)))], [kube_node()],
-                 [controller_pod("slurm-controller-0", active=True)])
+    expect_reads(
+        server,
+        [steady_pod()],
+        [nodeset(observed=settled_hash(("gpu-0", IDLE_STATE)))],
+        [kube_node()],
+        [controller_pod("slurm-controller-0", active=True)],
+    )
     metrics = Metrics()
     result = run(server, loop(server, slurm, metrics))
     assert result.ok and result.kube_writes == 0 and result.slurm_writes == 0
@@ -113,14 +130,33 @@ def test_pod_conditions_are_a_strategic_merge_status_patch(server: HTTPServer) -
     observed = pod("gpu-0", states=("IDLE", "NOT_RESPONDING"), reason="old")
     slurm = FakeSlurm({"gpu-0": node("gpu-0", "IDLE", "DRAIN", reason="maint", comment=COMMENT)})
     drained = PodState(drained=True, absent=False, states=("SlurmNodeStateDrain", "SlurmNodeStateIdle"))
-    expect_reads(server, [observed], [nodeset(observed=settled_hash(("gpu-0", drained)))], [kube_node()],
-                 [controller_pod("slurm-controller-0", active=True)])
-    expect_patch(server, f"/api/v1/namespaces/{NS}/pods/gpu-0/status", SMP, {"status": {"conditions": [
-        {"type": "SlurmNodeStateIdle", "message": "maint"},
-        {"type": "SlurmNodeStateDrain", "status": "True", "message": "maint", "lastTransitionTime": NOW},
-        {"type": "SlurmNodeStateNotResponding", "$patch": "delete"},
-    ]}})
-    expect_patch(server, f"/api/v1/namespaces/{NS}/pods/gpu-0", SMP, {"metadata": {"annotations": {names.ANNOTATION_DRAINED: "true"}}})
+    expect_reads(
+        server,
+        [observed],
+        [nodeset(observed=settled_hash(("gpu-0", drained)))],
+        [kube_node()],
+        [controller_pod("slurm-controller-0", active=True)],
+    )
+    expect_patch(
+        server,
+        f"/api/v1/namespaces/{NS}/pods/gpu-0/status",
+        SMP,
+        {
+            "status": {
+                "conditions": [
+                    {"type": "SlurmNodeStateIdle", "message": "maint"},
+                    {"type": "SlurmNodeStateDrain", "status": "True", "message": "maint", "lastTransitionTime": NOW},
+                    {"type": "SlurmNodeStateNotResponding", "$patch": "delete"},
+                ]
+            }
+        },
+    )
+    expect_patch(
+        server,
+        f"/api/v1/namespaces/{NS}/pods/gpu-0",
+        SMP,
+        {"metadata": {"annotations": {names.ANNOTATION_DRAINED: "true"}}},
+    )
     result = run(server, loop(server, slurm))
     assert result.ok and result.kube_writes == 2
     assert slurm.updates == [], "an administrator's drain is neither changed nor lifted"
@@ -130,26 +166,47 @@ def test_busy_pod_gets_protect_label_and_nodeset_is_touched(server: HTTPServer) 
     slurm = FakeSlurm({"gpu-0": node("gpu-0", "ALLOCATED", comment=COMMENT)})
     allocated = PodState(drained=False, absent=False, states=("SlurmNodeStateAllocated",))
     expect_reads(server, [steady_pod()], [nodeset(observed=settled_hash(("gpu-0", IDLE_STATE)))], [kube_node()], [])
-    expect_patch(server, f"/api/v1/namespaces/{NS}/pods/gpu-0/status", SMP, {"status": {"conditions": [
-        {"type": "SlurmNodeStateAllocated", "status": "True", "message": "", "lastTransitionTime": NOW},
-        {"type": "SlurmNodeStateIdle", "$patch": "delete"},
-    ]}})
-    expect_patch(server, f"/api/v1/namespaces/{NS}/pods/gpu-0", SMP, {"metadata": {"labels": {names.LABEL_POD_PROTECT: "true"}}})
-    expect_patch(server, f"/apis/slinky.slurm.net/v1beta1/namespaces/{NS}/nodesets/gpu", MERGE,
-                 {"metadata": {"annotations": {names.ANNOTATION_SLURM_OBSERVED: settled_hash(("gpu-0", allocated))}}})
+    expect_patch(
+        server,
+        f"/api/v1/namespaces/{NS}/pods/gpu-0/status",
+        SMP,
+        {
+            "status": {
+                "conditions": [
+                    {"type": "SlurmNodeStateAllocated", "status": "True", "message": "", "lastTransitionTime": NOW},
+                    {"type": "SlurmNodeStateIdle", "$patch": "delete"},
+                ]
+            }
+        },
+    )
+    expect_patch(
+        server, f"/api/v1/namespaces/{NS}/pods/gpu-0", SMP, {"metadata": {"labels": {names.LABEL_POD_PROTECT: "true"}}}
+    )
+    expect_patch(
+        server,
+        f"/apis/slinky.slurm.net/v1beta1/namespaces/{NS}/nodesets/gpu",
+        MERGE,
+        {"metadata": {"annotations": {names.ANNOTATION_SLURM_OBSERVED: settled_hash(("gpu-0", allocated))}}},
+    )
     metrics = Metrics()
     result = run(server, loop(server, slurm, metrics))
     assert result.ok and result.kube_writes == 3
     assert metrics.registry.get_sample_value("slurm_sync_kube_writes_total", {"kind": "nodeset", "verb": "patch"}) == 1
-    assert metrics.registry.get_sample_value("slurm_sync_kube_writes_total", {"kind": "pod_status", "verb": "patch"}) == 1
+    assert (
+        metrics.registry.get_sample_value("slurm_sync_kube_writes_total", {"kind": "pod_status", "verb": "patch"}) == 1
+    )
 
 
 def test_protection_off_removes_the_label_with_null(server: HTTPServer) -> None:
     slurm = FakeSlurm({"gpu-0": node("gpu-0", "MIXED", comment=COMMENT)})
     mixed = PodState(drained=False, absent=False, states=("SlurmNodeStateMixed",))
     observed = pod("gpu-0", states=("MIXED",), labels={names.LABEL_POD_PROTECT: "true"})
-    expect_reads(server, [observed], [nodeset(protect=False, observed=settled_hash(("gpu-0", mixed)))], [kube_node()], [])
-    expect_patch(server, f"/api/v1/namespaces/{NS}/pods/gpu-0", SMP, {"metadata": {"labels": {names.LABEL_POD_PROTECT: None}}})
+    expect_reads(
+        server, [observed], [nodeset(protect=False, observed=settled_hash(("gpu-0", mixed)))], [kube_node()], []
+    )
+    expect_patch(
+        server, f"/api/v1/namespaces/{NS}/pods/gpu-0", SMP, {"metadata": {"labels": {names.LABEL_POD_PROTECT: None}}}
+    )
     assert run(server, loop(server, slurm)).kube_writes == 1
 
 
@@ -157,8 +214,18 @@ def test_absent_node_marks_pod_and_clears_conditions_once_slurm_said_so_twice(se
     """Absence is proven: Slurm's not-found for the node by name, again on a later pass after the delay."""
     slurm = FakeSlurm({"other": node("other", "IDLE")})
     clock = [100.0]
-    looper = OperatorLoop(CLUSTER, NS, CLUSTER, slurm, Kube(api_client(server.url_for("/"))), Metrics(),  # type: ignore[arg-type]
-                          events=RecordedEvents(), now=lambda: NOW, clock=lambda: clock[0], absence_confirm_seconds=5)
+    looper = OperatorLoop(
+        CLUSTER,
+        NS,
+        CLUSTER,
+        slurm,
+        Kube(api_client(server.url_for("/"))),
+        Metrics(),  # type: ignore[arg-type]
+        events=RecordedEvents(),
+        now=lambda: NOW,
+        clock=lambda: clock[0],
+        absence_confirm_seconds=5,
+    )
     absent = PodState(drained=False, absent=True, states=())
     observed = pod("gpu-0", states=("IDLE",), annotations={names.ANNOTATION_DRAINED: "true"})
     as_is = PodState(drained=True, absent=False, states=("SlurmNodeStateIdle",))
@@ -168,10 +235,18 @@ def test_absent_node_marks_pod_and_clears_conditions_once_slurm_said_so_twice(se
         assert result.kube_writes == 0 and result.ready
     clock[0] += 5
     expect_reads(server, [observed], [nodeset(observed=settled_hash(("gpu-0", absent)))], [kube_node()], [])
-    expect_patch(server, f"/api/v1/namespaces/{NS}/pods/gpu-0/status", SMP,
-                 {"status": {"conditions": [{"type": "SlurmNodeStateIdle", "$patch": "delete"}]}})
-    expect_patch(server, f"/api/v1/namespaces/{NS}/pods/gpu-0", SMP, {"metadata": {"annotations": {
-        names.ANNOTATION_DRAINED: None, names.ANNOTATION_SLURM_NODE_ABSENT: "true"}}})
+    expect_patch(
+        server,
+        f"/api/v1/namespaces/{NS}/pods/gpu-0/status",
+        SMP,
+        {"status": {"conditions": [{"type": "SlurmNodeStateIdle", "$patch": "delete"}]}},
+    )
+    expect_patch(
+        server,
+        f"/api/v1/namespaces/{NS}/pods/gpu-0",
+        SMP,
+        {"metadata": {"annotations": {names.ANNOTATION_DRAINED: None, names.ANNOTATION_SLURM_NODE_ABSENT: "true"}}},
+    )
     assert run(server, looper).kube_writes == 2
     assert slurm.asked == ["gpu-0"] * 3
 
@@ -183,8 +258,13 @@ def test_a_node_the_listing_omits_but_slurm_has_gets_no_write(server: HTTPServer
     state = PodState(drained=False, absent=False, states=("SlurmNodeStateAllocated",))
     looper = loop(server, slurm)
     for _ in range(3):
-        expect_reads(server, [observed], [nodeset(observed=settled_hash(("gpu-0", state)), intents={"gpu-0": "scale-in"})],
-                     [kube_node()], [])
+        expect_reads(
+            server,
+            [observed],
+            [nodeset(observed=settled_hash(("gpu-0", state)), intents={"gpu-0": "scale-in"})],
+            [kube_node()],
+            [],
+        )
         result = run(server, looper)
         assert result.kube_writes == 0 and result.slurm_writes == 0 and result.ready
     assert slurm.asked == ["gpu-0"] * 3 and slurm.updates == []
@@ -203,7 +283,9 @@ def test_an_empty_listing_after_a_full_one_is_a_fault(server: HTTPServer, caplog
         expect_reads(server, [observed], [nodeset(observed=settled_hash(("gpu-0", state)))], [kube_node()], [])
         result = run(server, looper)
         assert result.kube_writes == 0 and result.slurm_writes == 0
-        assert not result.ready and any("lacks 2 of the 2 nodes it had, yet Slurm still has node gpu-0" in r for r in result.unready)
+        assert not result.ready and any(
+            "lacks 2 of the 2 nodes it had, yet Slurm still has node gpu-0" in r for r in result.unready
+        )
     assert "a wrong listing, nothing written" in caplog.text
     slurm.unlisted = set()  # the fault clears: back by itself
     expect_reads(server, [observed], [nodeset(observed=settled_hash(("gpu-0", state)))], [kube_node()], [])
@@ -225,8 +307,13 @@ def test_slurm_down_makes_no_pod_write(server: HTTPServer) -> None:
     slurm = FakeSlurm({}, fail=SlurmUnavailable("connection refused"))
     observed = pod("gpu-0", states=("IDLE", "DRAIN"), annotations={names.ANNOTATION_DRAINED: "true"})
     state = PodState(drained=True, absent=False, states=("SlurmNodeStateDrain", "SlurmNodeStateIdle"))
-    expect_reads(server, [observed], [nodeset(observed=settled_hash(("gpu-0", state)))], [kube_node()],
-                 [controller_pod("slurm-controller-0", active=True)])
+    expect_reads(
+        server,
+        [observed],
+        [nodeset(observed=settled_hash(("gpu-0", state)))],
+        [kube_node()],
+        [controller_pod("slurm-controller-0", active=True)],
+    )
     metrics = Metrics()
     result = run(server, loop(server, slurm, metrics))
     assert not result.slurm_ok and not result.ok and result.kube_writes == 0
@@ -239,15 +326,30 @@ def test_slurm_down_makes_no_pod_write(server: HTTPServer) -> None:
 def test_conflict_is_retried_from_a_fresh_read(server: HTTPServer) -> None:
     slurm = FakeSlurm({"gpu-0": node("gpu-0", "IDLE", "DRAIN", reason="maint", comment=COMMENT)})
     drained = PodState(drained=True, absent=False, states=("SlurmNodeStateDrain", "SlurmNodeStateIdle"))
-    expect_reads(server, [pod("gpu-0", states=("IDLE",), reason="maint")],
-                 [nodeset(observed=settled_hash(("gpu-0", drained)))], [kube_node()], [])
-    status_body = {"status": {"conditions": [
-        {"type": "SlurmNodeStateDrain", "status": "True", "message": "maint", "lastTransitionTime": NOW}]}}
+    expect_reads(
+        server,
+        [pod("gpu-0", states=("IDLE",), reason="maint")],
+        [nodeset(observed=settled_hash(("gpu-0", drained)))],
+        [kube_node()],
+        [],
+    )
+    status_body = {
+        "status": {
+            "conditions": [
+                {"type": "SlurmNodeStateDrain", "status": "True", "message": "maint", "lastTransitionTime": NOW}
+            ]
+        }
+    }
     expect_patch(server, f"/api/v1/namespaces/{NS}/pods/gpu-0/status", SMP, status_body, status=409)
     # meanwhile someone else wrote the Drain condition: the fresh plan sends only the mark
     fresh = pod("gpu-0", states=("IDLE", "DRAIN"), reason="maint")
     server.expect_ordered_request(f"/api/v1/namespaces/{NS}/pods/gpu-0", "GET").respond_with_json(fresh)
-    expect_patch(server, f"/api/v1/namespaces/{NS}/pods/gpu-0", SMP, {"metadata": {"annotations": {names.ANNOTATION_DRAINED: "true"}}})
+    expect_patch(
+        server,
+        f"/api/v1/namespaces/{NS}/pods/gpu-0",
+        SMP,
+        {"metadata": {"annotations": {names.ANNOTATION_DRAINED: "true"}}},
+    )
     result = run(server, loop(server, slurm))
     assert result.ok and result.kube_writes == 1
 
@@ -255,23 +357,46 @@ def test_conflict_is_retried_from_a_fresh_read(server: HTTPServer) -> None:
 def test_active_controller_label_follows_ping(server: HTTPServer) -> None:
     slurm = FakeSlurm({"gpu-0": node("gpu-0", "IDLE", comment=COMMENT)})
     slurm.pings = ping(("slurm-controller-0", False, False), ("slurm-controller-1", True, True))
-    expect_reads(server, [steady_pod()], [nodeset(observed=settled_hash(("gpu-0", IDLE_STATE)))], [kube_node()],
-                 [controller_pod("slurm-controller-0", active=True), controller_pod("slurm-controller-1")])
-    expect_patch(server, f"/api/v1/namespaces/{NS}/pods/slurm-controller-0", SMP,
-                 {"metadata": {"labels": {names.LABEL_ACTIVE_CONTROLLER: None}}})
-    expect_patch(server, f"/api/v1/namespaces/{NS}/pods/slurm-controller-1", SMP,
-                 {"metadata": {"labels": {names.LABEL_ACTIVE_CONTROLLER: "true"}}})
+    expect_reads(
+        server,
+        [steady_pod()],
+        [nodeset(observed=settled_hash(("gpu-0", IDLE_STATE)))],
+        [kube_node()],
+        [controller_pod("slurm-controller-0", active=True), controller_pod("slurm-controller-1")],
+    )
+    expect_patch(
+        server,
+        f"/api/v1/namespaces/{NS}/pods/slurm-controller-0",
+        SMP,
+        {"metadata": {"labels": {names.LABEL_ACTIVE_CONTROLLER: None}}},
+    )
+    expect_patch(
+        server,
+        f"/api/v1/namespaces/{NS}/pods/slurm-controller-1",
+        SMP,
+        {"metadata": {"labels": {names.LABEL_ACTIVE_CONTROLLER: "true"}}},
+    )
     assert run(server, loop(server, slurm)).kube_writes == 2
 
 
 def test_pod_write_failure_blocks_the_undrain(server: HTTPServer) -> None:
     """The drained mark must be gone before our drain is lifted; if clearing it fails, no UNDRAIN."""
     slurm = FakeSlurm({"gpu-0": node("gpu-0", "IDLE", "DRAIN", reason="slurm-operator: scale-in", comment=COMMENT)})
-    observed = pod("gpu-0", states=("IDLE", "DRAIN"), reason="slurm-operator: scale-in", annotations={names.ANNOTATION_DRAINED: "true"})
+    observed = pod(
+        "gpu-0",
+        states=("IDLE", "DRAIN"),
+        reason="slurm-operator: scale-in",
+        annotations={names.ANNOTATION_DRAINED: "true"},
+    )
     state = PodState(drained=True, absent=False, states=("SlurmNodeStateDrain", "SlurmNodeStateIdle"))
     expect_reads(server, [observed], [nodeset(observed=settled_hash(("gpu-0", state)))], [kube_node()], [])
-    expect_patch(server, f"/api/v1/namespaces/{NS}/pods/gpu-0", SMP, {"metadata": {"annotations": {names.ANNOTATION_DRAINED: None}}},
-                 status=500)
+    expect_patch(
+        server,
+        f"/api/v1/namespaces/{NS}/pods/gpu-0",
+        SMP,
+        {"metadata": {"annotations": {names.ANNOTATION_DRAINED: None}}},
+        status=500,
+    )
     result = run(server, loop(server, slurm))
     assert not result.ok and slurm.updates == []
     assert result.ready  # a refused write fails the pass (and `--once`), yet everything could be read
@@ -292,17 +417,27 @@ def test_deleted_nodeset_with_retain_releases_its_pvcs_by_a_guarded_json_patch(s
     slurm = FakeSlurm({})
     claims = [pvc("data-gpu-0", NODESET_OWNER), pvc("data-gpu-1", OTHER_OWNER, NODESET_OWNER), pvc("data-gpu-2")]
     expect_reads(server, [], [nodeset(observed=settled_hash(), deleting=True)], None, [])
-    server.expect_ordered_request(f"/api/v1/namespaces/{NS}/persistentvolumeclaims", "GET", query_string=PVC_SELECTOR).respond_with_json(
-        items(*claims)
+    server.expect_ordered_request(
+        f"/api/v1/namespaces/{NS}/persistentvolumeclaims", "GET", query_string=PVC_SELECTOR
+    ).respond_with_json(items(*claims))
+    expect_patch(
+        server,
+        f"/api/v1/namespaces/{NS}/persistentvolumeclaims/data-gpu-0",
+        JSON_PATCH,
+        [
+            {"op": "test", "path": "/metadata/ownerReferences", "value": [NODESET_OWNER]},
+            {"op": "remove", "path": "/metadata/ownerReferences"},
+        ],
     )
-    expect_patch(server, f"/api/v1/namespaces/{NS}/persistentvolumeclaims/data-gpu-0", JSON_PATCH, [
-        {"op": "test", "path": "/metadata/ownerReferences", "value": [NODESET_OWNER]},
-        {"op": "remove", "path": "/metadata/ownerReferences"},
-    ])
-    expect_patch(server, f"/api/v1/namespaces/{NS}/persistentvolumeclaims/data-gpu-1", JSON_PATCH, [
-        {"op": "test", "path": "/metadata/ownerReferences", "value": [OTHER_OWNER, NODESET_OWNER]},
-        {"op": "replace", "path": "/metadata/ownerReferences", "value": [OTHER_OWNER]},
-    ])
+    expect_patch(
+        server,
+        f"/api/v1/namespaces/{NS}/persistentvolumeclaims/data-gpu-1",
+        JSON_PATCH,
+        [
+            {"op": "test", "path": "/metadata/ownerReferences", "value": [OTHER_OWNER, NODESET_OWNER]},
+            {"op": "replace", "path": "/metadata/ownerReferences", "value": [OTHER_OWNER]},
+        ],
+    )
     metrics = Metrics()
     result = run(server, loop(server, slurm, metrics))
     assert result.ok and result.kube_writes == 2
@@ -312,19 +447,27 @@ def test_deleted_nodeset_with_retain_releases_its_pvcs_by_a_guarded_json_patch(s
 def test_a_changed_owner_list_is_left_for_the_next_pass(server: HTTPServer) -> None:
     """422: the test op failed because someone changed ownerReferences since the list; not an error."""
     expect_reads(server, [], [nodeset(observed=settled_hash(), deleting=True, when_deleted="Retain")], None, [])
-    server.expect_ordered_request(f"/api/v1/namespaces/{NS}/persistentvolumeclaims", "GET", query_string=PVC_SELECTOR).respond_with_json(
-        items(pvc("data-gpu-0", NODESET_OWNER))
+    server.expect_ordered_request(
+        f"/api/v1/namespaces/{NS}/persistentvolumeclaims", "GET", query_string=PVC_SELECTOR
+    ).respond_with_json(items(pvc("data-gpu-0", NODESET_OWNER)))
+    expect_patch(
+        server,
+        f"/api/v1/namespaces/{NS}/persistentvolumeclaims/data-gpu-0",
+        JSON_PATCH,
+        [
+            {"op": "test", "path": "/metadata/ownerReferences", "value": [NODESET_OWNER]},
+            {"op": "remove", "path": "/metadata/ownerReferences"},
+        ],
+        status=422,
     )
-    expect_patch(server, f"/api/v1/namespaces/{NS}/persistentvolumeclaims/data-gpu-0", JSON_PATCH, [
-        {"op": "test", "path": "/metadata/ownerReferences", "value": [NODESET_OWNER]},
-        {"op": "remove", "path": "/metadata/ownerReferences"},
-    ], status=422)
     result = run(server, loop(server, FakeSlurm({})))
     assert result.ok and result.kube_writes == 0
 
 
 @pytest.mark.parametrize("state", [{"deleting": True, "when_deleted": "Delete"}, {"deleting": False}])
-def test_pvcs_are_not_even_read_unless_a_retaining_nodeset_is_deleted(server: HTTPServer, state: dict[str, Any]) -> None:
+def test_pvcs_are_not_even_read_unless_a_retaining_nodeset_is_deleted(
+    server: HTTPServer, state: dict[str, Any]
+) -> None:
     expect_reads(server, [], [nodeset(observed=settled_hash(), **state)], None, [])
     result = run(server, loop(server, FakeSlurm({})))
     assert result.ok and [r.method for r, _ in server.log] == ["GET"] * 3
@@ -332,8 +475,8 @@ def test_pvcs_are_not_even_read_unless_a_retaining_nodeset_is_deleted(server: HT
 
 def test_the_guarded_patch_refuses_a_concurrent_owner_change() -> None:
     """The fake apiserver applies RFC 6902 as the real one: a failed test op changes nothing."""
-    from tests.slurm_sync.fakekube import _json_patch
     from slurm_sync.operator.plan import claim_release_patch
+    from tests.slurm_sync.fakekube import _json_patch
 
     claim = pvc("data-gpu-0", NODESET_OWNER)
     ops = claim_release_patch(claim, NODESET_UID)

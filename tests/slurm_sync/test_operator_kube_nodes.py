@@ -13,22 +13,36 @@ from pytest_httpserver import HTTPServer
 
 from hooks import names
 from slurm_sync import __main__ as cli
+from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
 from slurm_sync.operator.loop import OperatorLoop
-from slurm_sync.kube import Kube
 from slurm_sync.slurm.errors import SlurmError, SlurmErrorDetail, SlurmRejected, SlurmUnavailable
 from slurm_sync.slurm.types import Node, NodeUpdate, parse_node
 from tests.slurm_sync.kubefixtures import (
-    CLUSTER, NODESET_UID, NOW, NS, FakeSlurm, RecordedEvents, api_client, controller_pod, nodeset, pod,
+    CLUSTER,
+    NODESET_UID,
+    NOW,
+    NS,
+    FakeSlurm,
+    RecordedEvents,
+    api_client,
+    controller_pod,
+    nodeset,
+    pod,
 )
 from tests.slurm_sync.test_operator_kube import COMMENT, IDLE_STATE, SMP, expect_patch, expect_reads, run, settled_hash
 
 TOPO = "topo-switch:s2,topo-block:b2"
-PRUNE_COMMENT = f'{{"namespace":"{NS}","podName":"gpu-k9","node":"k9","nodeSetName":"gpu","nodeSetUID":"{NODESET_UID}"}}'
+PRUNE_COMMENT = (
+    f'{{"namespace":"{NS}","podName":"gpu-k9","node":"k9","nodeSetName":"gpu","nodeSetUID":"{NODESET_UID}"}}'
+)
 
 
-TOPOLOGY_REFUSED = SlurmRejected("Requested topology configuration is not available", status=422,
-                                 errors=(SlurmErrorDetail("", 2178, "Requested topology configuration is not available", ""),))
+TOPOLOGY_REFUSED = SlurmRejected(
+    "Requested topology configuration is not available",
+    status=422,
+    errors=(SlurmErrorDetail("", 2178, "Requested topology configuration is not available", ""),),
+)
 
 
 @dataclass
@@ -72,42 +86,99 @@ class Clock:
         self.deleted.append(name)
 
 
-def snode(name: str, *state: str, comment: str = COMMENT, features: tuple[str, ...] = ("gpu",), topology: str = "", reason: str = "") -> Node:
-    return parse_node({"name": name, "state": list(state), "comment": comment, "features": list(features),
-                       "active_features": list(features), "topology": topology, "reason": reason})
+def snode(
+    name: str,
+    *state: str,
+    comment: str = COMMENT,
+    features: tuple[str, ...] = ("gpu",),
+    topology: str = "",
+    reason: str = "",
+) -> Node:
+    return parse_node(
+        {
+            "name": name,
+            "state": list(state),
+            "comment": comment,
+            "features": list(features),
+            "active_features": list(features),
+            "topology": topology,
+            "reason": reason,
+        }
+    )
 
 
-def knode(name: str = "k1", annotations: dict[str, str] | None = None, unschedulable: bool = False,
-          conditions: list[dict[str, str]] | None = None) -> dict[str, Any]:
-    return {"metadata": {"name": name, "annotations": annotations or {}}, "spec": {"unschedulable": unschedulable},
-            "status": {"conditions": conditions or []}}
+def knode(
+    name: str = "k1",
+    annotations: dict[str, str] | None = None,
+    unschedulable: bool = False,
+    conditions: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "annotations": annotations or {}},
+        "spec": {"unschedulable": unschedulable},
+        "status": {"conditions": conditions or []},
+    }
 
 
-def looper(server: HTTPServer, slurm: FakeSlurm, propagated: tuple[str, ...] = (), clock: Clock | None = None) -> OperatorLoop:
+def looper(
+    server: HTTPServer, slurm: FakeSlurm, propagated: tuple[str, ...] = (), clock: Clock | None = None
+) -> OperatorLoop:
     metrics = Metrics()
     kube = Kube(api_client(server.url_for("/")), metrics.count_kube_write)
-    return OperatorLoop(CLUSTER, NS, CLUSTER, slurm, kube, metrics, events=RecordedEvents(),  # type: ignore[arg-type]
-                        now=lambda: NOW, propagated_conditions=propagated, clock=clock or Clock())
+    return OperatorLoop(
+        CLUSTER,
+        NS,
+        CLUSTER,
+        slurm,
+        kube,
+        metrics,
+        events=RecordedEvents(),  # type: ignore[arg-type]
+        now=lambda: NOW,
+        propagated_conditions=propagated,
+        clock=clock or Clock(),
+    )
 
 
 def test_topology_is_one_annotation_patch_and_one_slurm_update_then_nothing(httpserver: HTTPServer) -> None:
     annotated = knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO, names.ANNOTATION_FEATURES_SPEC: "a100,nvlink"})
     slurm = DeletingSlurm({"gpu-0": snode("gpu-0", "IDLE", features=("gpu", "k8s/stale", "admin"))})
     settled = nodeset(observed=settled_hash(("gpu-0", IDLE_STATE)))
-    expect_reads(httpserver, [pod("gpu-0", states=("IDLE",))], [settled], [annotated], [controller_pod("slurm-controller-0", active=True)])
-    expect_patch(httpserver, f"/api/v1/namespaces/{NS}/pods/gpu-0", SMP, {"metadata": {"annotations": {names.ANNOTATION_TOPOLOGY_SPEC: TOPO}}})
+    expect_reads(
+        httpserver,
+        [pod("gpu-0", states=("IDLE",))],
+        [settled],
+        [annotated],
+        [controller_pod("slurm-controller-0", active=True)],
+    )
+    expect_patch(
+        httpserver,
+        f"/api/v1/namespaces/{NS}/pods/gpu-0",
+        SMP,
+        {"metadata": {"annotations": {names.ANNOTATION_TOPOLOGY_SPEC: TOPO}}},
+    )
     result = run(httpserver, looper(httpserver, slurm))
     assert result.ok and result.kube_writes == 1 and result.slurm_writes == 2
     assert slurm.updates == [
-        ("gpu-0", NodeUpdate(features=("gpu", "admin", "k8s/a100", "k8s/nvlink"), features_act=("gpu", "admin", "k8s/a100", "k8s/nvlink"))),
+        (
+            "gpu-0",
+            NodeUpdate(
+                features=("gpu", "admin", "k8s/a100", "k8s/nvlink"),
+                features_act=("gpu", "admin", "k8s/a100", "k8s/nvlink"),
+            ),
+        ),
         ("gpu-0", NodeUpdate(topology_str=TOPO)),
     ]
     # settled on both sides: reads only
     httpserver.clear()
     slurm.nodes["gpu-0"] = snode("gpu-0", "IDLE", features=("gpu", "admin", "k8s/a100", "k8s/nvlink"), topology=TOPO)
     slurm.updates.clear()
-    expect_reads(httpserver, [pod("gpu-0", states=("IDLE",), annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO})], [settled], [annotated],
-                 [controller_pod("slurm-controller-0", active=True)])
+    expect_reads(
+        httpserver,
+        [pod("gpu-0", states=("IDLE",), annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO})],
+        [settled],
+        [annotated],
+        [controller_pod("slurm-controller-0", active=True)],
+    )
     result = run(httpserver, looper(httpserver, slurm))
     assert result.ok and result.kube_writes == 0 and result.slurm_writes == 0 and slurm.updates == []
 
@@ -118,13 +189,25 @@ def test_a_refused_topology_update_is_reported_and_the_rest_still_happens(httpse
     lasts; the other writes happen."""
     annotated = knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO})
     slurm = DeletingSlurm({"gpu-0": snode("gpu-0", "IDLE", features=("gpu", "k8s/stale"))}, refuse={"topology"})
-    expect_reads(httpserver, [pod("gpu-0", states=("IDLE",))], [nodeset(observed=settled_hash(("gpu-0", IDLE_STATE)))], [annotated], [])
-    expect_patch(httpserver, f"/api/v1/namespaces/{NS}/pods/gpu-0", SMP, {"metadata": {"annotations": {names.ANNOTATION_TOPOLOGY_SPEC: TOPO}}})
+    expect_reads(
+        httpserver,
+        [pod("gpu-0", states=("IDLE",))],
+        [nodeset(observed=settled_hash(("gpu-0", IDLE_STATE)))],
+        [annotated],
+        [],
+    )
+    expect_patch(
+        httpserver,
+        f"/api/v1/namespaces/{NS}/pods/gpu-0",
+        SMP,
+        {"metadata": {"annotations": {names.ANNOTATION_TOPOLOGY_SPEC: TOPO}}},
+    )
     loop = looper(httpserver, slurm)
     result = run(httpserver, loop)
     assert result.ok and result.slurm_writes == 1
     assert not result.ready and result.unready == (
-        "update node gpu-0 (topology_str): refused by Slurm: Requested topology configuration is not available",)
+        "update node gpu-0 (topology_str): refused by Slurm: Requested topology configuration is not available",
+    )
     assert slurm.updates == [("gpu-0", NodeUpdate(features=("gpu",), features_act=("gpu",)))]
     assert slurm.attempts[-1] == ("gpu-0", NodeUpdate(topology_str=TOPO))
     assert refused_count(loop, "2178") == 1
@@ -132,14 +215,20 @@ def test_a_refused_topology_update_is_reported_and_the_rest_still_happens(httpse
 
 def refused_count(loop: OperatorLoop, reason: str, action: str = "topology_str") -> float | None:
     return loop.metrics.registry.get_sample_value(
-        "slurm_sync_slurm_refused_updates_total", {"cluster": CLUSTER, "action": action, "reason": reason})
+        "slurm_sync_slurm_refused_updates_total", {"cluster": CLUSTER, "action": action, "reason": reason}
+    )
 
 
 def topology_pass(server: HTTPServer, loop: OperatorLoop, spec: str = TOPO) -> Any:
     """One pass where only the topology can be written (the pod already carries the spec)."""
     server.clear()
-    expect_reads(server, [pod("gpu-0", states=("IDLE",), annotations={names.ANNOTATION_TOPOLOGY_SPEC: spec})],
-                 [nodeset(observed=settled_hash(("gpu-0", IDLE_STATE)))], [knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: spec})], [])
+    expect_reads(
+        server,
+        [pod("gpu-0", states=("IDLE",), annotations={names.ANNOTATION_TOPOLOGY_SPEC: spec})],
+        [nodeset(observed=settled_hash(("gpu-0", IDLE_STATE)))],
+        [knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: spec})],
+        [],
+    )
     return run(server, loop)
 
 
@@ -161,7 +250,12 @@ def test_a_refused_update_is_not_resent_until_it_or_slurm_changes_or_the_backoff
     clock.now += 60
     assert topology_pass(httpserver, loop).ok and len(slurm.attempts) == 2
     assert refused_count(loop, "2178") == 1
-    assert loop.metrics.registry.get_sample_value("slurm_sync_slurm_errors_total", {"cluster": CLUSTER, "kind": "rejected"}) == 2
+    assert (
+        loop.metrics.registry.get_sample_value(
+            "slurm_sync_slurm_errors_total", {"cluster": CLUSTER, "kind": "rejected"}
+        )
+        == 2
+    )
     # the backoff doubles (120 s now) ...
     clock.now += 100
     assert topology_pass(httpserver, loop).ok and len(slurm.attempts) == 2
@@ -195,8 +289,11 @@ def test_a_refused_update_is_not_resent_until_it_or_slurm_changes_or_the_backoff
 
 def test_refusals_about_our_credentials_fail_every_pass(httpserver: HTTPServer) -> None:
     """Not a refusal of the update: Slurm will not let us in. A pass error each pass, as before."""
-    slurm = DeletingSlurm({"gpu-0": snode("gpu-0", "IDLE", features=())}, refuse={"topology"},
-                          refusal=SlurmRejected("forbidden", status=403))
+    slurm = DeletingSlurm(
+        {"gpu-0": snode("gpu-0", "IDLE", features=())},
+        refuse={"topology"},
+        refusal=SlurmRejected("forbidden", status=403),
+    )
     loop = looper(httpserver, slurm)
     for _ in range(2):
         result = topology_pass(httpserver, loop)
@@ -230,34 +327,63 @@ MOVED_COMMENT = COMMENT.replace('"node":"k1"', '"node":"k0"')
 
 @pytest.mark.parametrize("failure", [TOPOLOGY_REFUSED, SlurmUnavailable("timed out")], ids=["refused", "unavailable"])
 def test_idle_after_a_move_needs_the_comment_update_to_succeed(httpserver: HTTPServer, failure: SlurmError) -> None:
-    slurm = DeletingSlurm({"gpu-0": snode("gpu-0", "IDLE", comment=MOVED_COMMENT, features=())}, refuse={"comment"}, refusal=failure)
+    slurm = DeletingSlurm(
+        {"gpu-0": snode("gpu-0", "IDLE", comment=MOVED_COMMENT, features=())}, refuse={"comment"}, refusal=failure
+    )
     clock = Clock()
     loop = looper(httpserver, slurm, clock=clock)
-    expect_reads(httpserver, [pod("gpu-0", states=("IDLE",))], [nodeset(observed=settled_hash(("gpu-0", IDLE_STATE)))], [knode()], [])
+    expect_reads(
+        httpserver,
+        [pod("gpu-0", states=("IDLE",))],
+        [nodeset(observed=settled_hash(("gpu-0", IDLE_STATE)))],
+        [knode()],
+        [],
+    )
     run(httpserver, loop)
     assert slurm.attempts == [("gpu-0", NodeUpdate(comment=COMMENT))] and slurm.updates == []
     # the next pass (the refused comment not re-sent yet): still no IDLE
     httpserver.clear()
     clock.now += 1
-    expect_reads(httpserver, [pod("gpu-0", states=("IDLE",))], [nodeset(observed=settled_hash(("gpu-0", IDLE_STATE)))], [knode()], [])
+    expect_reads(
+        httpserver,
+        [pod("gpu-0", states=("IDLE",))],
+        [nodeset(observed=settled_hash(("gpu-0", IDLE_STATE)))],
+        [knode()],
+        [],
+    )
     run(httpserver, loop)
     assert NodeUpdate(state=("IDLE",)) not in [u for _, u in slurm.attempts]
     # the comment goes through: the IDLE follows it in the same pass
     slurm.refuse.clear()
     clock.now += 600
     httpserver.clear()
-    expect_reads(httpserver, [pod("gpu-0", states=("IDLE",))], [nodeset(observed=settled_hash(("gpu-0", IDLE_STATE)))], [knode()], [])
+    expect_reads(
+        httpserver,
+        [pod("gpu-0", states=("IDLE",))],
+        [nodeset(observed=settled_hash(("gpu-0", IDLE_STATE)))],
+        [knode()],
+        [],
+    )
     run(httpserver, loop)
     assert slurm.updates == [("gpu-0", NodeUpdate(comment=COMMENT)), ("gpu-0", NodeUpdate(state=("IDLE",)))]
 
 
 def test_propagated_conditions_become_the_drain_reason(httpserver: HTTPServer) -> None:
-    cordoned = knode(unschedulable=True, conditions=[
-        {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ok"},
-        {"type": "GpuHealthy", "status": "True", "reason": "XidError", "message": "xid 79"},
-    ])
+    cordoned = knode(
+        unschedulable=True,
+        conditions=[
+            {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ok"},
+            {"type": "GpuHealthy", "status": "True", "reason": "XidError", "message": "xid 79"},
+        ],
+    )
     slurm = DeletingSlurm({"gpu-0": snode("gpu-0", "IDLE", features=())})
-    expect_reads(httpserver, [pod("gpu-0", states=("IDLE",))], [nodeset(observed=settled_hash(("gpu-0", IDLE_STATE)))], [cordoned], [])
+    expect_reads(
+        httpserver,
+        [pod("gpu-0", states=("IDLE",))],
+        [nodeset(observed=settled_hash(("gpu-0", IDLE_STATE)))],
+        [cordoned],
+        [],
+    )
     run(httpserver, looper(httpserver, slurm, propagated=("GpuHealthy",)))
     assert slurm.updates == [("gpu-0", NodeUpdate(state=("DRAIN",), reason="slurm-operator: (XidError: xid 79)"))]
 
@@ -268,7 +394,9 @@ def test_the_flag_and_its_environment_variable(monkeypatch: pytest.MonkeyPatch) 
     args = cli.parse_args([])
     assert args.propagated_node_conditions == "GpuHealthy, MemoryPressure"
     captured = {}
-    monkeypatch.setattr(cli, "Service", lambda cfg, *a: captured.setdefault("cfg", cfg) and (_ for _ in ()).throw(SystemExit(0)))
+    monkeypatch.setattr(
+        cli, "Service", lambda cfg, *a: captured.setdefault("cfg", cfg) and (_ for _ in ()).throw(SystemExit(0))
+    )
     monkeypatch.setattr(cli, "kube_client", lambda _: None)
     monkeypatch.setattr(cli, "Kube", lambda *a: None)
     with pytest.raises(SystemExit):
@@ -287,7 +415,11 @@ def ds_nodeset() -> dict[str, Any]:
 
 def expect_pod_get(server: HTTPServer, status: int, body: dict[str, Any] | None = None) -> None:
     if body is None:
-        body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404} if status == 404 else pod("gpu-k9")
+        body = (
+            {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404}
+            if status == 404
+            else pod("gpu-k9")
+        )
     server.expect_ordered_request(f"/api/v1/namespaces/{NS}/pods/gpu-k9", "GET").respond_with_json(body, status=status)
 
 
@@ -303,10 +435,17 @@ def test_defunct_node_is_deleted_after_its_pod_answers_not_found(httpserver: HTT
 
 @pytest.mark.parametrize(
     ("status", "body"),
-    [(200, None), (404, {"message": "no route"}), (500, {"kind": "Status", "code": 500}), (403, {"kind": "Status", "code": 403})],
+    [
+        (200, None),
+        (404, {"message": "no route"}),
+        (500, {"kind": "Status", "code": 500}),
+        (403, {"kind": "Status", "code": 403}),
+    ],
     ids=["pod-exists", "bare-404", "server-error", "forbidden"],
 )
-def test_defunct_node_is_kept_unless_the_pod_is_surely_gone(httpserver: HTTPServer, status: int, body: dict[str, Any] | None) -> None:
+def test_defunct_node_is_kept_unless_the_pod_is_surely_gone(
+    httpserver: HTTPServer, status: int, body: dict[str, Any] | None
+) -> None:
     slurm = DeletingSlurm({"k9": snode("k9", "DOWN", "NOT_RESPONDING", comment=PRUNE_COMMENT)})
     expect_reads(httpserver, [], [ds_nodeset()], [knode("k1")], [])
     expect_pod_get(httpserver, status, body)
@@ -318,15 +457,21 @@ def test_defunct_node_is_kept_unless_the_pod_is_surely_gone(httpserver: HTTPServ
 def test_a_failed_node_listing_deletes_nothing(httpserver: HTTPServer) -> None:
     slurm = DeletingSlurm({"k9": snode("k9", "DOWN", "NOT_RESPONDING", comment=PRUNE_COMMENT)})
     httpserver.expect_ordered_request(f"/api/v1/namespaces/{NS}/pods", "GET").respond_with_json({"items": []})
-    httpserver.expect_ordered_request(f"/apis/slinky.slurm.net/v1beta1/namespaces/{NS}/nodesets", "GET").respond_with_json(
-        {"items": [ds_nodeset()]})
-    httpserver.expect_ordered_request("/api/v1/nodes", "GET").respond_with_json({"kind": "Status", "code": 500}, status=500)
+    httpserver.expect_ordered_request(
+        f"/apis/slinky.slurm.net/v1beta1/namespaces/{NS}/nodesets", "GET"
+    ).respond_with_json({"items": [ds_nodeset()]})
+    httpserver.expect_ordered_request("/api/v1/nodes", "GET").respond_with_json(
+        {"kind": "Status", "code": 500}, status=500
+    )
     result = run(httpserver, looper(httpserver, slurm))
     assert not result.kube_ok and slurm.deleted == []
 
 
 def test_a_failed_slurm_listing_deletes_nothing(httpserver: HTTPServer) -> None:
-    slurm = DeletingSlurm({"k9": snode("k9", "DOWN", "NOT_RESPONDING", comment=PRUNE_COMMENT)}, fail=SlurmRejected("HTTP 200 with errors", status=200))
+    slurm = DeletingSlurm(
+        {"k9": snode("k9", "DOWN", "NOT_RESPONDING", comment=PRUNE_COMMENT)},
+        fail=SlurmRejected("HTTP 200 with errors", status=200),
+    )
     expect_reads(httpserver, [], [ds_nodeset()], [knode("k1")], [])
     result = run(httpserver, looper(httpserver, slurm))
     assert not result.slurm_ok and slurm.deleted == []

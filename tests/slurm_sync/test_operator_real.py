@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import os
 import re
 import signal
-import os
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -51,7 +51,11 @@ class Rig:
         return self.pod(name)["metadata"].get("annotations") or {}
 
     def conditions(self, name: str) -> dict[str, str]:
-        return {c["type"]: c.get("message", "") for c in self.pod(name)["status"]["conditions"] if c["type"].startswith("SlurmNodeState")}
+        return {
+            c["type"]: c.get("message", "")
+            for c in self.pod(name)["status"]["conditions"]
+            if c["type"].startswith("SlurmNodeState")
+        }
 
     def set_intents(self, intents: dict[str, str]) -> None:
         self.kube.get("nodesets", NS, "gpu")["status"] = nodeset(intents)["status"]
@@ -62,8 +66,12 @@ class Rig:
 
     def events(self, since: int = 0) -> list[tuple[str, str, str, str, str]]:
         """(type, reason, regarding kind, regarding name, note) of each event posted."""
-        return [(b["type"], b["reason"], b["regarding"]["kind"], b["regarding"]["name"], b["note"])
-                for w in self.kube.writes[since:] if is_event(w) for b in [w[3]]]
+        return [
+            (b["type"], b["reason"], b["regarding"]["kind"], b["regarding"]["name"], b["note"])
+            for w in self.kube.writes[since:]
+            if is_event(w)
+            for b in [w[3]]
+        ]
 
     def slurm_node(self, name: str) -> str:
         return self.lab.run("scontrol", "show", "node", name, check=True).stdout
@@ -85,8 +93,11 @@ def restore(lab: SlurmLab, *nodes: str) -> None:
         lab.run("scontrol", "update", f"nodename={node}", "state=resume")
         lab.run("scontrol", "update", f"nodename={node}", "comment=")
     for node in nodes:
-        wait_for(lambda n=node: lab.run("scontrol", "show", "node", n).stdout, lambda s: "NOT_RESPONDING" not in s,
-                 what=f"{node} responding after resume")
+        wait_for(
+            lambda n=node: lab.run("scontrol", "show", "node", n).stdout,
+            lambda s: "NOT_RESPONDING" not in s,
+            what=f"{node} responding after resume",
+        )
 
 
 def build_rig(lab: SlurmLab, server: HTTPServer) -> Rig:
@@ -94,10 +105,20 @@ def build_rig(lab: SlurmLab, server: HTTPServer) -> Rig:
         ctld_host = client.ping().controllers[0].hostname
         cluster_name = client.cluster
     kube = FakeKube()
-    kube.add("controllers", {"metadata": {"name": "slurm", "namespace": NS, "uid": "uid-controller-slurm"},
-                             "spec": {"clusterName": cluster_name, "jwtKeyRef": {"name": "slurm-jwt", "key": "jwt.key"}}})
-    kube.add("restapis", {"metadata": {"name": "slurm", "namespace": NS, "creationTimestamp": "2026-01-01T00:00:00Z"},
-                          "spec": {"controllerRef": {"name": "slurm"}}})
+    kube.add(
+        "controllers",
+        {
+            "metadata": {"name": "slurm", "namespace": NS, "uid": "uid-controller-slurm"},
+            "spec": {"clusterName": cluster_name, "jwtKeyRef": {"name": "slurm-jwt", "key": "jwt.key"}},
+        },
+    )
+    kube.add(
+        "restapis",
+        {
+            "metadata": {"name": "slurm", "namespace": NS, "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"controllerRef": {"name": "slurm"}},
+        },
+    )
     kube.add("secrets", {"metadata": {"name": "slurm-jwt", "namespace": NS}, "data": {"jwt.key": ""}})
     kube.add("nodesets", nodeset())
     kube.add("nodes", kube_node())
@@ -106,9 +127,17 @@ def build_rig(lab: SlurmLab, server: HTTPServer) -> Rig:
     kube.add("pods", controller_pod(ctld_host))
     kube.install(server)
     metrics = Metrics()
-    config = Config(namespaces=(NS,), slurm_url=lab.rest_url, token_user="slurm", slurm_timeout=5, poll_interval=0.5,
-                    absence_confirm_seconds=0)
-    rig = Rig(lab, kube, Service(config, Kube(api_client(server.url_for("/")), metrics.count_kube_write), metrics), metrics)
+    config = Config(
+        namespaces=(NS,),
+        slurm_url=lab.rest_url,
+        token_user="slurm",
+        slurm_timeout=5,
+        poll_interval=0.5,
+        absence_confirm_seconds=0,
+    )
+    rig = Rig(
+        lab, kube, Service(config, Kube(api_client(server.url_for("/")), metrics.count_kube_write), metrics), metrics
+    )
     rig.set_key(lab.jwt_key_file.read_bytes(), "1")
     return rig
 
@@ -148,17 +177,24 @@ def test_busy_node_is_drained_but_marked_only_after_the_job_ends(rig: Rig) -> No
         assert f"Reason={OUR_REASON}" in out
         assert rig.service.run_pass()
         assert names.ANNOTATION_DRAINED not in rig.annotations("gpu-n3")
-        assert {"SlurmNodeStateDrain", "SlurmNodeStateAllocated"} <= set(rig.conditions("gpu-n3")) or \
-            {"SlurmNodeStateDrain", "SlurmNodeStateMixed"} <= set(rig.conditions("gpu-n3"))
+        assert {"SlurmNodeStateDrain", "SlurmNodeStateAllocated"} <= set(rig.conditions("gpu-n3")) or {
+            "SlurmNodeStateDrain",
+            "SlurmNodeStateMixed",
+        } <= set(rig.conditions("gpu-n3"))
         assert rig.pod("gpu-n3")["metadata"]["labels"][names.LABEL_POD_PROTECT] == "true"
         observed = rig.kube.get("nodesets", NS, "gpu")["metadata"]["annotations"][names.ANNOTATION_SLURM_OBSERVED]
         rig.lab.run("scancel", str(job), check=True)
-        wait_for(lambda: rig.slurm_node("n3"), lambda s: "ALLOCATED" not in s and "MIXED" not in s and "COMPLETING" not in s,
-                 what="n3 idle")
+        wait_for(
+            lambda: rig.slurm_node("n3"),
+            lambda s: "ALLOCATED" not in s and "MIXED" not in s and "COMPLETING" not in s,
+            what="n3 idle",
+        )
         assert rig.service.run_pass()
         assert rig.annotations("gpu-n3")[names.ANNOTATION_DRAINED] == "true"
         assert names.LABEL_POD_PROTECT not in rig.pod("gpu-n3")["metadata"]["labels"]
-        assert rig.kube.get("nodesets", NS, "gpu")["metadata"]["annotations"][names.ANNOTATION_SLURM_OBSERVED] != observed
+        assert (
+            rig.kube.get("nodesets", NS, "gpu")["metadata"]["annotations"][names.ANNOTATION_SLURM_OBSERVED] != observed
+        )
         assert rig.annotations("gpu-n4").get(names.ANNOTATION_DRAINED) is None
         # settled: another pass writes nothing anywhere
         before = len(rig.kube.writes)
@@ -198,7 +234,11 @@ def kill_slurmrestd(lab: SlurmLab) -> Daemon:
     """SIGKILL the lab's slurmrestd (its PID from the lab's pid file), remembering its command."""
     pid = int((_lab_dir(lab) / "pids/slurmrestd").read_text().split()[0])
     proc = Path(f"/proc/{pid}")
-    ids = {line.split(":")[0]: line.split()[1] for line in (proc / "status").read_text().splitlines() if line.startswith(("Uid:", "Gid:"))}
+    ids = {
+        line.split(":")[0]: line.split()[1]
+        for line in (proc / "status").read_text().splitlines()
+        if line.startswith(("Uid:", "Gid:"))
+    }
     daemon = Daemon(
         argv=[a.decode() for a in (proc / "cmdline").read_bytes().split(b"\0")[:-1]],
         environ=[e.decode() for e in (proc / "environ").read_bytes().split(b"\0")[:-1]],
@@ -206,7 +246,11 @@ def kill_slurmrestd(lab: SlurmLab) -> Daemon:
         gid=ids["Gid"],
     )
     os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: proc.exists() and "State:\tZ" not in (proc / "status").read_text(), lambda alive: not alive, what="slurmrestd gone")
+    wait_for(
+        lambda: proc.exists() and "State:\tZ" not in (proc / "status").read_text(),
+        lambda alive: not alive,
+        what="slurmrestd gone",
+    )
     return daemon
 
 
@@ -258,7 +302,12 @@ def test_slurmrestd_outage_fails_closed_and_recovers(rig: Rig) -> None:
         assert f"Reason={OUR_REASON}" in rig.slurm_node("n4")  # not undrained (scontrol talks to slurmctld)
         ready = httpx.get(base + "/readyz")
         assert ready.status_code == 503 and "slurm/slurm" in ready.text
-        assert rig.metrics.registry.get_sample_value("slurm_sync_slurm_errors_total", {"cluster": f"{NS}/slurm", "kind": "unavailable"}) >= 1
+        assert (
+            rig.metrics.registry.get_sample_value(
+                "slurm_sync_slurm_errors_total", {"cluster": f"{NS}/slurm", "kind": "unavailable"}
+            )
+            >= 1
+        )
         # slurmrestd returns: the loop recovers by itself, and only now lifts our drain (mark first)
         start_slurmrestd(rig.lab, daemon)
         daemon = None
@@ -267,8 +316,11 @@ def test_slurmrestd_outage_fails_closed_and_recovers(rig: Rig) -> None:
         assert names.ANNOTATION_DRAINED not in rig.annotations("gpu-n4")
         wait_for(lambda: rig.slurm_node("n4"), lambda s: "DRAIN" not in s, what="n4 undrained by us")
         # Slurm briefly shows NOT_RESPONDING after an undrain; the conditions follow it
-        wait_for(lambda: (rig.service.run_pass(), rig.conditions("gpu-n4"))[1], lambda c: c == {"SlurmNodeStateIdle": ""},
-                 what="gpu-n4 conditions back to Idle")
+        wait_for(
+            lambda: (rig.service.run_pass(), rig.conditions("gpu-n4"))[1],
+            lambda c: c == {"SlurmNodeStateIdle": ""},
+            what="gpu-n4 conditions back to Idle",
+        )
     finally:
         server.shutdown()
         server.server_close()

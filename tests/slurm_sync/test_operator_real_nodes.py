@@ -1,6 +1,7 @@
 """Node-derived steps of the whole service against the real Slurm 26.05 lab (REST v0.0.45): `k8s/`
 features replace only their own kind, topology_str reaches slurmctld (the lab's topology/flat
-refuses it: reported once and not re-sent until the annotation changes), and defunct dynamic nodes are deleted only under Slinky's
+refuses it: reported once and not re-sent until the annotation changes), and defunct dynamic nodes are deleted only
+under Slinky's
 conditions. The lab is shared: only n3/n4 (features, comment) and nodes this test creates are
 touched, and all are restored in ``finally``."""
 
@@ -57,7 +58,9 @@ TOPOLOGY = names.ANNOTATION_TOPOLOGY_SPEC
 
 
 def test_k8s_features_are_applied_and_others_survive(rig: Rig) -> None:
-    rig.lab.run("scontrol", "update", "nodename=n3", "availablefeatures=n3,admin", "activefeatures=n3,admin", check=True)
+    rig.lab.run(
+        "scontrol", "update", "nodename=n3", "availablefeatures=n3,admin", "activefeatures=n3,admin", check=True
+    )
     annotate_node(rig, **{FEATURES: "a100,nvlink"})
     assert rig.service.run_pass()
     assert features(rig, "n3") == ({"n3", "admin", "k8s/a100", "k8s/nvlink"},) * 2
@@ -88,9 +91,16 @@ def cluster_name(rig: Rig) -> str:
 def topology_refusals(rig: Rig) -> tuple[float, float]:
     """(refusals reported, refused calls made) of topology_str updates so far."""
     reg = rig.metrics.registry
-    reported = reg.get_sample_value("slurm_sync_slurm_refused_updates_total",
-                                    {"cluster": cluster_name(rig), "action": "topology_str", "reason": "2178"}) or 0
-    calls = reg.get_sample_value("slurm_sync_slurm_errors_total", {"cluster": cluster_name(rig), "kind": "rejected"}) or 0
+    reported = (
+        reg.get_sample_value(
+            "slurm_sync_slurm_refused_updates_total",
+            {"cluster": cluster_name(rig), "action": "topology_str", "reason": "2178"},
+        )
+        or 0
+    )
+    calls = (
+        reg.get_sample_value("slurm_sync_slurm_errors_total", {"cluster": cluster_name(rig), "kind": "rejected"}) or 0
+    )
     return reported, calls
 
 
@@ -129,7 +139,9 @@ def exists(rig: Rig, node: str) -> bool:
 
 
 def _pod_info(pod: str, node: str, uid: str = NODESET_UID) -> str:
-    return json.dumps({"namespace": NS, "podName": pod, "node": node, "nodeSetName": "gpu", "nodeSetUID": uid}, separators=(",", ":"))
+    return json.dumps(
+        {"namespace": NS, "podName": pod, "node": node, "nodeSetName": "gpu", "nodeSetUID": uid}, separators=(",", ":")
+    )
 
 
 def test_defunct_dynamic_nodes_are_deleted_only_under_slinkys_conditions(rig: Rig) -> None:
@@ -147,8 +159,17 @@ def test_defunct_dynamic_nodes_are_deleted_only_under_slinkys_conditions(rig: Ri
     }
     try:
         for node, comment in comments.items():
-            rig.lab.run("scontrol", "create", f"nodename={node}", "NodeAddr=127.0.0.1", "Port=1", "CPUs=1", "RealMemory=100",
-                        "State=FUTURE", check=True)
+            rig.lab.run(
+                "scontrol",
+                "create",
+                f"nodename={node}",
+                "NodeAddr=127.0.0.1",
+                "Port=1",
+                "CPUs=1",
+                "RealMemory=100",
+                "State=FUTURE",
+                check=True,
+            )
             created.append(node)
             rig.lab.run("scontrol", "update", f"nodename={node}", "state=down", "reason=pod gone", check=True)
             if node != responding:

@@ -8,22 +8,29 @@ from typing import Any
 import pytest
 
 from hooks import names
-from slurm_sync.operator import plan
 from slurm_sync.metrics import Metrics
+from slurm_sync.operator import plan
 from slurm_sync.operator.loop import OperatorLoop, Tally
 from slurm_sync.operator.plan import SlurmView
+from slurm_sync.operator.view import ClusterView, read_kube_node, read_nodeset, read_pod
 from slurm_sync.slurm.errors import SlurmMalformed, SlurmNotFound, SlurmRejected, SlurmUnavailable
 from slurm_sync.slurm.types import NodeUpdate
-from slurm_sync.operator.view import ClusterView, read_kube_node, read_nodeset, read_pod
-from tests.slurm_sync.kubefixtures import NODESET_UID, NOW, NS, FakeSlurm, kube_node, node, nodeset, pod, ping
+from tests.slurm_sync.kubefixtures import NODESET_UID, NOW, NS, FakeSlurm, kube_node, node, nodeset, ping, pod
 
 OUR = "slurm-operator: scale-in to 1 replicas"
 
 
-def cluster(*pods: dict[str, Any], intents: dict[str, str] | None = None, nodes: list[dict] | None = None, protect: bool | None = None) -> ClusterView:
+def cluster(
+    *pods: dict[str, Any],
+    intents: dict[str, str] | None = None,
+    nodes: list[dict] | None = None,
+    protect: bool | None = None,
+) -> ClusterView:
     ns = read_nodeset(nodeset(intents, protect))
     kube_nodes = [read_kube_node(n) for n in (nodes or [kube_node()])]
-    return ClusterView(NS, "slurm", tuple(v for p in pods if (v := read_pod(p))), {ns.name: ns}, {n.name: n for n in kube_nodes}, ())
+    return ClusterView(
+        NS, "slurm", tuple(v for p in pods if (v := read_pod(p))), {ns.name: ns}, {n.name: n for n in kube_nodes}, ()
+    )
 
 
 def plan_one(c: ClusterView, *slurm_nodes) -> plan.PodPlan:
@@ -84,7 +91,9 @@ def test_a_node_proven_absent_marks_the_pod() -> None:
     c = cluster(pod("gpu-0"))
     view = SlurmView({"other": node("other", "IDLE")}, ping(("c0", True, True)), absent=frozenset({"gpu-0"}))
     p = plan.plan_pod(c.pods[0], c, view, NOW)
-    assert p.state.absent and p.patches[0].body == {"metadata": {"annotations": {names.ANNOTATION_SLURM_NODE_ABSENT: "true"}}}
+    assert p.state.absent and p.patches[0].body == {
+        "metadata": {"annotations": {names.ANNOTATION_SLURM_NODE_ABSENT: "true"}}
+    }
 
 
 # --- cordon reasons --------------------------------------------------------------------------
@@ -107,7 +116,9 @@ def test_sanitize_reason(raw: str, clean: str) -> None:
 
 
 def test_cordoned_node_drains_with_its_sanitized_annotation() -> None:
-    c = cluster(pod("gpu-0", states=("IDLE",)), nodes=[kube_node(unschedulable=True, cordon_reason="disk\nfailing\x00!")])
+    c = cluster(
+        pod("gpu-0", states=("IDLE",)), nodes=[kube_node(unschedulable=True, cordon_reason="disk\nfailing\x00!")]
+    )
     assert updates(plan_one(c, node("gpu-0", "IDLE", comment=COMMENT))) == [
         NodeUpdate(state=("DRAIN",), reason="slurm-operator: disk failing!")
     ]
@@ -116,7 +127,9 @@ def test_cordoned_node_drains_with_its_sanitized_annotation() -> None:
 def test_cordoned_node_without_annotation_gets_the_default_reason() -> None:
     c = cluster(pod("gpu-0", states=("IDLE",)), nodes=[kube_node(unschedulable=True, cordon_reason="\n")])
     assert updates(plan_one(c, node("gpu-0", "IDLE", comment=COMMENT))) == [
-        NodeUpdate(state=("DRAIN",), reason=f"slurm-operator: Node (k1) was cordoned, Pod ({NS}/gpu-0) must be cordoned")
+        NodeUpdate(
+            state=("DRAIN",), reason=f"slurm-operator: Node (k1) was cordoned, Pod ({NS}/gpu-0) must be cordoned"
+        )
     ]
 
 
@@ -177,7 +190,9 @@ def test_changed_intent_reason_redrains_but_never_over_an_administrators_reason(
         (("IDLE",), "", []),
     ],
 )
-def test_undrain_only_our_drains_without_intent(state: tuple[str, ...], reason: str, expected: list[NodeUpdate]) -> None:
+def test_undrain_only_our_drains_without_intent(
+    state: tuple[str, ...], reason: str, expected: list[NodeUpdate]
+) -> None:
     c = cluster(pod("gpu-0", states=("IDLE",)))
     assert updates(plan_one(c, node("gpu-0", *state, reason=reason, comment=COMMENT))) == expected
 
@@ -186,12 +201,16 @@ def test_lifting_our_drain_clears_the_drained_mark_in_the_same_pass() -> None:
     c = cluster(pod("gpu-0", states=("IDLE", "DRAIN"), reason=OUR, annotations={names.ANNOTATION_DRAINED: "true"}))
     p = plan_one(c, node("gpu-0", "IDLE", "DRAIN", reason=OUR, comment=COMMENT))
     assert [a.lifts_drain for a in p.slurm] == [True]
-    assert p.patches == (plan.PodPatch(NS, "gpu-0", "", {"metadata": {"annotations": {names.ANNOTATION_DRAINED: None}}}),)
+    assert p.patches == (
+        plan.PodPatch(NS, "gpu-0", "", {"metadata": {"annotations": {names.ANNOTATION_DRAINED: None}}}),
+    )
 
 
 def test_terminating_pod_is_neither_drained_nor_undrained() -> None:
     c = cluster(pod("gpu-0", states=("IDLE",), terminating=True), intents={"gpu-0": "x"})
-    assert updates(plan_one(c, node("gpu-0", "DOWN", reason="slurm-operator: Pod is terminating", comment=COMMENT))) == []
+    assert (
+        updates(plan_one(c, node("gpu-0", "DOWN", reason="slurm-operator: Pod is terminating", comment=COMMENT))) == []
+    )
 
 
 # --- writes only on change -------------------------------------------------------------------
@@ -231,4 +250,7 @@ def test_active_controller_keeps_labels_when_no_answer() -> None:
     assert plan.controller_patches(pods, ping(("c-0", False, True), ("c-1", False, False))) == ()
     assert plan.controller_patches(pods, ping(("c-0", True, True), ("c-1", True, False))) == ()
     moved = plan.controller_patches(pods, ping(("c-0", False, True), ("c-1", True, False)))
-    assert [(p.name, p.body["metadata"]["labels"][names.LABEL_ACTIVE_CONTROLLER]) for p in moved] == [("c-0", None), ("c-1", "true")]
+    assert [(p.name, p.body["metadata"]["labels"][names.LABEL_ACTIVE_CONTROLLER]) for p in moved] == [
+        ("c-0", None),
+        ("c-1", "true"),
+    ]

@@ -9,23 +9,39 @@ import datetime
 import pytest
 
 from hooks import names
-from slurm_sync.operator import plan
 from slurm_sync.metrics import Metrics
+from slurm_sync.operator import plan
 from slurm_sync.operator.loop import OperatorLoop, Tally
 from slurm_sync.operator.plan import SlurmView
 from slurm_sync.slurm.errors import SlurmUnavailable
 from slurm_sync.slurm.types import Job, Node
-from tests.slurm_sync.kubefixtures import NOW, NS, FakeSlurm, node, pod, ping
+from tests.slurm_sync.kubefixtures import NOW, NS, FakeSlurm, node, ping, pod
 from tests.slurm_sync.test_plan import cluster
 
 DEADLINE = names.ANNOTATION_POD_DEADLINE
 T0 = 1_800_000_000  # 2027-01-15T08:00:00Z
 
 
-def job(job_id: int, nodes: str, *state: str, end: int | None = None, start: int | None = None,
-        limit: int | None = None) -> Job:
-    return Job(job_id, "j", frozenset(state or ("RUNNING",)), "", nodes, "", "debug", "u", 1, "", "", frozenset(),
-               start, limit, end)
+def job(
+    job_id: int, nodes: str, *state: str, end: int | None = None, start: int | None = None, limit: int | None = None
+) -> Job:
+    return Job(
+        job_id,
+        "j",
+        frozenset(state or ("RUNNING",)),
+        "",
+        nodes,
+        "",
+        "debug",
+        "u",
+        1,
+        "",
+        "",
+        frozenset(),
+        start,
+        limit,
+        end,
+    )
 
 
 def iso(seconds: int) -> str:
@@ -60,8 +76,11 @@ def pod_plan(
 
 
 def deadline_writes(p: plan.PodPlan) -> list[str | None]:
-    return [patch.body["metadata"]["annotations"][DEADLINE] for patch in p.patches
-            if DEADLINE in ((patch.body.get("metadata") or {}).get("annotations") or {})]
+    return [
+        patch.body["metadata"]["annotations"][DEADLINE]
+        for patch in p.patches
+        if DEADLINE in ((patch.body.get("metadata") or {}).get("annotations") or {})
+    ]
 
 
 def test_written_on_change_only() -> None:

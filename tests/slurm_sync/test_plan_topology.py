@@ -12,33 +12,71 @@ import pytest
 from hooks import names
 from slurm_sync.operator import plan
 from slurm_sync.operator.plan import PruneCandidate, SlurmView
-from slurm_sync.slurm.types import Node, NodeUpdate, parse_node
 from slurm_sync.operator.view import ClusterView, read_kube_node, read_nodeset, read_pod
+from slurm_sync.slurm.types import Node, NodeUpdate, parse_node
 from tests.slurm_sync.kubefixtures import NODESET_UID, NOW, NS, nodeset, ping, pod
 
 COMMENT = f'{{"namespace":"{NS}","podName":"gpu-0","node":"k1","nodeSetName":"gpu","nodeSetUID":"{NODESET_UID}"}}'
 TOPO = "topo-switch:s2,topo-block:b2"
 
 
-def knode(name: str = "k1", *, unschedulable: bool = False, annotations: dict[str, str] | None = None,
-          conditions: list[dict[str, str]] | None = None) -> dict[str, Any]:
+def knode(
+    name: str = "k1",
+    *,
+    unschedulable: bool = False,
+    annotations: dict[str, str] | None = None,
+    conditions: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "annotations": dict(annotations or {})}
-    return {"metadata": meta, "spec": {"unschedulable": True} if unschedulable else {}, "status": {"conditions": conditions or []}}
+    return {
+        "metadata": meta,
+        "spec": {"unschedulable": True} if unschedulable else {},
+        "status": {"conditions": conditions or []},
+    }
 
 
-def snode(name: str = "gpu-0", *state: str, reason: str = "", comment: str = COMMENT, features: tuple[str, ...] = ("gpu",),
-          active: tuple[str, ...] | None = None, topology: str = "") -> Node:
-    return parse_node({"name": name, "state": list(state or ("IDLE",)), "reason": reason, "comment": comment,
-                       "features": list(features), "active_features": list(features if active is None else active),
-                       "topology": topology})
+def snode(
+    name: str = "gpu-0",
+    *state: str,
+    reason: str = "",
+    comment: str = COMMENT,
+    features: tuple[str, ...] = ("gpu",),
+    active: tuple[str, ...] | None = None,
+    topology: str = "",
+) -> Node:
+    return parse_node(
+        {
+            "name": name,
+            "state": list(state or ("IDLE",)),
+            "reason": reason,
+            "comment": comment,
+            "features": list(features),
+            "active_features": list(features if active is None else active),
+            "topology": topology,
+        }
+    )
 
 
-def cluster(*pods: dict[str, Any], nodes: list[dict[str, Any]] | None = None, intents: dict[str, str] | None = None,
-            propagated: tuple[str, ...] = (), nodeset_obj: dict[str, Any] | None = None, all_nodes: bool = False) -> ClusterView:
+def cluster(
+    *pods: dict[str, Any],
+    nodes: list[dict[str, Any]] | None = None,
+    intents: dict[str, str] | None = None,
+    propagated: tuple[str, ...] = (),
+    nodeset_obj: dict[str, Any] | None = None,
+    all_nodes: bool = False,
+) -> ClusterView:
     ns = read_nodeset(nodeset_obj or nodeset(intents))
     kube_nodes = [read_kube_node(n) for n in (nodes if nodes is not None else [knode()])]
-    return ClusterView(NS, "slurm", tuple(v for p in pods if (v := read_pod(p))), {ns.name: ns},
-                       {n.name: n for n in kube_nodes}, (), propagated_conditions=propagated, all_kube_nodes=all_nodes)
+    return ClusterView(
+        NS,
+        "slurm",
+        tuple(v for p in pods if (v := read_pod(p))),
+        {ns.name: ns},
+        {n.name: n for n in kube_nodes},
+        (),
+        propagated_conditions=propagated,
+        all_kube_nodes=all_nodes,
+    )
 
 
 def plan_one(c: ClusterView, *slurm_nodes: Node) -> plan.PodPlan:
@@ -67,8 +105,10 @@ def test_node_topology_is_copied_to_the_pod_and_pushed_to_slurm() -> None:
 
 
 def test_topology_already_in_place_writes_nothing() -> None:
-    c = cluster(pod("gpu-0", annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO}, **IDLE_POD),
-                nodes=[knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO})])
+    c = cluster(
+        pod("gpu-0", annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO}, **IDLE_POD),
+        nodes=[knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO})],
+    )
     # Slurm's order of the items does not matter
     p = plan_one(c, snode(topology="topo-block:b2,topo-switch:s2"))
     assert p.patches == () and p.slurm == ()
@@ -77,17 +117,23 @@ def test_topology_already_in_place_writes_nothing() -> None:
 def test_topology_is_compared_with_what_was_last_applied_not_slurms_normalised_form() -> None:
     """A topology plugin may report the spec differently from how it was sent: what the loop last
     applied successfully decides; Slurm's value only when nothing was applied (after a restart)."""
-    c = cluster(pod("gpu-0", annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO}, **IDLE_POD),
-                nodes=[knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO})])
+    c = cluster(
+        pod("gpu-0", annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO}, **IDLE_POD),
+        nodes=[knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO})],
+    )
     normalised = snode(topology="block:b2/switch:s2")
     view = SlurmView({"gpu-0": normalised}, ping(("c0", True, True)))
     assert plan.plan_pod(c.pods[0], c, view, NOW, {"gpu-0": TOPO}).slurm == ()
     assert [a.update for a in plan.plan_pod(c.pods[0], c, view, NOW).slurm] == [NodeUpdate(topology_str=TOPO)]
     # a changed annotation differs from what was applied: sent
     other = "topo-switch:s9,topo-block:b9"
-    c2 = cluster(pod("gpu-0", annotations={names.ANNOTATION_TOPOLOGY_SPEC: other}, **IDLE_POD),
-                 nodes=[knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: other})])
-    assert [a.update for a in plan.plan_pod(c2.pods[0], c2, view, NOW, {"gpu-0": TOPO}).slurm] == [NodeUpdate(topology_str=other)]
+    c2 = cluster(
+        pod("gpu-0", annotations={names.ANNOTATION_TOPOLOGY_SPEC: other}, **IDLE_POD),
+        nodes=[knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: other})],
+    )
+    assert [a.update for a in plan.plan_pod(c2.pods[0], c2, view, NOW, {"gpu-0": TOPO}).slurm] == [
+        NodeUpdate(topology_str=other)
+    ]
 
 
 def test_k8s_feature_prefix_is_a_shared_name() -> None:
@@ -95,12 +141,17 @@ def test_k8s_feature_prefix_is_a_shared_name() -> None:
     assert not hasattr(plan, "K8S_FEATURE_PREFIX")  # one definition, in hooks/names.py
     c = cluster(pod("gpu-0", **IDLE_POD), nodes=[knode(annotations={names.ANNOTATION_FEATURES_SPEC: "a100"})])
     assert updates(plan_one(c, snode(features=("gpu",)))) == [
-        NodeUpdate(features=("gpu", names.K8S_FEATURE_PREFIX + "a100"), features_act=("gpu", names.K8S_FEATURE_PREFIX + "a100"))]
+        NodeUpdate(
+            features=("gpu", names.K8S_FEATURE_PREFIX + "a100"), features_act=("gpu", names.K8S_FEATURE_PREFIX + "a100")
+        )
+    ]
 
 
 def test_topology_differing_in_slurm_only_is_pushed_without_a_pod_patch() -> None:
-    c = cluster(pod("gpu-0", annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO}, **IDLE_POD),
-                nodes=[knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO})])
+    c = cluster(
+        pod("gpu-0", annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO}, **IDLE_POD),
+        nodes=[knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO})],
+    )
     p = plan_one(c, snode(topology="topo-switch:s1,topo-block:b1"))
     assert p.patches == () and updates(p) == [NodeUpdate(topology_str=TOPO)]
 
@@ -115,8 +166,10 @@ def test_node_without_topology_removes_the_pod_annotation_and_never_clears_slurm
 @pytest.mark.parametrize("value", ['topo-switch:"s1" State=Down', "a b", "x;y"])
 def test_an_unsafe_topology_is_neither_copied_nor_pushed(value: str) -> None:
     """It would end the Topology= item of slurmd's --conf through SLINKY_TOPOLOGY."""
-    c = cluster(pod("gpu-0", annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO}, **IDLE_POD),
-                nodes=[knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: value})])
+    c = cluster(
+        pod("gpu-0", annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO}, **IDLE_POD),
+        nodes=[knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: value})],
+    )
     p = plan_one(c, snode(topology=TOPO))
     assert p.patches == () and p.slurm == ()
 
@@ -129,8 +182,10 @@ def test_unknown_kubernetes_node_changes_no_topology_or_features() -> None:
 
 
 def test_terminating_pod_gets_no_topology_or_features() -> None:
-    c = cluster(pod("gpu-0", terminating=True, **IDLE_POD),
-                nodes=[knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO, names.ANNOTATION_FEATURES_SPEC: "a"})])
+    c = cluster(
+        pod("gpu-0", terminating=True, **IDLE_POD),
+        nodes=[knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO, names.ANNOTATION_FEATURES_SPEC: "a"})],
+    )
     p = plan_one(c, snode())
     assert all(u.topology_str is None and u.features is None for u in updates(p))
     assert all(names.ANNOTATION_TOPOLOGY_SPEC not in json.dumps(b) for b in meta_patches(p))
@@ -140,9 +195,13 @@ def test_terminating_pod_gets_no_topology_or_features() -> None:
 
 
 def test_features_become_k8s_features_and_others_are_preserved() -> None:
-    c = cluster(pod("gpu-0", **IDLE_POD), nodes=[knode(annotations={names.ANNOTATION_FEATURES_SPEC: " a100 , nvlink,a100,,"})])
+    c = cluster(
+        pod("gpu-0", **IDLE_POD), nodes=[knode(annotations={names.ANNOTATION_FEATURES_SPEC: " a100 , nvlink,a100,,"})]
+    )
     p = plan_one(c, snode(features=("gpu", "k8s/old", "fast"), active=("gpu", "k8s/old")))
-    assert updates(p) == [NodeUpdate(features=("gpu", "fast", "k8s/a100", "k8s/nvlink"), features_act=("gpu", "k8s/a100", "k8s/nvlink"))]
+    assert updates(p) == [
+        NodeUpdate(features=("gpu", "fast", "k8s/a100", "k8s/nvlink"), features_act=("gpu", "k8s/a100", "k8s/nvlink"))
+    ]
 
 
 def test_features_equal_as_sets_write_nothing() -> None:
@@ -168,7 +227,9 @@ def test_no_k8s_features_and_no_annotation_writes_nothing() -> None:
 
 def test_equals_bearing_feature_is_kept_as_is() -> None:
     c = cluster(pod("gpu-0", **IDLE_POD), nodes=[knode(annotations={names.ANNOTATION_FEATURES_SPEC: "gpu=a100"})])
-    assert updates(plan_one(c, snode())) == [NodeUpdate(features=("gpu", "k8s/gpu=a100"), features_act=("gpu", "k8s/gpu=a100"))]
+    assert updates(plan_one(c, snode())) == [
+        NodeUpdate(features=("gpu", "k8s/gpu=a100"), features_act=("gpu", "k8s/gpu=a100"))
+    ]
 
 
 def test_an_unusable_feature_value_leaves_the_features_alone() -> None:
@@ -195,7 +256,9 @@ def test_propagated_condition_is_the_reason() -> None:
 
 
 def test_multiple_conditions_are_joined_in_node_order_and_sanitized() -> None:
-    reason = drain_reason(knode(unschedulable=True, conditions=[PRESSURE, READY, GPU]), ("GpuHealthy", "MemoryPressure"))
+    reason = drain_reason(
+        knode(unschedulable=True, conditions=[PRESSURE, READY, GPU]), ("GpuHealthy", "MemoryPressure")
+    )
     assert reason == "slurm-operator: (KubeletHasMemoryPressure: low memory); (XidError: xid 79)"
 
 
@@ -210,7 +273,9 @@ def test_unlisted_conditions_are_not_propagated() -> None:
 
 
 def test_the_annotation_overrides_conditions() -> None:
-    node_obj = knode(unschedulable=True, conditions=[PRESSURE], annotations={names.ANNOTATION_NODE_CORDON_REASON: "rack 7"})
+    node_obj = knode(
+        unschedulable=True, conditions=[PRESSURE], annotations={names.ANNOTATION_NODE_CORDON_REASON: "rack 7"}
+    )
     assert drain_reason(node_obj, ("MemoryPressure",)) == "slurm-operator: rack 7"
 
 
@@ -259,17 +324,40 @@ def test_moved_pod_gets_the_comment_then_idle(state: tuple[str, ...]) -> None:
         (("IDLE", "POWERING_UP"), "", None),
         (("IDLE", "POWER_UP"), "", None),
     ],
-    ids=["admin-drain", "slurm-reason", "not-responding", "busy", "drain-intent", "fail", "down", "undrain", "reboot-requested",
-         "reboot-issued", "reboot-canceled", "power-down", "powered-down", "powering-up", "power-up"],
+    ids=[
+        "admin-drain",
+        "slurm-reason",
+        "not-responding",
+        "busy",
+        "drain-intent",
+        "fail",
+        "down",
+        "undrain",
+        "reboot-requested",
+        "reboot-issued",
+        "reboot-canceled",
+        "power-down",
+        "powered-down",
+        "powering-up",
+        "power-up",
+    ],
 )
-def test_moved_pod_never_idles_a_node_that_would_lose_something(state: tuple[str, ...], reason: str, intents: dict[str, str] | None) -> None:
-    p = plan_one(cluster(pod("gpu-0", **IDLE_POD), intents=intents), snode("gpu-0", *state, reason=reason, comment=moved_comment("k0"), features=()))
+def test_moved_pod_never_idles_a_node_that_would_lose_something(
+    state: tuple[str, ...], reason: str, intents: dict[str, str] | None
+) -> None:
+    p = plan_one(
+        cluster(pod("gpu-0", **IDLE_POD), intents=intents),
+        snode("gpu-0", *state, reason=reason, comment=moved_comment("k0"), features=()),
+    )
     assert NodeUpdate(state=("IDLE",)) not in updates(p)
     assert NodeUpdate(comment=COMMENT) in updates(p)
 
 
-@pytest.mark.parametrize("old", ["", "not json", moved_comment(""), COMMENT.replace("gpu-0", "gpu-9")],
-                         ids=["no-comment", "foreign-comment", "no-old-node", "same-node"])
+@pytest.mark.parametrize(
+    "old",
+    ["", "not json", moved_comment(""), COMMENT.replace("gpu-0", "gpu-9")],
+    ids=["no-comment", "foreign-comment", "no-old-node", "same-node"],
+)
 def test_first_or_same_node_comment_sends_no_idle(old: str) -> None:
     p = plan_one(cluster(pod("gpu-0", **IDLE_POD)), snode("gpu-0", "DOWN", comment=old, features=()))
     assert updates(p) == [NodeUpdate(comment=COMMENT)]
@@ -285,17 +373,42 @@ def ds_nodeset(mode: str = "DaemonSet", prune: str = "NodeNotFound", uid: str = 
     return obj
 
 
-def info(pod_name: str = "gpu-old", node_name: str = "k9", uid: str = NODESET_UID, namespace: str = NS, nodeset_name: str = "gpu") -> str:
-    return json.dumps({"namespace": namespace, "podName": pod_name, "node": node_name, "nodeSetName": nodeset_name,
-                       "nodeSetUID": uid}, separators=(",", ":"))
+def info(
+    pod_name: str = "gpu-old",
+    node_name: str = "k9",
+    uid: str = NODESET_UID,
+    namespace: str = NS,
+    nodeset_name: str = "gpu",
+) -> str:
+    return json.dumps(
+        {
+            "namespace": namespace,
+            "podName": pod_name,
+            "node": node_name,
+            "nodeSetName": nodeset_name,
+            "nodeSetUID": uid,
+        },
+        separators=(",", ":"),
+    )
 
 
 DEFUNCT = ("DOWN", "NOT_RESPONDING")
 
 
-def candidates(*slurm_nodes: Node, nodes: list[dict[str, Any]] | None = None, pods: tuple[dict[str, Any], ...] = (),
-               nodeset_obj: dict[str, Any] | None = None, all_nodes: bool = True, listing: bool = True) -> tuple[PruneCandidate, ...]:
-    c = cluster(*pods, nodes=nodes if nodes is not None else [knode("k1")], nodeset_obj=nodeset_obj or ds_nodeset(), all_nodes=all_nodes)
+def candidates(
+    *slurm_nodes: Node,
+    nodes: list[dict[str, Any]] | None = None,
+    pods: tuple[dict[str, Any], ...] = (),
+    nodeset_obj: dict[str, Any] | None = None,
+    all_nodes: bool = True,
+    listing: bool = True,
+) -> tuple[PruneCandidate, ...]:
+    c = cluster(
+        *pods,
+        nodes=nodes if nodes is not None else [knode("k1")],
+        nodeset_obj=nodeset_obj or ds_nodeset(),
+        all_nodes=all_nodes,
+    )
     view = SlurmView({n.name: n for n in slurm_nodes} if listing else None, ping(("c0", True, True)))
     return plan.prune_candidates(c, view)
 
@@ -315,8 +428,21 @@ def test_override_that_no_longer_maps_is_pruned() -> None:
 
 @pytest.mark.parametrize(
     "case",
-    ["node-maps", "override-maps", "other-node-maps", "pod-listed", "name-in-use", "no-node", "idle", "down-responding",
-     "other-uid", "other-nodeset", "other-namespace", "foreign-comment", "busy"],
+    [
+        "node-maps",
+        "override-maps",
+        "other-node-maps",
+        "pod-listed",
+        "name-in-use",
+        "no-node",
+        "idle",
+        "down-responding",
+        "other-uid",
+        "other-nodeset",
+        "other-namespace",
+        "foreign-comment",
+        "busy",
+    ],
 )
 def test_prune_skips(case: str) -> None:
     slurm_name, comment, state = "k9", info(), DEFUNCT
@@ -358,7 +484,12 @@ def test_prune_skips(case: str) -> None:
     ids=["statefulset-mode", "gate-off", "no-uid"],
 )
 def test_prune_needs_daemonset_mode_and_node_not_found(gate: dict[str, str]) -> None:
-    assert candidates(snode("k9", *DEFUNCT, comment=info(uid=gate.get("uid", NODESET_UID))), nodeset_obj=ds_nodeset(**gate)) == ()
+    assert (
+        candidates(
+            snode("k9", *DEFUNCT, comment=info(uid=gate.get("uid", NODESET_UID))), nodeset_obj=ds_nodeset(**gate)
+        )
+        == ()
+    )
 
 
 def test_prune_fails_closed_without_either_listing() -> None:

@@ -3,6 +3,7 @@ apiserver (pytest-httpserver, official client), and the real Slurm lab."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Iterator
@@ -17,10 +18,10 @@ from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
 from slurm_sync.operator.loop import OperatorLoop
 from slurm_sync.operator.reservations import execute, in_scope, parse_time, plan_cluster, plan_nodeset, report
+from slurm_sync.operator.view import ClusterView, read_nodeset
 from slurm_sync.slurm.client import SlurmClient
 from slurm_sync.slurm.errors import SlurmNotFound, SlurmUnavailable
 from slurm_sync.slurm.types import Listing, Node, Reservation, parse_node
-from slurm_sync.operator.view import ClusterView, read_nodeset
 from tests.slurm_sync.kubefixtures import CLUSTER, NS, FakeSlurm, RecordedEvents, api_client, nodeset
 from tests.slurm_sync.test_operator_kube import MERGE, expect_patch, expect_reads, run, settled_hash
 
@@ -37,15 +38,35 @@ def node(name: str, *state: str, reservation: str = "") -> Node:
 NODES = {n: node(n) for n in ("gpu-0", "gpu-1")}
 
 
-def scheduled(nodes=("gpu-0", "gpu-1"), start=FUTURE, duration=30, flags=("MAINT", "IGNORE_JOBS"), report_value=None, deleting=False) -> dict:
+def scheduled(
+    nodes=("gpu-0", "gpu-1"),
+    start=FUTURE,
+    duration=30,
+    flags=("MAINT", "IGNORE_JOBS"),
+    report_value=None,
+    deleting=False,
+) -> dict:
     obj = nodeset(deleting=deleting, when_deleted="Delete" if deleting else None)  # no PVC release to pin
-    obj["status"][names.STATUS_RESERVATION] = {"name": RESV, "startTime": start, "duration": duration, "flags": list(flags), "nodes": list(nodes)}
+    obj["status"][names.STATUS_RESERVATION] = {
+        "name": RESV,
+        "startTime": start,
+        "duration": duration,
+        "flags": list(flags),
+        "nodes": list(nodes),
+    }
     if report_value is not None:
         obj["metadata"].setdefault("annotations", {})[names.ANNOTATION_RESERVATION_OBSERVED] = report_value
     return obj
 
 
-def resv(nodes="gpu-[0-1]", start=FUTURE_EPOCH, minutes=30, flags=("MAINT", "IGNORE_JOBS", "SPEC_NODES"), name=RESV, comment="") -> Reservation:
+def resv(
+    nodes="gpu-[0-1]",
+    start=FUTURE_EPOCH,
+    minutes=30,
+    flags=("MAINT", "IGNORE_JOBS", "SPEC_NODES"),
+    name=RESV,
+    comment="",
+) -> Reservation:
     return Reservation(name, nodes, frozenset(flags), start, start + minutes * 60, "slurm", "", "", comment=comment)
 
 
@@ -65,8 +86,13 @@ def test_creates_the_reservation_with_maint_ignore_jobs_for_known_nodes_at_the_s
     plan = plan_nodeset(read_nodeset(scheduled(nodes=("gpu-0", "gpu-1", "gpu-9"))), None, NODES, NOW_EPOCH)
     (action,) = plan.actions
     assert action.verb == "create" and action.body == {
-        "name": RESV, "comment": f"slinky-metacontroller {NS}/gpu uid-gpu", "node_list": ["gpu-0", "gpu-1"], "users": ["slurm"], "flags": ["MAINT", "IGNORE_JOBS"],
-        "start_time": {"set": True, "number": FUTURE_EPOCH}, "duration": {"set": True, "number": 30},
+        "name": RESV,
+        "comment": f"slinky-metacontroller {NS}/gpu uid-gpu",
+        "node_list": ["gpu-0", "gpu-1"],
+        "users": ["slurm"],
+        "flags": ["MAINT", "IGNORE_JOBS"],
+        "start_time": {"set": True, "number": FUTURE_EPOCH},
+        "duration": {"set": True, "number": 30},
     }
     assert plan.exists_after and not plan.active and "gpu-9" in plan.note
 
@@ -113,9 +139,18 @@ def test_no_intent_deletes_ours_and_orphans_but_never_other_reservations():
 
 
 def test_report_names_the_nodes_in_maintenance_under_our_reservation_only():
-    nodes = {"gpu-0": node("gpu-0", "IDLE", "MAINTENANCE", reservation=RESV), "gpu-1": node("gpu-1", "IDLE", "MAINTENANCE", reservation="admin")}
+    nodes = {
+        "gpu-0": node("gpu-0", "IDLE", "MAINTENANCE", reservation=RESV),
+        "gpu-1": node("gpu-1", "IDLE", "MAINTENANCE", reservation="admin"),
+    }
     plan = plan_nodeset(read_nodeset(scheduled()), resv(start=NOW_EPOCH - 60), nodes, NOW_EPOCH)
-    assert json.loads(report(plan, True, nodes, "")) == {"name": RESV, "state": "Created", "active": True, "maintenance": ["gpu-0"], "error": ""}
+    assert json.loads(report(plan, True, nodes, "")) == {
+        "name": RESV,
+        "state": "Created",
+        "active": True,
+        "maintenance": ["gpu-0"],
+        "error": "",
+    }
 
 
 # --- the loop against a pinned fake apiserver -------------------------------------------------
@@ -166,12 +201,23 @@ def server(httpserver: HTTPServer) -> Iterator[HTTPServer]:
 def loop(server: HTTPServer, slurm: FakeSlurm) -> OperatorLoop:
     metrics = Metrics()
     kube = Kube(api_client(server.url_for("/")), metrics.count_kube_write)
-    return OperatorLoop(CLUSTER, NS, CLUSTER, slurm, kube, metrics,  # type: ignore[arg-type]
-                        events=RecordedEvents(), now=lambda: "2026-01-02T03:04:05Z")
+    return OperatorLoop(
+        CLUSTER,
+        NS,
+        CLUSTER,
+        slurm,
+        kube,
+        metrics,  # type: ignore[arg-type]
+        events=RecordedEvents(),
+        now=lambda: "2026-01-02T03:04:05Z",
+    )
 
 
 def created_report(active: bool = False, maintenance: list[str] | None = None) -> str:
-    return json.dumps({"name": RESV, "state": "Created", "active": active, "maintenance": maintenance or [], "error": ""}, separators=(",", ":"))
+    return json.dumps(
+        {"name": RESV, "state": "Created", "active": active, "maintenance": maintenance or [], "error": ""},
+        separators=(",", ":"),
+    )
 
 
 def with_observed(obj: dict) -> dict:
@@ -182,8 +228,12 @@ def with_observed(obj: dict) -> dict:
 def test_loop_creates_then_reports_once_then_stays_quiet(server: HTTPServer) -> None:
     slurm = ReservingSlurm(dict(NODES))
     expect_reads(server, [], [with_observed(scheduled())], None, [])
-    expect_patch(server, f"/apis/slinky.slurm.net/v1beta1/namespaces/{NS}/nodesets/gpu", MERGE,
-                 {"metadata": {"annotations": {names.ANNOTATION_RESERVATION_OBSERVED: created_report()}}})
+    expect_patch(
+        server,
+        f"/apis/slinky.slurm.net/v1beta1/namespaces/{NS}/nodesets/gpu",
+        MERGE,
+        {"metadata": {"annotations": {names.ANNOTATION_RESERVATION_OBSERVED: created_report()}}},
+    )
     result = run(server, loop(server, slurm))
     assert result.ok and result.kube_writes == 1 and result.slurm_writes == 1
     assert [c[0] for c in slurm.calls] == ["list", "create"]
@@ -191,7 +241,9 @@ def test_loop_creates_then_reports_once_then_stays_quiet(server: HTTPServer) -> 
     slurm = ReservingSlurm(dict(NODES), reservations=[resv()])
     expect_reads(server, [], [with_observed(scheduled(report_value=created_report()))], None, [])
     result = run(server, loop(server, slurm))
-    assert result.ok and result.kube_writes == 0 and result.slurm_writes == 0 and [c[0] for c in slurm.calls] == ["list"]
+    assert (
+        result.ok and result.kube_writes == 0 and result.slurm_writes == 0 and [c[0] for c in slurm.calls] == ["list"]
+    )
 
 
 def test_loop_fails_closed_when_the_listing_fails(server: HTTPServer) -> None:
@@ -205,9 +257,15 @@ def test_loop_deletes_for_a_nodeset_being_deleted_and_reports_it_absent(server: 
     slurm = ReservingSlurm(dict(NODES), reservations=[resv()])
     obj = with_observed(scheduled(report_value=created_report(), deleting=True))
     expect_reads(server, [], [obj], None, [])
-    absent = json.dumps({"name": RESV, "state": "Absent", "active": False, "maintenance": [], "error": ""}, separators=(",", ":"))
-    expect_patch(server, f"/apis/slinky.slurm.net/v1beta1/namespaces/{NS}/nodesets/gpu", MERGE,
-                 {"metadata": {"annotations": {names.ANNOTATION_RESERVATION_OBSERVED: absent}}})
+    absent = json.dumps(
+        {"name": RESV, "state": "Absent", "active": False, "maintenance": [], "error": ""}, separators=(",", ":")
+    )
+    expect_patch(
+        server,
+        f"/apis/slinky.slurm.net/v1beta1/namespaces/{NS}/nodesets/gpu",
+        MERGE,
+        {"metadata": {"annotations": {names.ANNOTATION_RESERVATION_OBSERVED: absent}}},
+    )
     result = run(server, loop(server, slurm))
     assert slurm.calls == [("list", None), ("delete", RESV)] and slurm.reservations == []
     assert result.ok and result.slurm_writes == 1 and result.kube_writes == 1
@@ -216,8 +274,17 @@ def test_loop_deletes_for_a_nodeset_being_deleted_and_reports_it_absent(server: 
 def proving_loop(server: HTTPServer, slurm: FakeSlurm) -> OperatorLoop:
     """A loop whose absence proof needs two passes but no wait."""
     kube = Kube(api_client(server.url_for("/")))
-    return OperatorLoop(CLUSTER, NS, CLUSTER, slurm, kube, Metrics(), events=RecordedEvents(),  # type: ignore[arg-type]
-                        now=lambda: "2026-01-02T03:04:05Z", absence_confirm_seconds=0)
+    return OperatorLoop(
+        CLUSTER,
+        NS,
+        CLUSTER,
+        slurm,
+        kube,
+        Metrics(),
+        events=RecordedEvents(),  # type: ignore[arg-type]
+        now=lambda: "2026-01-02T03:04:05Z",
+        absence_confirm_seconds=0,
+    )
 
 
 def absent_report(error: str = "") -> str:
@@ -238,15 +305,20 @@ def test_a_listing_that_lacks_the_reservation_reports_absent_only_on_slurms_word
     assert result.ok and result.kube_writes == 0 and slurm.calls == [("list", None), ("get", RESV)]
     server.clear()
     expect_reads(server, [], [created], None, [])
-    expect_patch(server, f"/apis/slinky.slurm.net/v1beta1/namespaces/{NS}/nodesets/gpu", MERGE,
-                 {"metadata": {"annotations": {names.ANNOTATION_RESERVATION_OBSERVED: absent_report()}}})
+    expect_patch(
+        server,
+        f"/apis/slinky.slurm.net/v1beta1/namespaces/{NS}/nodesets/gpu",
+        MERGE,
+        {"metadata": {"annotations": {names.ANNOTATION_RESERVATION_OBSERVED: absent_report()}}},
+    )
     result = run(server, looper)
     assert result.ok and result.kube_writes == 1 and slurm.calls[2:] == [("list", None), ("get", RESV)]
 
 
 @pytest.mark.parametrize("slurm_says", ["it exists", "an error"])
 def test_a_listing_that_lacks_a_reservation_slurm_still_has_or_cannot_answer_for_changes_no_report(
-        server: HTTPServer, slurm_says: str) -> None:
+    server: HTTPServer, slurm_says: str
+) -> None:
     slurm = ReservingSlurm(dict(NODES), unlisted_reservations=[resv()] if slurm_says == "it exists" else [])
     looper = proving_loop(server, slurm)
     if slurm_says == "an error":
@@ -270,9 +342,20 @@ def test_a_window_that_ended_before_anything_was_created_is_reported_absent_afte
     assert run(server, looper).kube_writes == 0
     server.clear()
     expect_reads(server, [], [ended], None, [])
-    expect_patch(server, f"/apis/slinky.slurm.net/v1beta1/namespaces/{NS}/nodesets/gpu", MERGE,
-                 {"metadata": {"annotations": {names.ANNOTATION_RESERVATION_OBSERVED:
-                                               absent_report("the maintenance window has ended; not created")}}})
+    expect_patch(
+        server,
+        f"/apis/slinky.slurm.net/v1beta1/namespaces/{NS}/nodesets/gpu",
+        MERGE,
+        {
+            "metadata": {
+                "annotations": {
+                    names.ANNOTATION_RESERVATION_OBSERVED: absent_report(
+                        "the maintenance window has ended; not created"
+                    )
+                }
+            }
+        },
+    )
     assert run(server, looper).kube_writes == 1
 
 
@@ -288,9 +371,12 @@ def test_loop_reads_no_reservation_when_no_nodeset_has_an_intent_or_report(serve
 
 def test_orphans_are_deleted_only_when_marked_ours_for_this_namespace():
     mine = f"slinky-metacontroller {NS}/gone uid-1"
-    listed = [resv(name="SlurmOperatorMaint-gone", comment=mine), resv(name="SlurmOperatorMaint-admin"),
-              resv(name="SlurmOperatorMaint-other", comment="slinky-metacontroller elsewhere/other uid-2"),
-              resv(name="SlurmOperatorMaint-gpu", comment=f"slinky-metacontroller {NS}/gpu uid-3")]  # its NodeSet exists
+    listed = [
+        resv(name="SlurmOperatorMaint-gone", comment=mine),
+        resv(name="SlurmOperatorMaint-admin"),
+        resv(name="SlurmOperatorMaint-other", comment="slinky-metacontroller elsewhere/other uid-2"),
+        resv(name="SlurmOperatorMaint-gpu", comment=f"slinky-metacontroller {NS}/gpu uid-3"),
+    ]  # its NodeSet exists
     _, orphans = plan_cluster(cluster_of(nodeset()), listed, NODES, NOW_EPOCH)
     assert [(a.verb, a.name) for a in orphans] == [("delete", "SlurmOperatorMaint-gone")]
 
@@ -303,9 +389,14 @@ def test_create_marks_the_reservation_as_ours():
 def test_recurring_window_goes_to_its_next_unbegun_occurrence_and_weekday_is_not_recurring_garbage():
     begun = read_nodeset(scheduled(start="2026-01-02T03:00:00Z", duration=30, flags=("MAINT", "IGNORE_JOBS", "DAILY")))
     (action,) = plan_nodeset(begun, None, NODES, NOW_EPOCH).actions
-    assert action.body["start_time"]["number"] == parse_time("2026-01-03T03:00:00Z") and action.body["duration"]["number"] == 30
+    assert (
+        action.body["start_time"]["number"] == parse_time("2026-01-03T03:00:00Z")
+        and action.body["duration"]["number"] == 30
+    )
     # WEEKDAY/WEEKEND are not accepted by the hook; in a status they are ignored, never a past start
-    weekday = read_nodeset(scheduled(start="2026-01-01T03:00:00Z", duration=30, flags=("MAINT", "IGNORE_JOBS", "WEEKDAY")))
+    weekday = read_nodeset(
+        scheduled(start="2026-01-01T03:00:00Z", duration=30, flags=("MAINT", "IGNORE_JOBS", "WEEKDAY"))
+    )
     plan = plan_nodeset(weekday, None, NODES, NOW_EPOCH)
     assert plan.actions == () and "ended" in plan.note
 
@@ -314,7 +405,16 @@ def test_a_window_created_from_now_is_left_alone_on_later_passes_even_before_slu
     wanted = read_nodeset(scheduled(start="2026-01-02T03:00:00Z", duration=30))
     (action,) = plan_nodeset(wanted, None, NODES, NOW_EPOCH).actions
     start = action.body["start_time"]["number"]
-    made = Reservation(RESV, "gpu-[0-1]", frozenset({"MAINT", "IGNORE_JOBS", "SPEC_NODES"}), start + 5, parse_time("2026-01-02T03:30:00Z"), "slurm", "", "")
+    made = Reservation(
+        RESV,
+        "gpu-[0-1]",
+        frozenset({"MAINT", "IGNORE_JOBS", "SPEC_NODES"}),
+        start + 5,
+        parse_time("2026-01-02T03:30:00Z"),
+        "slurm",
+        "",
+        "",
+    )
     assert verbs(plan_nodeset(wanted, made, NODES, NOW_EPOCH)) == []  # Slurm's clock a little ahead: not active yet
 
 
@@ -326,12 +426,18 @@ def test_flags_compare_as_sets_ignoring_flags_slurm_adds_or_we_do_not_know():
     assert verbs(plan_nodeset(odd, resv(), NODES, NOW_EPOCH)) == []
     (create,) = plan_nodeset(odd, None, NODES, NOW_EPOCH).actions
     assert create.body["flags"] == ["MAINT", "IGNORE_JOBS"]
-    assert verbs(plan_nodeset(read_nodeset(scheduled()), resv(flags=("MAINT", "IGNORE_JOBS", "STATIC")), NODES, NOW_EPOCH)) == ["delete", "create"]
+    assert verbs(
+        plan_nodeset(read_nodeset(scheduled()), resv(flags=("MAINT", "IGNORE_JOBS", "STATIC")), NODES, NOW_EPOCH)
+    ) == ["delete", "create"]
 
 
 def test_an_absent_report_without_intent_is_out_of_scope():
     obj = nodeset()
-    obj["metadata"]["annotations"] = {names.ANNOTATION_RESERVATION_OBSERVED: json.dumps({"name": RESV, "state": "Absent", "active": False, "maintenance": [], "error": ""})}
+    obj["metadata"]["annotations"] = {
+        names.ANNOTATION_RESERVATION_OBSERVED: json.dumps(
+            {"name": RESV, "state": "Absent", "active": False, "maintenance": [], "error": ""}
+        )
+    }
     assert in_scope(cluster_of(obj)) == []
     created = nodeset()
     created["metadata"]["annotations"] = {names.ANNOTATION_RESERVATION_OBSERVED: created_report()}
@@ -348,7 +454,9 @@ def test_an_unparsable_hostlist_is_not_overwritten_every_pass_and_is_reported():
 
 
 def test_loop_with_an_unreadable_clock_writes_nothing_and_says_so(server: HTTPServer) -> None:
-    slurm = ReservingSlurm(dict(NODES), reservations=[resv(name="SlurmOperatorMaint-gone", comment=f"slinky-metacontroller {NS}/gone u")])
+    slurm = ReservingSlurm(
+        dict(NODES), reservations=[resv(name="SlurmOperatorMaint-gone", comment=f"slinky-metacontroller {NS}/gone u")]
+    )
     expect_reads(server, [], [with_observed(scheduled(report_value=created_report()))], None, [])
     looper = loop(server, slurm)
     looper._now = lambda: "not a time"  # type: ignore[method-assign]
@@ -362,17 +470,36 @@ def test_loop_second_pass_after_the_window_began_rewrites_nothing(server: HTTPSe
     slurm = ReservingSlurm(dict(NODES))
     expect_reads(server, [], [with_observed(scheduled(start=begun))], None, [])
     active = created_report(active=True)
-    expect_patch(server, f"/apis/slinky.slurm.net/v1beta1/namespaces/{NS}/nodesets/gpu", MERGE,
-                 {"metadata": {"annotations": {names.ANNOTATION_RESERVATION_OBSERVED: active}}})
+    expect_patch(
+        server,
+        f"/apis/slinky.slurm.net/v1beta1/namespaces/{NS}/nodesets/gpu",
+        MERGE,
+        {"metadata": {"annotations": {names.ANNOTATION_RESERVATION_OBSERVED: active}}},
+    )
     result = run(server, loop(server, slurm))
     assert result.ok and result.slurm_writes == 1 and result.kube_writes == 1
     (body,) = [c[1] for c in slurm.calls if c[0] == "create"]
-    slurm = ReservingSlurm(dict(NODES), reservations=[Reservation(RESV, "gpu-[0-1]", frozenset({"MAINT", "IGNORE_JOBS", "SPEC_NODES"}),
-                                                                  body["start_time"]["number"], parse_time("2026-01-02T03:30:00Z"), "slurm", "", "")])
+    slurm = ReservingSlurm(
+        dict(NODES),
+        reservations=[
+            Reservation(
+                RESV,
+                "gpu-[0-1]",
+                frozenset({"MAINT", "IGNORE_JOBS", "SPEC_NODES"}),
+                body["start_time"]["number"],
+                parse_time("2026-01-02T03:30:00Z"),
+                "slurm",
+                "",
+                "",
+            )
+        ],
+    )
     server.clear()
     expect_reads(server, [], [with_observed(scheduled(start=begun, report_value=active))], None, [])
     result = run(server, loop(server, slurm))
-    assert result.ok and result.kube_writes == 0 and result.slurm_writes == 0 and [c[0] for c in slurm.calls] == ["list"]
+    assert (
+        result.ok and result.kube_writes == 0 and result.slurm_writes == 0 and [c[0] for c in slurm.calls] == ["list"]
+    )
 
 
 # --- the real Slurm lab -------------------------------------------------------------------
@@ -397,16 +524,29 @@ def test_real_slurm_reservation_created_for_the_nodesets_nodes_and_removed_on_de
     def obj(deleting: bool, report_value: str | None) -> dict:
         o = nodeset(deleting=deleting)
         o["metadata"]["name"] = "restest"
-        o["status"][names.STATUS_RESERVATION] = {"name": name, "startTime": start_text, "duration": 45, "flags": ["MAINT", "IGNORE_JOBS"], "nodes": ["n3", "n4"]}
+        o["status"][names.STATUS_RESERVATION] = {
+            "name": name,
+            "startTime": start_text,
+            "duration": 45,
+            "flags": ["MAINT", "IGNORE_JOBS"],
+            "nodes": ["n3", "n4"],
+        }
         if report_value is not None:
             o["metadata"]["annotations"] = {names.ANNOTATION_RESERVATION_OBSERVED: report_value}
         return o
 
     with SlurmClient(slurm_lab.rest_url, lambda: slurm_lab.token, timeout=30) as client:
         kube = _Recorder()
-        looper = OperatorLoop(CLUSTER, NS, CLUSTER, client, kube, Metrics(),  # type: ignore[arg-type]
-                              events=RecordedEvents(),
-                              now=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        looper = OperatorLoop(
+            CLUSTER,
+            NS,
+            CLUSTER,
+            client,
+            kube,
+            Metrics(),  # type: ignore[arg-type]
+            events=RecordedEvents(),
+            now=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        )
         nodes = {n.name: n for n in client.list_nodes().items}
         from slurm_sync.operator.loop import Tally
         from slurm_sync.operator.plan import SlurmView
@@ -431,10 +571,8 @@ def test_real_slurm_reservation_created_for_the_nodesets_nodes_and_removed_on_de
             deleted = ("Normal", "ReservationDeleted", "NodeSet", "restest")
             assert looper.events.posted[1:] == [deleted]  # type: ignore[attr-defined]
         finally:
-            try:
+            with contextlib.suppress(Exception):  # already gone, as the test expects
                 client.delete_reservation(name)
-            except Exception:  # already gone, as the test expects
-                pass
 
 
 @pytest.mark.slurm
@@ -442,8 +580,16 @@ def test_real_slurm_update_reservation_changes_the_node_list(slurm_lab) -> None:
     name = "SlurmOperatorMaint-updtest"
     start = int(time.time()) + 7200
     with SlurmClient(slurm_lab.rest_url, lambda: slurm_lab.token, timeout=30) as client:
-        client.create_reservation({"name": name, "node_list": ["n3"], "users": ["slurm"], "flags": ["MAINT", "IGNORE_JOBS"],
-                                   "start_time": {"set": True, "number": start}, "duration": {"set": True, "number": 10}})
+        client.create_reservation(
+            {
+                "name": name,
+                "node_list": ["n3"],
+                "users": ["slurm"],
+                "flags": ["MAINT", "IGNORE_JOBS"],
+                "start_time": {"set": True, "number": start},
+                "duration": {"set": True, "number": 10},
+            }
+        )
         try:
             client.update_reservation(name, {"node_list": ["n3", "n4"]})
             (made,) = [r for r in client.list_reservations().items if r.name == name]
@@ -463,9 +609,16 @@ def test_real_slurm_says_no_such_reservation_in_both_of_its_forms(slurm_lab) -> 
         with pytest.raises(SlurmNotFound) as none_at_all:
             client.get_reservation("SlurmOperatorMaint-nothing")
         assert none_at_all.value.status == 200
-        client.create_reservation({"name": other, "node_list": ["n3"], "users": ["slurm"], "flags": ["MAINT"],
-                                   "start_time": {"set": True, "number": int(time.time()) + 7200},
-                                   "duration": {"set": True, "number": 10}})
+        client.create_reservation(
+            {
+                "name": other,
+                "node_list": ["n3"],
+                "users": ["slurm"],
+                "flags": ["MAINT"],
+                "start_time": {"set": True, "number": int(time.time()) + 7200},
+                "duration": {"set": True, "number": 10},
+            }
+        )
         try:
             with pytest.raises(SlurmNotFound) as among_others:
                 client.get_reservation("SlurmOperatorMaint-nothing")
@@ -487,17 +640,32 @@ def test_real_slurm_reservation_deleted_behind_our_back_is_absent_only_on_slurms
     created = nodeset()
     created["metadata"]["annotations"] = {names.ANNOTATION_RESERVATION_OBSERVED: created_report()}
     with SlurmClient(slurm_lab.rest_url, lambda: slurm_lab.token, timeout=30) as client:
-        client.create_reservation({"name": name, "node_list": ["n3"], "users": ["slurm"], "flags": ["MAINT"],
-                                   "start_time": {"set": True, "number": int(time.time()) + 7200},
-                                   "duration": {"set": True, "number": 10}})
+        client.create_reservation(
+            {
+                "name": name,
+                "node_list": ["n3"],
+                "users": ["slurm"],
+                "flags": ["MAINT"],
+                "start_time": {"set": True, "number": int(time.time()) + 7200},
+                "duration": {"set": True, "number": 10},
+            }
+        )
         kube = _Recorder()
-        looper = OperatorLoop(CLUSTER, NS, CLUSTER, client, kube, Metrics(),  # type: ignore[arg-type]
-                              absence_confirm_seconds=0, events=RecordedEvents(),
-                              now=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        looper = OperatorLoop(
+            CLUSTER,
+            NS,
+            CLUSTER,
+            client,
+            kube,
+            Metrics(),  # type: ignore[arg-type]
+            absence_confirm_seconds=0,
+            events=RecordedEvents(),
+            now=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        )
         view = SlurmView(nodes={n.name: n for n in client.list_nodes().items}, ping=None)
         try:
             listing = client.list_reservations
-            wrong = lambda: Listing(tuple(r for r in listing().items if r.name != name), 1, False)  # noqa: E731
+            wrong = lambda: Listing(tuple(r for r in listing().items if r.name != name), 1, False)  # noqa: E731 - swapped in for the client method
             client.list_reservations = wrong  # type: ignore[method-assign]
             for _ in range(2):  # a wrong listing: Slurm has it
                 tally = Tally()

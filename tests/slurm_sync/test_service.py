@@ -15,9 +15,9 @@ from pytest_httpserver import HTTPServer
 
 from slurm_sync import __main__ as cli
 from slurm_sync import logs
-from slurm_sync.operator.discovery import TokenSource, plan_clusters
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
+from slurm_sync.operator.discovery import TokenSource, plan_clusters
 from slurm_sync.service import Config, Health, Service, health_server
 from tests.slurm_sync.fakekube import FakeKube
 from tests.slurm_sync.kubefixtures import NS, api_client, refused_url
@@ -30,11 +30,19 @@ def controller(name: str, ns: str = NS, ref: str = "jwtKeyRef") -> dict:
 
 
 def restapi(name: str, ctrl: str, created: str, ns: str = NS) -> dict:
-    return {"metadata": {"name": name, "namespace": ns, "creationTimestamp": created}, "spec": {"controllerRef": {"name": ctrl}}}
+    return {
+        "metadata": {"name": name, "namespace": ns, "creationTimestamp": created},
+        "spec": {"controllerRef": {"name": ctrl}},
+    }
 
 
 def test_discovery_takes_the_oldest_restapi_and_either_key_ref() -> None:
-    controllers = [controller("a"), controller("b", ref="jwtHs256KeyRef"), controller("c"), {"metadata": {"name": "d", "namespace": NS}, "spec": {}}]
+    controllers = [
+        controller("a"),
+        controller("b", ref="jwtHs256KeyRef"),
+        controller("c"),
+        {"metadata": {"name": "d", "namespace": NS}, "spec": {}},
+    ]
     restapis = [
         restapi("a-new", "a", "2026-02-01T00:00:00Z"),
         restapi("a-old", "a", "2026-01-01T00:00:00Z"),
@@ -119,7 +127,10 @@ def _kube_with_two_clusters(server: HTTPServer) -> FakeKube:
     for name in ("good", "bad"):
         kube.add("controllers", controller(name))
         kube.add("restapis", restapi(name, name, "2026-01-01T00:00:00Z"))
-    kube.add("secrets", {"metadata": {"name": "good-jwt", "namespace": NS}, "data": {"jwt.key": base64.b64encode(KEY).decode()}})
+    kube.add(
+        "secrets",
+        {"metadata": {"name": "good-jwt", "namespace": NS}, "data": {"jwt.key": base64.b64encode(KEY).decode()}},
+    )
     # no "bad-jwt" Secret: that cluster fails, the other still runs
     kube.install(server)
     return kube
@@ -129,13 +140,22 @@ def test_a_failing_cluster_does_not_stop_the_others(httpserver: HTTPServer) -> N
     kube = _kube_with_two_clusters(httpserver)
     metrics = Metrics()
     # the "good" cluster's slurmrestd is unreachable too, but its pass is attempted and recorded
-    service = Service(Config(namespaces=(NS,), slurm_url="http://127.0.0.1:9", slurm_timeout=1), Kube(api_client(httpserver.url_for("/"))), metrics)
+    service = Service(
+        Config(namespaces=(NS,), slurm_url="http://127.0.0.1:9", slurm_timeout=1),
+        Kube(api_client(httpserver.url_for("/"))),
+        metrics,
+    )
     try:
         assert not service.run_pass()
         assert set(service.clusters.handles) == {f"{NS}/good", f"{NS}/bad"}
     finally:
         service.close()
-    assert metrics.registry.get_sample_value("slurm_sync_slurm_errors_total", {"cluster": f"{NS}/good", "kind": "unavailable"}) == 2
+    assert (
+        metrics.registry.get_sample_value(
+            "slurm_sync_slurm_errors_total", {"cluster": f"{NS}/good", "kind": "unavailable"}
+        )
+        == 2
+    )
     assert service.health.ready()[0] is False
     (event,) = [body for *_, body in kube.writes]  # nothing but a Warning on the Controller that could not be read
     assert (event["type"], event["reason"], event["regarding"]["name"]) == ("Warning", "SlurmUnreadable", "good")
@@ -188,11 +208,13 @@ def test_an_unreachable_apiserver_is_unready_and_the_loop_goes_on() -> None:
         kube = Kube(api_client(refused_url()), metrics.count_kube_write)
         bridge = None
         if mode == "both":
-            from slurm_sync.bridge.loop import BridgeLoop
             from slurm_sync.bridge.kube import BridgeKube
+            from slurm_sync.bridge.loop import BridgeLoop
             from slurm_sync.slurm.client import SlurmClient
 
-            bridge = BridgeLoop(SlurmClient("http://127.0.0.1:9", lambda: "t", timeout=1), BridgeKube(kube), metrics, [NS])
+            bridge = BridgeLoop(
+                SlurmClient("http://127.0.0.1:9", lambda: "t", timeout=1), BridgeKube(kube), metrics, [NS]
+            )
         config = Config(namespaces=(NS,), poll_interval=0.01, mode=mode)
         service = Service(config, kube, metrics, bridge)
         server = health_server("127.0.0.1:0", service.health, metrics)
@@ -204,7 +226,7 @@ def test_an_unreachable_apiserver_is_unready_and_the_loop_goes_on() -> None:
             passes: list[bool] = []
             stop = threading.Event()
 
-            def counted() -> bool:
+            def counted(passes: list[bool] = passes, service: Service = service, stop: threading.Event = stop) -> bool:
                 passes.append(Service.run_pass(service))
                 if len(passes) >= 3:
                     stop.set()
@@ -219,7 +241,9 @@ def test_an_unreachable_apiserver_is_unready_and_the_loop_goes_on() -> None:
             server.shutdown()
             server.server_close()
             service.close()
-        assert metrics.registry.get_sample_value("slurm_sync_kube_writes_total", {"kind": "pod", "verb": "patch"}) is None
+        assert (
+            metrics.registry.get_sample_value("slurm_sync_kube_writes_total", {"kind": "pod", "verb": "patch"}) is None
+        )
 
 
 def test_a_list_of_namespaces_is_watched_namespace_by_namespace(httpserver: HTTPServer) -> None:
@@ -229,14 +253,21 @@ def test_a_list_of_namespaces_is_watched_namespace_by_namespace(httpserver: HTTP
         kube.add("controllers", controller(f"c-{ns}", ns))
         kube.add("restapis", restapi(f"c-{ns}", f"c-{ns}", "2026-01-01T00:00:00Z", ns))
     kube.install(httpserver)
-    service = Service(Config(namespaces=("hpc-a", "hpc-b"), slurm_url="http://127.0.0.1:9", slurm_timeout=1),
-                      Kube(api_client(httpserver.url_for("/"))), Metrics())
+    service = Service(
+        Config(namespaces=("hpc-a", "hpc-b"), slurm_url="http://127.0.0.1:9", slurm_timeout=1),
+        Kube(api_client(httpserver.url_for("/"))),
+        Metrics(),
+    )
     try:
         service.run_pass()
         assert set(service.clusters.handles) == {"hpc-a/c-hpc-a", "hpc-b/c-hpc-b"}
     finally:
         service.close()
-    listed = {request.path for request, _ in httpserver.log if request.path.endswith(("/controllers", "/restapis", "/nodesets"))}
+    listed = {
+        request.path
+        for request, _ in httpserver.log
+        if request.path.endswith(("/controllers", "/restapis", "/nodesets"))
+    }
     assert all(path.startswith("/apis/slinky.slurm.net/v1beta1/namespaces/hpc-") for path in listed), listed
     assert cli.parse_args(["--namespace", " hpc-a,hpc-b "]).namespace == " hpc-a,hpc-b "
 
@@ -244,7 +275,14 @@ def test_a_list_of_namespaces_is_watched_namespace_by_namespace(httpserver: HTTP
 def test_discovery_binds_each_cluster_to_its_slurm_cluster_name() -> None:
     named = controller("a")
     named["spec"]["clusterName"] = "prod"
-    refs, problems = plan_clusters([named, controller("b"), {**controller("c"), "spec": {"clusterName": "bad name",
-                                   "jwtKeyRef": {"name": "c-jwt", "key": "jwt.key"}}}], [], "http://x")
+    refs, problems = plan_clusters(
+        [
+            named,
+            controller("b"),
+            {**controller("c"), "spec": {"clusterName": "bad name", "jwtKeyRef": {"name": "c-jwt", "key": "jwt.key"}}},
+        ],
+        [],
+        "http://x",
+    )
     assert [(r.controller, r.cluster_name) for r in refs] == [("a", "prod"), ("b", f"{NS}_b")]
     assert len(problems) == 1 and problems[0].startswith(f"Controller {NS}/c: cannot tell its Slurm cluster name")

@@ -59,13 +59,21 @@ def node(name: str, *state: str, **fields: Any) -> dict:
 
 
 def nodes_body(*nodes: dict, last_update: int = 1000) -> dict:
-    return {"nodes": list(nodes), "last_update": {"set": True, "infinite": False, "number": last_update},
-            "meta": meta(), "errors": [], "warnings": []}
+    return {
+        "nodes": list(nodes),
+        "last_update": {"set": True, "infinite": False, "number": last_update},
+        "meta": meta(),
+        "errors": [],
+        "warnings": [],
+    }
 
 
 def slurm_error(description: str, number: int, error: str = "") -> dict:
-    return {"errors": [{"description": description, "error_number": number, "error": error, "source": "test"}],
-            "warnings": [], "meta": meta()}
+    return {
+        "errors": [{"description": description, "error_number": number, "error": error, "source": "test"}],
+        "warnings": [],
+        "meta": meta(),
+    }
 
 
 class Sleeps(list):
@@ -127,8 +135,13 @@ def test_choose_version_with_nothing_offered() -> None:
 
 def test_requests_use_the_negotiated_version_path(server: HTTPServer, client: SlurmClient) -> None:
     server.expect_request(f"{V}/ping/").respond_with_json(
-        {"pings": [{"hostname": "ctld-0", "responding": True, "primary": True, "latency": 512, "status": "No error"}],
-         "meta": meta(), "errors": []}
+        {
+            "pings": [
+                {"hostname": "ctld-0", "responding": True, "primary": True, "latency": 512, "status": "No error"}
+            ],
+            "meta": meta(),
+            "errors": [],
+        }
     )
     result = client.ping()
     assert result.slurm_version == SlurmVersion(26, 5, 5) and str(result.slurm_version) == "26.05.5"
@@ -137,10 +150,13 @@ def test_requests_use_the_negotiated_version_path(server: HTTPServer, client: Sl
 
 
 def test_ping_v0_0_44_reports_mode_and_down_controllers() -> None:
-    body = {"pings": [
-        {"hostname": "a", "pinged": "UP", "responding": True, "primary": True, "mode": "primary", "latency": 9},
-        {"hostname": "b", "pinged": "DOWN", "responding": False, "primary": False, "mode": "backup1", "latency": 0},
-    ], "meta": meta()}
+    body = {
+        "pings": [
+            {"hostname": "a", "pinged": "UP", "responding": True, "primary": True, "mode": "primary", "latency": 9},
+            {"hostname": "b", "pinged": "DOWN", "responding": False, "primary": False, "mode": "backup1", "latency": 0},
+        ],
+        "meta": meta(),
+    }
     result = parse_ping(body)
     assert [(c.hostname, c.pinged, c.mode) for c in result.controllers] == [
         ("a", "UP", "primary"),
@@ -261,9 +277,18 @@ def test_slurm_down_behind_slurmrestd_is_unavailable_not_rejected(server: HTTPSe
 
 @pytest.mark.parametrize(
     "content",
-    [b"<html>502 Bad Gateway</html>", b"{\"nodes\": [", b"[]", b"null", b"",
-     b'{"nodes": {"n1": {}}, "errors": []}', b'{"errors": []}', b'{"nodes": [{"name": "n1"}]}',
-     b'{"nodes": [{"name": "n1", "state": "IDLE", "cpus": "four"}]}', b'{"nodes": [], "errors": "oops"}'],
+    [
+        b"<html>502 Bad Gateway</html>",
+        b'{"nodes": [',
+        b"[]",
+        b"null",
+        b"",
+        b'{"nodes": {"n1": {}}, "errors": []}',
+        b'{"errors": []}',
+        b'{"nodes": [{"name": "n1"}]}',
+        b'{"nodes": [{"name": "n1", "state": "IDLE", "cpus": "four"}]}',
+        b'{"nodes": [], "errors": "oops"}',
+    ],
 )
 def test_garbage_or_wrongly_shaped_bodies_are_unavailable(
     server: HTTPServer, client: SlurmClient, content: bytes
@@ -289,8 +314,11 @@ def test_unknown_endpoint_404_is_not_an_empty_answer_and_renegotiates(server: HT
 
 def test_cancel_reports_per_job_errors(server: HTTPServer, client: SlurmClient) -> None:
     server.expect_request(f"{V}/job/42", method="DELETE").respond_with_json(
-        {"status": [{"error": {"string": "Invalid job id specified", "code": 2017, "message": ""}, "step_id": "42"}],
-         "errors": [], "meta": meta()}
+        {
+            "status": [{"error": {"string": "Invalid job id specified", "code": 2017, "message": ""}, "step_id": "42"}],
+            "errors": [],
+            "meta": meta(),
+        }
     )
     with pytest.raises(SlurmNotFound, match="Invalid job id"):
         client.cancel_job(42)
@@ -357,8 +385,9 @@ def test_timeout_is_unavailable(server: HTTPServer, sleeps: Sleeps) -> None:
         return Response("{}", content_type="application/json")
 
     server.expect_request(f"{V}/nodes/").respond_with_handler(slow)
-    with SlurmClient(server.url_for("/"), lambda: TOKEN, timeout=0.2, retry=RetryPolicy(attempts=2),
-                     sleep=sleeps) as client:
+    with SlurmClient(
+        server.url_for("/"), lambda: TOKEN, timeout=0.2, retry=RetryPolicy(attempts=2), sleep=sleeps
+    ) as client:
         client.negotiate()
         started = time.monotonic()
         with pytest.raises(SlurmUnavailable, match="timed out"):
@@ -371,9 +400,11 @@ def test_connection_refused_is_unavailable(sleeps: Sleeps) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    with SlurmClient(f"http://127.0.0.1:{port}", lambda: TOKEN, sleep=sleeps) as client:
-        with pytest.raises(SlurmUnavailable, match="ConnectError") as info:
-            client.ping()
+    with (
+        SlurmClient(f"http://127.0.0.1:{port}", lambda: TOKEN, sleep=sleeps) as client,
+        pytest.raises(SlurmUnavailable, match="ConnectError") as info,
+    ):
+        client.ping()
     assert TOKEN not in str(info.value)
     assert len(sleeps) == 2
 
@@ -382,24 +413,56 @@ def test_connection_refused_is_unavailable(sleeps: Sleeps) -> None:
 
 
 def test_node_fields_and_state_semantics() -> None:
-    n = parse_node(node("n2", "MIXED", "DRAIN", reason="slurm-operator: scale-in", reason_set_by_user="slurm",
-                        comment='{"pod":"x"}', features=["n2", "k8s/gpu"], active_features=["n2"], cpus=4,
-                        real_memory=4000, alloc_cpus=1, alloc_memory=256, partitions=["debug"],
-                        address="10.0.0.2", hostname="slurm-0", topology="topo-switch:s1"))
+    n = parse_node(
+        node(
+            "n2",
+            "MIXED",
+            "DRAIN",
+            reason="slurm-operator: scale-in",
+            reason_set_by_user="slurm",
+            comment='{"pod":"x"}',
+            features=["n2", "k8s/gpu"],
+            active_features=["n2"],
+            cpus=4,
+            real_memory=4000,
+            alloc_cpus=1,
+            alloc_memory=256,
+            partitions=["debug"],
+            address="10.0.0.2",
+            hostname="slurm-0",
+            topology="topo-switch:s1",
+        )
+    )
     assert n.base_state == "MIXED" and n.flags == {"DRAIN"}
     assert n.busy and n.draining and not n.drained
     assert (n.features, n.active_features, n.partitions) == (("n2", "k8s/gpu"), ("n2",), ("debug",))
     assert (n.cpus, n.real_memory, n.alloc_cpus, n.alloc_memory) == (4, 4000, 1, 256)
     assert (n.reason, n.reason_set_by_user, n.address, n.hostname, n.topology) == (
-        "slurm-operator: scale-in", "slurm", "10.0.0.2", "slurm-0", "topo-switch:s1")
+        "slurm-operator: scale-in",
+        "slurm",
+        "10.0.0.2",
+        "slurm-0",
+        "topo-switch:s1",
+    )
 
 
 def test_job_fields() -> None:
-    job = parse_job({"job_id": 9, "name": "pod-single", "job_state": ["RUNNING"], "nodes": "n2", "partition": "debug",
-                     "user_name": "slurm", "admin_comment": '{"pods":["default/demo"]}', "comment": "",
-                     "flags": ["EXTERNAL_JOB", "JOB_WAS_RUNNING"], "batch_host": "n2",
-                     "start_time": {"set": True, "infinite": False, "number": 1795311887},
-                     "time_limit": {"set": True, "infinite": True, "number": 0}})
+    job = parse_job(
+        {
+            "job_id": 9,
+            "name": "pod-single",
+            "job_state": ["RUNNING"],
+            "nodes": "n2",
+            "partition": "debug",
+            "user_name": "slurm",
+            "admin_comment": '{"pods":["default/demo"]}',
+            "comment": "",
+            "flags": ["EXTERNAL_JOB", "JOB_WAS_RUNNING"],
+            "batch_host": "n2",
+            "start_time": {"set": True, "infinite": False, "number": 1795311887},
+            "time_limit": {"set": True, "infinite": True, "number": 0},
+        }
+    )
     assert job.external and job.state == {"RUNNING"} and job.nodes == "n2"
     assert job.start_time == 1795311887 and job.time_limit_minutes is None
 
@@ -407,13 +470,19 @@ def test_job_fields() -> None:
 def test_update_node_body_and_unsupported_fields(server: HTTPServer) -> None:
     server.clear()
     server.expect_request("/openapi/v3").respond_with_json(spec("v0.0.43", update_fields=("state", "reason")))
-    with SlurmClient(server.url_for("/"), lambda: TOKEN) as client:
-        with pytest.raises(SlurmUnsupported, match="topology_str"):
-            client.update_node("n1", NodeUpdate(topology_str="topo-switch:s1"))
+    with (
+        SlurmClient(server.url_for("/"), lambda: TOKEN) as client,
+        pytest.raises(SlurmUnsupported, match="topology_str"),
+    ):
+        client.update_node("n1", NodeUpdate(topology_str="topo-switch:s1"))
     assert not requests_to(server, "/slurm/v0.0.43/node/n1")
     update = NodeUpdate(state=("DRAIN",), reason="r", comment="", features=("k8s/a",), features_act=())
     assert update.body() == {
-        "state": ["DRAIN"], "reason": "r", "comment": "", "features": ["k8s/a"], "features_act": []
+        "state": ["DRAIN"],
+        "reason": "r",
+        "comment": "",
+        "features": ["k8s/a"],
+        "features_act": [],
     }
 
 
@@ -424,8 +493,9 @@ def test_external_submit_body(server: HTTPServer, client: SlurmClient) -> None:
     result = client.submit_external_job({"name": "pod-single", "partition": "debug", "flags": ["SPREAD_JOB"]})
     assert result.job_id == 9
     (request,) = requests_to(server, f"{V}/job/submit")
-    assert request.get_json() == {"job": {"name": "pod-single", "partition": "debug",
-                                          "flags": ["SPREAD_JOB", "EXTERNAL_JOB"]}}
+    assert request.get_json() == {
+        "job": {"name": "pod-single", "partition": "debug", "flags": ["SPREAD_JOB", "EXTERNAL_JOB"]}
+    }
     with pytest.raises(ValueError, match="script"):
         client.submit_external_job({"script": "#!/bin/sh\n"})
 
@@ -441,8 +511,12 @@ def test_node_listing_304_means_unchanged(server: HTTPServer, client: SlurmClien
 
 def test_job_listing_without_last_update_means_unchanged(server: HTTPServer, client: SlurmClient) -> None:
     server.expect_request(f"{V}/jobs/", query_string="update_time=1000").respond_with_json(
-        {"jobs": [], "last_update": {"set": True, "infinite": False, "number": 0}, "errors": [],
-         "warnings": [{"description": "No job changes since update_time[1000]"}]}
+        {
+            "jobs": [],
+            "last_update": {"set": True, "infinite": False, "number": 0},
+            "errors": [],
+            "warnings": [{"description": "No job changes since update_time[1000]"}],
+        }
     )
     server.expect_request(f"{V}/jobs/").respond_with_json(
         {"jobs": [], "last_update": {"set": True, "infinite": False, "number": 1005}, "errors": []}
@@ -453,12 +527,16 @@ def test_job_listing_without_last_update_means_unchanged(server: HTTPServer, cli
 
 
 def test_watch_reports_a_complete_view_and_what_changed(server: HTTPServer, client: SlurmClient) -> None:
-    answers = iter([
-        (200, nodes_body(node("n1"), node("n2"), node("n3"), last_update=100)),
-        (304, None),
-        (200, nodes_body(node("n1"), node("n2", "IDLE", "DRAIN", reason="maint"), last_update=130)),
-        (503, None), (503, None), (503, None),
-    ])
+    answers = iter(
+        [
+            (200, nodes_body(node("n1"), node("n2"), node("n3"), last_update=100)),
+            (304, None),
+            (200, nodes_body(node("n1"), node("n2", "IDLE", "DRAIN", reason="maint"), last_update=130)),
+            (503, None),
+            (503, None),
+            (503, None),
+        ]
+    )
     seen: list[str | None] = []
 
     def handler(request: Request) -> Response:
@@ -485,8 +563,9 @@ def test_an_unchanged_answer_without_a_previous_view_is_not_a_listing(
 ) -> None:
     """A 304 to a first poll (no update_time sent) says nothing about the cluster: it must not
     become an empty, authoritative view (every pod slurm-node-absent, every job gone)."""
-    answers = iter([(304, None), (200, {kind: [], "last_update": {"set": True, "infinite": False, "number": 7},
-                                        "errors": []})])
+    answers = iter(
+        [(304, None), (200, {kind: [], "last_update": {"set": True, "infinite": False, "number": 7}, "errors": []})]
+    )
     seen: list[str | None] = []
 
     def handler(request: Request) -> Response:
@@ -512,8 +591,11 @@ def test_a_watch_refuses_an_unchanged_listing_before_it_has_a_view() -> None:
 
 
 def _error_from(source: str, description: str, number: int) -> dict:
-    return {"errors": [{"description": description, "error_number": number, "error": "", "source": source}],
-            "warnings": [], "meta": meta()}
+    return {
+        "errors": [{"description": description, "error_number": number, "error": "", "source": source}],
+        "warnings": [],
+        "meta": meta(),
+    }
 
 
 @pytest.mark.parametrize(
@@ -533,7 +615,8 @@ def _error_from(source: str, description: str, number: int) -> dict:
     ids=["missing-among-others", "none-at-all", "another-name", "other-9000", "comm-error", "other-source"],
 )
 def test_only_slurms_own_answers_say_a_reservation_is_gone(
-        server: HTTPServer, client: SlurmClient, status: int, body: dict, gone: bool) -> None:
+    server: HTTPServer, client: SlurmClient, status: int, body: dict, gone: bool
+) -> None:
     server.expect_request(f"{V}/reservation/r1").respond_with_json(body, status=status)
     with pytest.raises(SlurmError) as info:
         client.get_reservation("r1")

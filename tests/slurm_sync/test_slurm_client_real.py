@@ -34,8 +34,11 @@ def restore(slurm_lab: SlurmLab, client: SlurmClient, name: str) -> None:
     """Lift any drain we left on ``name`` (with scontrol, so it works even if REST broke
     mid-test; it fails harmlessly on an undrained node) and wait until the node is usable."""
     slurm_lab.run("scontrol", "update", f"nodename={name}", "state=resume")
-    wait_for(lambda: node_named(client, name), lambda n: n.state & {"DRAIN", "DOWN", "NOT_RESPONDING"} == set(),
-             what=f"{name} back to service")
+    wait_for(
+        lambda: node_named(client, name),
+        lambda n: n.state & {"DRAIN", "DOWN", "NOT_RESPONDING"} == set(),
+        what=f"{name} back to service",
+    )
 
 
 def node_named(client: SlurmClient, name: str) -> Node:
@@ -123,8 +126,14 @@ def test_comment_and_features_update(client: SlurmClient) -> None:
     before = node_named(client, "n1")
     comment = json.dumps({"namespace": "default", "podName": "slurm-worker-0"})
     try:
-        client.update_node("n1", NodeUpdate(comment=comment, features=(*before.features, "k8s/test"),
-                                            features_act=(*before.active_features, "k8s/test")))
+        client.update_node(
+            "n1",
+            NodeUpdate(
+                comment=comment,
+                features=(*before.features, "k8s/test"),
+                features_act=(*before.active_features, "k8s/test"),
+            ),
+        )
         after = node_named(client, "n1")
         assert after.comment == comment
         assert "k8s/test" in after.features and "k8s/test" in after.active_features
@@ -155,18 +164,21 @@ def test_external_job_submit_get_cancel(client: SlurmClient, slurm_lab: SlurmLab
     admin_comment = json.dumps({"pods": ["default/client-test"]})
     jobs = client.job_watch()
     wait_for(jobs.poll, lambda snap: not snap.changed and not snap.removed, what="no job changes")
-    result = client.submit_external_job({
-        "name": "client-test-external",
-        "partition": "debug",
-        "required_nodes": ["n4"],
-        "nodes": "1",
-        "time_limit": {"set": True, "infinite": True},
-        "current_working_directory": "/tmp",
-        "admin_comment": admin_comment,
-    })
+    result = client.submit_external_job(
+        {
+            "name": "client-test-external",
+            "partition": "debug",
+            "required_nodes": ["n4"],
+            "nodes": "1",
+            "time_limit": {"set": True, "infinite": True},
+            "current_working_directory": "/tmp",
+            "admin_comment": admin_comment,
+        }
+    )
     try:
-        job: Job = wait_for(lambda: client.get_job(result.job_id), lambda j: "RUNNING" in j.state,
-                            what="external job running")
+        job: Job = wait_for(
+            lambda: client.get_job(result.job_id), lambda j: "RUNNING" in j.state, what="external job running"
+        )
         assert job.external and job.admin_comment == admin_comment and job.nodes == "n4"
         assert job.name == "client-test-external"
         seen = jobs.poll()
@@ -211,8 +223,15 @@ def test_invalid_requests_are_rejected_with_slurms_message(client: SlurmClient, 
 def test_reservation_create_list_delete(client: SlurmClient) -> None:
     name = "client-test-resv"
     start = int(time.time()) + 3600
-    client.create_reservation({"name": name, "node_list": ["n1"], "users": ["root"],
-                               "start_time": {"set": True, "number": start}, "duration": {"set": True, "number": 10}})
+    client.create_reservation(
+        {
+            "name": name,
+            "node_list": ["n1"],
+            "users": ["root"],
+            "start_time": {"set": True, "number": start},
+            "duration": {"set": True, "number": 10},
+        }
+    )
     try:
         (resv,) = [r for r in client.list_reservations().items if r.name == name]
         assert resv.node_list == "n1" and resv.start_time == start and resv.end_time == start + 600

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hooks import names
 from slurm_sync.operator import topology as topology_copy
 from slurm_sync.operator.plan import PodPlan, SlurmView
-from slurm_sync.slurm.types import Node
 from slurm_sync.operator.view import ClusterView
+from slurm_sync.slurm.types import Node
 from tests.slurm_sync.kubefixtures import NOW, ping, pod
 from tests.slurm_sync.test_plan_topology import IDLE_POD, TOPO, cluster, knode, meta_patches, snode
 
@@ -44,7 +44,7 @@ def test_nothing_to_copy():
         "unsafe spec": cluster(pod("gpu-0"), nodes=[knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: "a b"})]),
         "terminating": cluster(pod("gpu-0", terminating=True), nodes=LABELLED),
     }
-    assert {name: meta_patches(plan(c)) for name, c in cases.items()} == dict.fromkeys(cases, [])
+    assert {name: meta_patches(plan(c)) for name, c in cases.items()} == {name: [] for name in cases}
 
 
 def test_the_copy_never_removes_an_annotation():

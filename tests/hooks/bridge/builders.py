@@ -27,20 +27,36 @@ def resources(requests: dict[str, str] | None = None, limits: dict[str, str] | N
     return out
 
 
-def pod(name: str = "p", *, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
-        containers: list[JSON] | None = None, owner: JSON | None = None, phase: str = "Pending",
-        spec: JSON | None = None, ns: str = NS) -> JSON:
-    meta: JSON = {"name": name, "namespace": ns, "uid": f"uid-{name}",
-                  "labels": {names.LABEL_BRIDGE_MANAGED: "true", **(labels or {})}}
+def pod(
+    name: str = "p",
+    *,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    containers: list[JSON] | None = None,
+    owner: JSON | None = None,
+    phase: str = "Pending",
+    spec: JSON | None = None,
+    ns: str = NS,
+) -> JSON:
+    meta: JSON = {
+        "name": name,
+        "namespace": ns,
+        "uid": f"uid-{name}",
+        "labels": {names.LABEL_BRIDGE_MANAGED: "true", **(labels or {})},
+    }
     if annotations:
         meta["annotations"] = annotations
     if owner:
         meta["ownerReferences"] = [{**owner, "controller": True, "blockOwnerDeletion": True}]
     return {
-        "apiVersion": "v1", "kind": "Pod", "metadata": meta,
-        "spec": {"schedulerName": names.BRIDGE_SCHEDULER_NAME,
-                 "containers": containers if containers is not None else [{"name": "main", "image": "busybox"}],
-                 **(spec or {})},
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {
+            "schedulerName": names.BRIDGE_SCHEDULER_NAME,
+            "containers": containers if containers is not None else [{"name": "main", "image": "busybox"}],
+            **(spec or {}),
+        },
         "status": {"phase": phase},
     }
 
@@ -52,8 +68,17 @@ def container(name: str = "main", requests: dict[str, str] | None = None, limits
     return out
 
 
-def obj(api_version: str, kind: str, name: str, *, annotations: dict[str, str] | None = None,
-        spec: JSON | None = None, status: JSON | None = None, owner: JSON | None = None, ns: str = NS) -> JSON:
+def obj(
+    api_version: str,
+    kind: str,
+    name: str,
+    *,
+    annotations: dict[str, str] | None = None,
+    spec: JSON | None = None,
+    status: JSON | None = None,
+    owner: JSON | None = None,
+    ns: str = NS,
+) -> JSON:
     meta: JSON = {"name": name, "namespace": ns, "uid": f"uid-{kind}-{name}"}
     if annotations:
         meta["annotations"] = annotations
@@ -66,26 +91,38 @@ def obj(api_version: str, kind: str, name: str, *, annotations: dict[str, str] |
 
 
 def owner_ref(target: JSON) -> JSON:
-    return {"apiVersion": target["apiVersion"], "kind": target["kind"], "name": target["metadata"]["name"],
-            "uid": target["metadata"]["uid"]}
+    return {
+        "apiVersion": target["apiVersion"],
+        "kind": target["kind"],
+        "name": target["metadata"]["name"],
+        "uid": target["metadata"]["uid"],
+    }
 
 
 def related(*objects: JSON) -> dict[str, dict[str, JSON]]:
     out: dict[str, dict[str, JSON]] = {}
     for o in objects:
-        out.setdefault(f"{o['kind']}.{o['apiVersion']}", {})[f"{o['metadata']['namespace']}/{o['metadata']['name']}"] = o
+        out.setdefault(f"{o['kind']}.{o['apiVersion']}", {})[
+            f"{o['metadata']['namespace']}/{o['metadata']['name']}"
+        ] = o
     return out
 
 
 def request(target: JSON, *rel: JSON, controller: JSON | None = None, finalizing: bool = False) -> DecoratorRequest:
-    return DecoratorRequest(controller=controller or {}, object=target, attachments={}, related=related(*rel),
-                            finalizing=finalizing)
+    return DecoratorRequest(
+        controller=controller or {}, object=target, attachments={}, related=related(*rel), finalizing=finalizing
+    )
 
 
 def body(req: DecoratorRequest) -> JSON:
     """The HTTP body Metacontroller would send for `req`."""
-    return {"controller": req.controller, "object": req.object, "attachments": {}, "related": req.related,
-            "finalizing": req.finalizing}
+    return {
+        "controller": req.controller,
+        "object": req.object,
+        "attachments": {},
+        "related": req.related,
+        "finalizing": req.finalizing,
+    }
 
 
 def with_changes(o: JSON, **meta: Any) -> JSON:

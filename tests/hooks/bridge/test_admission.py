@@ -22,8 +22,9 @@ SLINKY_RULE = AdmissionSettings(namespaces=frozenset({MANAGED}))
 DRA = "deviceclass.resource.kubernetes.io/"
 
 
-def new_pod(scheduler="default-scheduler", ns=MANAGED, labels=None, annotations=None, node_name=None,
-            containers=None, **spec):
+def new_pod(
+    scheduler="default-scheduler", ns=MANAGED, labels=None, annotations=None, node_name=None, containers=None, **spec
+):
     meta = {"name": "p", "namespace": ns}
     if labels is not None:
         meta["labels"] = labels
@@ -36,8 +37,9 @@ def new_pod(scheduler="default-scheduler", ns=MANAGED, labels=None, annotations=
 
 
 def review(pod, operation="CREATE", old=None):
-    return AdmissionRequest(uid="uid-1", operation=operation, object=pod, old_object=old,
-                            namespace=pod["metadata"]["namespace"])
+    return AdmissionRequest(
+        uid="uid-1", operation=operation, object=pod, old_object=old, namespace=pod["metadata"]["namespace"]
+    )
 
 
 def patched(pod, cfg=SLINKY_RULE, operation="CREATE", old=None):
@@ -57,20 +59,41 @@ def rejection(pod, cfg=SLINKY_RULE, operation="CREATE", old=None):
     return None if response["allowed"] else response["status"]["message"]
 
 
-TOLERATION = {"key": names.TAINT_MANAGED_NODE, "operator": "Equal", "value": names.BRIDGE_SCHEDULER_NAME,
-              "effect": "NoExecute"}
+TOLERATION = {
+    "key": names.TAINT_MANAGED_NODE,
+    "operator": "Equal",
+    "value": names.BRIDGE_SCHEDULER_NAME,
+    "effect": "NoExecute",
+}
 
 
-@pytest.mark.parametrize(("pod", "operation", "scheduler", "node_name", "managed"), [
-    pytest.param(new_pod(), "CREATE", names.BRIDGE_SCHEDULER_NAME, None, True, id="v19-default-in-managed-ns"),
-    pytest.param(new_pod(scheduler="custom"), "CREATE", "custom", None, False, id="v19-custom-scheduler-kept"),
-    pytest.param(new_pod(ns=OTHER), "CREATE", "default-scheduler", None, False, id="v19-unmanaged-ns-unchanged"),
-    pytest.param(new_pod(node_name="n1"), "CREATE", names.BRIDGE_SCHEDULER_NAME, None, True, id="v19-nodename-cleared"),
-    pytest.param(new_pod(scheduler=names.BRIDGE_SCHEDULER_NAME, ns=OTHER), "CREATE", names.BRIDGE_SCHEDULER_NAME,
-                 None, True, id="v19-explicit-bridge-scheduler-anywhere"),
-    pytest.param(new_pod(scheduler=names.BRIDGE_SCHEDULER_NAME, node_name="n1"), "UPDATE",
-                 names.BRIDGE_SCHEDULER_NAME, "n1", True, id="v19-nodename-kept-on-update"),
-])
+@pytest.mark.parametrize(
+    ("pod", "operation", "scheduler", "node_name", "managed"),
+    [
+        pytest.param(new_pod(), "CREATE", names.BRIDGE_SCHEDULER_NAME, None, True, id="v19-default-in-managed-ns"),
+        pytest.param(new_pod(scheduler="custom"), "CREATE", "custom", None, False, id="v19-custom-scheduler-kept"),
+        pytest.param(new_pod(ns=OTHER), "CREATE", "default-scheduler", None, False, id="v19-unmanaged-ns-unchanged"),
+        pytest.param(
+            new_pod(node_name="n1"), "CREATE", names.BRIDGE_SCHEDULER_NAME, None, True, id="v19-nodename-cleared"
+        ),
+        pytest.param(
+            new_pod(scheduler=names.BRIDGE_SCHEDULER_NAME, ns=OTHER),
+            "CREATE",
+            names.BRIDGE_SCHEDULER_NAME,
+            None,
+            True,
+            id="v19-explicit-bridge-scheduler-anywhere",
+        ),
+        pytest.param(
+            new_pod(scheduler=names.BRIDGE_SCHEDULER_NAME, node_name="n1"),
+            "UPDATE",
+            names.BRIDGE_SCHEDULER_NAME,
+            "n1",
+            True,
+            id="v19-nodename-kept-on-update",
+        ),
+    ],
+)
 def test_v19_mutation_matrix(pod, operation, scheduler, node_name, managed):
     result = patched(pod, operation=operation, old=pod if operation == "UPDATE" else None)
     assert result["spec"]["schedulerName"] == scheduler
@@ -108,8 +131,9 @@ def test_pointer_token_escapes_tilde_before_slash():
 
 
 def test_already_mutated_pod_needs_no_patch():
-    pod = new_pod(scheduler=names.BRIDGE_SCHEDULER_NAME, labels={names.LABEL_BRIDGE_MANAGED: "true"},
-                  tolerations=[TOLERATION])
+    pod = new_pod(
+        scheduler=names.BRIDGE_SCHEDULER_NAME, labels={names.LABEL_BRIDGE_MANAGED: "true"}, tolerations=[TOLERATION]
+    )
     assert "patch" not in admission.mutate_with(review(pod), SLINKY_RULE)["response"]
 
 
@@ -136,28 +160,62 @@ def _containers(requests=None, limits=None, name="c"):
 
 
 REJECTIONS = [
-    pytest.param(new_pod(labels={names.LABEL_SLURM_JOB_ID: "7"}), "slurm external jobid label", id="v20-R1-jobid-label"),
-    pytest.param(new_pod(annotations={names.ANNOTATION_SLURM_NODE: "n1"}), "slurm external node annotation",
-                 id="v20-R2-node-annotation"),
-    pytest.param(new_pod(resourceClaims=[{"name": "gpu", "resourceClaimName": "c"}]),
-                 "use the annotation slurmjob.slinky.slurm.net/gres", id="v20-R3-resource-claims"),
-    pytest.param(new_pod(topologySpreadConstraints=[{"maxSkew": 1, "topologyKey": "zone",
-                                                     "whenUnsatisfiable": "DoNotSchedule"}]),
-                 "topologySpreadConstraints is not supported", id="v20-R4-topology-spread"),
-    pytest.param(new_pod(containers=_containers(requests={"cpu": "1", DRA + "dra.cpu": "2"})),
-                 "can't be combined with deviceclass.resource.kubernetes.io/dra.cpu", id="v20-R5-native-and-dra-cpu"),
-    pytest.param(new_pod(containers=_containers(limits={DRA + "dra.cpu": "2"}), resources={"limits": {"cpu": "1"}}),
-                 "native cpu", id="v20-R5-pod-level-cpu-and-dra-cpu"),
-    pytest.param(new_pod(containers=_containers(limits={DRA + "tpu.example.com": "1"})),
-                 "container 'c' uses unsupported DRA device class 'tpu.example.com'", id="v20-R6-unsupported-class"),
-    pytest.param(new_pod(initContainers=_containers(requests={DRA + "fpga": "1"}, name="init")),
-                 "container 'init' uses unsupported DRA device class 'fpga'", id="v20-R6-init-container"),
-    pytest.param(new_pod(annotations={names.SLURMJOB_PREFIX + "cpu-per-task": "2"},
-                         containers=_containers(requests={DRA + "dra.cpu": "2"})),
-                 "cpu-per-task can't be combined", id="v20-R7-cpu-per-task-and-dra-cpu"),
-    pytest.param(new_pod(annotations={names.SLURMJOB_PREFIX + "gres": "gres/gpu=1"},
-                         containers=_containers(limits={DRA + "gpu.nvidia.com": "1"})),
-                 "gres can't be combined", id="v20-R7-gres-and-dra-gpu"),
+    pytest.param(
+        new_pod(labels={names.LABEL_SLURM_JOB_ID: "7"}), "slurm external jobid label", id="v20-R1-jobid-label"
+    ),
+    pytest.param(
+        new_pod(annotations={names.ANNOTATION_SLURM_NODE: "n1"}),
+        "slurm external node annotation",
+        id="v20-R2-node-annotation",
+    ),
+    pytest.param(
+        new_pod(resourceClaims=[{"name": "gpu", "resourceClaimName": "c"}]),
+        "use the annotation slurmjob.slinky.slurm.net/gres",
+        id="v20-R3-resource-claims",
+    ),
+    pytest.param(
+        new_pod(
+            topologySpreadConstraints=[{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]
+        ),
+        "topologySpreadConstraints is not supported",
+        id="v20-R4-topology-spread",
+    ),
+    pytest.param(
+        new_pod(containers=_containers(requests={"cpu": "1", DRA + "dra.cpu": "2"})),
+        "can't be combined with deviceclass.resource.kubernetes.io/dra.cpu",
+        id="v20-R5-native-and-dra-cpu",
+    ),
+    pytest.param(
+        new_pod(containers=_containers(limits={DRA + "dra.cpu": "2"}), resources={"limits": {"cpu": "1"}}),
+        "native cpu",
+        id="v20-R5-pod-level-cpu-and-dra-cpu",
+    ),
+    pytest.param(
+        new_pod(containers=_containers(limits={DRA + "tpu.example.com": "1"})),
+        "container 'c' uses unsupported DRA device class 'tpu.example.com'",
+        id="v20-R6-unsupported-class",
+    ),
+    pytest.param(
+        new_pod(initContainers=_containers(requests={DRA + "fpga": "1"}, name="init")),
+        "container 'init' uses unsupported DRA device class 'fpga'",
+        id="v20-R6-init-container",
+    ),
+    pytest.param(
+        new_pod(
+            annotations={names.SLURMJOB_PREFIX + "cpu-per-task": "2"},
+            containers=_containers(requests={DRA + "dra.cpu": "2"}),
+        ),
+        "cpu-per-task can't be combined",
+        id="v20-R7-cpu-per-task-and-dra-cpu",
+    ),
+    pytest.param(
+        new_pod(
+            annotations={names.SLURMJOB_PREFIX + "gres": "gres/gpu=1"},
+            containers=_containers(limits={DRA + "gpu.nvidia.com": "1"}),
+        ),
+        "gres can't be combined",
+        id="v20-R7-gres-and-dra-gpu",
+    ),
 ]
 
 
@@ -176,12 +234,22 @@ def test_v20_rejections_apply_to_explicit_bridge_pods_in_unmanaged_namespaces(po
     assert rejection(explicit) is None
 
 
-@pytest.mark.parametrize("pod", [
-    pytest.param(new_pod(containers=_containers(requests={"cpu": "1", "memory": "1Gi"})), id="native-cpu"),
-    pytest.param(new_pod(containers=_containers(limits={DRA + "dra.cpu": "2", DRA + "gpu.nvidia.com": "1"})), id="dra"),
-    pytest.param(new_pod(annotations={names.SLURMJOB_PREFIX + "gres": "gres/gpu=1"},
-                         containers=_containers(limits={DRA + "dra.cpu": "1"})), id="gres-with-dra-cpu-only"),
-])
+@pytest.mark.parametrize(
+    "pod",
+    [
+        pytest.param(new_pod(containers=_containers(requests={"cpu": "1", "memory": "1Gi"})), id="native-cpu"),
+        pytest.param(
+            new_pod(containers=_containers(limits={DRA + "dra.cpu": "2", DRA + "gpu.nvidia.com": "1"})), id="dra"
+        ),
+        pytest.param(
+            new_pod(
+                annotations={names.SLURMJOB_PREFIX + "gres": "gres/gpu=1"},
+                containers=_containers(limits={DRA + "dra.cpu": "1"}),
+            ),
+            id="gres-with-dra-cpu-only",
+        ),
+    ],
+)
 def test_v20_acceptable_pods_pass(pod):
     assert rejection(pod) is None
 
@@ -199,12 +267,15 @@ def _running(pod, job_id="7", node="n1", phase="Running"):
     return out
 
 
-@pytest.mark.parametrize(("new", "phase", "rejected"), [
-    pytest.param({"job_id": "8"}, "Running", True, id="v21-running-jobid-change-rejected"),
-    pytest.param({"node": "n2"}, "Running", True, id="v21-running-node-change-rejected"),
-    pytest.param({"job_id": "8", "node": "n2"}, "Pending", False, id="v21-pending-change-allowed"),
-    pytest.param({}, "Running", False, id="v21-running-unchanged-allowed"),
-])
+@pytest.mark.parametrize(
+    ("new", "phase", "rejected"),
+    [
+        pytest.param({"job_id": "8"}, "Running", True, id="v21-running-jobid-change-rejected"),
+        pytest.param({"node": "n2"}, "Running", True, id="v21-running-node-change-rejected"),
+        pytest.param({"job_id": "8", "node": "n2"}, "Pending", False, id="v21-pending-change-allowed"),
+        pytest.param({}, "Running", False, id="v21-running-unchanged-allowed"),
+    ],
+)
 def test_v21_running_pod_keeps_job_and_node(new, phase, rejected):
     base = new_pod(scheduler=names.BRIDGE_SCHEDULER_NAME)
     old = _running(base, phase=phase)
@@ -230,8 +301,11 @@ def test_delete_is_allowed_without_checks():
 
 
 def _review_body(pod, uid="u-42"):
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-            "request": {"uid": uid, "operation": "CREATE", "namespace": pod["metadata"]["namespace"], "object": pod}}
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {"uid": uid, "operation": "CREATE", "namespace": pod["metadata"]["namespace"], "object": pod},
+    }
 
 
 def test_http_response_shape_and_environment_settings(monkeypatch):
@@ -240,8 +314,11 @@ def test_http_response_shape_and_environment_settings(monkeypatch):
     monkeypatch.setenv("BRIDGE_SCHEDULER_NAME", "sb")
     resp = client.post("/bridge/admission/mutate", json=_review_body(new_pod(ns=OTHER)))
     assert resp.status_code == 200
-    assert resp.get_json() == {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                               "response": {"uid": "u-42", "allowed": True}}
+    assert resp.get_json() == {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {"uid": "u-42", "allowed": True},
+    }
     monkeypatch.delenv("BRIDGE_MANAGED_NAMESPACES")
     resp = client.post("/bridge/admission/mutate", json=_review_body(new_pod(ns=OTHER)))
     ops = json.loads(base64.b64decode(resp.get_json()["response"]["patch"]))
@@ -249,8 +326,11 @@ def test_http_response_shape_and_environment_settings(monkeypatch):
 
 
 def test_http_rejection_shape():
-    resp = create_app().test_client().post("/bridge/admission/validate",
-                                           json=_review_body(new_pod(labels={names.LABEL_SLURM_JOB_ID: "1"})))
+    resp = (
+        create_app()
+        .test_client()
+        .post("/bridge/admission/validate", json=_review_body(new_pod(labels={names.LABEL_SLURM_JOB_ID: "1"})))
+    )
     response = resp.get_json()["response"]
     assert resp.status_code == 200 and response["allowed"] is False and response["uid"] == "u-42"
     assert response["status"]["code"] == 403 and "jobid label" in response["status"]["message"]

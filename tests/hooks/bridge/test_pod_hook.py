@@ -12,7 +12,11 @@ from hooks import names
 from hooks.app import create_app
 from tests.hooks.bridge.builders import NS, body, container, obj, owner_ref, pod, request, slurmjob
 
-PLACEHOLDER, GROUP, ERROR = names.ANNOTATION_PLACEHOLDER_JOB, names.ANNOTATION_PLACEHOLDER_GROUP, names.ANNOTATION_JOB_ERROR
+PLACEHOLDER, GROUP, ERROR = (
+    names.ANNOTATION_PLACEHOLDER_JOB,
+    names.ANNOTATION_PLACEHOLDER_GROUP,
+    names.ANNOTATION_JOB_ERROR,
+)
 
 
 @pytest.fixture(scope="module")
@@ -54,11 +58,14 @@ def test_v16_changed_annotations_change_the_pending_job(client):
     assert before[GROUP] == after[GROUP] and before[PLACEHOLDER] != after[PLACEHOLDER]
 
 
-@pytest.mark.parametrize("settled", [
-    pytest.param({"spec": {"nodeName": "n1"}}, id="bound"),
-    pytest.param({"status": {"phase": "Succeeded"}}, id="succeeded"),
-    pytest.param({"status": {"phase": "Failed"}}, id="failed"),
-])
+@pytest.mark.parametrize(
+    "settled",
+    [
+        pytest.param({"spec": {"nodeName": "n1"}}, id="bound"),
+        pytest.param({"status": {"phase": "Succeeded"}}, id="succeeded"),
+        pytest.param({"status": {"phase": "Failed"}}, id="failed"),
+    ],
+)
 def test_bound_or_finished_pods_keep_their_job_unchanged(client, settled):
     target = pod(annotations=slurmjob(qos="changed-after-allocation"))
     for key, value in settled.items():
@@ -68,13 +75,17 @@ def test_bound_or_finished_pods_keep_their_job_unchanged(client, settled):
 
 def test_job_with_parallelism_gives_one_single_node_job_per_pod(client):
     """Slinky's Job translation is one pod per Slurm job; gangs need a PodGroup."""
-    job = obj("batch/v1", "Job", "j", spec={"parallelism": 3, "template": {"spec": {}}}, annotations=slurmjob(account="a"))
+    job = obj(
+        "batch/v1", "Job", "j", spec={"parallelism": 3, "template": {"spec": {}}}, annotations=slurmjob(account="a")
+    )
     pods = [pod(f"j-{i}", owner=owner_ref(job)) for i in range(3)]
     outs = [sync(client, p, job, *pods) for p in pods]
     assert len({o[GROUP] for o in outs}) == 3
     for p, out in zip(pods, outs, strict=True):
         body_ = json.loads(out[PLACEHOLDER])
-        assert body_["nodes"] == "1" and json.loads(body_["admin_comment"]) == {"pods": [f"{NS}/{p['metadata']['name']}"]}
+        assert body_["nodes"] == "1" and json.loads(body_["admin_comment"]) == {
+            "pods": [f"{NS}/{p['metadata']['name']}"]
+        }
 
 
 def _gang_members(kind):
@@ -82,7 +93,9 @@ def _gang_members(kind):
         group = obj("scheduling.x-k8s.io/v1alpha1", "PodGroup", "pg", spec={"minMember": 3})
         return group, [pod(n, labels={names.LABEL_COSCHEDULING_POD_GROUP: "pg"}) for n in ("w-c", "w-a", "w-b")]
     if kind == "built-in":
-        group = obj("scheduling.k8s.io/v1alpha2", "PodGroup", "pg", spec={"schedulingPolicy": {"gang": {"minCount": 3}}})
+        group = obj(
+            "scheduling.k8s.io/v1alpha2", "PodGroup", "pg", spec={"schedulingPolicy": {"gang": {"minCount": 3}}}
+        )
         return group, [pod(n, spec={"schedulingGroup": {"podGroupName": "pg"}}) for n in ("w-c", "w-a", "w-b")]
     group = obj("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", "w", spec={"leaderWorkerTemplate": {"size": 3}})
     labels = {names.LABEL_LWS_NAME: "w", names.LABEL_LWS_GROUP_KEY: "k", names.LABEL_LWS_GROUP_INDEX: "0"}
@@ -131,8 +144,12 @@ def test_customize_names_owner_and_group_objects(client):
         {"apiVersion": "batch/v1", "resource": "jobs", "namespace": NS, "names": ["j"]},
         {"apiVersion": "jobset.x-k8s.io/v1alpha2", "resource": "jobsets", "namespace": NS, "names": ["js"]},
         {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "resource": "podgroups", "namespace": NS, "names": ["pg"]},
-        {"apiVersion": "v1", "resource": "pods", "namespace": NS,
-         "labelSelector": {"matchLabels": {names.LABEL_COSCHEDULING_POD_GROUP: "pg"}}},
+        {
+            "apiVersion": "v1",
+            "resource": "pods",
+            "namespace": NS,
+            "labelSelector": {"matchLabels": {names.LABEL_COSCHEDULING_POD_GROUP: "pg"}},
+        },
     ]
 
 
@@ -143,7 +160,10 @@ def test_customize_lws_and_built_in_pod_group(client):
     _, (built_in_pod, *_) = _gang_members("built-in")
     rules = customize(client, built_in_pod)
     assert [(r["apiVersion"], r["resource"]) for r in rules] == [
-        ("scheduling.k8s.io/v1alpha2", "podgroups"), ("scheduling.k8s.io/v1alpha2", "workloads"), ("v1", "pods")]
+        ("scheduling.k8s.io/v1alpha2", "podgroups"),
+        ("scheduling.k8s.io/v1alpha2", "workloads"),
+        ("v1", "pods"),
+    ]
     assert all(r["namespace"] == NS for r in rules)
 
 
@@ -169,12 +189,15 @@ def _deleting(job_id=None, released=None):
     return target
 
 
-@pytest.mark.parametrize(("job_id", "released", "finalized"), [
-    pytest.param(None, None, True, id="never-had-a-job"),
-    pytest.param("42", None, False, id="v13-v26-job-recorded-held"),
-    pytest.param("42", "41", False, id="stale-release-of-another-job-held"),
-    pytest.param("42", "42", True, id="v27-released-by-slurm-sync"),
-])
+@pytest.mark.parametrize(
+    ("job_id", "released", "finalized"),
+    [
+        pytest.param(None, None, True, id="never-had-a-job"),
+        pytest.param("42", None, False, id="v13-v26-job-recorded-held"),
+        pytest.param("42", "41", False, id="stale-release-of-another-job-held"),
+        pytest.param("42", "42", True, id="v27-released-by-slurm-sync"),
+    ],
+)
 def test_finalize_holds_until_slurm_sync_releases_the_job(client, job_id, released, finalized):
     resp = post(client, "finalize", body(request(_deleting(job_id, released), finalizing=True))).get_json()
     assert resp["finalized"] is finalized
@@ -199,8 +222,10 @@ def test_example_requests_are_answered(client):
 def _published(target, out, job_id="42"):
     """`target` as Metacontroller and slurm_sync leave it after `out` was applied and the job submitted."""
     later = copy.deepcopy(target)
-    later["metadata"]["annotations"] = {**(later["metadata"].get("annotations") or {}),
-                                        **{k: v for k, v in out.items() if v is not None}}
+    later["metadata"]["annotations"] = {
+        **(later["metadata"].get("annotations") or {}),
+        **{k: v for k, v in out.items() if v is not None},
+    }
     later["metadata"]["labels"][names.LABEL_SLURM_JOB_ID] = job_id
     return later
 
@@ -229,8 +254,9 @@ def _owned_cases():
         yield kind, members[0], [group], members[1:]
 
 
-@pytest.mark.parametrize(("target", "owners", "members"),
-                         [pytest.param(t, o, m, id=i) for i, t, o, m in _owned_cases()])
+@pytest.mark.parametrize(
+    ("target", "owners", "members"), [pytest.param(t, o, m, id=i) for i, t, o, m in _owned_cases()]
+)
 def test_missing_related_owner_keeps_the_published_job(client, target, owners, members):
     """A related object absent from the request (cache lag) is no reason to withdraw the body:
     slurm_sync would cancel the PENDING job that no live pod publishes any more."""
@@ -245,8 +271,10 @@ def test_missing_related_owner_keeps_the_published_job(client, target, owners, m
     assert _applied(published, sync(client, published, *members)) == before
 
 
-@pytest.mark.parametrize(("target", "owners", "members"),
-                         [pytest.param(t, o, m, id=i) for i, t, o, m in _owned_cases() if i != "coscheduling"])
+@pytest.mark.parametrize(
+    ("target", "owners", "members"),
+    [pytest.param(t, o, m, id=i) for i, t, o, m in _owned_cases() if i != "coscheduling"],
+)
 def test_missing_related_owner_of_an_unpublished_pod_says_why(client, target, owners, members):
     out = sync(client, target, *members)
     assert out[PLACEHOLDER] is None and "was not found" in out[ERROR]
