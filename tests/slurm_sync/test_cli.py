@@ -90,7 +90,8 @@ def test_unreachable_api_is_one_line_naming_the_server(tmp_path: Path) -> None:
 def test_every_line_slurm_sync_prints_is_json(kube_lab, kube_namespace: str) -> None:
     """The process as the charts run it, one pass against the real API server: stdout and stderr
     parse line by line as JSON objects (start-up, discovery and the pass's own lines)."""
-    result = _run("--once", "--kubeconfig", str(kube_lab.kubeconfig), "--namespace", kube_namespace, "--log-level", "DEBUG")
+    kubeconfig = str(kube_lab.kubeconfig)
+    result = _run("--once", "--kubeconfig", kubeconfig, "--namespace", kube_namespace, "--log-level", "DEBUG")
     lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
     assert lines, result
     records = [json.loads(line) for line in lines]  # raises on any line that is not JSON
