@@ -23,7 +23,7 @@ from slurm_sync.kube import Kube, describe_error
 
 log = logging.getLogger(__name__)
 
-REPORTING_CONTROLLER = "slinky.slurm.net/slurm-sync"
+REPORTING_CONTROLLER = names.SLINKY_PREFIX + "slurm-sync"
 EVENT_INTERVAL = 600.0  # seconds between two identical events about one object
 MAX_NOTE = 1024  # the API's limit for note, in bytes
 _FORGET_AT = 4096  # remembered posts beyond which expired ones are dropped

@@ -226,18 +226,7 @@ class SlurmClient:
 
     def get_node(self, name: str) -> Node:
         """One node; ``SlurmNotFound`` only on Slurm's own answer that it has no such node."""
-        try:
-            body = self._get(self._path("node", name))
-        except SlurmRejected as exc:
-            if _says_no_such_node(exc, name):
-                raise SlurmNotFound(
-                    f"GET node/{name}: Slurm has no node {name!r}", status=exc.status, errors=exc.errors
-                ) from None
-            raise
-        for node in map(parse_node, object_list(body, "nodes", "node")):
-            if node.name == name:
-                return node
-        raise SlurmMalformed(f"GET node/{name}: HTTP 200 without node {name!r} (not proof that it is gone)", status=200)
+        return self._get_one("node", "nodes", name, parse_node, lambda n: n.name, _says_no_such_node)
 
     def update_node(self, name: str, update: NodeUpdate) -> None:
         """Apply ``update``; retried on outages only when repeating it cannot hurt."""
@@ -321,20 +310,8 @@ class SlurmClient:
 
     def get_reservation(self, name: str) -> Reservation:
         """One reservation; ``SlurmNotFound`` only on Slurm's own answer that it has none of that name."""
-        try:
-            body = self._get(self._path("reservation", name))
-        except SlurmRejected as exc:
-            if _says_no_such_reservation(exc, name):
-                raise SlurmNotFound(
-                    f"GET reservation/{name}: Slurm has no reservation {name!r}", status=exc.status, errors=exc.errors
-                ) from None
-            raise
-        for reservation in map(parse_reservation, object_list(body, "reservations", "reservation")):
-            if reservation.name == name:
-                return reservation
-        raise SlurmMalformed(
-            f"GET reservation/{name}: HTTP 200 without reservation {name!r} (not proof that it is gone)", status=200
-        )
+        return self._get_one("reservation", "reservations", name, parse_reservation, lambda r: r.name,
+                             _says_no_such_reservation)  # fmt: skip
 
     def create_reservation(self, reservation: Mapping[str, Any]) -> None:
         """Create or update one reservation (a ``reservation_desc_msg``)."""
@@ -362,6 +339,32 @@ class SlurmClient:
         if body is None:
             raise SlurmMalformed(f"GET {path}: HTTP 304 without update_time")
         return body
+
+    def _get_one(
+        self,
+        kind: str,
+        plural: str,
+        name: str,
+        parse: Callable[[JSON], T],
+        name_of: Callable[[T], str],
+        says_missing: Callable[[SlurmRejected, str], bool],
+    ) -> T:
+        """GET <kind>/<name>: ``SlurmNotFound`` only when ``says_missing`` recognises Slurm's own
+        not-found answer; a 200 that lacks the object is malformed, never proof that it is gone."""
+        try:
+            body = self._get(self._path(kind, name))
+        except SlurmRejected as exc:
+            if says_missing(exc, name):
+                raise SlurmNotFound(
+                    f"GET {kind}/{name}: Slurm has no {kind} {name!r}", status=exc.status, errors=exc.errors
+                ) from None
+            raise
+        for item in map(parse, object_list(body, plural, kind)):
+            if name_of(item) == name:
+                return item
+        raise SlurmMalformed(
+            f"GET {kind}/{name}: HTTP 200 without {kind} {name!r} (not proof that it is gone)", status=200
+        )
 
     def _listing(self, path: str, key: str, parse: Callable[[JSON], T], since: int | None) -> Listing[T]:
         params = {"update_time": since} if since is not None else None
