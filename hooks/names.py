@@ -130,6 +130,9 @@ ANNOTATION_PLACEHOLDER_APPLIED: Final = SCHEDULER_PREFIX + "placeholder-applied"
 # needs, Slurm refused the job); removed when the job is submitted or adopted. Not the hook's
 # ANNOTATION_JOB_ERROR: the pod decorator owns that key and would clear ours.
 ANNOTATION_SUBMIT_ERROR: Final = SCHEDULER_PREFIX + "submit-error"
+# Kubernetes' mark of the ResourceClaim that backs a pod's DRA extended resources (pod.status.
+# extendedResourceClaimStatus names it); slurm_sync makes one per bridge pod with Slurm's devices.
+ANNOTATION_EXTENDED_RESOURCE_CLAIM: Final = "resource.kubernetes.io/extended-resource-claim"
 # The built-in (Workload API) PodGroup condition slurm_sync sets once every member pod is bound (vector 18).
 CONDITION_POD_GROUP_SCHEDULED: Final = "PodGroupScheduled"
 # NodeSet finalize: PVCs kept for whenDeleted=Retain until slurm_sync removed the NodeSet's ownerReference.

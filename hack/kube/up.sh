@@ -34,7 +34,8 @@ STAMP="format=1 suite=$SUITE packages=$PACKAGES"   # a change here rebuilds the 
 OPENAPI_PACKAGES="k8s.io/apimachinery/pkg/apis/meta/v1 k8s.io/apimachinery/pkg/runtime k8s.io/apimachinery/pkg/version
   k8s.io/apimachinery/pkg/api/resource k8s.io/apimachinery/pkg/util/intstr k8s.io/api/core/v1 k8s.io/api/apps/v1
   k8s.io/api/batch/v1 k8s.io/api/policy/v1 k8s.io/api/coordination/v1 k8s.io/api/events/v1 k8s.io/api/rbac/v1
-  k8s.io/api/scheduling/v1 k8s.io/api/networking/v1 k8s.io/api/admissionregistration/v1 k8s.io/api/autoscaling/v1"
+  k8s.io/api/scheduling/v1 k8s.io/api/networking/v1 k8s.io/api/admissionregistration/v1 k8s.io/api/autoscaling/v1
+  k8s.io/api/resource/v1"
 CACHE=$ROOTFS/opt/kube-lab        # builds (binaries, Go build cache) live inside the cached rootfs
 API_URL=https://127.0.0.1:$API_PORT
 ETCD_URL=http://127.0.0.1:$ETCD_PORT

@@ -34,6 +34,9 @@ wait_until() {
   done
   say "$what: ready"
 }
+# Fake GPUs, typed by the DRA device classes the bridge translates, one vendor per node as on real
+# machines: "TYPE COUNT" of a node.
+gpus_of() { case $1 in n1 | n2) echo "gpu.nvidia.com 4" ;; *) echo "gpu.example.com 2" ;; esac; }
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 # start_daemon NAME CMD... : detached (own session, no inherited fds, cwd = $DIR),
@@ -59,7 +62,7 @@ check_daemons_alive() {
 
 # --- fresh runtime state (the whole dir is ours; up.sh stopped any old daemons)
 rm -rf "$DIR"
-mkdir -p "$DIR"/{etc,state,spool,log,pids,run,munge,keys/munge,keys/jwt}
+mkdir -p "$DIR"/{etc,state,spool,log,pids,run,munge,keys/munge,keys/jwt,dev}
 chmod 755 "$DIR" "$DIR"/{etc,spool,log,pids,run,munge,keys}
 chown slurm:slurm "$DIR/state" "$DIR/run" "$DIR/keys/jwt"
 # log dir stays root's; each unprivileged daemon gets its own pre-created file
@@ -127,17 +130,29 @@ KillWait=5
 MinJobAge=300
 # room for dynamic nodes (POST /new/node, the bridge's external nodes): 4 static + 12 dynamic
 MaxNodeCount=16
+GresTypes=gpu
 EOF
   i=0
   for n in $NODES; do
-    echo "NodeName=$n NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((SLURMD_PORT + i)) CPUs=$CPUS RealMemory=$MEM_MB Features=$n State=UNKNOWN"
+    read -r type count <<<"$(gpus_of "$n")"
+    echo "NodeName=$n NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((SLURMD_PORT + i)) CPUs=$CPUS RealMemory=$MEM_MB Features=$n Gres=gpu:$type:$count State=UNKNOWN"
     i=$((i + 1))
   done
   echo "PartitionName=debug Nodes=n[1-4] Default=YES MaxTime=INFINITE State=UP"
 } >"$DIR/etc/slurm.conf"
+# Each fake GPU is a character device that behaves as /dev/null, so Slurm tracks every GPU by its
+# index (IDX in `scontrol show job -d`, "index" in GET resources/<job>).
+for i in 0 1 2 3; do mknod -m 666 "$DIR/dev/gpu$i" c 1 3; done
+{
+  echo "AutoDetect=off"
+  for n in $NODES; do
+    read -r type count <<<"$(gpus_of "$n")"
+    echo "NodeName=$n Name=gpu Type=$type File=$DIR/dev/gpu[0-$((count - 1))]"
+  done
+} >"$DIR/etc/gres.conf"
 # no cgroup fs in the chroot: slurmd dies at start-up unless cgroups are off
 echo "CgroupPlugin=disabled" >"$DIR/etc/cgroup.conf"
-chmod 644 "$DIR/etc/slurm.conf" "$DIR/etc/cgroup.conf"
+chmod 644 "$DIR/etc/slurm.conf" "$DIR/etc/cgroup.conf" "$DIR/etc/gres.conf"
 
 # --- daemons
 start_daemon munged setpriv --reuid=munge --regid=munge --init-groups \

@@ -93,6 +93,7 @@ class BridgeKube:
     def __init__(self, kube: Kube, count_write: WriteCounter = lambda kind, verb: None) -> None:
         self.kube = kube
         self.core = kube.core
+        self.resource = client.ResourceV1Api(kube.core.api_client)
         self.count = count_write
 
     def list_pods(self, namespace: str) -> list[JSON]:
@@ -147,6 +148,47 @@ class BridgeKube:
             _content_type="application/merge-patch+json",
         )
         self.count("podgroup_status", "patch")
+
+    # --- DRA: the ResourceClaim of a pod's devices (slurm_sync/bridge/claims.py) ----------------------
+
+    def list_resource_slices(self, node: str) -> list[JSON]:
+        """The ResourceSlices the DRA drivers publish for ``node``."""
+        response: Any = self.resource.list_resource_slice(
+            field_selector=f"spec.nodeName={node}", _preload_content=False
+        )  # Any: an undecoded urllib3 response, as every read here
+        return list(orjson.loads(response.data).get("items") or [])
+
+    def create_resource_claim(self, namespace: str, body: JSON) -> JSON:
+        response: Any = self.resource.create_namespaced_resource_claim(
+            namespace,
+            body,  # type: ignore[arg-type]  # the client sends a dict body as it is
+            _preload_content=False,
+        )
+        self.count("resourceclaim", "create")
+        return orjson.loads(response.data)
+
+    def read_resource_claim(self, namespace: str, name: str) -> JSON:
+        response: Any = self.resource.read_namespaced_resource_claim(name, namespace, _preload_content=False)
+        return orjson.loads(response.data)
+
+    def patch_resource_claim_status(self, namespace: str, name: str, body: JSON) -> None:
+        """JSON merge patch of the claim's status subresource (allocation and reservedFor)."""
+        self.resource.patch_namespaced_resource_claim_status(
+            name, namespace, body, _preload_content=False, _content_type="application/merge-patch+json"
+        )
+        self.count("resourceclaim_status", "patch")
+
+    def delete_resource_claim(self, namespace: str, name: str, uid: str | None = None) -> None:
+        """Delete a claim (only that incarnation when ``uid`` is given)."""
+        options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid) if uid else None)
+        self.resource.delete_namespaced_resource_claim(
+            name, namespace, body=options, _preload_content=False, _headers=dict(_JSON_BODY)
+        )
+        self.count("resourceclaim", "delete")
+
+    def patch_pod_claim_status(self, pod: BridgePod, body: JSON) -> None:
+        """pod.status.extendedResourceClaimStatus (a pods/status patch; the bridge writes no other status)."""
+        self.kube.patch_pod_status(pod.namespace, pod.name, body)
 
     def patch_node(self, node: BridgeNode, body: JSON) -> None:
         """Strategic merge patch of a Node (``application/strategic-merge-patch+json``)."""

@@ -40,6 +40,8 @@ from prometheus_client import Counter
 from hooks import names
 from slurm_sync.bridge import nodes as bridge_nodes
 from slurm_sync.bridge import plan as bridge_plan
+from slurm_sync.bridge.claims import Claims
+from slurm_sync.bridge.devices import DeviceProblem
 from slurm_sync.bridge.kube import (
     BridgeKube,
     label_body,
@@ -169,6 +171,7 @@ class BridgeLoop:
         self._lost_gone: set[int] = set()  # jobs of a suspect listing that Slurm said are gone
         self._lost_nodes_gone: set[str] = set()  # nodes of a suspect listing that Slurm said are gone
         self._deleted_nodes: set[str] = set()  # node records we deleted ourselves (their loss is expected)
+        self.claims = Claims(slurm, kube)
 
     # --- reads ------------------------------------------------------------------------------
 
@@ -390,17 +393,24 @@ class BridgeLoop:
                 self._slurm_error(tally, f"cancel job {cancel.job_id}", exc)
                 return
         for pod in cancel.release:
+            if pod.devices and not self._kube(
+                tally, f"delete the ResourceClaim of pod {pod.key}", partial(self.claims.release, pod)
+            ):
+                continue  # the claim first: a released pod is never looked at again
             self._kube(
                 tally, f"release pod {pod.key}", partial(self.kube.patch_pod, pod, release_body(pod, cancel.job_id))
             )
 
     def _bind(self, bind: bridge_plan.Bind, tally: _Tally) -> None:
-        """Annotate the node first (Slinky's order): a failed binding keeps the choice for next time."""
+        """Annotate the node first (Slinky's order): a failed binding keeps the choice for next time.
+        A pod asking for DRA devices gets its ResourceClaim before the binding, or no binding."""
         pod = bind.pod
         if pod.slurm_node != bind.node:
             body = {"metadata": {"annotations": {names.ANNOTATION_SLURM_NODE: bind.node}}}
             if not self._kube(tally, f"annotate pod {pod.key}", lambda: self.kube.patch_pod(pod, body)):
                 return
+        if pod.devices and not self._claim(bind, tally):
+            return
         if self._kube(tally, f"bind pod {pod.key}", lambda: self.kube.bind(pod, bind.node)):
             tally.bound[pod.key] = bind.node
             log.info("bridge: bound pod %s to node %s (Slurm %s)", pod.key, bind.node, bind.slurm_node)
@@ -410,6 +420,32 @@ class BridgeLoop:
                 f"Bound to node {bind.node}: Slurm started job {pod.job_id} on its node {bind.slurm_node}.",
                 "Bind",
             )
+
+    def _claim(self, bind: bridge_plan.Bind, tally: _Tally) -> bool:
+        """Whether the pod's ResourceClaim is in place (slurm_sync/bridge/claims.py); on any failure the
+        pod stays unbound: no allocation read, no claim, no binding."""
+        pod = bind.pod
+
+        def wrote() -> None:
+            tally.kube_writes += 1
+
+        try:
+            return self.claims.prepare(bind, wrote)
+        except SlurmError as exc:
+            self._slurm_error(tally, f"read the resources of job {pod.job_id}", exc, read=True)
+        except DeviceProblem as exc:
+            self._user_error(tally, Problem(f"pod {pod.key}: {exc}", "device_claim"))
+            self.events.warn(
+                self._ref(pod),
+                "DeviceClaimFailed",
+                f"Slurm started job {pod.job_id} on node {bind.slurm_node}, but its devices cannot be given to the "
+                f"pod: {exc}. The pod stays unbound until they can.",
+                "Bind",
+            )
+        except Exception as exc:  # an ApiException, or the apiserver unreachable
+            tally.errors.append(f"ResourceClaim of pod {pod.key}: {describe_error(exc)}")
+            log.error("bridge: ResourceClaim of pod %s: %s", pod.key, describe_error(exc))
+        return False
 
     def _update(self, update: bridge_plan.UpdateJob, tally: _Tally) -> None:
         try:

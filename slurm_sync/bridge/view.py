@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hooks import names
+from slurm_sync.bridge.devices import ContainerRequest, PodClaimStatus, container_requests, read_claim_status
 
 JSON = Mapping[str, Any]
 ENDED_PHASES = frozenset({"Succeeded", "Failed"})
@@ -36,6 +37,8 @@ class BridgePod:
     finalizers: tuple[str, ...]
     pod_group: str | None = None  # spec.schedulingGroup.podGroupName: a built-in (Workload API) PodGroup
     submit_error: str | None = None  # ANNOTATION_SUBMIT_ERROR: why slurm_sync does not submit its job
+    devices: tuple[ContainerRequest, ...] = ()  # DRA device classes its containers ask for (bridge/devices.py)
+    claim_status: PodClaimStatus | None = None  # status.extendedResourceClaimStatus
 
     @property
     def key(self) -> str:
@@ -86,6 +89,8 @@ def read_pod(obj: JSON) -> BridgePod:
         finalizers=tuple(meta.get("finalizers") or ()),
         pod_group=((spec.get("schedulingGroup") or {}).get("podGroupName")) or None,
         submit_error=annotations.get(names.ANNOTATION_SUBMIT_ERROR),
+        devices=container_requests(spec),
+        claim_status=read_claim_status(obj.get("status") or {}),
     )
 
 

@@ -53,6 +53,7 @@ from slurm_sync.slurm.types import (
     Job,
     Listing,
     Node,
+    NodeLayout,
     NodeUpdate,
     PingResult,
     Reservation,
@@ -61,6 +62,7 @@ from slurm_sync.slurm.types import (
     object_list,
     parse_job,
     parse_node,
+    parse_node_layout,
     parse_ping,
     parse_reservation,
     parse_submit,
@@ -99,6 +101,7 @@ class ApiInfo:
     offered: tuple[str, ...]
     node_update_fields: frozenset[str]
     job_flags: frozenset[str]
+    job_layout: bool = False  # GET resources/<job> (v0.0.44+, Slurm 25.11+): a job's cores and GRES per node
 
 
 def choose_version(offered: Iterable[str], known: Sequence[str] = SUPPORTED_VERSIONS) -> str:
@@ -126,6 +129,7 @@ def parse_openapi(spec: JSON, known: Sequence[str] = SUPPORTED_VERSIONS) -> ApiI
         offered=offered,
         node_update_fields=frozenset(_schema_properties(schemas, f"{version}_update_node_msg")),
         job_flags=frozenset(_enum(schemas, f"{version}_job_desc_msg", "flags")),
+        job_layout=f"/slurm/{version}/resources/{{job_id}}" in paths,
     )
 
 
@@ -263,6 +267,16 @@ class SlurmClient:
                 return job
         # slurmrestd answers a missing job with 404 and error 2017; a 200 without it proves nothing
         raise SlurmMalformed(f"GET job/{job_id}: HTTP 200 without job {job_id} (not proof that it is gone)", status=200)
+
+    def job_layout(self, job_id: int) -> tuple[NodeLayout, ...]:
+        """Which cores and GRES devices a running job holds on each of its nodes (``GET resources/<job>``)."""
+        if not self.api.job_layout:
+            raise SlurmUnsupported(
+                f"REST {self.api.version} does not report a job's resources per node (GET resources/<job>, "
+                "Slurm 25.11 and newer)"
+            )
+        body = self._get(self._path("resources", job_id))
+        return tuple(parse_node_layout(n) for n in object_list(body, "nodes", f"resources of job {job_id}"))
 
     def submit_job(self, job: Mapping[str, Any], script: str | None = None) -> SubmitResult:
         """Submit once (never retried: after a timeout the job may exist; look it up)."""

@@ -297,6 +297,47 @@ def parse_job(obj: JSON) -> Job:
 
 
 @dataclass(frozen=True)
+class GresLayout:
+    """One kind of generic resource Slurm allocated to a job on a node (``gpu``, type ``gpu.nvidia.com``)."""
+
+    name: str
+    type: str
+    count: int | None
+    index: str  # Slurm's index list, e.g. "1-2" or "0,3"; "" when the GRES has no devices (no File=)
+
+
+@dataclass(frozen=True)
+class NodeLayout:
+    """What a job holds on one node (``GET resources/<job>``): abstract cores and GRES devices."""
+
+    node: str
+    sockets: int | None
+    cores_per_socket: int | None
+    core_bitmap: str  # hex, bit i = Slurm's abstract core i of the node ("0xC": cores 2 and 3)
+    gres: tuple[GresLayout, ...]
+
+
+def parse_node_layout(obj: JSON) -> NodeLayout:
+    what = f"resource layout of node {obj.get('node')!r}"
+    gres = [_object(g, f"{what}: gres") for g in _field(obj, "gres", list, [], what)]
+    return NodeLayout(
+        node=_required_str(obj, "node", what),
+        sockets=_opt_int(obj, "sockets_per_node", what),
+        cores_per_socket=_opt_int(obj, "cores_per_socket", what),
+        core_bitmap=_str(obj, "core_bitmap", what),
+        gres=tuple(
+            GresLayout(
+                _required_str(g, "name", what),
+                _str(g, "type", what),
+                _opt_int(g, "count", what),
+                _str(g, "index", what),
+            )
+            for g in gres
+        ),
+    )
+
+
+@dataclass(frozen=True)
 class SubmitResult:
     job_id: int
     user_message: str

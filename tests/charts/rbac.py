@@ -175,6 +175,7 @@ def kubernetes_methods_called(paths: Iterable[Path]) -> set[str]:
                     "policy",
                     "coordination",
                     "events",
+                    "resource",
                 ) and node.func.attr.startswith(verbs):
                     found.add(node.func.attr)
     return found

@@ -14,7 +14,7 @@ Obj = dict[str, Any]
 HOOK_PACKAGES = ("hooks",)
 
 
-CLUSTER_SCOPED = {"nodes"}  # the only cluster-scoped resource slurm_sync touches
+CLUSTER_SCOPED = {"nodes", "resourceslices"}  # the cluster-scoped resources slurm_sync touches
 
 
 def _rendered_rules(docs: list[Obj], role_name: str) -> tuple[set[Rule], set[Rule]]:
@@ -85,7 +85,7 @@ def test_operator_chart_given_namespaces_gets_a_role_in_each_instead_of_a_cluste
     roles = _roles_by_namespace(docs, "slurm-operator-slurm-sync", "slinky")
     assert set(roles) == {"hpc-a", "hpc-b"}
     derived = rbac.derived_rules("operator")
-    assert {resource for _, resource, _ in cluster} == CLUSTER_SCOPED
+    assert {resource for _, resource, _ in cluster} == {"nodes"}
     assert all(rules == {r for r in derived if r[1] not in CLUSTER_SCOPED} for rules in roles.values())
     assert cluster == {r for r in derived if r[1] in CLUSTER_SCOPED}
     (deployment,) = [
@@ -96,12 +96,35 @@ def test_operator_chart_given_namespaces_gets_a_role_in_each_instead_of_a_cluste
 
 
 def test_the_derivation_tells_a_status_patch_from_a_metadata_patch() -> None:
-    # The bridge patches pod metadata only (annotations, labels, finalizers) and evicts nothing:
-    # neither pods/status nor pods/eviction may be derived for it (nor granted by its chart).
+    # The bridge patches pod metadata (annotations, labels, finalizers) and, through one method only, the
+    # status field that names a pod's ResourceClaim; it evicts nothing (nor may its chart grant it).
+    import ast
+
     rules = rbac.derived_rules("bridge")
-    assert ("", "pods", "patch") in rules
-    assert ("", "pods/status", "patch") not in rules
+    assert ("", "pods", "patch") in rules and ("", "pods/status", "patch") in rules
+    for path in rbac.component_files("bridge"):
+        tree = ast.parse(path.read_text())
+        for function in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
+            status_writes = [
+                n
+                for n in ast.walk(function)
+                if isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and n.func.attr in ("patch_pod_status", "patch_namespaced_pod_status")
+            ]
+            assert not status_writes or function.name == "patch_pod_claim_status", f"{path}: {function.name}"
     assert ("", "pods/eviction", "create") not in rules
+
+
+def test_the_bridge_claims_devices_with_exactly_the_verbs_it_uses() -> None:
+    rules = rbac.derived_rules("bridge")
+    assert {r for r in rules if r[0] == "resource.k8s.io"} == {
+        ("resource.k8s.io", "resourceclaims", "create"),
+        ("resource.k8s.io", "resourceclaims", "get"),
+        ("resource.k8s.io", "resourceclaims", "delete"),
+        ("resource.k8s.io", "resourceclaims/status", "patch"),
+        ("resource.k8s.io", "resourceslices", "list"),
+    }
 
 
 def test_bridge_chart_grants_exactly_the_bridge_calls_derived_and_planned() -> None:

@@ -17,6 +17,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -85,6 +86,10 @@ var kinds = []*kind{
 	{gv: networkingv1.SchemeGroupVersion, kind: "NetworkPolicy", resource: "networkpolicies", namespaced: true, shortNames: []string{"netpol"}},
 	{gv: admissionregistrationv1.SchemeGroupVersion, kind: "MutatingWebhookConfiguration", resource: "mutatingwebhookconfigurations"},
 	{gv: admissionregistrationv1.SchemeGroupVersion, kind: "ValidatingWebhookConfiguration", resource: "validatingwebhookconfigurations"},
+	// DRA: the bridge's claims for Slurm's devices, and the devices the drivers publish per node
+	{gv: resourcev1.SchemeGroupVersion, kind: "ResourceClaim", resource: "resourceclaims", namespaced: true, status: true},
+	{gv: resourcev1.SchemeGroupVersion, kind: "ResourceSlice", resource: "resourceslices", fields: resourceSliceFields},
+	{gv: resourcev1.SchemeGroupVersion, kind: "DeviceClass", resource: "deviceclasses"},
 }
 
 var (
@@ -96,7 +101,7 @@ func init() {
 	for _, add := range []func(*runtime.Scheme) error{
 		corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme, policyv1.AddToScheme, coordinationv1.AddToScheme,
 		eventsv1.AddToScheme, rbacv1.AddToScheme, schedulingv1.AddToScheme, networkingv1.AddToScheme,
-		admissionregistrationv1.AddToScheme,
+		admissionregistrationv1.AddToScheme, resourcev1.AddToScheme,
 	} {
 		utilruntime.Must(add(builtinScheme))
 	}
@@ -256,6 +261,15 @@ func podFields(obj runtime.Object) fields.Set {
 
 func nodeFields(obj runtime.Object) fields.Set {
 	return fields.Set{"spec.unschedulable": strconv.FormatBool(obj.(*corev1.Node).Spec.Unschedulable)}
+}
+
+func resourceSliceFields(obj runtime.Object) fields.Set {
+	slice := obj.(*resourcev1.ResourceSlice)
+	nodeName := ""
+	if slice.Spec.NodeName != nil {
+		nodeName = *slice.Spec.NodeName
+	}
+	return fields.Set{"spec.nodeName": nodeName, "spec.driver": slice.Spec.Driver}
 }
 
 func secretFields(obj runtime.Object) fields.Set {
