@@ -69,11 +69,12 @@ def pod_group_scheduled_body(pod_group: JSON, now: str) -> JSON | None:
 
 
 def release_body(pod: BridgePod, job_id: int) -> JSON:
-    return {"metadata": {
-        "resourceVersion": pod.resource_version,
-        "annotations": {names.ANNOTATION_JOB_RELEASED: str(job_id)},
-        "finalizers": [f for f in pod.finalizers if f != names.FINALIZER_SCHEDULER],
-    }}  # fmt: skip
+    """Our finalizer goes by a strategic-merge delete directive: metadata.finalizers merges as a set, so
+    sending the shorter list would remove nothing."""
+    meta: JSON = {"resourceVersion": pod.resource_version, "annotations": {names.ANNOTATION_JOB_RELEASED: str(job_id)}}
+    if names.FINALIZER_SCHEDULER in pod.finalizers:
+        meta["$deleteFromPrimitiveList/finalizers"] = [names.FINALIZER_SCHEDULER]
+    return {"metadata": meta}
 
 
 def binding_body(pod: BridgePod, node: str) -> JSON:

@@ -12,7 +12,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from hooks import names
-from slurm_sync.bridge.kube import BridgeKube, binding_body, label_body
+from slurm_sync.bridge.kube import BridgeKube, binding_body, label_body, release_body
 from slurm_sync.bridge.view import BridgePod, read_pod
 from slurm_sync.kube import Kube
 from slurm_sync.operator.plan import claim_release_patch
@@ -201,6 +201,26 @@ def test_label_patch_from_a_stale_read_conflicts(kube_api, core, kube_namespace:
     core.patch_namespaced_pod(
         "job", kube_namespace, {"metadata": {"$deleteFromPrimitiveList/finalizers": ["someone.else/keep"]}}
     )
+
+
+def test_release_removes_only_our_finalizer_and_lets_a_deleted_pod_go(kube_api, core, kube_namespace: str) -> None:
+    """metadata.finalizers merges as a set in a strategic merge patch: the release must delete ours by name."""
+    mine, theirs = names.FINALIZER_SCHEDULER, "someone.else/keep"
+    core.create_namespaced_pod(kube_namespace, pod_body("job", finalizers=[theirs, mine]))
+    bridge = BridgeKube(Kube(kube_api))
+    holding = read_pod(read(core, kube_namespace, "job"))
+    bridge.patch_pod(holding, release_body(holding, 42))
+    released = read(core, kube_namespace, "job")["metadata"]
+    assert released["finalizers"] == [theirs] and released["annotations"][names.ANNOTATION_JOB_RELEASED] == "42"
+    core.patch_namespaced_pod("job", kube_namespace, {"metadata": {"finalizers": [mine]}})
+    core.delete_namespaced_pod("job", kube_namespace)
+    core.patch_namespaced_pod("job", kube_namespace, {"metadata": {"$deleteFromPrimitiveList/finalizers": [theirs]}})
+    deleting = read_pod(read(core, kube_namespace, "job"))
+    assert deleting.deletion is not None and deleting.finalizers == (mine,)
+    bridge.patch_pod(deleting, release_body(deleting, 42))
+    with pytest.raises(ApiException) as gone:
+        core.read_namespaced_pod("job", kube_namespace)
+    assert gone.value.status == 404
 
 
 def test_delete_with_a_stale_uid_is_refused(kube_api, core, kube_namespace: str) -> None:

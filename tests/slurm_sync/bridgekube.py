@@ -63,8 +63,10 @@ class BridgeFake(FakeKube):
             if "resourceVersion" in patch_meta and patch_meta["resourceVersion"] != meta["resourceVersion"]:
                 return _json({"kind": "Status", "code": 409, "reason": "Conflict"}, 409)
             merge_metadata(obj, patch_meta)
-            if "finalizers" in patch_meta:
-                meta["finalizers"] = patch_meta["finalizers"]
+            if "finalizers" in patch_meta:  # merged as a set, as the apiserver does (patchStrategy merge)
+                meta["finalizers"] = list(dict.fromkeys([*meta.get("finalizers", []), *patch_meta["finalizers"]]))
+            gone = patch_meta.get("$deleteFromPrimitiveList/finalizers") or []
+            meta["finalizers"] = [f for f in meta.get("finalizers", []) if f not in gone]
             if "taints" in (body.get("spec") or {}):
                 obj.setdefault("spec", {})["taints"] = body["spec"]["taints"]
             if not meta.get("finalizers") and meta.get("deletionTimestamp"):

@@ -133,7 +133,7 @@ def test_pod_is_submitted_once_labelled_bound_and_its_deletion_cancels_the_job(r
         "metadata": {
             "resourceVersion": deleting,  # guarded: refused (409) if the pod changed
             "annotations": {names.ANNOTATION_JOB_RELEASED: str(job_id)},
-            "finalizers": [],
+            "$deleteFromPrimitiveList/finalizers": [names.FINALIZER_SCHEDULER],  # finalizers merge as a set
         }
     }
     assert ("pods", BNS, "p1") not in rig.kube.objects  # finalizer gone: the apiserver removed it
