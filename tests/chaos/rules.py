@@ -93,7 +93,8 @@ def bridge_kube_wrongs(writes: Iterable[KubeWrite]) -> list[str]:
             continue
         meta = _metadata(body)
         annotations, labels = meta.get("annotations") or {}, meta.get("labels") or {}
-        if "finalizers" in meta and names.FINALIZER_SCHEDULER not in (meta["finalizers"] or []):
+        dropped = names.FINALIZER_SCHEDULER in (meta.get("$deleteFromPrimitiveList/finalizers") or [])
+        if dropped or ("finalizers" in meta and names.FINALIZER_SCHEDULER not in (meta["finalizers"] or [])):
             wrongs.append(f"{path}: scheduler finalizer removed")
         if annotations.get(names.ANNOTATION_JOB_RELEASED):
             wrongs.append(f"{path}: released from job {annotations[names.ANNOTATION_JOB_RELEASED]}")

@@ -86,6 +86,18 @@ def test_four_nodes_exist_and_reach_idle(rest: httpx.Client, slurm_lab: SlurmLab
         assert "debug" in node["partitions"]
 
 
+def test_nodes_have_typed_fake_gpus_a_job_gets_by_index(rest: httpx.Client, slurm_lab: SlurmLab) -> None:
+    """The bridge's DRA tests need GRES Slurm tracks per device: one GPU type per node, named after the
+    DRA device class."""
+    gres = {name: node["gres"] for name, node in _nodes(rest, slurm_lab).items()}
+    assert gres == {"n1": "gpu:gpu.nvidia.com:4", "n2": "gpu:gpu.nvidia.com:4", "n3": "gpu:gpu.example.com:2",
+                    "n4": "gpu:gpu.example.com:2"}  # fmt: skip
+    out = slurm_lab.run("srun", "-w", "n4", "--gres=gpu:gpu.example.com:2", "-t", "1", "sh", "-c", "echo gres-ok")
+    assert "gres-ok" in out.stdout, out.stdout + out.stderr
+    refused = slurm_lab.run("srun", "-w", "n4", "--gres=gpu:gpu.example.com:3", "-t", "1", "true")
+    assert refused.returncode != 0 and "Requested node configuration is not available" in refused.stderr
+
+
 @pytest.mark.parametrize("user", ["root", "slurm"])
 def test_pyjwt_token_from_key_file_is_accepted(slurm_lab: SlurmLab, user: str) -> None:
     key = slurm_lab.jwt_key_file.read_bytes()

@@ -24,8 +24,10 @@ from hooks import names
 from hooks.bridge import pod as pod_hook
 from hooks.contract import DecoratorRequest
 from slurm_sync.bridge import devices
+from slurm_sync.bridge.claims import Claims
 from slurm_sync.bridge.kube import BridgeKube
 from slurm_sync.bridge.loop import BridgeLoop, utc_now
+from slurm_sync.bridge.view import BridgePod
 from slurm_sync.hostlist import expand_hostlist
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
@@ -327,3 +329,29 @@ def test_devices_no_driver_publishes_are_refused_with_a_warning_and_the_pod_stay
     events = client.EventsV1Api(rig.api).list_namespaced_event(rig.ns).items
     (warning,) = [e for e in events if e.reason == "DeviceClaimFailed"]
     assert warning.type == "Warning" and f"Slurm started job {job_id} on node n2" in warning.note
+
+
+class RefusingRelease(Claims):
+    def release(self, pod: BridgePod) -> None:
+        raise ApiException(status=500, reason="injected")
+
+
+def test_a_pod_lets_go_of_its_job_only_after_its_claim_is_deleted(rig: Rig) -> None:
+    loop = rig.loop()
+    pod = rig.pod("held", [container("main", nvidia="1")], "n2")
+    assert loop.run_pass().ok
+    job_id = rig.job_id("held")
+    rig.running(job_id)
+    assert loop.run_pass().ok and _claim_exists(rig, pod)
+    rig.core.delete_namespaced_pod("held", rig.ns, grace_period_seconds=0)
+    rig.shift[0] = datetime.timedelta(minutes=2)
+    real = loop.claims
+    loop.claims = RefusingRelease(real.slurm, real.kube)
+    assert not loop.run_pass().ok
+    assert "JobState=CANCELLED" in rig.show(job_id)  # the job ends first ...
+    held = _stored_pod(rig, "held")
+    assert held and names.FINALIZER_SCHEDULER in held["metadata"]["finalizers"] and _claim_exists(rig, pod)
+    loop.claims = real  # ... the pod goes only once its claim has
+    assert loop.run_pass().ok
+    assert not _claim_exists(rig, pod)
+    wait_for(lambda: _stored_pod(rig, "held"), lambda stored: stored is None, what="the pod to go")

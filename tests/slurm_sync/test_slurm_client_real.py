@@ -13,9 +13,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from slurm_sync.hostlist import expand_hostlist
 from slurm_sync.slurm.client import SUPPORTED_VERSIONS, SlurmClient
-from slurm_sync.slurm.errors import ESLURM_ALREADY_DONE, SlurmNotFound, SlurmRejected
-from slurm_sync.slurm.types import Job, Node, NodeUpdate, SlurmVersion
+from slurm_sync.slurm.errors import ESLURM_ALREADY_DONE, SlurmNotFound, SlurmRejected, SlurmUnsupported
+from slurm_sync.slurm.types import GresLayout, Job, Node, NodeUpdate, SlurmVersion
 from tests.fixtures.slurm import SlurmLab, wait_for
 
 pytestmark = pytest.mark.slurm
@@ -51,8 +52,8 @@ def scancel(slurm_lab: SlurmLab, job_id: int) -> None:
     slurm_lab.run("scancel", str(job_id))
 
 
-def sbatch_sleep(slurm_lab: SlurmLab, node: str) -> int:
-    done = slurm_lab.run("sbatch", "--wrap", "sleep 60", "-w", node, "-t", "5", "-o", "/dev/null", check=True)
+def sbatch_sleep(slurm_lab: SlurmLab, node: str, *options: str) -> int:
+    done = slurm_lab.run("sbatch", "--wrap", "sleep 60", "-w", node, "-t", "5", "-o", "/dev/null", *options, check=True)
     match = re.search(r"Submitted batch job (\d+)", done.stdout)
     assert match, done.stdout + done.stderr
     return int(match.group(1))
@@ -75,6 +76,40 @@ def test_every_supported_version_reads_nodes_and_ping(slurm_lab: SlurmLab, versi
         assert client.api.version == version
         assert client.ping().responding
         assert {n.name for n in client.list_nodes().items} == LAB_NODES
+
+
+@pytest.mark.parametrize("version", ["v0.0.45", "v0.0.44"])
+def test_job_layout_names_the_cores_and_gpus_a_job_holds_on_its_node(slurm_lab: SlurmLab, version: str) -> None:
+    """GET resources/<job>: the abstract cores (bitmap) and GRES indexes, as `scontrol -d show job` shows them."""
+    first = sbatch_sleep(slurm_lab, "n2", "-c", "1", "--gres=gpu:gpu.nvidia.com:1")
+    job_id = sbatch_sleep(slurm_lab, "n2", "-c", "2", "--gres=gpu:gpu.nvidia.com:2")
+    try:
+        shown = wait_for(lambda: show_detail(slurm_lab, job_id), lambda s: "JobState=RUNNING" in s, what="job running")
+        match = re.search(r"Nodes=n2 CPU_IDs=([0-9,-]+) .*GRES=gpu:gpu.nvidia.com:2\(IDX:([0-9,-]+)\)", shown)
+        assert match, shown
+        with SlurmClient(slurm_lab.rest_url, lambda: slurm_lab.token, versions=(version,)) as client:
+            (layout,) = client.job_layout(job_id)
+        assert (layout.node, layout.sockets, layout.cores_per_socket) == ("n2", 4, 1)  # CPUs=4: 4 sockets of 1 core
+        bits = [i for i in range(8) if int(layout.core_bitmap, 16) >> i & 1]
+        assert bits == [int(c) for c in expand_hostlist(f"[{match.group(1)}]")] and len(bits) == 2
+        assert layout.gres == (GresLayout("gpu", "gpu.nvidia.com", 2, match.group(2)),)
+        assert "0" not in expand_hostlist(f"[{match.group(2)}]")  # the first job's GPU is not this one's
+    finally:
+        scancel(slurm_lab, job_id)
+        scancel(slurm_lab, first)
+
+
+def test_v0_0_43_reports_no_job_layout(slurm_lab: SlurmLab) -> None:
+    """Slurm 25.05's REST version has no GET resources/<job>: the client says so instead of asking."""
+    with (
+        SlurmClient(slurm_lab.rest_url, lambda: slurm_lab.token, versions=("v0.0.43",)) as client,
+        pytest.raises(SlurmUnsupported, match="does not report a job's resources per node"),
+    ):
+        client.job_layout(1)
+
+
+def show_detail(slurm_lab: SlurmLab, job_id: int) -> str:
+    return slurm_lab.run("scontrol", "-d", "show", "job", str(job_id), check=True).stdout
 
 
 def test_lists_nodes_with_their_states(client: SlurmClient) -> None:
