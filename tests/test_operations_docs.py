@@ -40,6 +40,8 @@ BUILTIN_KINDS = {
     "svc": "Service",
     "compositecontrollers": "CompositeController",
     "decoratorcontrollers": "DecoratorController",
+    "events": "Event",
+    "resourceclaims": "ResourceClaim",
 }
 # Paths each process serves outside the hook routes (hooks/app.py, slurm_sync/service.py).
 SERVED_PATHS = {"/metrics", "/healthz", "/readyz"}
