@@ -102,18 +102,25 @@ class ClaimPlan:
 
 
 def container_requests(spec: Mapping[str, Any]) -> tuple[ContainerRequest, ...]:
-    """The supported DRA extended resources each container (init containers first) requests; a
-    container with only limits counts its limits, as the apiserver's defaulting makes them requests."""
+    """The supported DRA extended resources each container (init containers first) asks for more than
+    zero of; a container with only limits counts its limits, as the apiserver's defaulting makes them
+    its requests. An unreadable amount is kept, for the claim to refuse with its reason."""
     found = []
     for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
         res = container.get("resources") or {}
         amounts = {**(res.get("limits") or {}), **(res.get("requests") or {})}
         for resource, amount in sorted(amounts.items()):
-            if resource.removeprefix(resources.DEVICE_CLASS_PREFIX) in resources.SUPPORTED_DEVICE_CLASSES and (
-                resource.startswith(resources.DEVICE_CLASS_PREFIX)
-            ):
+            supported = resource.removeprefix(resources.DEVICE_CLASS_PREFIX) in resources.SUPPORTED_DEVICE_CLASSES
+            if resource.startswith(resources.DEVICE_CLASS_PREFIX) and supported and not _is_zero(amount):
                 found.append(ContainerRequest(str(container.get("name") or ""), resource, str(amount)))
     return tuple(found)
+
+
+def _is_zero(amount: object) -> bool:
+    try:
+        return quantity.parse(amount) == 0
+    except quantity.BadQuantity:
+        return False
 
 
 def read_claim_status(status: Mapping[str, Any]) -> PodClaimStatus | None:
@@ -178,8 +185,10 @@ def _counts(asked: Sequence[ContainerRequest]) -> dict[str, int]:
             count = quantity.parse(request.quantity)
         except quantity.BadQuantity as err:
             raise DeviceProblem(f"container {request.container!r}: {request.resource}: {err}") from None
-        if count <= 0 or count != Fraction(int(count)):
-            raise DeviceProblem(f"container {request.container!r}: {request.resource} must be a whole number above 0")
+        if count < 0 or count != Fraction(int(count)):
+            raise DeviceProblem(
+                f"container {request.container!r}: {request.resource} must be a whole number of devices"
+            )
         cls = request.device_class
         if cls != CPU_CLASS and holders.setdefault(cls, request.container) != request.container:
             raise DeviceProblem(

@@ -66,6 +66,7 @@ def test_requests_of_init_and_regular_containers_only_for_supported_classes() ->
         ContainerRequest("side", PREFIX + EXAMPLE, "1"),  # only limits: the apiserver makes them the requests
     )
     assert devices.container_requests({"containers": [{"name": "c", "resources": {"limits": {"cpu": "2"}}}]}) == ()
+    assert devices.container_requests({"containers": [container("c", nvidia="0")]}) == ()  # asks for none
 
 
 def test_claim_name_is_one_per_pod_incarnation_and_always_a_valid_name() -> None:
@@ -159,7 +160,7 @@ CPUS4 = cpu_slice("c", "kn1", [(s, 0, s) for s in range(4)])
         ),
         pytest.param(
             [container("m", nvidia="1500m")], layout(gres=gpus(NVIDIA, "0", 1)), [nvidia_slice("s", "kn1", range(4))],
-            "must be a whole number above 0", id="fraction",
+            "must be a whole number of devices", id="fraction",
         ),
         pytest.param(
             [container("m", nvidia="lots")], layout(gres=gpus(NVIDIA, "0", 1)), [],

@@ -79,7 +79,9 @@ def test_every_supported_version_reads_nodes_and_ping(slurm_lab: SlurmLab, versi
 
 
 @pytest.mark.parametrize("version", ["v0.0.45", "v0.0.44"])
-def test_job_layout_names_the_cores_and_gpus_a_job_holds_on_its_node(slurm_lab: SlurmLab, version: str) -> None:
+def test_job_layout_names_the_cores_and_gpus_a_job_holds_on_its_node(
+    client: SlurmClient, slurm_lab: SlurmLab, version: str
+) -> None:
     """GET resources/<job>: the abstract cores (bitmap) and GRES indexes, as `scontrol -d show job` shows them."""
     first = sbatch_sleep(slurm_lab, "n2", "-c", "1", "--gres=gpu:gpu.nvidia.com:1")
     job_id = sbatch_sleep(slurm_lab, "n2", "-c", "2", "--gres=gpu:gpu.nvidia.com:2")
@@ -87,8 +89,8 @@ def test_job_layout_names_the_cores_and_gpus_a_job_holds_on_its_node(slurm_lab: 
         shown = wait_for(lambda: show_detail(slurm_lab, job_id), lambda s: "JobState=RUNNING" in s, what="job running")
         match = re.search(r"Nodes=n2 CPU_IDs=([0-9,-]+) .*GRES=gpu:gpu.nvidia.com:2\(IDX:([0-9,-]+)\)", shown)
         assert match, shown
-        with SlurmClient(slurm_lab.rest_url, lambda: slurm_lab.token, versions=(version,)) as client:
-            (layout,) = client.job_layout(job_id)
+        with SlurmClient(slurm_lab.rest_url, lambda: slurm_lab.token, versions=(version,)) as speaking:
+            (layout,) = speaking.job_layout(job_id)
         assert (layout.node, layout.sockets, layout.cores_per_socket) == ("n2", 4, 1)  # CPUs=4: 4 sockets of 1 core
         bits = [i for i in range(8) if int(layout.core_bitmap, 16) >> i & 1]
         assert bits == [int(c) for c in expand_hostlist(f"[{match.group(1)}]")] and len(bits) == 2
@@ -97,6 +99,8 @@ def test_job_layout_names_the_cores_and_gpus_a_job_holds_on_its_node(slurm_lab: 
     finally:
         scancel(slurm_lab, job_id)
         scancel(slurm_lab, first)
+        # the next test wants a quiet cluster
+        wait_for(lambda: node_named(client, "n2").state, lambda state: state == {"IDLE"}, what="n2 idle")
 
 
 def test_v0_0_43_reports_no_job_layout(slurm_lab: SlurmLab) -> None:
