@@ -28,14 +28,7 @@ def run(lab: KubeLab, program: str, *args: str, timeout: float = 300) -> subproc
     """`kubectl ...` or `helm ...` as a user types it in the repository's root."""
     binary = {"kubectl": kubectl_binary, "helm": helm.helm}[program]()
     with tempfile.TemporaryDirectory() as home:
-        env = {
-            "PATH": os.environ.get("PATH", ""),
-            "HOME": home,
-            "HELM_CACHE_HOME": home,
-            "HELM_CONFIG_HOME": home,
-            "HELM_DATA_HOME": home,
-            "KUBECONFIG": str(lab.kubeconfig),
-        }
+        env = {**helm.isolated_env(home), "KUBECONFIG": str(lab.kubeconfig)}
         return subprocess.run(
             [str(binary), *args], capture_output=True, text=True, env=env, cwd=REPO, timeout=timeout, check=False
         )

@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -15,7 +13,8 @@ import yaml
 from kubernetes import client
 
 from tests.charts.cases import CASES, Case
-from tests.charts.helm import CHARTS, helm, render
+from tests.charts.helm import CHARTS, render
+from tests.kube.cli import run
 from tests.kube.kubeapi import GROUP, METACONTROLLER, VERSION, create_cr
 from tests.kube.plugin import KubeLab
 
@@ -23,22 +22,14 @@ Obj = dict[str, Any]
 
 
 def run_helm(lab: KubeLab, *args: str, values: Obj | None = None) -> str:
-    """helm against the lab (no user config, nothing written to the repo); raises on failure."""
-    with tempfile.TemporaryDirectory() as home:
-        env = {
-            "PATH": os.environ.get("PATH", ""),
-            "HOME": home,
-            "HELM_CACHE_HOME": home,
-            "HELM_CONFIG_HOME": home,
-            "HELM_DATA_HOME": home,
-            "KUBECONFIG": str(lab.kubeconfig),
-        }
+    """helm against the lab (tests/kube/cli.py), with ``values`` as a values file; raises on failure."""
+    with tempfile.TemporaryDirectory() as directory:
         extra: list[str] = []
         if values is not None:
-            path = Path(home) / "values.yaml"
+            path = Path(directory) / "values.yaml"
             path.write_text(yaml.safe_dump(values))
             extra = ["-f", str(path)]
-        proc = subprocess.run([str(helm()), *args, *extra], capture_output=True, text=True, env=env, timeout=300)
+        proc = run(lab, "helm", *args, *extra)
     assert proc.returncode == 0, f"helm {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout
 
