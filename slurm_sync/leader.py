@@ -271,13 +271,14 @@ class LeaseElector:
     def run(self, stop: threading.Event) -> None:
         """Campaign and renew until ``stop``; then close the fence and release the Lease. The caller
         stops its writers before setting ``stop``, so the release cannot precede a write."""
+        lapsed = f"not renewed within {self.settings.renew_deadline:g}s"
         while not stop.is_set():
-            self._report()  # a fence that closed since the last attempt
+            self._report(lapsed)  # a fence that closed since the last attempt
             self.attempt()
-            self._report()
+            self._report(lapsed)
             stop.wait(self._pause())
         self.fence.close()
-        self._report()
+        self._report("shutting down")
         self.release()
 
     def _pause(self) -> float:
@@ -285,7 +286,8 @@ class LeaseElector:
         left = self.fence.remaining()
         return min(self.settings.retry_period, left) if left > 0 else self.settings.retry_period
 
-    def _report(self) -> None:
+    def _report(self, why_not: str) -> None:
+        """Tell ``on_change`` when leadership changed; ``why_not`` says why it would have ended."""
         leading = self.leading
         if leading == self._reported:
             return
@@ -293,11 +295,12 @@ class LeaseElector:
         if leading:
             log.info("lease %s: %s leads; writing", self.settings.where, self.settings.identity)
         else:
-            log.warning(
-                "lease %s: %s no longer leads (not renewed within %gs, or released); writes stopped",
+            log.log(
+                logging.INFO if why_not == "shutting down" else logging.WARNING,
+                "lease %s: %s no longer leads (%s); writes stopped",
                 self.settings.where,
                 self.settings.identity,
-                self.settings.renew_deadline,
+                why_not,
             )
         self.on_change(leading)
 

@@ -325,12 +325,12 @@ def replica(clock: FakeClock) -> Iterator[tuple[Replica, LeaseElector]]:
 
 def _lead(elector: LeaseElector, clock: FakeClock) -> None:
     elector.fence.extend(clock.now)
-    elector._report()
+    elector._report("")
 
 
 def _lose(elector: LeaseElector, clock: FakeClock) -> None:
     clock.now += elector.fence.renew_deadline
-    elector._report()
+    elector._report("not renewed")
 
 
 def test_each_term_starts_from_nothing_and_a_lost_lease_ends_it(
