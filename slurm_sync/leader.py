@@ -231,7 +231,7 @@ class LeaseElector:
     """Acquires, renews and releases one Lease; ``fence`` tells whether this replica may write.
 
     ``run`` tries every ``retry_period`` (a leader also wakes when its fence is about to close) and
-    reports each change of leadership to ``on_change``; ``attempt`` is one try, for tests and --once.
+    reports each change of leadership to ``on_change``; ``attempt`` is one try.
     """
 
     def __init__(
@@ -310,7 +310,7 @@ class LeaseElector:
         """One try to acquire or renew; True when this replica holds the Lease now."""
         started = self._clock()
         try:
-            won = self._try(started)
+            won = self._try()
         except ApiException as exc:
             won = False
             if exc.status == CONFLICT:  # someone else wrote the Lease since we read it: not a fault
@@ -331,7 +331,7 @@ class LeaseElector:
         log.log(level, "lease %s: cannot read or write it: %s", self.settings.where, error)
         self.error = error
 
-    def _try(self, started: float) -> bool:
+    def _try(self) -> bool:
         lease = self._get()
         if lease is None:
             self._remember(self._create(), self._clock())
