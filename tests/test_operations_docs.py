@@ -38,6 +38,7 @@ BUILTIN_KINDS = {
     "crds": "CustomResourceDefinition",
     "deploy": "Deployment",
     "svc": "Service",
+    "leases": "Lease",
     "compositecontrollers": "CompositeController",
     "decoratorcontrollers": "DecoratorController",
 }
