@@ -33,6 +33,7 @@ from kubernetes.client.exceptions import ApiException
 
 from hooks import names
 from hooks.app import create_app
+from slurm_sync.leader import Fence, LeaseElector, LeaseSettings
 from tests.kube.cli import run
 from tests.kube.kubeapi import GROUP, VERSION
 from tests.kube.plugin import KubeLab
@@ -47,6 +48,8 @@ NAMESPACES = ("slurm-bridge", "slurm-bridge-system", "slurm", "slinky")
 RELEASES = (("slurm-bridge", "slurm-bridge-system"), ("slurm", "slurm"), ("slurm-operator", "slinky"))
 NODESET = "slurm-worker-debug"  # examples/crs/nodeset.yaml and examples/requests/nodeset-sync.json
 BRIDGE_POD = "train-0"
+LEASES = "kubectl get leases -n slinky -o custom-columns=NAME:.metadata.name,HOLDER:.spec.holderIdentity"
+LEADER = "slurm-operator-slurm-sync-7d9c8b6f5-x2x4k_0f3a"  # a pod name and the elector's suffix
 JOB_ID = "4242"
 DEADLINE = "2026-11-23T12:00:00Z"
 BRIDGE_FINALIZER = "metacontroller.io/decoratorcontroller-slurm-bridge-pod"
@@ -72,6 +75,11 @@ class Cluster:
         self.custom = client.CustomObjectsApi(api)
         self.nodeset_request = example_request("nodeset")
         self.draining = ""  # the pod the NodeSet drains, once scaled in
+
+    def slurm_sync_leads(self) -> None:
+        """slurm_sync's elector (slurm_sync/leader.py) takes the chart's Lease, as a replica does."""
+        settings = LeaseSettings("slinky", "slurm-operator-slurm-sync", LEADER)
+        assert LeaseElector(self.core.api_client, settings, Fence(settings.renew_deadline)).attempt()
 
     def rolled_out(self, namespace: str) -> None:
         """The deployment controller's status for a finished rollout of every Deployment."""
@@ -206,6 +214,10 @@ EXPECT: dict[str, list[str]] = {
         "ReferencesResolved=True",
     ],
     "kubectl describe controller slurm -n slurm": ["Name:", "slurm", "Ready"],
+    LEASES: [
+        "slurm-operator-slurm-sync",
+        LEADER,
+    ],
     "kubectl get nodesets -n slurm -o jsonpath='{.items[*].status.drainingPods}'": [f'"name":"{NODESET}-'],
     "kubectl get pods -n slurm-bridge -l scheduler.slinky.slurm.net/managed": [BRIDGE_POD],
     "kubectl get pod <pod> -n slurm-bridge -o jsonpath='{.metadata.labels.scheduler\\.slinky\\.slurm\\.net/slurm-jobid}'": [  # noqa: E501 - the page's command, verbatim
@@ -227,6 +239,7 @@ def preparations(cluster: Cluster) -> dict[str, Callable[[], None]]:
         "kubectl get controllers,restapis,nodesets -n slurm": cluster.slurm_cluster,
         "kubectl get nodeset <nodeset> -n slurm -o jsonpath='{.status.drainingPods}'": cluster.busy_pods_scaled_in,
         "kubectl get pods -n slurm-bridge -l scheduler.slinky.slurm.net/managed": cluster.bridge_pod,
+        LEASES: cluster.slurm_sync_leads,
         'kubectl patch pod <pod> -n slurm-bridge --type=json -p \'[{"op":"remove","path":"/metadata/finalizers"}]\'': (
             lambda: cluster.terminating("slurm-bridge", BRIDGE_POD)
         ),
