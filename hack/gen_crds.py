@@ -460,6 +460,8 @@ class PrinterColumn:
 
 
 AGE = PrinterColumn("AGE", ".metadata.creationTimestamp", "date")
+# The Ready condition's reason (every kind has one): `kubectl get` shows why a CR is not ready.
+STATUS = PrinterColumn("STATUS", '.status.conditions[?(@.type=="Ready")].reason', "string")
 
 
 @dataclass(frozen=True)
@@ -472,6 +474,12 @@ class Kind:
     status: Schema
     columns: list[PrinterColumn] = field(default_factory=lambda: [AGE])
     scalable: bool = False
+
+    def printer_columns(self) -> list[PrinterColumn]:
+        """The kind's columns with STATUS before AGE (or last)."""
+        columns = list(self.columns)
+        columns.insert(columns.index(AGE) if AGE in columns else len(columns), STATUS)
+        return columns
 
     @property
     def filename(self) -> str:
@@ -515,7 +523,7 @@ class Kind:
                         "name": VERSION,
                         "served": True,
                         "storage": True,
-                        "additionalPrinterColumns": [column.to_dict() for column in self.columns],
+                        "additionalPrinterColumns": [column.to_dict() for column in self.printer_columns()],
                         "schema": {"openAPIV3Schema": root},
                         "subresources": subresources,
                     }

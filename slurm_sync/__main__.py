@@ -8,7 +8,8 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from http.server import ThreadingHTTPServer
 from typing import overload
 
 from kubernetes import client, config
@@ -18,11 +19,24 @@ from slurm_sync import logs
 from slurm_sync.bridge.kube import BridgeKube
 from slurm_sync.bridge.loop import BridgeLoop, token_file
 from slurm_sync.kube import Kube
+from slurm_sync.leader import (
+    LEASE_DURATION,
+    RENEW_DEADLINE,
+    RETRY_PERIOD,
+    SERVICE_ACCOUNT_NAMESPACE,
+    Fence,
+    LeaseElector,
+    LeaseSettings,
+    fence_writes,
+    new_identity,
+    own_namespace,
+)
 from slurm_sync.metrics import Metrics
 from slurm_sync.operator.deletion import DEFAULT_GRACE
 from slurm_sync.operator.discovery import TokenSource
-from slurm_sync.service import Config, Service, health_server
-from slurm_sync.slurm.client import SlurmClient
+from slurm_sync.replica import Replica
+from slurm_sync.service import Config, Readiness, Service, health_server
+from slurm_sync.slurm.client import SlurmClient, TokenProvider, WriteBudget
 
 log = logging.getLogger("slurm_sync")
 ENV_PREFIX = "SLURM_SYNC_"
@@ -34,6 +48,17 @@ def _env(name: str, default: str) -> str: ...
 def _env(name: str, default: None = None) -> str | None: ...
 def _env(name: str, default: str | None = None) -> str | None:
     return os.environ.get(ENV_PREFIX + name, default)
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    value = _env(name)
+    if value is None:
+        return default
+    if value.strip().lower() in ("true", "1", "yes", "on"):
+        return True
+    if value.strip().lower() in ("false", "0", "no", "off"):
+        return False
+    raise SystemExit(f"slurm-sync: {ENV_PREFIX}{name}={value!r}: expected true or false")
 
 
 class _HelpWithEnv(argparse.ArgumentDefaultsHelpFormatter):
@@ -132,10 +157,41 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="bridge: the Slurm cluster --slurm-url must serve (default: the first answer's, then pinned)",
     )
     p.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=_env_bool("LEADER_ELECT", True),
+        help="campaign for a Lease and write only while holding it (replicas: one leads, the others stand by); "
+        "--no-leader-elect only where a single replica runs",
+    )
+    p.add_argument("--lease-name", default=_env("LEASE_NAME"), help="the Lease's name; unset: slurm-sync-<mode>")
+    p.add_argument(
+        "--lease-namespace",
+        default=_env("LEASE_NAMESPACE"),
+        help="the Lease's namespace; unset: the pod's own (its service account's namespace file)",
+    )
+    p.add_argument(
+        "--lease-duration",
+        type=float,
+        default=float(_env("LEASE_DURATION", str(LEASE_DURATION))),
+        help="seconds a standby waits, after the leader's last renew it saw, before taking the Lease over",
+    )
+    p.add_argument(
+        "--renew-deadline",
+        type=float,
+        default=float(_env("RENEW_DEADLINE", str(RENEW_DEADLINE))),
+        help="seconds after its last successful renew at which a leader stops writing (less than --lease-duration)",
+    )
+    p.add_argument(
+        "--retry-period",
+        type=float,
+        default=float(_env("RETRY_PERIOD", str(RETRY_PERIOD))),
+        help="seconds between tries to acquire or renew the Lease",
+    )
+    p.add_argument(
         "--once",
         action="store_true",
         default=_env("ONCE", "") == "1",
-        help="one pass, then exit (0 = every cluster ok)",
+        help="one pass, then exit (0 = every cluster ok); under leader election only after taking the Lease",
     )
     return p.parse_args(argv)
 
@@ -185,21 +241,37 @@ def _first_line(err: Exception) -> str:
     return (str(err).strip().splitlines() or [""])[0][:300]
 
 
-def bridge_loop(args: argparse.Namespace, kube: Kube, metrics: Metrics) -> BridgeLoop:
-    """The bridge talks to one Slurm: --slurm-url with --token-file, or a key to mint tokens from."""
+def bridge_tokens(args: argparse.Namespace) -> TokenProvider:
+    """The bridge talks to one Slurm: --slurm-url with --token-file, or a key to mint tokens from.
+    Checked once at start, so a missing setting stops a standby too, not only its first term."""
     if not args.slurm_url:
         raise SystemExit("--mode bridge needs --slurm-url")
     if args.token_file:
-        tokens = token_file(args.token_file)
-    elif args.jwt_key_file:
-        source = TokenSource(args.token_user, args.token_lifetime)
-        with open(args.jwt_key_file, "rb") as handle:
-            source.set_key(handle.read(), "file")
-        tokens = source
-    else:
+        return token_file(args.token_file)
+    if not args.jwt_key_file:
         raise SystemExit("--mode bridge needs --token-file or --jwt-key-file")
+    source = TokenSource(args.token_user, args.token_lifetime)
+    with open(args.jwt_key_file, "rb") as handle:
+        source.set_key(handle.read(), "file")
+    return source
+
+
+def bridge_loop(
+    args: argparse.Namespace,
+    kube: Kube,
+    metrics: Metrics,
+    tokens: TokenProvider | None = None,
+    write_budget: WriteBudget | None = None,
+) -> BridgeLoop:
+    """A new bridge loop (one per term of leadership: it keeps no state across terms)."""
     namespaces = [n.strip() for n in args.managed_namespaces.split(",") if n.strip()]
-    slurm = SlurmClient(args.slurm_url, tokens, timeout=args.slurm_timeout, cluster=args.cluster_name or None)
+    slurm = SlurmClient(
+        args.slurm_url,
+        tokens or bridge_tokens(args),
+        timeout=args.slurm_timeout,
+        cluster=args.cluster_name or None,
+        write_budget=write_budget,
+    )
     return BridgeLoop(
         slurm,
         BridgeKube(kube, metrics.count_kube_write),
@@ -209,6 +281,82 @@ def bridge_loop(args: argparse.Namespace, kube: Kube, metrics: Metrics) -> Bridg
         args.job_list_interval,
         absence_confirm_seconds=args.absence_confirm_seconds,
     )
+
+
+def lease_settings(args: argparse.Namespace) -> LeaseSettings:
+    """The Lease to campaign for; one line naming the fix when its namespace is unknown or its
+    timings cannot fence (docs/architecture.md §8)."""
+    namespace = args.lease_namespace or own_namespace()
+    if not namespace:
+        raise SystemExit(
+            f"slurm-sync: the Lease's namespace is unknown: set --lease-namespace (or {ENV_PREFIX}LEASE_NAMESPACE, "
+            f"the charts set it from the pod's namespace), or run in a pod ({SERVICE_ACCOUNT_NAMESPACE} is missing); "
+            "--no-leader-elect runs a single replica without a Lease"
+        )
+    settings = LeaseSettings(
+        namespace=namespace,
+        name=args.lease_name or f"slurm-sync-{args.mode}",
+        identity=new_identity(),
+        lease_duration=args.lease_duration,
+        renew_deadline=args.renew_deadline,
+        retry_period=args.retry_period,
+    )
+    problem = settings.problem()
+    if problem:
+        raise SystemExit(f"slurm-sync: {problem}")
+    return settings
+
+
+def _on_signal(handler: Callable[[], None]) -> None:
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: handler())
+
+
+def _serve_health(bind: str, readiness: Readiness, metrics: Metrics) -> ThreadingHTTPServer:
+    server = health_server(bind, readiness, metrics)
+    threading.Thread(target=server.serve_forever, daemon=True, name="health").start()
+    return server
+
+
+def run_alone(args: argparse.Namespace, cfg: Config, service: Service, metrics: Metrics) -> int:
+    """--no-leader-elect: this process writes whenever it runs (one replica only)."""
+    metrics.leader.set(1)
+    try:
+        if args.once:
+            return 0 if service.run_pass() else 1
+        server = _serve_health(cfg.bind, service.health, metrics)
+        stop = threading.Event()
+        _on_signal(stop.set)
+        log.info("serving health and metrics on %s; polling every %ss", cfg.bind, cfg.poll_interval)
+        service.run_forever(stop)
+        server.shutdown()
+        return 0
+    finally:
+        service.close()
+
+
+def run_elected(cfg: Config, replica: Replica) -> int:
+    """Campaign in one thread, lead (or stand by) in this one; on SIGTERM end the term first, then
+    release the Lease, so a standby takes over at its next try."""
+    server = _serve_health(cfg.bind, replica, replica.metrics)
+    stop_campaign = threading.Event()
+    campaign = threading.Thread(target=replica.elector.run, args=(stop_campaign,), name="lease", daemon=True)
+    _on_signal(replica.stop)
+    campaign.start()
+    log.info(
+        "serving health and metrics on %s; polling every %ss while leading; campaigning for lease %s as %s",
+        cfg.bind,
+        cfg.poll_interval,
+        replica.elector.settings.where,
+        replica.identity,
+    )
+    try:
+        replica.run()
+    finally:
+        stop_campaign.set()
+        campaign.join()
+        server.shutdown()
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -228,23 +376,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         absence_confirm_seconds=args.absence_confirm_seconds,
         nodeset_deletion_grace=args.nodeset_deletion_grace,
     )
-    kube = Kube(kube_client(args.kubeconfig), metrics.count_kube_write)
-    bridge = bridge_loop(args, kube, metrics) if args.mode in ("bridge", "both") else None
-    service = Service(cfg, kube, metrics, bridge)
-    try:
+    api = kube_client(args.kubeconfig)
+    settings = lease_settings(args) if args.leader_elect else None
+    fence = Fence(settings.renew_deadline) if settings else None
+    lease_api = client.ApiClient(api.configuration) if fence else None  # the Lease itself is never fenced
+    if fence:
+        fence_writes(api, fence)
+    budget = fence.remaining if fence else None
+    kube = Kube(api, metrics.count_kube_write)
+    tokens = bridge_tokens(args) if args.mode in ("bridge", "both") else None
+
+    def build() -> Service:
+        bridge = bridge_loop(args, kube, metrics, tokens, budget) if tokens else None
+        return Service(cfg, kube, metrics, bridge, budget)
+
+    if settings is None or fence is None or lease_api is None:
+        return run_alone(args, cfg, build(), metrics)
+    with lease_api:
+        replica = Replica(LeaseElector(lease_api, settings, fence), build, metrics)
         if args.once:
-            return 0 if service.run_pass() else 1
-        server = health_server(cfg.bind, service.health, metrics)
-        threading.Thread(target=server.serve_forever, daemon=True, name="health").start()
-        stop = threading.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop.set())
-        log.info("serving health and metrics on %s; polling every %ss", cfg.bind, cfg.poll_interval)
-        service.run_forever(stop)
-        server.shutdown()
-        return 0
-    finally:
-        service.close()
+            return replica.run_once(settings.lease_duration + settings.renew_deadline)
+        return run_elected(cfg, replica)
 
 
 if __name__ == "__main__":

@@ -8,12 +8,14 @@ from slurm_sync.slurm.errors import (
     SlurmError,
     SlurmMalformed,
     SlurmNotFound,
+    SlurmNotLeader,
     SlurmRejected,
     SlurmUnavailable,
     SlurmUnsupported,
 )
 
 _KINDS = (
+    (SlurmNotLeader, "not_leader"),
     (SlurmMalformed, "malformed"),
     (SlurmUnavailable, "unavailable"),
     (SlurmNotFound, "not_found"),
@@ -61,6 +63,12 @@ class Metrics:
             "slurm_sync_cluster_up",
             "1 when the last pass reached the cluster's Slurm",
             ["cluster"],
+            registry=self.registry,
+        )
+
+        self.leader = Gauge(
+            "slurm_sync_leader",
+            "1 while this replica holds the Lease and may write (1 without leader election), else 0",
             registry=self.registry,
         )
 

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -27,6 +28,7 @@ from slurm_sync.operator.deletion import DEFAULT_GRACE
 from slurm_sync.operator.discovery import ClusterHandle, Clusters, plan_clusters
 from slurm_sync.operator.loop import PassResult, Tally, release_retained_claims
 from slurm_sync.operator.view import read_nodeset
+from slurm_sync.slurm.client import WriteBudget
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +82,22 @@ class Health:
             return True, "ok"
 
 
+class Readiness(Protocol):
+    def ready(self) -> tuple[bool, str]: ...
+
+
 class Service:
-    def __init__(self, config: Config, kube: Kube, metrics: Metrics, bridge: BridgeLoop | None = None) -> None:
+    """All of slurm_sync's work and the state it keeps; under leader election, one per term of
+    leadership (slurm_sync/replica.py), so nothing outlives a term."""
+
+    def __init__(
+        self,
+        config: Config,
+        kube: Kube,
+        metrics: Metrics,
+        bridge: BridgeLoop | None = None,
+        write_budget: WriteBudget | None = None,
+    ) -> None:
         self.config = config
         self.kube = kube
         self.metrics = metrics
@@ -96,6 +112,7 @@ class Service:
             config.propagated_node_conditions,
             config.absence_confirm_seconds,
             config.nodeset_deletion_grace,
+            write_budget,
         )
         self.events = Events(kube)
 
@@ -236,7 +253,7 @@ class Service:
             self.bridge.slurm.close()
 
 
-def health_server(bind: str, health: Health, metrics: Metrics) -> ThreadingHTTPServer:
+def health_server(bind: str, health: Readiness, metrics: Metrics) -> ThreadingHTTPServer:
     """``/healthz``, ``/readyz`` and ``/metrics`` on ``host:port`` (serve_forever in a thread)."""
 
     class Handler(BaseHTTPRequestHandler):

@@ -38,6 +38,7 @@ BUILTIN_KINDS = {
     "crds": "CustomResourceDefinition",
     "deploy": "Deployment",
     "svc": "Service",
+    "leases": "Lease",
     "compositecontrollers": "CompositeController",
     "decoratorcontrollers": "DecoratorController",
     "events": "Event",
@@ -57,10 +58,17 @@ class Command:
         return next((self.words[i + 1] for i, w in enumerate(self.words[:-1]) if w == name), None)
 
 
-def commands() -> list[Command]:
-    blocks = re.findall(r"^ *```sh\n(.*?)^ *```", DOC.read_text(), flags=re.S | re.M)
+def commands(text: str | None = None) -> list[Command]:
+    """The commands of the page's ```sh blocks (of ``text``, a part of it, when given), in order."""
+    blocks = re.findall(r"^ *```sh\n(.*?)^ *```", DOC.read_text() if text is None else text, flags=re.S | re.M)
     lines = [line.strip() for block in blocks for line in block.splitlines() if line.strip()]
     return [Command(line, shlex.split(line)) for line in lines]
+
+
+def sections() -> dict[str, list[Command]]:
+    """The commands of each `## ` section, by its title."""
+    parts = re.split(r"^## (.+)$", DOC.read_text(), flags=re.M)
+    return {title.strip(): commands(body) for title, body in zip(parts[1::2], parts[2::2], strict=True)}
 
 
 def _by(program: str) -> list[Command]:
@@ -227,7 +235,12 @@ def _object_words(command: Command) -> list[str]:
 @pytest.mark.parametrize("command", _by("kubectl"), ids=lambda c: c.line)
 def test_kubectl_names_what_exists(command: Command) -> None:
     verb = command.words[1]
-    assert verb in ("get", "describe", "logs", "delete", "patch", "rollout", "port-forward", "apply"), command.line
+    assert verb in ("get", "describe", "logs", "delete", "patch", "rollout", "port-forward", "apply", "wait"), (
+        command.line
+    )
+    if verb == "wait":
+        condition = next(w for w in command.words if w.startswith("--for=")).removeprefix("--for=condition=")
+        assert condition in name_values(), f"{command.line}: no condition {condition}"
     words = _object_words(command)
     if verb == "apply":
         path = command.option("-f")

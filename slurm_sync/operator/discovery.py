@@ -25,7 +25,7 @@ from slurm_sync.logs import register_secret
 from slurm_sync.metrics import Metrics
 from slurm_sync.operator.deletion import DEFAULT_GRACE
 from slurm_sync.operator.loop import OperatorLoop
-from slurm_sync.slurm.client import SlurmClient
+from slurm_sync.slurm.client import SlurmClient, WriteBudget
 
 log = logging.getLogger(__name__)
 
@@ -158,8 +158,11 @@ class Clusters:
         propagated_conditions: tuple[str, ...] = (),
         absence_confirm_seconds: float = 5.0,
         deletion_grace: float = DEFAULT_GRACE,
+        write_budget: WriteBudget | None = None,
     ) -> None:
+        """``write_budget``: the leader's fence, for every Slurm client (docs/architecture.md §8)."""
         self.kube = kube
+        self.write_budget = write_budget
         self.absence_confirm_seconds = absence_confirm_seconds
         self.deletion_grace = deletion_grace
         self.propagated_conditions = propagated_conditions
@@ -179,7 +182,13 @@ class Clusters:
         for name, ref in wanted.items():
             if name not in self.handles:
                 tokens = TokenSource(self.user, self.lifetime)
-                client = SlurmClient(ref.url, tokens, timeout=self.slurm_timeout, cluster=ref.cluster_name)
+                client = SlurmClient(
+                    ref.url,
+                    tokens,
+                    timeout=self.slurm_timeout,
+                    cluster=ref.cluster_name,
+                    write_budget=self.write_budget,
+                )
                 loop = OperatorLoop(
                     name,
                     ref.namespace,

@@ -18,6 +18,9 @@ Safety rules, because slurm_sync acts on what it reads (docs/architecture.md §4
   unless the last answer already did: one cluster's intents never reach another's slurmctld.
 * "Not found" is only Slurm's own per-object answer: ``GET job/<id>`` answering 200 without the
   job, or a listing lacking an object, is no proof that it is gone.
+* Under leader election every request but a GET waits on ``write_budget`` (the seconds the replica's
+  Lease still covers): none is sent once it runs out, and each is sent with a timeout that ends by
+  then, so a replica that lost the Lease never writes beside the new leader (docs/architecture.md §8).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from slurm_sync.slurm.errors import (
     SlurmErrorDetail,
     SlurmMalformed,
     SlurmNotFound,
+    SlurmNotLeader,
     SlurmRejected,
     SlurmUnavailable,
     SlurmUnsupported,
@@ -76,6 +80,7 @@ _PATH_VERSION: Final = re.compile(r"^/slurm/(v\d+\.\d+\.\d+)/")
 _REDACTED: Final = "<redacted>"
 
 TokenProvider = Callable[[], str]
+WriteBudget = Callable[[], float]  # seconds a write may still take; 0 or less: none may be sent
 K = TypeVar("K")
 T = TypeVar("T")
 
@@ -162,9 +167,11 @@ class SlurmClient:
         jitter: Callable[[], float] = random.random,
         cluster: str | None = None,
         transport: httpx.BaseTransport | None = None,
+        write_budget: WriteBudget | None = None,
     ) -> None:
         """``cluster``: the Slurm cluster this client serves (None: the first answer naming one pins
-        it). ``transport``: httpx's, to put a proxy in between (tests inject faults there)."""
+        it). ``transport``: httpx's, to put a proxy in between (tests inject faults there).
+        ``write_budget``: the leader's fence (None: every write may be sent)."""
         self.base_url = base_url.rstrip("/")
         self._cluster = cluster
         self._verified = False  # the last answer came from our cluster
@@ -175,6 +182,7 @@ class SlurmClient:
         self._sleep = sleep
         self._jitter = jitter
         self._api: ApiInfo | None = None
+        self._write_budget = write_budget
         self._http = httpx.Client(
             base_url=self.base_url,
             timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
@@ -427,8 +435,11 @@ class SlurmClient:
             content = orjson.dumps(body)
             headers["Content-Type"] = "application/json"
         where = f"{method} {self.base_url}{path}"
+        timeout = self._write_timeout(method, where)
         try:
-            response = self._http.request(method, path, params=params, content=content, headers=headers)
+            response = self._http.request(
+                method, path, params=params, content=content, headers=headers, timeout=timeout
+            )
         except httpx.TimeoutException as exc:
             raise SlurmUnavailable(f"{where}: timed out ({type(exc).__name__})") from None
         except httpx.HTTPError as exc:
@@ -441,6 +452,22 @@ class SlurmClient:
             if exc.status == 404:
                 self._api = None  # our version's paths are gone: negotiate again on the next call
             raise
+
+    def _write_timeout(self, method: str, where: str) -> httpx.Timeout | Any:
+        """The client's own timeout, or for a write under leader election one that ends when the
+        Lease stops covering us; ``SlurmNotLeader`` (nothing sent) once it has."""
+        if method == "GET" or self._write_budget is None:
+            return httpx.USE_CLIENT_DEFAULT
+        left = self._write_budget()
+        if left <= 0:
+            raise SlurmNotLeader(f"{where}: not sent: this replica does not hold the lease")
+        own = self._http.timeout
+        return httpx.Timeout(
+            connect=min(own.connect or left, left),
+            read=min(own.read or left, left),
+            write=min(own.write or left, left),
+            pool=min(own.pool or left, left),
+        )
 
     def _check_cluster(self, where: str, status: int, content: bytes) -> None:
         """Refuse an answer of another cluster (or, once bound, one naming none); pin the first name."""

@@ -83,6 +83,14 @@ class SlurmSuspect(SlurmUnavailable):
         super().__init__(message, retryable=False)
 
 
+class SlurmNotLeader(SlurmUnavailable):
+    """A write not sent because this replica does not hold the Lease (docs/architecture.md §8):
+    another replica may be the leader, so it is never retried here."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=False)
+
+
 class SlurmRejected(SlurmError):
     """Slurm refused the request; ``errors`` holds its own explanation."""
 

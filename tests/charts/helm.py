@@ -38,17 +38,21 @@ def helm() -> Path:
     return HELM
 
 
+def isolated_env(home: str) -> dict[str, str]:
+    """HOME and helm's directories in ``home`` (a temporary directory): no user configuration, no
+    repository cache, nothing written to the repository."""
+    return {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": home,
+        "HELM_CACHE_HOME": home,
+        "HELM_CONFIG_HOME": home,
+        "HELM_DATA_HOME": home,
+    }
+
+
 def _run(args: Sequence[str]) -> str:
-    # HOME and the helm dirs in a temp dir: no user config, no repository cache, nothing written to the repo.
     with tempfile.TemporaryDirectory() as home:
-        env = {
-            "PATH": os.environ.get("PATH", ""),
-            "HOME": home,
-            "HELM_CACHE_HOME": home,
-            "HELM_CONFIG_HOME": home,
-            "HELM_DATA_HOME": home,
-        }
-        proc = subprocess.run([str(helm()), *args], capture_output=True, text=True, env=env)
+        proc = subprocess.run([str(helm()), *args], capture_output=True, text=True, env=isolated_env(home))
     if proc.returncode != 0:
         raise HelmFailed(f"helm {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
     return proc.stdout

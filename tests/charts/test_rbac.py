@@ -1,7 +1,8 @@
 """The charts grant exactly what the code calls: the rules each chart renders for a component equal
 the rules derived from that component's Kubernetes client calls (tests/charts/rbac.py), plus the
 calls listed as planned in rbac_table.yaml (none today). When the namespaces are known, namespaced
-rights live in a Role in each of them and only cluster-scoped resources stay in the ClusterRole."""
+rights live in a Role in each of them and only cluster-scoped resources stay in the ClusterRole. The
+leader-election Lease is the release namespace's business only: a Role <name>-lease there."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ HOOK_PACKAGES = ("hooks",)
 
 
 CLUSTER_SCOPED = {"nodes", "resourceslices"}  # the cluster-scoped resources slurm_sync touches
+RELEASE_NAMESPACE_ONLY = {"leases"}  # leader election (slurm_sync/leader.py), in the release's namespace
 
 
 def _rendered_rules(docs: list[Obj], role_name: str) -> tuple[set[Rule], set[Rule]]:
@@ -26,6 +28,21 @@ def _rendered_rules(docs: list[Obj], role_name: str) -> tuple[set[Rule], set[Rul
         r for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == role_name for r in d["rules"]
     )
     return cluster, namespaced
+
+
+def _without_leases(rules: set[Rule]) -> set[Rule]:
+    return {r for r in rules if r[1] not in RELEASE_NAMESPACE_ONLY}
+
+
+def _lease_rules(docs: list[Obj], role_name: str, release_ns: str) -> set[Rule]:
+    """The rules of the Role <role_name>-lease, checking that it is in the release namespace and bound
+    there to our ServiceAccount."""
+    (role,) = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == f"{role_name}-lease"]
+    (binding,) = [d for d in docs if d["kind"] == "RoleBinding" and d["metadata"]["name"] == f"{role_name}-lease"]
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == release_ns
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": f"{role_name}-lease"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": role_name, "namespace": release_ns}]
+    return rbac.expand(role["rules"])
 
 
 def _roles_by_namespace(docs: list[Obj], role_name: str, service_account_ns: str) -> dict[str, set[Rule]]:
@@ -67,15 +84,25 @@ def test_operator_chart_grants_exactly_what_slurm_sync_calls() -> None:
     docs = helm.render("slurm-operator")
     cluster, namespaced = _rendered_rules(docs, "slurm-operator-slurm-sync")
     assert namespaced == set()
-    assert cluster == rbac.derived_rules("operator")
+    derived = rbac.derived_rules("operator")
+    assert cluster == _without_leases(derived)
+    assert _lease_rules(docs, "slurm-operator-slurm-sync", "slinky") == derived - _without_leases(derived)
+
+
+def test_leader_election_needs_exactly_get_create_update_on_leases() -> None:
+    for component in ("operator", "bridge"):
+        derived = rbac.derived_rules(component)
+        assert derived - _without_leases(derived) == {
+            ("coordination.k8s.io", "leases", verb) for verb in ("get", "create", "update")
+        }
 
 
 def test_operator_chart_in_one_namespace_moves_namespaced_rules_to_a_role() -> None:
     docs = helm.render("slurm-operator", {"slurmSync": {"namespace": "slurm"}})
     cluster, namespaced = _rendered_rules(docs, "slurm-operator-slurm-sync")
-    assert cluster | namespaced == rbac.derived_rules("operator")
+    assert cluster | namespaced == _without_leases(rbac.derived_rules("operator"))
     assert {resource for _, resource, _ in cluster} == {"nodes"}, "only cluster-scoped resources stay cluster-wide"
-    (role,) = [d for d in docs if d["kind"] == "Role"]
+    (role,) = [d for d in docs if d["kind"] == "Role" and not d["metadata"]["name"].endswith("-lease")]
     assert role["metadata"]["namespace"] == "slurm"
 
 
@@ -84,7 +111,7 @@ def test_operator_chart_given_namespaces_gets_a_role_in_each_instead_of_a_cluste
     cluster, _ = _rendered_rules(docs, "slurm-operator-slurm-sync")
     roles = _roles_by_namespace(docs, "slurm-operator-slurm-sync", "slinky")
     assert set(roles) == {"hpc-a", "hpc-b"}
-    derived = rbac.derived_rules("operator")
+    derived = _without_leases(rbac.derived_rules("operator"))
     assert {resource for _, resource, _ in cluster} == {"nodes"}
     assert all(rules == {r for r in derived if r[1] not in CLUSTER_SCOPED} for rules in roles.values())
     assert cluster == {r for r in derived if r[1] in CLUSTER_SCOPED}
@@ -130,7 +157,9 @@ def test_the_bridge_claims_devices_with_exactly_the_verbs_it_uses() -> None:
 def test_bridge_chart_grants_exactly_the_bridge_calls_derived_and_planned() -> None:
     docs = helm.render("slurm-bridge", {"slurmSync": {"enabled": True}}, "slurm-bridge-system")
     cluster, namespaced = _rendered_rules(docs, "slurm-bridge-slurm-sync")
-    assert cluster | namespaced == rbac.derived_rules("bridge") | rbac.planned_rules("bridge")
+    wanted = rbac.derived_rules("bridge") | rbac.planned_rules("bridge")
+    assert cluster | namespaced == _without_leases(wanted)
+    assert _lease_rules(docs, "slurm-bridge-slurm-sync", "slurm-bridge-system") == wanted - _without_leases(wanted)
 
 
 def test_bridge_pod_rights_only_in_the_managed_namespaces() -> None:
@@ -142,7 +171,7 @@ def test_bridge_pod_rights_only_in_the_managed_namespaces() -> None:
     cluster, _ = _rendered_rules(docs, "slurm-bridge-slurm-sync")
     roles = _roles_by_namespace(docs, "slurm-bridge-slurm-sync", "slurm-bridge-system")
     assert set(roles) == {"team-a", "team-b"}
-    wanted = rbac.derived_rules("bridge") | rbac.planned_rules("bridge")
+    wanted = _without_leases(rbac.derived_rules("bridge") | rbac.planned_rules("bridge"))
     assert {resource for _, resource, _ in cluster} == CLUSTER_SCOPED  # no pod, binding or delete right cluster-wide
     assert all(rules == {r for r in wanted if r[1] not in CLUSTER_SCOPED} for rules in roles.values())
     assert ("", "pods", "delete") in roles["team-a"] and ("", "pods/binding", "create") in roles["team-a"]

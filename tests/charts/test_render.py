@@ -132,3 +132,22 @@ def test_hook_auth_sends_a_bearer_token_from_the_chart_secret() -> None:
             "secretRef": {"name": secret["metadata"]["name"], "namespace": "slinky", "key": "token"},
         }
     assert of_kind(case, "NetworkPolicy")
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.chart != "slurm"], ids=lambda c: c.id)
+def test_slurm_sync_runs_two_replicas_that_elect_a_leader_apart(case: Case) -> None:
+    """docs/architecture.md §8: two replicas, rolled with RollingUpdate (a standby is Ready), on
+    different nodes when they can be, each told its Lease and namespace."""
+    (deployment,) = [d for d in of_kind(case, "Deployment") if d["metadata"]["name"].endswith("-slurm-sync")]
+    spec = deployment["spec"]
+    assert spec["replicas"] == 2
+    assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    pod = spec["template"]["spec"]
+    env = {e["name"]: e for e in pod["containers"][0]["env"]}
+    assert env["SLURM_SYNC_LEASE_NAME"]["value"] == deployment["metadata"]["name"]
+    assert env["SLURM_SYNC_LEASE_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    timings = [env[f"SLURM_SYNC_{t}"]["value"] for t in ("LEASE_DURATION", "RENEW_DEADLINE", "RETRY_PERIOD")]
+    assert timings == ["15", "10", "2"]
+    (term,) = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == spec["selector"]["matchLabels"]

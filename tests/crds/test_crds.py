@@ -146,6 +146,7 @@ SHORT_NAMES = {
     "Token": ["tokens", "jwt"],
 }
 AGE = ("AGE", ".metadata.creationTimestamp", "date", 0)
+STATUS = ("STATUS", '.status.conditions[?(@.type=="Ready")].reason', "string", 0)
 PRINTER_COLUMNS = {
     "Controller": [AGE],
     "NodeSet": [
@@ -168,12 +169,13 @@ PRINTER_COLUMNS = {
 
 @pytest.mark.parametrize("kind", PLURALS)
 def test_short_names_and_printer_columns_are_slinkys(kind: str) -> None:
+    """Slinky's columns, and ours: STATUS, the Ready condition's reason, before AGE."""
     assert crd_of(kind)["spec"]["names"]["shortNames"] == SHORT_NAMES[kind]
     columns = [
         (c["name"], c["jsonPath"], c["type"], c.get("priority", 0))
         for c in served_version(kind)["additionalPrinterColumns"]
     ]
-    assert columns == PRINTER_COLUMNS[kind]
+    assert columns == [*PRINTER_COLUMNS[kind][:-1], STATUS, AGE]
 
 
 @pytest.mark.parametrize("kind", PLURALS)

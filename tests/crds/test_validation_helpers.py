@@ -282,6 +282,12 @@ def spec_properties(crd: dict[str, Any]) -> dict[str, Any]:
             "v1: column X .spec.sise is not a integer field of the schema",
         ),
         (
+            lambda c: c["spec"]["versions"][0].update(
+                additionalPrinterColumns=[{"name": "S", "type": "string", "jsonPath": '.spec.name[?(@.a=="b")].c'}]
+            ),
+            'v1: column S .spec.name[?(@.a=="b")].c is not a string field of the schema',
+        ),
+        (
             lambda c: c["spec"]["versions"][0]["subresources"].update(
                 scale={"specReplicasPath": ".spec.mode", "statusReplicasPath": ".status.n"}
             ),
@@ -299,6 +305,7 @@ def spec_properties(crd: dict[str, Any]) -> dict[str, Any]:
         "message",
         "duplicate-rule",
         "column",
+        "column-filter",
         "scale",
     ],
 )

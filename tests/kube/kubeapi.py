@@ -9,10 +9,13 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from tests.fixtures.slurm import wait_for
 from tests.support.kube import load_yaml_docs
 
 Obj = dict[str, Any]
 GROUP, VERSION = "slinky.slurm.net", "v1beta1"
+METACONTROLLER = "metacontroller.k8s.io"
+CERT_MANAGER = "cert-manager.io"
 
 
 def error_text(exc: ApiException) -> str:
@@ -72,3 +75,43 @@ def create_cr(api: client.ApiClient, obj: Obj, namespace: str, dry_run: bool = F
     return client.CustomObjectsApi(api).create_namespaced_custom_object(
         GROUP, VERSION, namespace, plural(obj["kind"]), obj, field_validation="Strict", **extra
     )
+
+
+def stand_in_crd(group: str, version: str, kind: str, plural: str, scope: str = "Cluster") -> Obj:
+    """A CRD that serves a third party's kind (Metacontroller's, cert-manager's: not shipped with this
+    project) with any content: the kind exists, its content is checked elsewhere (our schemas)."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        # *.k8s.io groups are protected; Metacontroller's own CRDs carry the same annotation
+        "metadata": {
+            "name": f"{plural}.{group}",
+            "annotations": {"api-approved.kubernetes.io": "unapproved, request not yet submitted"},
+        },
+        "spec": {
+            "group": group,
+            "scope": scope,
+            "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
+            "versions": [
+                {
+                    "name": version,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                    "subresources": {"status": {}},
+                }
+            ],
+        },
+    }
+
+
+def ensure_crds(api: client.ApiClient, crds: list[Obj]) -> None:
+    """Create each CRD that does not exist yet and wait until it is Established."""
+    ext = client.ApiextensionsV1Api(api)
+    for crd in crds:
+        name = crd["metadata"]["name"]
+        if not ext.list_custom_resource_definition(field_selector=f"metadata.name={name}").items:
+            ext.create_custom_resource_definition(crd)
+        wait_for(
+            lambda n=name: conditions(api, n), lambda c: c.get("Established") == "True", what=f"{name} Established"
+        )

@@ -1,63 +1,86 @@
-"""`kubectl apply -f dist/install.yaml` (docs/operations.md) on an empty namespace of the real API
-server: the bundle creates its namespace before the objects in it, and applies twice unchanged."""
+"""`kubectl apply -f dist/install.yaml` and `kubectl apply -f dist/install-bridge.yaml` (docs/operations.md),
+with the real kubectl, on a real API server without their namespaces: each bundle creates its namespaces
+before the objects in them, and applies twice unchanged."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
-from kubernetes import client
 
 from tests.charts import helm
+from tests.kube.cli import kubectl
 from tests.kube.plugin import KubeLab
-from tests.kube.test_charts_on_apiserver import metacontroller  # noqa: F401 - the fixture, shared
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def kubectl(lab: KubeLab, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(lab.kubeconfig.parent), "KUBECONFIG": str(lab.kubeconfig)}
-    return subprocess.run(["kubectl", *args], capture_output=True, text=True, env=env, timeout=120)
-
-
 @pytest.fixture
-def operator_bundle(tmp_path: Path) -> Path:
-    if not shutil.which("kubectl"):
-        pytest.skip("kubectl is not installed")
+def bundles(tmp_path: Path) -> Path:
+    """`make manifests` into a temporary directory: install.yaml and install-bridge.yaml."""
     helm.helm()
     subprocess.run(
         ["make", "--no-print-directory", "manifests", f"DIST={tmp_path}"], cwd=REPO, check=True, capture_output=True
     )
-    return tmp_path / "install.yaml"
+    return tmp_path
+
+
+VERSIONS = "jsonpath={range .items[*]}{.kind}/{.metadata.name}={.metadata.resourceVersion}{'\\n'}{end}"
+
+
+def stored_versions(lab: KubeLab, bundle: Path) -> list[str]:
+    listed = kubectl(lab, "get", "-f", str(bundle), "-o", VERSIONS)
+    assert listed.returncode == 0, listed.stderr
+    return listed.stdout.splitlines()
+
+
+def apply_twice_and_remove(lab: KubeLab, bundle: Path, namespaces: list[str]) -> set[str]:
+    """Apply the bundle twice, the second storing nothing new (every resourceVersion stays), then
+    delete what it made; the namespaces come first in the file (a test of hack/bundle.py). Returns
+    the second apply's output lines."""
+    docs = [d for d in yaml.safe_load_all(bundle.read_text()) if d]
+    assert [d["metadata"]["name"] for d in docs[: len(namespaces)]] == namespaces
+    assert all(d["kind"] == "Namespace" for d in docs[: len(namespaces)])
+    cluster_scoped = [d for d in docs if "namespace" not in d["metadata"] and d["kind"] != "Namespace"]
+    for namespace in namespaces:  # left by an earlier test (the bridge chart keeps its managed namespace)
+        gone = kubectl(lab, "delete", "namespace", namespace, "--ignore-not-found", "--wait=true")
+        assert gone.returncode == 0, gone.stderr
+    try:
+        first = kubectl(lab, "apply", "-f", str(bundle))
+        assert first.returncode == 0, first.stderr
+        stored = stored_versions(lab, bundle)
+        assert len(stored) == len(docs)
+        again = kubectl(lab, "apply", "-f", str(bundle))
+        assert again.returncode == 0, again.stderr
+        assert stored_versions(lab, bundle) == stored, "the second apply changed objects"
+        return set(again.stdout.splitlines())
+    finally:
+        for namespace in namespaces:
+            kubectl(lab, "delete", "namespace", namespace, "--wait=false")
+        for obj in cluster_scoped:  # the CRDs stay: other tests of this session use them
+            if obj["kind"] != "CustomResourceDefinition":
+                kubectl(lab, "delete", obj["kind"].lower(), obj["metadata"]["name"], "--ignore-not-found")
 
 
 def test_the_operator_bundle_applies_on_a_cluster_without_its_namespace(
-    kube_lab: KubeLab,
-    installed_crds,
-    metacontroller,  # noqa: F811 - the imported fixture
-    kube_api,
-    operator_bundle: Path,
+    kube_lab: KubeLab, installed_crds, metacontroller, bundles: Path
 ) -> None:
-    core = client.CoreV1Api(kube_api)
-    assert "slinky" not in {n.metadata.name for n in core.list_namespace().items}
-    cluster_scoped = [
-        d
-        for d in yaml.safe_load_all(operator_bundle.read_text())
-        if d and d["kind"] in ("ClusterRole", "ClusterRoleBinding", "CompositeController")
-    ]
-    try:
-        first = kubectl(kube_lab, "apply", "-f", str(operator_bundle))
-        assert first.returncode == 0, first.stderr
-        deployments = {d.metadata.name for d in client.AppsV1Api(kube_api).list_namespaced_deployment("slinky").items}
-        assert deployments == {"slurm-operator-hooks", "slurm-operator-slurm-sync"}
-        again = kubectl(kube_lab, "apply", "-f", str(operator_bundle))
-        assert again.returncode == 0, again.stderr
-        assert "namespace/slinky unchanged" in again.stdout
-    finally:
-        kubectl(kube_lab, "delete", "namespace", "slinky", "--wait=false")
-        for obj in cluster_scoped:  # the CRDs stay: other tests of this session use them
-            kubectl(kube_lab, "delete", obj["kind"].lower(), obj["metadata"]["name"], "--ignore-not-found")
+    output = apply_twice_and_remove(kube_lab, bundles / "install.yaml", ["slinky"])
+    assert {
+        "namespace/slinky unchanged",
+        "deployment.apps/slurm-operator-hooks unchanged",
+        "deployment.apps/slurm-operator-slurm-sync unchanged",
+    } <= output
+
+
+def test_the_bridge_bundle_applies_on_a_cluster_without_its_namespaces(
+    kube_lab: KubeLab, metacontroller, cert_manager, bundles: Path
+) -> None:
+    output = apply_twice_and_remove(kube_lab, bundles / "install-bridge.yaml", ["slurm-bridge-system", "slurm-bridge"])
+    assert {
+        "namespace/slurm-bridge unchanged",
+        "decoratorcontroller.metacontroller.k8s.io/slurm-bridge-pod unchanged",
+        "certificate.cert-manager.io/slurm-bridge-admission unchanged",
+    } <= output

@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -15,32 +13,23 @@ import yaml
 from kubernetes import client
 
 from tests.charts.cases import CASES, Case
-from tests.charts.helm import CHARTS, helm, render
-from tests.fixtures.slurm import wait_for
-from tests.kube.kubeapi import GROUP, VERSION, create_cr
+from tests.charts.helm import CHARTS, render
+from tests.kube.cli import run
+from tests.kube.kubeapi import GROUP, METACONTROLLER, VERSION, create_cr
 from tests.kube.plugin import KubeLab
 
 Obj = dict[str, Any]
-METACONTROLLER = "metacontroller.k8s.io"
 
 
 def run_helm(lab: KubeLab, *args: str, values: Obj | None = None) -> str:
-    """helm against the lab (no user config, nothing written to the repo); raises on failure."""
-    with tempfile.TemporaryDirectory() as home:
-        env = {
-            "PATH": os.environ.get("PATH", ""),
-            "HOME": home,
-            "HELM_CACHE_HOME": home,
-            "HELM_CONFIG_HOME": home,
-            "HELM_DATA_HOME": home,
-            "KUBECONFIG": str(lab.kubeconfig),
-        }
+    """helm against the lab (tests/kube/cli.py), with ``values`` as a values file; raises on failure."""
+    with tempfile.TemporaryDirectory() as directory:
         extra: list[str] = []
         if values is not None:
-            path = Path(home) / "values.yaml"
+            path = Path(directory) / "values.yaml"
             path.write_text(yaml.safe_dump(values))
             extra = ["-f", str(path)]
-        proc = subprocess.run([str(helm()), *args, *extra], capture_output=True, text=True, env=env, timeout=300)
+        proc = run(lab, "helm", *args, *extra)
     assert proc.returncode == 0, f"helm {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout
 
@@ -116,53 +105,6 @@ def test_bridge_chart_keeps_its_generated_ca_across_an_upgrade(
     assert not [
         c for c in admission.list_mutating_webhook_configuration().items if c.metadata.name.startswith("slurm-bridge")
     ]
-
-
-def metacontroller_crds() -> list[Obj]:
-    """Stand-ins for Metacontroller's CRDs (not shipped with this project): the kinds are served,
-    their content is not checked here (tests/compositecontrollers validates it against our schema)."""
-
-    def crd(kind: str, plural: str) -> Obj:
-        schema = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-        return {
-            "apiVersion": "apiextensions.k8s.io/v1",
-            "kind": "CustomResourceDefinition",
-            # *.k8s.io groups are protected; Metacontroller's own CRDs carry the same annotation
-            "metadata": {
-                "name": f"{plural}.{METACONTROLLER}",
-                "annotations": {"api-approved.kubernetes.io": "unapproved, request not yet submitted"},
-            },
-            "spec": {
-                "group": METACONTROLLER,
-                "scope": "Cluster",
-                "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
-                "versions": [
-                    {
-                        "name": "v1alpha1",
-                        "served": True,
-                        "storage": True,
-                        "schema": {"openAPIV3Schema": schema},
-                        "subresources": {"status": {}},
-                    }
-                ],
-            },
-        }
-
-    return [crd("CompositeController", "compositecontrollers"), crd("DecoratorController", "decoratorcontrollers")]
-
-
-@pytest.fixture(scope="module")
-def metacontroller(kube_lab: KubeLab) -> None:
-    with kube_lab.api_client() as api:
-        ext = client.ApiextensionsV1Api(api)
-        for crd in metacontroller_crds():
-            if not ext.list_custom_resource_definition(field_selector=f"metadata.name={crd['metadata']['name']}").items:
-                ext.create_custom_resource_definition(crd)
-            wait_for(
-                lambda n=crd["metadata"]["name"]: ext.read_custom_resource_definition(n).status.conditions or [],
-                lambda cs: any(c.type == "Established" and c.status == "True" for c in cs),
-                what="Established",
-            )
 
 
 def test_operator_chart_install_upgrade_uninstall(

@@ -17,7 +17,7 @@ from slurm_sync import __main__ as cli
 
 ROOT = Path(__file__).resolve().parents[2]
 # A value each flag accepts from its environment variable that differs from its default.
-SPECIAL = {"mode": "both", "log_format": "text", "once": "1", "log_level": "DEBUG"}
+SPECIAL = {"mode": "both", "log_format": "text", "once": "1", "log_level": "DEBUG", "leader_elect": "false"}
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -91,7 +91,10 @@ def test_every_line_slurm_sync_prints_is_json(kube_lab, kube_namespace: str) -> 
     """The process as the charts run it, one pass against the real API server: stdout and stderr
     parse line by line as JSON objects (start-up, discovery and the pass's own lines)."""
     kubeconfig = str(kube_lab.kubeconfig)
-    result = _run("--once", "--kubeconfig", kubeconfig, "--namespace", kube_namespace, "--log-level", "DEBUG")
+    result = _run(
+        "--once", "--kubeconfig", kubeconfig, "--namespace", kube_namespace, "--lease-namespace", kube_namespace,
+        "--log-level", "DEBUG",
+    )  # fmt: skip
     lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
     assert lines, result
     records = [json.loads(line) for line in lines]  # raises on any line that is not JSON

@@ -400,7 +400,7 @@ def test_the_flag_and_its_environment_variable(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(cli, "kube_client", lambda _: None)
     monkeypatch.setattr(cli, "Kube", lambda *a: None)
     with pytest.raises(SystemExit):
-        cli.main(["--once"])
+        cli.main(["--once", "--no-leader-elect"])
     assert captured["cfg"].propagated_node_conditions == ("GpuHealthy", "MemoryPressure")
 
 

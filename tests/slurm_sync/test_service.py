@@ -166,10 +166,11 @@ def test_once_exit_code(httpserver: HTTPServer, monkeypatch: pytest.MonkeyPatch)
     kube.install(httpserver)
     monkeypatch.setattr(cli, "kube_client", lambda _: api_client(httpserver.url_for("/")))
     monkeypatch.setattr(logs, "configure", lambda level, **_: None)
-    assert cli.main(["--once", "--namespace", NS]) == 0  # no cluster: nothing failed
+    assert cli.main(["--once", "--no-leader-elect", "--namespace", NS]) == 0  # no cluster: nothing failed
     kube.add("controllers", controller("good"))
     kube.add("restapis", restapi("good", "good", "2026-01-01T00:00:00Z"))
-    assert cli.main(["--once", "--namespace", NS, "--slurm-url", "http://127.0.0.1:9", "--slurm-timeout", "1"]) == 1
+    failing = ["--namespace", NS, "--slurm-url", "http://127.0.0.1:9", "--slurm-timeout", "1"]
+    assert cli.main(["--once", "--no-leader-elect", *failing]) == 1
 
 
 def test_flags_default_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -455,10 +455,14 @@ def _node_errors(node: Obj, path: str) -> list[str]:
 
 
 def _schema_at(root: Obj, json_path: str) -> Obj | None:
-    """The schema node a simple JSON path like .status.replicas names."""
+    """The schema node a JSON path like .status.replicas names; a subscript or filter
+    (`.status.conditions[?(@.type=="Ready")].reason`) steps into the array's items."""
     node: Obj | None = root
-    for name in json_path.strip(".").split("."):
+    for part in re.sub(r"\[[^\]]*\]", "[]", json_path).strip(".").split("."):
+        name, subscripted = part.removesuffix("[]"), part.endswith("[]")
         node = (node or {}).get("properties", {}).get(name)
+        if subscripted:
+            node = (node or {}).get("items") if (node or {}).get("type") == "array" else None
     return node
 
 
