@@ -147,7 +147,9 @@ class Cluster:
 
     def bridge_pod(self) -> None:
         """A pod of the managed namespace as admission and slurm_sync leave it: the managed label, the
-        job id and the pod DecoratorController's finalizer."""
+        job id and the pod DecoratorController's finalizer (made once; later steps find it)."""
+        if any(p.metadata.name == BRIDGE_POD for p in self.core.list_namespaced_pod("slurm-bridge").items):
+            return
         pod = {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -159,6 +161,19 @@ class Cluster:
             "spec": {"schedulerName": "slurm-bridge-scheduler", "containers": [{"name": "main", "image": "busybox"}]},
         }
         self.core.create_namespaced_pod("slurm-bridge", pod)
+
+    def bridge_pod_without_devices(self) -> None:
+        """The bridge pod, unbound, with the Warning slurm_sync posts when its devices cannot be claimed
+        (a real API server shows that events.k8s.io/v1 Event as this core/v1 one too)."""
+        self.bridge_pod()
+        uid = self.core.read_namespaced_pod(BRIDGE_POD, "slurm-bridge").metadata.uid
+        ref = {"apiVersion": "v1", "kind": "Pod", "namespace": "slurm-bridge", "name": BRIDGE_POD, "uid": uid}
+        note = (f"Slurm started job {JOB_ID} on node n1, but its devices cannot be given to the pod: "
+                "driver gpu.nvidia.com publishes no such device")  # fmt: skip
+        self.core.create_namespaced_event("slurm-bridge", {
+            "metadata": {"name": f"{BRIDGE_POD}.dra"}, "involvedObject": ref, "reason": "DeviceClaimFailed",
+            "type": "Warning", "message": note, "source": {"component": "slinky.slurm.net/slurm-sync"},
+        })  # fmt: skip
 
     def terminating(self, namespace: str, name: str) -> None:
         """The page's case: the pod was deleted and only the finalizer holds it."""
@@ -220,6 +235,7 @@ EXPECT: dict[str, list[str]] = {
     ],
     "kubectl get nodesets -n slurm -o jsonpath='{.items[*].status.drainingPods}'": [f'"name":"{NODESET}-'],
     "kubectl get pods -n slurm-bridge -l scheduler.slinky.slurm.net/managed": [BRIDGE_POD],
+    "kubectl describe pod <pod> -n slurm-bridge": [BRIDGE_POD, "DeviceClaimFailed"],
     "kubectl get pod <pod> -n slurm-bridge -o jsonpath='{.metadata.labels.scheduler\\.slinky\\.slurm\\.net/slurm-jobid}'": [  # noqa: E501 - the page's command, verbatim
         JOB_ID
     ],
@@ -239,6 +255,7 @@ def preparations(cluster: Cluster) -> dict[str, Callable[[], None]]:
         "kubectl get controllers,restapis,nodesets -n slurm": cluster.slurm_cluster,
         "kubectl get nodeset <nodeset> -n slurm -o jsonpath='{.status.drainingPods}'": cluster.busy_pods_scaled_in,
         "kubectl get pods -n slurm-bridge -l scheduler.slinky.slurm.net/managed": cluster.bridge_pod,
+        "kubectl describe pod <pod> -n slurm-bridge": cluster.bridge_pod_without_devices,
         LEASES: cluster.slurm_sync_leads,
         'kubectl patch pod <pod> -n slurm-bridge --type=json -p \'[{"op":"remove","path":"/metadata/finalizers"}]\'': (
             lambda: cluster.terminating("slurm-bridge", BRIDGE_POD)
