@@ -78,44 +78,6 @@ def test_every_supported_version_reads_nodes_and_ping(slurm_lab: SlurmLab, versi
         assert {n.name for n in client.list_nodes().items} == LAB_NODES
 
 
-@pytest.mark.parametrize("version", ["v0.0.45", "v0.0.44"])
-def test_job_layout_names_the_cores_and_gpus_a_job_holds_on_its_node(
-    client: SlurmClient, slurm_lab: SlurmLab, version: str
-) -> None:
-    """GET resources/<job>: the abstract cores (bitmap) and GRES indexes, as `scontrol -d show job` shows them."""
-    first = sbatch_sleep(slurm_lab, "n2", "-c", "1", "--gres=gpu:gpu.nvidia.com:1")
-    job_id = sbatch_sleep(slurm_lab, "n2", "-c", "2", "--gres=gpu:gpu.nvidia.com:2")
-    try:
-        shown = wait_for(lambda: show_detail(slurm_lab, job_id), lambda s: "JobState=RUNNING" in s, what="job running")
-        match = re.search(r"Nodes=n2 CPU_IDs=([0-9,-]+) .*GRES=gpu:gpu.nvidia.com:2\(IDX:([0-9,-]+)\)", shown)
-        assert match, shown
-        with SlurmClient(slurm_lab.rest_url, lambda: slurm_lab.token, versions=(version,)) as speaking:
-            (layout,) = speaking.job_layout(job_id)
-        assert (layout.node, layout.sockets, layout.cores_per_socket) == ("n2", 4, 1)  # CPUs=4: 4 sockets of 1 core
-        bits = [i for i in range(8) if int(layout.core_bitmap, 16) >> i & 1]
-        assert bits == [int(c) for c in expand_hostlist(f"[{match.group(1)}]")] and len(bits) == 2
-        assert layout.gres == (GresLayout("gpu", "gpu.nvidia.com", 2, match.group(2)),)
-        assert "0" not in expand_hostlist(f"[{match.group(2)}]")  # the first job's GPU is not this one's
-    finally:
-        scancel(slurm_lab, job_id)
-        scancel(slurm_lab, first)
-        # the next test wants a quiet cluster
-        wait_for(lambda: node_named(client, "n2").state, lambda state: state == {"IDLE"}, what="n2 idle")
-
-
-def test_v0_0_43_reports_no_job_layout(slurm_lab: SlurmLab) -> None:
-    """Slurm 25.05's REST version has no GET resources/<job>: the client says so instead of asking."""
-    with (
-        SlurmClient(slurm_lab.rest_url, lambda: slurm_lab.token, versions=("v0.0.43",)) as client,
-        pytest.raises(SlurmUnsupported, match="does not report a job's resources per node"),
-    ):
-        client.job_layout(1)
-
-
-def show_detail(slurm_lab: SlurmLab, job_id: int) -> str:
-    return slurm_lab.run("scontrol", "-d", "show", "job", str(job_id), check=True).stdout
-
-
 def test_lists_nodes_with_their_states(client: SlurmClient) -> None:
     listing = client.list_nodes()
     assert not listing.unchanged and listing.last_update
@@ -279,3 +241,44 @@ def test_reservation_create_list_delete(client: SlurmClient) -> None:
     assert name not in {r.name for r in client.list_reservations().items}
     with pytest.raises(SlurmNotFound):
         client.delete_reservation(name)
+
+
+# --- last in this file: their jobs end as they finish, a node change the quiet-cluster test above must not see
+
+
+@pytest.mark.parametrize("version", ["v0.0.45", "v0.0.44"])
+def test_job_layout_names_the_cores_and_gpus_a_job_holds_on_its_node(
+    client: SlurmClient, slurm_lab: SlurmLab, version: str
+) -> None:
+    """GET resources/<job>: the abstract cores (bitmap) and GRES indexes, as `scontrol -d show job` shows them."""
+    first = sbatch_sleep(slurm_lab, "n2", "-c", "1", "--gres=gpu:gpu.nvidia.com:1")
+    job_id = sbatch_sleep(slurm_lab, "n2", "-c", "2", "--gres=gpu:gpu.nvidia.com:2")
+    try:
+        shown = wait_for(lambda: show_detail(slurm_lab, job_id), lambda s: "JobState=RUNNING" in s, what="job running")
+        match = re.search(r"Nodes=n2 CPU_IDs=([0-9,-]+) .*GRES=gpu:gpu.nvidia.com:2\(IDX:([0-9,-]+)\)", shown)
+        assert match, shown
+        with SlurmClient(slurm_lab.rest_url, lambda: slurm_lab.token, versions=(version,)) as speaking:
+            (layout,) = speaking.job_layout(job_id)
+        assert (layout.node, layout.sockets, layout.cores_per_socket) == ("n2", 4, 1)  # CPUs=4: 4 sockets of 1 core
+        bits = [i for i in range(8) if int(layout.core_bitmap, 16) >> i & 1]
+        assert bits == [int(c) for c in expand_hostlist(f"[{match.group(1)}]")] and len(bits) == 2
+        assert layout.gres == (GresLayout("gpu", "gpu.nvidia.com", 2, match.group(2)),)
+        assert "0" not in expand_hostlist(f"[{match.group(2)}]")  # the first job's GPU is not this one's
+    finally:
+        scancel(slurm_lab, job_id)
+        scancel(slurm_lab, first)
+        # the next test wants a quiet cluster
+        wait_for(lambda: node_named(client, "n2").state, lambda state: state == {"IDLE"}, what="n2 idle")
+
+
+def test_v0_0_43_reports_no_job_layout(slurm_lab: SlurmLab) -> None:
+    """Slurm 25.05's REST version has no GET resources/<job>: the client says so instead of asking."""
+    with (
+        SlurmClient(slurm_lab.rest_url, lambda: slurm_lab.token, versions=("v0.0.43",)) as client,
+        pytest.raises(SlurmUnsupported, match="does not report a job's resources per node"),
+    ):
+        client.job_layout(1)
+
+
+def show_detail(slurm_lab: SlurmLab, job_id: int) -> str:
+    return slurm_lab.run("scontrol", "-d", "show", "job", str(job_id), check=True).stdout
