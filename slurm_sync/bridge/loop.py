@@ -248,9 +248,10 @@ class BridgeLoop:
         fresh = self._refresh_index(tally)
         try:
             state = self.read_kube()
-        except Exception as exc:  # an ApiException, or the apiserver unreachable (MaxRetryError): no write at all
+        except Exception as exc:  # an ApiException, the apiserver unreachable, a cache not synced: no write at all
             tally.read_ok = False
             tally.errors.append(f"reading Kubernetes objects: {describe_error(exc)}")
+            tally.unready.append(f"reading Kubernetes objects: {describe_error(exc)}")
             log.error("bridge: reading Kubernetes objects failed: %s", describe_error(exc))
         else:
             slurm_nodes = self._read_slurm_nodes(state, tally)

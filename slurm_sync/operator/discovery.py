@@ -24,7 +24,7 @@ from slurm_sync.kube import Kube
 from slurm_sync.logs import register_secret
 from slurm_sync.metrics import Metrics
 from slurm_sync.operator.deletion import DEFAULT_GRACE
-from slurm_sync.operator.loop import OperatorLoop
+from slurm_sync.operator.loop import FULL_REPLAN_INTERVAL, OperatorLoop
 from slurm_sync.slurm.client import SlurmClient
 
 log = logging.getLogger(__name__)
@@ -158,8 +158,10 @@ class Clusters:
         propagated_conditions: tuple[str, ...] = (),
         absence_confirm_seconds: float = 5.0,
         deletion_grace: float = DEFAULT_GRACE,
+        full_replan_interval: float = FULL_REPLAN_INTERVAL,
     ) -> None:
         self.kube = kube
+        self.full_replan_interval = full_replan_interval
         self.absence_confirm_seconds = absence_confirm_seconds
         self.deletion_grace = deletion_grace
         self.propagated_conditions = propagated_conditions
@@ -190,6 +192,7 @@ class Clusters:
                     propagated_conditions=self.propagated_conditions,
                     absence_confirm_seconds=self.absence_confirm_seconds,
                     deletion_grace=self.deletion_grace,
+                    full_replan_interval=self.full_replan_interval,
                 )
                 self.handles[name] = ClusterHandle(ref, tokens, client, loop)
                 log.info("cluster %s: slurmrestd at %s, Slurm cluster %r", name, ref.url, ref.cluster_name)
