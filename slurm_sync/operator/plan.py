@@ -361,12 +361,14 @@ def plan_inputs(
     what a plan writes): equal inputs make an equal plan, so a plan that wrote nothing need not be made
     again while its inputs stay equal (docs/architecture.md §4.8). Keep it in step with ``plan_pod``."""
     nodes, deadlines = slurm.nodes, slurm.deadlines
+    nodeset = cluster.nodesets.get(pod.nodeset or "")
     return (
         pod,
         nodes is None,
         None if nodes is None else nodes.get(pod.slurm_node),
         pod.slurm_node in slurm.absent,
-        cluster.nodesets.get(pod.nodeset or ""),
+        # of its NodeSet only what concerns this pod (a touch of the NodeSet re-plans none of its pods)
+        None if nodeset is None else (nodeset.name, nodeset.uid, nodeset.protect, nodeset.intents.get(pod.name)),
         cluster.kube_nodes.get(pod.node_name or ""),
         cluster.propagated_conditions,
         deadlines is None,
