@@ -3,8 +3,9 @@
 asking the API server (docs/architecture.md §4.8).
 
 * One informer per collection read (a namespace and label selector for pods, every Node, our CRs per
-  namespace or cluster-wide), started by its first read, which waits for the first listing; one no
-  pass has read for ``idle_seconds`` (its Controller went away) is stopped.
+  namespace or cluster-wide), started by its first read, which waits for the first listing (a resync
+  is not waited for: the read fails at once, and the resync's end wakes the loop); one no pass has
+  read for ``idle_seconds`` (its Controller went away) is stopped.
 * Fail closed: a read of a collection that is not synced raises ``NotSynced``, which every caller
   already treats as a failed read: nothing is written that depends on it, and readiness names it.
 * The objects are the API server's JSON dicts, as a listing returns them, minus what no reader
@@ -113,12 +114,14 @@ class KubeCache:
         with self._lock:
             self._stop_idle()
             informer = self._informers.get(collection)
+            created = informer is None
             if informer is None:
-                informer = Informer(collection, lister, watcher, self._wake, transform, matters)
-                self._informers[collection] = informer
+                informer = self._informers[collection] = Informer(
+                    collection, lister, watcher, self._wake, transform, matters
+                )
                 informer.start()
             self._read_at[collection] = self._clock()
-        if not informer.synced:
+        if created:  # the first listing; a resync is not waited for (its end wakes the loop)
             informer.wait_synced(self._sync_timeout)
         return informer.items()
 

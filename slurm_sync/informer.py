@@ -162,10 +162,17 @@ class Informer:
                 break
         with self._lock:
             old, self._store, self._resource_version = self._store, store, version
+            resynced = self.relists > 0
             self._synced.set()
-        log.debug("cache of %s listed: %d objects at resourceVersion %s", self.collection, len(store), version)
-        if any(self._changed(old.get(k), store.get(k)) for k in old.keys() | store.keys()):
-            self._wake()
+        log.log(
+            logging.INFO if resynced else logging.DEBUG,
+            "cache of %s listed: %d objects at resourceVersion %s",
+            self.collection,
+            len(store),
+            version,
+        )
+        if resynced or any(self._changed(old.get(k), store.get(k)) for k in old.keys() | store.keys()):
+            self._wake()  # after a resync, a pass at once: the last ones could not read this collection
 
     def _follow(self) -> float:
         """Watch until a 410 or a broken stream; the delay before the re-list. A watch the server
