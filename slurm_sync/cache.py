@@ -9,8 +9,9 @@ asking the API server (docs/architecture.md §4.8).
 * Fail closed: a read of a collection that is not synced raises ``NotSynced``, which every caller
   already treats as a failed read: nothing is written that depends on it, and readiness names it.
 * The objects are the API server's JSON dicts, as a listing returns them, minus what no reader
-  looks at and costs the most memory: ``managedFields``, Metacontroller's last-applied annotation
-  and a Node's image list. They are shared with the cache: read them, never change them.
+  looks at and costs the most memory: ``managedFields``, Metacontroller's last-applied annotation,
+  all of a pod's spec and status but the few fields the views read, all of a Node's status but its
+  conditions. They are shared with the cache: read them, never change them.
 * A change wakes the loop unless it touched only what changes by itself (the resourceVersion, a
   Node's condition heartbeats).
 """
@@ -34,6 +35,13 @@ SYNC_TIMEOUT = 10.0  # how long a first read waits for the first listing before 
 IDLE_SECONDS = 600.0
 
 
+# What the views read of a pod (slurm_sync/operator/view.py, slurm_sync/bridge/view.py) and of a Node beyond
+# its metadata and spec: the cache keeps only these (tests/slurm_sync/test_cache.py holds the views to it).
+POD_SPEC = ("hostname", "nodeName", "schedulerName", "schedulingGroup")
+POD_STATUS = ("phase", "conditions")
+NODE_STATUS = ("conditions",)
+
+
 def trim(obj: JSON) -> JSON:
     """The object without what no reader looks at (in place: the dict is freshly decoded)."""
     meta = obj.get("metadata")
@@ -45,11 +53,21 @@ def trim(obj: JSON) -> JSON:
     return obj
 
 
+def trim_pod(obj: JSON) -> JSON:
+    """A pod with only the parts of its spec and status a view reads (containers, volumes and container
+    statuses are most of a pod, and a kubelet's status update of them then wakes nobody)."""
+    return _keep(_keep(trim(obj), "spec", POD_SPEC), "status", POD_STATUS)
+
+
 def trim_node(obj: JSON) -> JSON:
-    """A Node also without its image list (often its largest part)."""
-    status = trim(obj).get("status")
-    if isinstance(status, dict):
-        status.pop("images", None)
+    """A Node with only its conditions of its status (its images, capacity and system info go)."""
+    return _keep(trim(obj), "status", NODE_STATUS)
+
+
+def _keep(obj: JSON, part: str, fields: tuple[str, ...]) -> JSON:
+    value = obj.get(part)
+    if isinstance(value, dict):
+        obj[part] = {k: value[k] for k in fields if k in value}
     return obj
 
 
@@ -73,14 +91,18 @@ def matters(old: JSON | None, new: JSON | None) -> bool:
 
 class ViewMemo(Generic[V]):
     """Views of objects, made again only for the dicts not seen by the previous call: the cache hands
-    out the very same dict until its object changes, so an unchanged object costs a lookup (objects of
-    a fresh listing are new dicts: never a hit)."""
+    out the very same dict until its object changes, so an unchanged object costs a lookup. ``keep``
+    False (objects of a fresh listing: new dicts, never a hit) keeps nothing, so that a listing is not
+    held in memory until the next one."""
 
     def __init__(self, read: Callable[[JSON], V]) -> None:
         self._read = read
         self._last: dict[int, tuple[JSON, V]] = {}
 
-    def __call__(self, objects: Iterable[JSON]) -> list[V]:
+    def __call__(self, objects: Iterable[JSON], keep: bool = True) -> list[V]:
+        if not keep:
+            self._last = {}
+            return [self._read(obj) for obj in objects]
         seen: dict[int, tuple[JSON, V]] = {}
         for obj in objects:
             hit = self._last.get(id(obj))
@@ -147,6 +169,8 @@ class CachedKube(Kube):
     """``Kube`` with its listings read from ``cache``; every other read (a GET: proofs of absence, the
     fresh read after a conflict, the JWT key) and every write still go to the API server."""
 
+    same_dicts = True
+
     def __init__(
         self, api: client.ApiClient, count_write: WriteCounter = lambda kind, verb: None, *, cache: KubeCache
     ) -> None:
@@ -158,6 +182,7 @@ class CachedKube(Kube):
             Collection("pods", namespace, selector(labels)),
             lambda token: self.list_pods_page(namespace, labels, token),
             lambda stream, version, timeout: self.watch_pods(stream, namespace, labels, version, timeout),
+            trim_pod,
         )
 
     def list_nodes(self) -> list[JSON]:

@@ -118,6 +118,10 @@ def selector(labels: dict[str, str]) -> str:
 class Kube:
     """Typed reads and counted writes over one ``ApiClient``."""
 
+    # Whether a listing hands out the same dict for an object that did not change (a cache does: the
+    # views of such objects need not be made again); a listing from the API server never does.
+    same_dicts = False
+
     def __init__(self, api: client.ApiClient, count_write: WriteCounter = lambda kind, verb: None) -> None:
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)

@@ -137,12 +137,13 @@ def read_cluster(
 ) -> ClusterView:
     """The cluster's worker pods (by the cluster label), its NodeSets, Nodes and slurmctld pods.
     Nodes are listed when a pod runs on one, and all kept when a NodeSet prunes defunct Slurm nodes."""
-    views = views or ClusterViews()
-    pods = [v for v in views.pods(kube.list_pods(namespace, {names.LABEL_CLUSTER: controller})) if v is not None]
-    nodesets = [n for n in views.nodesets(kube.list_custom("nodesets", namespace)) if n.controller == controller]
+    views, keep = views or ClusterViews(), kube.same_dicts
+    workers = kube.list_pods(namespace, {names.LABEL_CLUSTER: controller})
+    pods = [v for v in views.pods(workers, keep) if v is not None]
+    nodesets = [n for n in views.nodesets(kube.list_custom("nodesets", namespace), keep) if n.controller == controller]
     node_names = {p.node_name for p in pods if p.node_name}
     all_nodes = any(n.prunes_defunct_nodes for n in nodesets)
-    kube_nodes = views.kube_nodes(kube.list_nodes()) if node_names or all_nodes else []
+    kube_nodes = views.kube_nodes(kube.list_nodes(), keep) if node_names or all_nodes else []
     ctl_labels = {names.LABEL_NAME: CONTROLLER_APP, names.LABEL_INSTANCE: controller}
     return ClusterView(
         namespace=namespace,
@@ -150,7 +151,7 @@ def read_cluster(
         pods=tuple(pods),
         nodesets={n.name: n for n in nodesets},
         kube_nodes={n.name: n for n in kube_nodes if all_nodes or n.name in node_names},
-        controller_pods=tuple(views.controller_pods(kube.list_pods(namespace, ctl_labels))),
+        controller_pods=tuple(views.controller_pods(kube.list_pods(namespace, ctl_labels), keep)),
         propagated_conditions=propagated_conditions,
         all_kube_nodes=all_nodes,
     )
