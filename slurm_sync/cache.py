@@ -136,8 +136,8 @@ class KubeCache:
         with self._lock:
             self._stop_idle()
             informer = self._informers.get(collection)
-            created = informer is None
-            if informer is None:
+            created = informer is None or not informer.running  # new, or its thread ended (a bug): anew
+            if informer is None or not informer.running:
                 informer = self._informers[collection] = Informer(
                     collection, lister, watcher, self._wake, transform, matters
                 )

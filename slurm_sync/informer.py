@@ -120,6 +120,10 @@ class Informer:
     def synced(self) -> bool:
         return self._synced.is_set()
 
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
     def wait_synced(self, timeout: float) -> bool:
         return self._synced.wait(timeout)
 
@@ -137,16 +141,23 @@ class Informer:
     # --- the thread -------------------------------------------------------------------------
 
     def _run(self) -> None:
-        delay = 0.0
-        while not self._stopping.is_set():
-            if delay and self._stopping.wait(delay):
-                return
-            try:
-                self._list()
-            except Exception as exc:  # an ApiException, the API server unreachable ...: try again later
-                delay = self._failed(f"list failed: {describe_error(exc)}")
-                continue
-            delay = self._follow()
+        try:
+            delay = 0.0
+            while not self._stopping.is_set():
+                if delay and self._stopping.wait(delay):
+                    return
+                try:
+                    self._list()
+                except Exception as exc:  # an ApiException, the API server unreachable ...: try again later
+                    delay = self._failed(f"list failed: {describe_error(exc)}")
+                    continue
+                delay = self._follow()
+        except Exception:  # a bug: logged; the cache starts a new informer at the next read
+            log.exception("cache of %s: the informer failed", self.collection)
+        finally:  # stopped, or a bug ended the thread: what it holds is no longer followed
+            with self._lock:
+                self._synced.clear()
+                self._why = "not watched (stopped)" if self._stopping.is_set() else "its thread ended"
 
     def _list(self) -> None:
         """Every page into a new store, swapped in whole (readers never see part of a listing)."""

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from slurm_sync.cache import matters
+from slurm_sync.cache import KubeCache, matters
 from slurm_sync.informer import Collection, Informer, NotSynced
 from slurm_sync.kube import DictWatch, Page
 from tests.fixtures.slurm import wait_for
@@ -59,7 +59,7 @@ class Server:
 
     def watcher(self, stream: DictWatch, version: str, timeout: int) -> Iterator[JSON]:
         self.watches.append(version)
-        while not self.closed.is_set():
+        while not self.closed.is_set() and not stream._stop:  # Watch.stop() cuts a real stream
             try:
                 script = self.scripts.get(timeout=0.05)
             except queue.Empty:
@@ -202,3 +202,35 @@ def _raise(exc: BaseException) -> Iterator[JSON]:
     """A watch stream that fails as soon as it is read."""
     yield from ()
     raise exc
+
+
+def test_a_thread_that_ends_leaves_the_collection_unknown() -> None:
+    server = Server()
+    server.objects = {"a": pod("a", 5)}
+
+    def broken_wake() -> None:
+        raise RuntimeError("a bug")
+
+    informer = Informer(Collection("pods", "ns"), server.lister, server.watcher, broken_wake)
+    informer.start()
+    wait_for(lambda: informer.running, lambda running: not running, what="the thread to end")
+    with pytest.raises(NotSynced, match="its thread ended"):
+        informer.items()
+    server.closed.set()
+
+
+def test_the_cache_starts_a_new_informer_for_one_whose_thread_ended() -> None:
+    server = Server()
+    server.objects = {"a": pod("a", 5)}
+    cache = KubeCache(lambda: None)
+    collection = Collection("pods", "ns")
+    assert [o["metadata"]["name"] for o in cache.items(collection, server.lister, server.watcher)] == ["a"]
+    (first,) = cache.informers()
+    first.stop()
+    assert not first.running
+    server.objects["b"] = pod("b", 6)
+    assert len(cache.items(collection, server.lister, server.watcher)) == 2
+    (second,) = cache.informers()
+    assert second is not first and second.running
+    server.closed.set()
+    cache.close()
