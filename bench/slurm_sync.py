@@ -379,11 +379,11 @@ def reaction(scale: Scale, subject: Loop, slurmd: FakeSlurmrestd, server: Server
     thread = threading.Thread(target=run_passes, args=(one_pass, subject.wakeup, POLL_INTERVAL, stop))
     thread.start()
     try:
-        picks = idle_picks(size, 2 * samples + 1, 1)
-        for index, slot in enumerate(picks[:-1]):
+        picks, others = idle_picks(size, 2 * samples, 1), idle_picks(size, samples, 2)
+        for index, slot in enumerate(picks):
             at_rest(subject, passes)
             if index >= samples:  # another node changes in Slurm just before
-                slurmd.admin_drain(picks[-1].pod if index == samples else picks[index - samples].pod, ADMIN_REASON)
+                slurmd.admin_drain(others[index - samples].pod, ADMIN_REASON)
             started = time.perf_counter()
             body = {"metadata": {"annotations": {names.ANNOTATION_POD_CORDON: "true"}}}
             server.request("PATCH", f"/api/v1/namespaces/{NS}/pods/{slot.pod}", body)
