@@ -18,6 +18,7 @@ from hooks import names
 from slurm_sync import logs
 from slurm_sync.bridge.kube import BridgeKube
 from slurm_sync.bridge.loop import BridgeLoop, token_file
+from slurm_sync.cache import IDLE_SECONDS, CachedKube, KubeCache
 from slurm_sync.kube import Kube
 from slurm_sync.leader import (
     LEASE_DURATION,
@@ -34,9 +35,11 @@ from slurm_sync.leader import (
 from slurm_sync.metrics import Metrics
 from slurm_sync.operator.deletion import DEFAULT_GRACE
 from slurm_sync.operator.discovery import TokenSource
+from slurm_sync.operator.loop import FULL_REPLAN_INTERVAL
 from slurm_sync.replica import Replica
 from slurm_sync.service import Config, Readiness, Service, health_server
 from slurm_sync.slurm.client import SlurmClient, TokenProvider, WriteBudget
+from slurm_sync.wake import Wakeup
 
 log = logging.getLogger("slurm_sync")
 ENV_PREFIX = "SLURM_SYNC_"
@@ -81,7 +84,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--namespace", default=_env("NAMESPACE", ""), help="comma-separated namespaces to watch (empty: all)"
     )
     p.add_argument(
-        "--poll-interval", type=float, default=float(_env("POLL_INTERVAL", "10")), help="seconds between passes"
+        "--poll-interval",
+        type=float,
+        default=float(_env("POLL_INTERVAL", "10")),
+        help="seconds between passes at the latest (a change Kubernetes reports starts one at once)",
+    )
+    p.add_argument(
+        "--full-replan-interval",
+        type=float,
+        default=float(_env("FULL_REPLAN_INTERVAL", str(FULL_REPLAN_INTERVAL))),
+        help="seconds between passes that plan every pod again, whether or not anything changed",
     )
     p.add_argument(
         "--slurm-url", default=_env("SLURM_URL"), help="slurmrestd URL for every cluster (running outside the cluster)"
@@ -241,6 +253,15 @@ def _first_line(err: Exception) -> str:
     return (str(err).strip().splitlines() or [""])[0][:300]
 
 
+def kube_reader(api: client.ApiClient, metrics: Metrics, wakeup: Wakeup, args: argparse.Namespace) -> Kube:
+    """One pass (--once) lists what it reads; the service watches it (docs/architecture.md §4.8), and a
+    collection no pass read for a while (its cluster went away) stops being watched."""
+    if args.once:
+        return Kube(api, metrics.count_kube_write)
+    cache = KubeCache(wakeup.set, idle_seconds=max(IDLE_SECONDS, 3 * args.poll_interval))
+    return CachedKube(api, metrics.count_kube_write, cache=cache)
+
+
 def bridge_tokens(args: argparse.Namespace) -> TokenProvider:
     """The bridge talks to one Slurm: --slurm-url with --token-file, or a key to mint tokens from.
     Checked once at start, so a missing setting stops a standby too, not only its first term."""
@@ -375,6 +396,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         propagated_node_conditions=tuple(t.strip() for t in args.propagated_node_conditions.split(",") if t.strip()),
         absence_confirm_seconds=args.absence_confirm_seconds,
         nodeset_deletion_grace=args.nodeset_deletion_grace,
+        full_replan_interval=args.full_replan_interval,
     )
     api = kube_client(args.kubeconfig)
     settings = lease_settings(args) if args.leader_elect else None
@@ -383,20 +405,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     if fence:
         fence_writes(api, fence)
     budget = fence.remaining if fence else None
-    kube = Kube(api, metrics.count_kube_write)
+    wakeup = Wakeup()  # the cache outlives terms: it mirrors Kubernetes and holds no decision
+    kube = kube_reader(api, metrics, wakeup, args)
     tokens = bridge_tokens(args) if args.mode in ("bridge", "both") else None
 
     def build() -> Service:
         bridge = bridge_loop(args, kube, metrics, tokens, budget) if tokens else None
-        return Service(cfg, kube, metrics, bridge, budget)
+        return Service(cfg, kube, metrics, bridge, budget, wakeup)
 
-    if settings is None or fence is None or lease_api is None:
-        return run_alone(args, cfg, build(), metrics)
-    with lease_api:
-        replica = Replica(LeaseElector(lease_api, settings, fence), build, metrics)
-        if args.once:
-            return replica.run_once(settings.lease_duration + settings.renew_deadline)
-        return run_elected(cfg, replica)
+    try:
+        if settings is None or fence is None or lease_api is None:
+            return run_alone(args, cfg, build(), metrics)
+        with lease_api:
+            replica = Replica(LeaseElector(lease_api, settings, fence), build, metrics)
+            if args.once:
+                return replica.run_once(settings.lease_duration + settings.renew_deadline)
+            return run_elected(cfg, replica)
+    finally:
+        if isinstance(kube, CachedKube):
+            kube.cache.close()
 
 
 if __name__ == "__main__":

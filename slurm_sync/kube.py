@@ -4,23 +4,73 @@ Reads come back as plain JSON dicts (``_preload_content=False``), the same shape
 so the views never depend on the client's model classes. Writes are patches with the smallest
 body: strategic merge for pods (the client's default for a dict body), JSON merge for our CRs,
 JSON patch (a list body) for a PVC's ownerReferences.
+
+The watch cache (slurm_sync/informer.py) lists a collection page by page (``*_page``) and then
+watches it (``watch_*``) through the client's ``Watch``, with events decoded into the same plain
+dicts (``DictWatch``).
 """
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, cast
 
 import orjson
-from kubernetes import client
+from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from hooks import names
 
 JSON = dict[str, Any]
 WriteCounter = Callable[[str, str], None]  # (kind, verb)
+PAGE_SIZE = 500  # objects per page of a cache's listing (client-go's default): a bounded peak per request
+CONNECT_TIMEOUT = 10.0
+READ_MARGIN = 30.0  # a watch silent this long past the server's own timeout is a broken stream
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a listing: its objects, the listing's resourceVersion, and the token of the next page."""
+
+    items: list[JSON]
+    resource_version: str
+    next_token: str  # "" on the last page
+
+
+class DictWatch(watch.Watch):
+    """The client's watch loop (chunk splitting, 410 and error events as ApiException) with each event's
+    object kept as the plain dict the views read: the client's model objects cost memory and CPU and
+    would change the shape slurm_sync reads."""
+
+    def unmarshal_event(self, data: str, return_type: object) -> JSON | None:
+        if not data or data.isspace():
+            return None
+        event = orjson.loads(data)
+        if not isinstance(event, dict):
+            raise ValueError(f"a watch event that is not a JSON object: {data[:200]!r}")
+        event["raw_object"] = event.get("object")
+        return event
+
+
+def watch_options(resource_version: str, timeout: int) -> dict[str, Any]:
+    """A watch from ``resource_version`` that the server ends after ``timeout`` seconds (a normal end: the
+    caller watches again from where it is), with bookmarks, and a client read timeout a little longer
+    (a connection silent past it is broken). ``timeout_seconds`` also turns off the client's own
+    retries, so every re-watch and re-list is the cache's decision."""
+    return {
+        "resource_version": resource_version,
+        "allow_watch_bookmarks": True,
+        "timeout_seconds": timeout,
+        "_request_timeout": (CONNECT_TIMEOUT, timeout + READ_MARGIN),
+    }
+
+
+def _page(response: Any) -> Page:
+    body = orjson.loads(response.data)
+    meta = body.get("metadata") or {}
+    return Page(list(body.get("items") or []), str(meta.get("resourceVersion") or ""), str(meta.get("continue") or ""))
 
 
 @dataclass(frozen=True)
@@ -68,6 +118,10 @@ def selector(labels: dict[str, str]) -> str:
 class Kube:
     """Typed reads and counted writes over one ``ApiClient``."""
 
+    # Whether a listing hands out the same dict for an object that did not change (a cache does: the
+    # views of such objects need not be made again); a listing from the API server never does.
+    same_dicts = False
+
     def __init__(self, api: client.ApiClient, count_write: WriteCounter = lambda kind, verb: None) -> None:
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
@@ -103,6 +157,48 @@ class Kube:
 
     def list_nodes(self) -> list[JSON]:
         return list(self._json(self.core.list_node(_preload_content=False)).get("items") or [])
+
+    # --- pages and watches, for the cache (slurm_sync/informer.py) ----------------------------
+
+    def list_pods_page(self, namespace: str, labels: dict[str, str], token: str) -> Page:
+        return _page(
+            self.core.list_namespaced_pod(
+                namespace, label_selector=selector(labels), limit=PAGE_SIZE, _continue=token or None,
+                _preload_content=False,
+            )
+        )  # fmt: skip
+
+    def watch_pods(
+        self, stream: DictWatch, namespace: str, labels: dict[str, str], resource_version: str, timeout: int
+    ) -> Iterator[JSON]:
+        return stream.stream(
+            self.core.list_namespaced_pod,
+            namespace,
+            label_selector=selector(labels),
+            **watch_options(resource_version, timeout),
+        )
+
+    def list_nodes_page(self, token: str) -> Page:
+        return _page(self.core.list_node(limit=PAGE_SIZE, _continue=token or None, _preload_content=False))
+
+    def watch_nodes(self, stream: DictWatch, resource_version: str, timeout: int) -> Iterator[JSON]:
+        return stream.stream(self.core.list_node, **watch_options(resource_version, timeout))
+
+    def list_custom_page(self, plural: str, namespace: str | None, token: str) -> Page:
+        paging: dict[str, Any] = {"limit": PAGE_SIZE, "_continue": token or None, "_preload_content": False}
+        if namespace is None:
+            return _page(self.custom.list_cluster_custom_object(names.GROUP, names.VERSION, plural, **paging))
+        return _page(self.custom.list_namespaced_custom_object(names.GROUP, names.VERSION, namespace, plural, **paging))
+
+    def watch_custom(
+        self, stream: DictWatch, plural: str, namespace: str | None, resource_version: str, timeout: int
+    ) -> Iterator[JSON]:
+        options = watch_options(resource_version, timeout)
+        if namespace is None:
+            return stream.stream(self.custom.list_cluster_custom_object, names.GROUP, names.VERSION, plural, **options)
+        return stream.stream(
+            self.custom.list_namespaced_custom_object, names.GROUP, names.VERSION, namespace, plural, **options
+        )
 
     def read_secret_key(self, namespace: str, name: str, key: str) -> SecretValue:
         """One key of a Secret, decoded; KeyError when the key is missing."""

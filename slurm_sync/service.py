@@ -26,9 +26,10 @@ from slurm_sync.kube import Kube, describe_error
 from slurm_sync.metrics import Metrics
 from slurm_sync.operator.deletion import DEFAULT_GRACE
 from slurm_sync.operator.discovery import ClusterHandle, Clusters, plan_clusters
-from slurm_sync.operator.loop import PassResult, Tally, release_retained_claims
+from slurm_sync.operator.loop import FULL_REPLAN_INTERVAL, PassResult, Tally, release_retained_claims
 from slurm_sync.operator.view import read_nodeset
 from slurm_sync.slurm.client import WriteBudget
+from slurm_sync.wake import Wakeup, run_passes
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,8 @@ class Config:
     absence_confirm_seconds: float = 5.0
     # Jobs pending in a deleting NodeSet's partition are cancelled on purpose this long after it is reported
     nodeset_deletion_grace: float = DEFAULT_GRACE
+    # Every pod is planned again this often, changed or not (a safety net under planning what changed)
+    full_replan_interval: float = FULL_REPLAN_INTERVAL
 
     @property
     def operator(self) -> bool:
@@ -97,8 +100,10 @@ class Service:
         metrics: Metrics,
         bridge: BridgeLoop | None = None,
         write_budget: WriteBudget | None = None,
+        wakeup: Wakeup | None = None,
     ) -> None:
         self.config = config
+        self.wakeup = wakeup or Wakeup()  # set by the watches (slurm_sync/cache.py) when Kubernetes changes
         self.kube = kube
         self.metrics = metrics
         self.bridge = bridge
@@ -113,6 +118,7 @@ class Service:
             config.absence_confirm_seconds,
             config.nodeset_deletion_grace,
             write_budget,
+            config.full_replan_interval,
         )
         self.events = Events(kube)
 
@@ -238,14 +244,17 @@ class Service:
         )
 
     def run_forever(self, stop: threading.Event) -> None:
-        """Pass after pass until ``stop``; nothing a pass raises ends the service (it stays unready)."""
-        while not stop.is_set():
-            try:
-                self.run_pass()
-            except Exception:
-                log.exception("pass crashed")
-                self.health.record({"pass": "crashed"})
-            stop.wait(self.config.poll_interval)
+        """Pass after pass until ``stop``, each at most the poll interval after the last and sooner when
+        the watches see a change (slurm_sync/wake.py); nothing a pass raises ends the service (it stays
+        unready)."""
+        run_passes(self._run_pass_guarded, self.wakeup, self.config.poll_interval, stop)
+
+    def _run_pass_guarded(self) -> None:
+        try:
+            self.run_pass()
+        except Exception:
+            log.exception("pass crashed")
+            self.health.record({"pass": "crashed"})
 
     def close(self) -> None:
         self.clusters.close()

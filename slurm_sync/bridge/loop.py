@@ -52,6 +52,7 @@ from slurm_sync.bridge.kube import (
 )
 from slurm_sync.bridge.plan import Cancel, PodActions, Problem
 from slurm_sync.bridge.view import BridgeNode, BridgePod, read_node, read_pod
+from slurm_sync.cache import ViewMemo
 from slurm_sync.events import Events, ObjectRef, pod_ref
 from slurm_sync.kube import describe_error, pod_gone
 from slurm_sync.metrics import Metrics
@@ -172,6 +173,8 @@ class BridgeLoop:
         self._lost_nodes_gone: set[str] = set()  # nodes of a suspect listing that Slurm said are gone
         self._deleted_nodes: set[str] = set()  # node records we deleted ourselves (their loss is expected)
         self.claims = Claims(slurm, kube)
+        self._pod_views = ViewMemo(read_pod)
+        self._node_views = ViewMemo(read_node)
 
     # --- reads ------------------------------------------------------------------------------
 
@@ -209,10 +212,11 @@ class BridgeLoop:
         self._deleted_nodes -= lost
 
     def read_kube(self) -> KubeState:
-        pods: list[BridgePod] = []
-        for namespace in sorted(self.namespaces):
-            pods.extend(read_pod(obj) for obj in self.kube.list_pods(namespace))
-        nodes = [read_node(obj) for obj in self.kube.list_nodes()]
+        """The views of every managed pod and Node, made again only for objects that changed (ViewMemo)."""
+        objects = [obj for namespace in sorted(self.namespaces) for obj in self.kube.list_pods(namespace)]
+        keep = self.kube.kube.same_dicts
+        pods = self._pod_views(objects, keep)
+        nodes = self._node_views(self.kube.list_nodes(), keep)
         return KubeState(
             pods=tuple(p for p in pods if p.scheduler == self.scheduler),
             existing=frozenset(p.key for p in pods),
@@ -251,9 +255,10 @@ class BridgeLoop:
         fresh = self._refresh_index(tally)
         try:
             state = self.read_kube()
-        except Exception as exc:  # an ApiException, or the apiserver unreachable (MaxRetryError): no write at all
+        except Exception as exc:  # an ApiException, the apiserver unreachable, a cache not synced: no write at all
             tally.read_ok = False
             tally.errors.append(f"reading Kubernetes objects: {describe_error(exc)}")
+            tally.unready.append(f"reading Kubernetes objects: {describe_error(exc)}")
             log.error("bridge: reading Kubernetes objects failed: %s", describe_error(exc))
         else:
             slurm_nodes = self._read_slurm_nodes(state, tally)

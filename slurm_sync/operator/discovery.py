@@ -24,7 +24,7 @@ from slurm_sync.kube import Kube
 from slurm_sync.logs import register_secret
 from slurm_sync.metrics import Metrics
 from slurm_sync.operator.deletion import DEFAULT_GRACE
-from slurm_sync.operator.loop import OperatorLoop
+from slurm_sync.operator.loop import FULL_REPLAN_INTERVAL, OperatorLoop
 from slurm_sync.slurm.client import SlurmClient, WriteBudget
 
 log = logging.getLogger(__name__)
@@ -159,10 +159,12 @@ class Clusters:
         absence_confirm_seconds: float = 5.0,
         deletion_grace: float = DEFAULT_GRACE,
         write_budget: WriteBudget | None = None,
+        full_replan_interval: float = FULL_REPLAN_INTERVAL,
     ) -> None:
         """``write_budget``: the leader's fence, for every Slurm client (docs/architecture.md §8)."""
         self.kube = kube
         self.write_budget = write_budget
+        self.full_replan_interval = full_replan_interval
         self.absence_confirm_seconds = absence_confirm_seconds
         self.deletion_grace = deletion_grace
         self.propagated_conditions = propagated_conditions
@@ -199,6 +201,7 @@ class Clusters:
                     propagated_conditions=self.propagated_conditions,
                     absence_confirm_seconds=self.absence_confirm_seconds,
                     deletion_grace=self.deletion_grace,
+                    full_replan_interval=self.full_replan_interval,
                 )
                 self.handles[name] = ClusterHandle(ref, tokens, client, loop)
                 log.info("cluster %s: slurmrestd at %s, Slurm cluster %r", name, ref.url, ref.cluster_name)

@@ -15,6 +15,10 @@ slurmrestd reached serves another cluster, and while Slurm refuses or fails one 
 The PVCs of a NodeSet being deleted with whenDeleted=Retain are orphaned (its ownerReference
 removed) so that they outlive it; they are listed only for such NodeSets, so a steady pass
 reads nothing more.
+
+A pass costs what changed (docs/architecture.md §4.8): views are made again only for objects the
+cache changed (``ViewMemo``), and a pod whose plan wrote nothing is planned again only when one of its
+inputs changed (``plan.plan_inputs``), or at the periodic full re-plan.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from kubernetes.client.exceptions import ApiException
 from hooks import names
 from hooks.gcpause import collector_paused
 from hooks.objects import selector_labels
+from slurm_sync.cache import ViewMemo
 from slurm_sync.events import Events, Notice, ObjectRef, mark_notices, node_update_notice, nodeset_ref, pod_ref
 from slurm_sync.kube import Kube, describe_error, pod_gone
 from slurm_sync.metrics import Metrics
@@ -42,9 +47,10 @@ from slurm_sync.operator import topology as topology_copy
 from slurm_sync.operator.plan import PodPlan, PodState, SlurmView
 from slurm_sync.operator.view import (
     ClusterView,
+    ControllerPodView,
+    KubeNodeView,
     NodeSetView,
     PodView,
-    nodeset_controller,
     read_controller_pod,
     read_kube_node,
     read_nodeset,
@@ -84,6 +90,7 @@ _UPDATE_FIELDS = {
     "features_act": ("active_features",),
     "topology_str": ("topology",),
 }
+FULL_REPLAN_INTERVAL = 300.0  # seconds between passes that plan every pod, whatever changed
 
 
 def utc_now() -> str:
@@ -111,16 +118,32 @@ class PassResult:
         return self.slurm_ok and self.kube_ok and not self.unready
 
 
+@dataclass
+class ClusterViews:
+    """The views of one cluster's objects, kept from pass to pass (made again only for changed objects)."""
+
+    pods: ViewMemo[PodView | None] = field(default_factory=lambda: ViewMemo(read_pod))
+    nodesets: ViewMemo[NodeSetView] = field(default_factory=lambda: ViewMemo(read_nodeset))
+    kube_nodes: ViewMemo[KubeNodeView] = field(default_factory=lambda: ViewMemo(read_kube_node))
+    controller_pods: ViewMemo[ControllerPodView] = field(default_factory=lambda: ViewMemo(read_controller_pod))
+
+
 def read_cluster(
-    kube: Kube, namespace: str, controller: str, propagated_conditions: tuple[str, ...] = ()
+    kube: Kube,
+    namespace: str,
+    controller: str,
+    propagated_conditions: tuple[str, ...] = (),
+    views: ClusterViews | None = None,
 ) -> ClusterView:
     """The cluster's worker pods (by the cluster label), its NodeSets, Nodes and slurmctld pods.
     Nodes are listed when a pod runs on one, and all kept when a NodeSet prunes defunct Slurm nodes."""
-    pods = [v for obj in kube.list_pods(namespace, {names.LABEL_CLUSTER: controller}) if (v := read_pod(obj))]
-    nodesets = [read_nodeset(o) for o in kube.list_custom("nodesets", namespace) if nodeset_controller(o) == controller]
+    views, keep = views or ClusterViews(), kube.same_dicts
+    workers = kube.list_pods(namespace, {names.LABEL_CLUSTER: controller})
+    pods = [v for v in views.pods(workers, keep) if v is not None]
+    nodesets = [n for n in views.nodesets(kube.list_custom("nodesets", namespace), keep) if n.controller == controller]
     node_names = {p.node_name for p in pods if p.node_name}
     all_nodes = any(n.prunes_defunct_nodes for n in nodesets)
-    kube_nodes = [read_kube_node(o) for o in kube.list_nodes()] if node_names or all_nodes else []
+    kube_nodes = views.kube_nodes(kube.list_nodes(), keep) if node_names or all_nodes else []
     ctl_labels = {names.LABEL_NAME: CONTROLLER_APP, names.LABEL_INSTANCE: controller}
     return ClusterView(
         namespace=namespace,
@@ -128,7 +151,7 @@ def read_cluster(
         pods=tuple(pods),
         nodesets={n.name: n for n in nodesets},
         kube_nodes={n.name: n for n in kube_nodes if all_nodes or n.name in node_names},
-        controller_pods=tuple(read_controller_pod(o) for o in kube.list_pods(namespace, ctl_labels)),
+        controller_pods=tuple(views.controller_pods(kube.list_pods(namespace, ctl_labels), keep)),
         propagated_conditions=propagated_conditions,
         all_kube_nodes=all_nodes,
     )
@@ -238,6 +261,7 @@ class OperatorLoop:
         absence_confirm_seconds: float = 5.0,
         deletion_grace: float = deletion.DEFAULT_GRACE,
         events: Events | None = None,
+        full_replan_interval: float = FULL_REPLAN_INTERVAL,
     ) -> None:
         self.name = name
         self.events = events if events is not None else Events(kube)
@@ -262,6 +286,12 @@ class OperatorLoop:
         self.job_absence: AbsenceProof[int] = AbsenceProof(absence_confirm_seconds, clock)  # jobs of deleting NodeSets
         self.reservation_absence: AbsenceProof[str] = AbsenceProof(absence_confirm_seconds, clock)  # ScheduledUpdate
         self.deletion_grace = deletion_grace
+        # What makes a pass cost what changed (docs/architecture.md §4.8), all dropped at each full re-plan:
+        self.full_replan_interval = full_replan_interval
+        self._replan_at = clock() + full_replan_interval
+        self._views = ClusterViews()
+        self._quiet: dict[str, tuple[tuple[object, ...], PodState]] = {}  # pod -> inputs and state of a plan
+        self._hashes: tuple[object, dict[str, str]] | None = None  # (what they hash, each NodeSet's observed_hash)
 
     def read_slurm(self, tally: Tally) -> SlurmView:
         nodes = ping = jobs = None
@@ -319,11 +349,14 @@ class OperatorLoop:
         slurm = self.read_slurm(tally)
         slurm_ok = slurm.nodes is not None and slurm.ping is not None
         kube_ok = True
+        if self._clock() >= self._replan_at:
+            self._forget_plans()
         try:
-            cluster = read_cluster(self.kube, self.namespace, self.controller, self.propagated_conditions)
-        except Exception as exc:  # an ApiException, or the apiserver unreachable (MaxRetryError): no write at all
+            cluster = read_cluster(self.kube, self.namespace, self.controller, self.propagated_conditions, self._views)
+        except Exception as exc:  # an ApiException, the apiserver unreachable, a cache not synced: no write at all
             kube_ok = False
             tally.errors.append(f"reading Kubernetes objects: {describe_error(exc)}")
+            tally.unready.append(f"reading Kubernetes objects: {describe_error(exc)}")
             log.error("cluster %s: reading Kubernetes objects failed: %s", self.name, describe_error(exc))
         else:
             self._execute(cluster, slurm, tally)
@@ -345,15 +378,25 @@ class OperatorLoop:
         states: dict[str, PodState] = {}
         self._planned = set()
         slurm = self._prove_absence(cluster, slurm, now, tally)
+        quiet: dict[str, tuple[tuple[object, ...], PodState]] = {}
         for pod in cluster.pods:
+            inputs = planning.plan_inputs(pod, cluster, slurm, self._applied_topology)
+            last = self._quiet.get(pod.name)
+            if last is not None and last[0] == inputs:
+                quiet[pod.name] = last
+                states[pod.name] = last[1]
+                continue
             pod_plan = topology_copy.plan_pod(pod, cluster, slurm, now, self._applied_topology)
             states[pod.name] = self._apply_pod(pod_plan, cluster, slurm, now, tally)
+            if not pod_plan.patches and not pod_plan.slurm:
+                quiet[pod.name] = (inputs, pod_plan.state)
+        self._quiet = quiet
         self._forget(slurm)
         for patch in planning.controller_patches(cluster.controller_pods, slurm.ping):
             self._kube_write(
                 tally, f"pod {patch.name}", partial(self.kube.patch_pod, patch.namespace, patch.name, patch.body)
             )
-        for touch in planning.nodeset_touches(cluster, states):
+        for touch in planning.nodeset_touches(cluster, states, self._nodeset_hashes(cluster, states)):
             self._kube_write(
                 tally,
                 f"nodeset {touch.name}",
@@ -372,6 +415,20 @@ class OperatorLoop:
                 release_retained_claims(self.kube, nodeset, tally, self.events)
         for candidate in planning.prune_candidates(cluster, slurm):
             self._prune(candidate, tally)
+
+    def _nodeset_hashes(self, cluster: ClusterView, states: Mapping[str, PodState]) -> dict[str, str]:
+        """planning.nodeset_hashes, computed again only when a pod's state or NodeSet changed."""
+        key = (tuple(sorted(cluster.nodesets)), tuple((p.name, p.nodeset, states.get(p.name)) for p in cluster.pods))
+        if self._hashes is None or self._hashes[0] != key:
+            self._hashes = (key, planning.nodeset_hashes(cluster, states))
+        return self._hashes[1]
+
+    def _forget_plans(self) -> None:
+        """The periodic full re-plan: every view made again, every pod planned again."""
+        self._replan_at = self._clock() + self.full_replan_interval
+        self._views = ClusterViews()
+        self._quiet = {}
+        self._hashes = None
 
     def _prove_absence(self, cluster: ClusterView, slurm: SlurmView, now: str, tally: Tally) -> SlurmView:
         """The listing's view plus the nodes proven absent: each pod's node the listing lacks is asked

@@ -354,6 +354,30 @@ def observed_state(pod: PodView) -> PodState:
     )
 
 
+def plan_inputs(
+    pod: PodView, cluster: ClusterView, slurm: SlurmView, applied_topology: Mapping[str, str]
+) -> tuple[object, ...]:
+    """Everything ``plan_pod`` and the topology copy read about one pod, but the clock (it only stamps
+    what a plan writes): equal inputs make an equal plan, so a plan that wrote nothing need not be made
+    again while its inputs stay equal (docs/architecture.md §4.8). Keep it in step with ``plan_pod``."""
+    nodes, deadlines = slurm.nodes, slurm.deadlines
+    nodeset = cluster.nodesets.get(pod.nodeset or "")
+    return (
+        pod,
+        nodes is None,
+        None if nodes is None else nodes.get(pod.slurm_node),
+        pod.slurm_node in slurm.absent,
+        # of its NodeSet only what concerns this pod (a touch of the NodeSet re-plans none of its pods)
+        None if nodeset is None else (nodeset.name, nodeset.uid, nodeset.protect, nodeset.intents.get(pod.name)),
+        cluster.kube_nodes.get(pod.node_name or ""),
+        cluster.propagated_conditions,
+        deadlines is None,
+        deadlines is not None and pod.slurm_node in deadlines,
+        None if deadlines is None else deadlines.get(pod.slurm_node),
+        applied_topology.get(pod.slurm_node),
+    )
+
+
 def plan_pod(
     pod: PodView, cluster: ClusterView, slurm: SlurmView, now: str, applied_topology: Mapping[str, str] | None = None
 ) -> PodPlan:
@@ -446,15 +470,26 @@ def observed_hash(states: Iterable[tuple[str, PodState]]) -> str:
     return hashlib.sha256(json.dumps(data, separators=(",", ":")).encode()).hexdigest()[:16]
 
 
-def nodeset_touches(cluster: ClusterView, states: Mapping[str, PodState]) -> tuple[NodeSetTouch, ...]:
-    """Annotate each NodeSet whose pods' hook inputs changed, so Metacontroller re-syncs it."""
-    touches = []
-    for nodeset in sorted(cluster.nodesets.values(), key=lambda n: n.name):
-        mine = [(p.name, states[p.name]) for p in cluster.pods if p.nodeset == nodeset.name and p.name in states]
-        value = observed_hash(mine)
-        if value != nodeset.observed_hash:
-            touches.append(NodeSetTouch(nodeset.namespace, nodeset.name, value))
-    return tuple(touches)
+def nodeset_hashes(cluster: ClusterView, states: Mapping[str, PodState]) -> dict[str, str]:
+    """Each NodeSet's observed_hash of its pods' states."""
+    mine: dict[str, list[tuple[str, PodState]]] = {name: [] for name in cluster.nodesets}
+    for pod in cluster.pods:
+        if pod.nodeset in mine and pod.name in states:
+            mine[pod.nodeset].append((pod.name, states[pod.name]))
+    return {name: observed_hash(pods) for name, pods in mine.items()}
+
+
+def nodeset_touches(
+    cluster: ClusterView, states: Mapping[str, PodState], hashes: Mapping[str, str] | None = None
+) -> tuple[NodeSetTouch, ...]:
+    """Annotate each NodeSet whose pods' hook inputs changed, so Metacontroller re-syncs it.
+    ``hashes``: nodeset_hashes(cluster, states) when the caller has them already."""
+    hashes = nodeset_hashes(cluster, states) if hashes is None else hashes
+    return tuple(
+        NodeSetTouch(nodeset.namespace, nodeset.name, hashes[nodeset.name])
+        for nodeset in sorted(cluster.nodesets.values(), key=lambda n: n.name)
+        if hashes[nodeset.name] != nodeset.observed_hash
+    )
 
 
 def active_hostname(ping: PingResult) -> str | None:

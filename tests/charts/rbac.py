@@ -1,5 +1,6 @@
 """Deriving the RBAC a component needs from its code: every Kubernetes client call, found with `ast`
-and mapped through tests/charts/rbac_table.yaml to (apiGroup, resource, verb)."""
+and mapped through tests/charts/rbac_table.yaml to (apiGroup, resource, verb). A list method handed to
+a watch (``watch.stream(core.list_node, ...)``) is the verb ``watch`` on what it lists."""
 
 from __future__ import annotations
 
@@ -150,10 +151,30 @@ def _calls_in(
             for group in groups:
                 for plural in plurals:
                     yield Call(path, node.lineno, method, (group, plural + subresource, verb))
+        if method in table()["watches"] and isinstance(node.func, ast.Attribute):
+            yield from _watched(path, node, parents, trees)
         for wrapper_path, function, wrapper_module in wrappers.get(method, []):
             if id(function) not in seen:
                 seen.add(id(function))
                 yield from _calls_in(wrapper_path, function, wrapper_module, trees, seen)
+
+
+def _watched(path: Path, call: ast.Call, parents: dict[ast.AST, ast.AST], trees: dict[Path, ast.Module]
+             ) -> Iterator[Call]:  # fmt: skip
+    """A watch: ``<watch>.stream(<client list method>, <its arguments>...)`` watches what that method lists."""
+    listed = call.args[0] if call.args else None
+    if not isinstance(listed, ast.Attribute):
+        raise AssertionError(f"{path}:{call.lineno}: a watch of something other than a client list method")
+    typed, custom = table()["typed"], table()["custom"]
+    if listed.attr in typed:
+        group, resource, _ = typed[listed.attr]
+        yield Call(path, call.lineno, listed.attr, (group, resource, "watch"))
+        return
+    _, index = custom[listed.attr]
+    shifted = ast.Call(func=call.func, args=call.args[1:], keywords=call.keywords)
+    for group in _resolve(_argument(shifted, 0, "group"), call, parents, trees):
+        for plural in _resolve(_argument(shifted, index, "plural"), call, parents, trees):
+            yield Call(path, call.lineno, listed.attr, (group, plural, "watch"))
 
 
 def kubernetes_methods_called(paths: Iterable[Path]) -> set[str]:

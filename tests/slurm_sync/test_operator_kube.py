@@ -489,6 +489,8 @@ def test_the_guarded_patch_refuses_a_concurrent_owner_change() -> None:
 class _GcSpyKube:
     """Reads that record whether automatic garbage collection was on (and can fail)."""
 
+    same_dicts = False  # fresh listings, as the API server's
+
     def __init__(self, fail: Exception | None = None) -> None:
         self.fail = fail
         self.seen: list[bool] = []
