@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic, Literal, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -444,10 +444,12 @@ class SlurmClient:
             raise SlurmUnavailable(f"{where}: timed out ({type(exc).__name__})") from None
         except httpx.HTTPError as exc:
             raise SlurmUnavailable(_redact(f"{where}: {type(exc).__name__}: {exc}", token)) from None
+        status, content = response.status_code, response.content
+        body = None if status == 304 else _decode(content)  # once: a node listing can be tens of MB
         try:
             if path.startswith("/slurm"):  # Slurm's answers (the OpenAPI document names no cluster)
-                self._check_cluster(where, response.status_code, response.content)
-            return interpret(where, response.status_code, response.content, token)
+                self._check_cluster(where, status, body)
+            return interpret(where, status, content, token, body)
         except SlurmUnavailable as exc:
             if exc.status == 404:
                 self._api = None  # our version's paths are gone: negotiate again on the next call
@@ -469,12 +471,12 @@ class SlurmClient:
             pool=min(own.pool or left, left),
         )
 
-    def _check_cluster(self, where: str, status: int, content: bytes) -> None:
-        """Refuse an answer of another cluster (or, once bound, one naming none); pin the first name."""
+    def _check_cluster(self, where: str, status: int, body: JSON | None) -> None:
+        """Refuse an answer of another cluster (or, once bound, one naming none); pin the first name.
+        ``body``: the decoded answer, None for a 304 or an answer that is not a JSON object."""
         self._verified = False
         if status == 304:
             return  # no body: "nothing changed" since an answer that was checked
-        body = _decode(content)
         if body is None:
             return  # not slurmrestd's JSON: interpret() turns it into an error
         named = answer_cluster(body)
@@ -544,11 +546,15 @@ def _partition_name(partition: JSON) -> str:
     return name
 
 
-def interpret(where: str, status: int, content: bytes, token: str = "") -> JSON | None:
-    """Turn one HTTP answer into a body, None (304) or the right exception."""
+def interpret(
+    where: str, status: int, content: bytes, token: str = "", body: JSON | Literal[False] | None = False
+) -> JSON | None:
+    """Turn one HTTP answer into a body, None (304) or the right exception. ``body``: ``content``
+    already decoded by the caller (False: decode it here)."""
     if status == 304:
         return None
-    body = _decode(content)
+    if body is False:
+        body = _decode(content)
     errors = _errors(where, body) if body is not None else ()
     for line in _warnings(body):
         log.debug("%s: slurm warning: %s", where, line)
