@@ -24,11 +24,10 @@ import os
 import time
 from collections.abc import Callable
 
-import orjson
 from flask import Flask, Response, current_app, request
 from werkzeug.exceptions import HTTPException
 
-from hooks import contract, metrics
+from hooks import applied, contract, metrics
 from hooks.gcpause import collector_paused
 from hooks.routes import Handler, Route, route_table
 from hooks.serve import setting
@@ -151,4 +150,4 @@ def _error(code: int, message: str) -> Response:
 
 
 def _json(code: int, body: contract.JSON) -> Response:
-    return Response(orjson.dumps(body), code, mimetype="application/json")
+    return Response(applied.serialise(body), code, mimetype="application/json")

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from hooks import names, shapes
+from hooks.applied import Kept
 
 JSON = dict[str, Any]
 ObjectMap = dict[str, dict[str, JSON]]  # {"Pod.v1": {"ns/name" or "name": object}}
@@ -226,18 +227,27 @@ def _check_common(resp: JSON) -> None:
 
 
 def _check_objects(objects: list[Any], where: str) -> None:
-    seen: set[tuple[str, str, str, str]] = set()
+    seen: set[tuple[Any, Any, Any, Any]] = set()
     for i, obj in enumerate(objects):
-        if not isinstance(obj, dict):
+        identity = _identity(obj)
+        if identity is None:
             raise BadHookResponse(f"{where}[{i}] must be an object")
-        meta = found if isinstance(found := obj.get("metadata"), dict) else {}
-        name = meta.get("name")
-        if not obj.get("apiVersion") or not obj.get("kind") or not isinstance(name, str) or not name:
+        api_version, kind, _, name = identity
+        if not api_version or not kind or not isinstance(name, str) or not name:
             raise BadHookResponse(f"{where}[{i}] needs apiVersion, kind and metadata.name")
-        identity = (obj["apiVersion"], obj["kind"], meta.get("namespace", ""), name)
         if identity in seen:
-            raise BadHookResponse(f"{where}[{i}] duplicates {obj['kind']} {name!r}")
+            raise BadHookResponse(f"{where}[{i}] duplicates {kind} {name!r}")
         seen.add(identity)
+
+
+def _identity(obj: Any) -> tuple[Any, Any, Any, Any] | None:
+    """(apiVersion, kind, namespace, name) of a response object, built or kept; None when it is not an object."""
+    if isinstance(obj, Kept):
+        return obj.api_version, obj.kind, obj.namespace, obj.name
+    if not isinstance(obj, dict):
+        return None
+    meta = found if isinstance(found := obj.get("metadata"), dict) else {}
+    return obj.get("apiVersion"), obj.get("kind"), meta.get("namespace", ""), meta.get("name")
 
 
 def _check_keys(obj: JSON, allowed: set[str], where: str = "response") -> None:
@@ -284,6 +294,12 @@ def _check_shape(obj: Any, where: str, parent: bool = False, metadata: dict[str,
         raise BadHookRequest(str(err)) from None
 
 
+def _check_child_shape(obj: JSON, key: str, type_key: str, name: str) -> None:
+    """An observed object of `key` (children, related, attachments); its path is spelled out only for the error."""
+    if not shapes.conforms(obj):
+        _check_shape(obj, f"{key}[{type_key!r}][{name!r}]")
+
+
 def _object_map(body: JSON, key: str) -> ObjectMap:
     """`{type key: {object key: object}}`; absent or null means empty."""
     groups = body.get(key)
@@ -298,13 +314,13 @@ def _object_map(body: JSON, key: str) -> ObjectMap:
             raise BadHookRequest(f"{key}[{type_key!r}] must be an object keyed by name, got {_type_name(objects)}")
         kind = type_key.split(".", 1)[0]
         for name, obj in objects.items():
-            where = f"{key}[{type_key!r}][{name!r}]"
             if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
-                raise BadHookRequest(f"{where} must be an object with metadata")
+                raise BadHookRequest(f"{key}[{type_key!r}][{name!r}] must be an object with metadata")
             if obj.get("kind") != kind:
                 got = obj.get("kind")
+                where = f"{key}[{type_key!r}][{name!r}]"
                 raise BadHookRequest(f"{where}.kind must be {kind!r} (its type key is {type_key!r}), got {got!r}")
-            _check_shape(obj, where)
+            _check_child_shape(obj, key, type_key, name)
     return {type_key: objects or {} for type_key, objects in groups.items()}
 
 
