@@ -33,6 +33,7 @@ from hooks.routes import Handler, Route, route_table
 from hooks.serve import setting
 
 log = logging.getLogger("hooks")
+_CHUNK_BYTES = 1 << 20  # a streamed (chunked) body is read in pieces of this size
 
 
 def create_app(handlers: dict[str, Handler] | None = None) -> Flask:
@@ -133,11 +134,20 @@ def _answer(route: Route) -> Response:
 
 def _read_body(limit: int) -> bytes | None:
     """The body, or None when it is larger than `limit`: judged from Content-Length before reading, or
-    after reading one byte past the limit of a streamed body."""
-    if request.content_length is not None and request.content_length > limit:
-        return None
-    body = request.stream.read(limit + 1)
-    return None if len(body) > limit else body
+    after reading one byte past the limit of a streamed body.
+
+    A body with a Content-Length is read from the server's input in one call of exactly that size
+    (werkzeug's stream would allocate a buffer of `limit` bytes and copy the body twice more).
+    """
+    length = request.content_length
+    if length is not None:
+        return None if length > limit else request.environ["wsgi.input"].read(length)
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit and (chunk := request.stream.read(min(_CHUNK_BYTES, limit + 1 - size))):
+        chunks.append(chunk)
+        size += len(chunk)
+    return None if size > limit else b"".join(chunks)
 
 
 def _metrics_view() -> Response:

@@ -50,7 +50,7 @@ import binascii
 import time
 from typing import Any
 
-from hooks import cluster, names, slurmstate
+from hooks import cluster, names
 from hooks.applied import Child, Kept, kept, kind_and_name, name_of, spec_of
 from hooks.cluster import InvalidSpec
 from hooks.contract import CompositeRequest, CustomizeRequest
@@ -328,7 +328,7 @@ def now_if_needed(pods: list[ObservedPod], every_pod: bool) -> float | None:
     That is a pod slurm_sync marked (drained or absent) with a deadline, or, when `every_pod`
     (finalize without a Controller, where unmarked pods may go too), any pod with a deadline.
     """
-    return now() if any(p.needs_clock and (every_pod or p.marked) for p in pods) else None
+    return now() if any((every_pod or p.marked) and p.needs_clock for p in pods) else None
 
 
 def _check_identity(spec: NodeSetSpec, slot: PodSlot) -> None:
@@ -395,6 +395,8 @@ def _pod_children(pods: list[ObservedPod], plan: Plan, now: float | None) -> lis
 
 def _claim_owners(spec: NodeSetSpec, pods: list[ObservedPod], plan: Plan, pod_children: list[Child]) -> list[str]:
     """Pods whose PVCs must exist: our desired pods, and every ordinal below replicas."""
+    if not spec.volume_claim_templates:
+        return []  # no claim to own
     foreign = set(plan.unexpected)
     owners = [name for name in map(name_of, pod_children) if name not in foreign]
     if spec.scaling_mode != DAEMONSET:
@@ -424,10 +426,16 @@ def _finalize_claims(req: CompositeRequest, spec: NodeSetSpec, held: list[Observ
 def _ssh_config(parent: JSON, spec: NodeSetSpec, pod_children: list[Child], keep: bool) -> list[Child]:
     """The sshd ConfigMap while ssh is on (sync) or while a returned pod still mounts it (volumes of a pod
     cannot change, so a kept pod's are read as observed)."""
-    name = ssh_config_name(spec)
-    volumes = (v for pod in pod_children for v in spec_of(pod).get("volumes") or [])
-    mounted = any((v.get("configMap") or {}).get("name") == name for v in volumes)
-    return [ssh_config_map(parent, spec)] if mounted or (keep and spec.ssh_enabled) else []
+    wanted = (keep and spec.ssh_enabled) or _mounts_config_map(pod_children, ssh_config_name(spec))
+    return [ssh_config_map(parent, spec)] if wanted else []
+
+
+def _mounts_config_map(pods: list[Child], name: str) -> bool:
+    for pod in pods:
+        for volume in spec_of(pod).get("volumes") or []:
+            if (volume.get("configMap") or {}).get("name") == name:
+                return True
+    return False
 
 
 def _response(status: JSON, children: list[Child], plan: Plan, until_available: int | None = None) -> JSON:
@@ -463,10 +471,10 @@ def _status(
         "desired": desired,
         "selector": ",".join(f"{k}={v}" for k, v in sorted(selector_labels("slurmd", spec.name).items())),
         "nodeSetHash": ctx.revision,
-        "slurmIdle": sum(1 for p in ours if slurmstate.base_state(p.slurm_states) == "IDLE"),
-        "slurmAllocated": sum(1 for p in ours if slurmstate.base_state(p.slurm_states) in ("ALLOCATED", "MIXED")),
-        "slurmDown": sum(1 for p in ours if slurmstate.base_state(p.slurm_states) == "DOWN"),
-        "slurmDrain": sum(1 for p in ours if slurmstate.is_drain(p.slurm_states)),
+        "slurmIdle": sum(1 for p in ours if p.slurm_base == "IDLE"),
+        "slurmAllocated": sum(1 for p in ours if p.slurm_base in ("ALLOCATED", "MIXED")),
+        "slurmDown": sum(1 for p in ours if p.slurm_base == "DOWN"),
+        "slurmDrain": sum(1 for p in ours if p.slurm_drain),
         names.STATUS_DRAINING_PODS: draining,
         "conditions": [
             nodeset_ready(parent, desired, ours, frozenset(plan.condemned), controller, deleting),

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 from hooks import names, slurmstate
@@ -30,9 +31,13 @@ _PHASE_RANK = {"Pending": 0, "Unknown": 1, "Running": 2}
 _STATE_OF_CONDITION = {slurmstate.condition_type(s): s for s in (*slurmstate.BASE_STATES, *slurmstate.FLAG_STATES)}
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # one per observed pod, compared by identity
 class ObservedPod:
-    """One observed pod, with everything the plan and the status need."""
+    """One observed pod, with everything the plan and the status need.
+
+    Its three timestamps are kept as sent and parsed on first use: a steady-state resync decides
+    nothing by time, and parsing them for every pod was a twentieth of a 1,000-pod sync.
+    """
 
     name: str
     obj: JSON
@@ -44,17 +49,36 @@ class ObservedPod:
     node_name: str | None
     phase: str
     ready: bool
-    ready_since: float | None
-    created: float | None
+    ready_time: Any  # the Ready condition's lastTransitionTime, as sent
+    creation_time: Any  # metadata.creationTimestamp, as sent
     terminating: bool
     drained_mark: bool
     absent_mark: bool
     slurm_states: frozenset[str]  # Slurm state words (IDLE, DRAIN ...) from the SlurmNodeState* conditions
+    slurm_base: str | None  # the base state among them (slurmstate.base_state)
+    slurm_drain: bool  # a drain in force (slurmstate.is_drain)
     pod_cordon: bool
     deletion_cost: int
-    deadline: float | None
-    deadline_unreadable: bool  # a pod-deadline annotation is present but is not an RFC 3339 time
+    deadline_text: Any  # the pod-deadline annotation, as sent
     protected: bool  # the pod-protect label: slurm_sync saw jobs on the node
+
+    @cached_property
+    def ready_since(self) -> float | None:
+        return parse_time(self.ready_time) if self.ready else None
+
+    @cached_property
+    def created(self) -> float | None:
+        return parse_time(self.creation_time)
+
+    @cached_property
+    def deadline(self) -> float | None:
+        """The job-end deadline; None when there is none or it cannot be read (see deadline_unreadable)."""
+        return parse_time(self.deadline_text)
+
+    @property
+    def deadline_unreadable(self) -> bool:
+        """Present, not empty, and not a time: it may hide a deadline, so it counts as one not yet passed."""
+        return self.deadline_text not in (None, "") and self.deadline is None
 
     @property
     def busy(self) -> bool:
@@ -110,38 +134,33 @@ def observe_pod(obj: JSON, nodeset: str, parent_uid: str) -> ObservedPod:
     annotations = dict_field(meta, "annotations")
     spec = dict_field(obj, "spec")
     status = dict_field(obj, "status")
-    conditions = (
-        [c for c in status.get("conditions") or [] if isinstance(c, dict)]
-        if isinstance(status.get("conditions"), list)
-        else []
-    )
+    conditions = [c for c in list_field(status, "conditions") if isinstance(c, dict)]
     ready_condition = next((c for c in conditions if c.get("type") == "Ready"), {})
     phase = str(status.get("phase")) if status.get("phase") in KNOWN_PHASES else "Unknown"
+    slurm_states = _slurm_states(conditions)
+    name = str(meta.get("name") or "")
     return ObservedPod(
-        name=str(meta.get("name") or ""),
+        name=name,
         obj=obj,
         ours=_is_ours(meta, labels, nodeset, parent_uid),
         scaling_mode=_str_or_none(labels.get(names.LABEL_NODESET_SCALING_MODE)),
         revision=_str(labels.get(names.LABEL_NODESET_REVISION)),
-        hostname=_str(labels.get(names.LABEL_NODESET_POD_HOSTNAME))
-        or _str(spec.get("hostname"))
-        or str(meta.get("name") or ""),
+        hostname=_str(labels.get(names.LABEL_NODESET_POD_HOSTNAME)) or _str(spec.get("hostname")) or name,
         pinned_node=_pinned_node(spec),
         node_name=_str(spec.get("nodeName")) or None,
         phase=phase,
         ready=ready_condition.get("status") == "True",
-        ready_since=parse_time(ready_condition.get("lastTransitionTime"))
-        if ready_condition.get("status") == "True"
-        else None,
-        created=parse_time(meta.get("creationTimestamp")),
+        ready_time=ready_condition.get("lastTransitionTime"),
+        creation_time=meta.get("creationTimestamp"),
         terminating=bool(meta.get("deletionTimestamp")),
         drained_mark=annotations.get(names.ANNOTATION_DRAINED) == "true",
         absent_mark=annotations.get(names.ANNOTATION_SLURM_NODE_ABSENT) == "true",
-        slurm_states=_slurm_states(conditions),
+        slurm_states=slurm_states,
+        slurm_base=slurmstate.base_state(slurm_states),
+        slurm_drain=slurmstate.is_drain(slurm_states),
         pod_cordon=annotations.get(names.ANNOTATION_POD_CORDON) == "true",
         deletion_cost=_int32(_str_or_none(annotations.get(names.ANNOTATION_POD_DELETION_COST))),
-        deadline=parse_time(annotations.get(names.ANNOTATION_POD_DEADLINE)),
-        deadline_unreadable=_unreadable_time(annotations.get(names.ANNOTATION_POD_DEADLINE)),
+        deadline_text=annotations.get(names.ANNOTATION_POD_DEADLINE),
         protected=_protected(labels.get(names.LABEL_POD_PROTECT)),
     )
 
@@ -188,11 +207,6 @@ def format_time(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _unreadable_time(value: Any) -> bool:
-    """Present, not empty, and not a time: it may hide a deadline, so it counts as one not yet passed."""
-    return value not in (None, "") and parse_time(value) is None
-
-
 def _protected(value: Any) -> bool:
     """Any value but an explicit "false" counts: an unknown value is not proof that the node is idle."""
     return value is not None and value != "false"
@@ -209,8 +223,11 @@ def _is_ours(meta: JSON, labels: JSON, nodeset: str, parent_uid: str) -> bool:
 
 def _pinned_node(spec: JSON) -> str | None:
     """The node a DaemonSet-mode pod is pinned to by its required `metadata.name` node affinity."""
+    affinity = spec.get("affinity")
+    if not isinstance(affinity, dict) or "nodeAffinity" not in affinity:
+        return None  # the common case, decided without raising
     try:
-        terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        terms = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
         for term in terms:
             for field in term.get("matchFields") or []:
                 if (

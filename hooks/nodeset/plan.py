@@ -8,6 +8,7 @@ cannot make sense of: those are reported, never dropped.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable
@@ -203,8 +204,9 @@ def _claim_ordinals(plan: Plan, spec: NodeSetSpec, pods: list[ObservedPod]) -> d
             by_ordinal.setdefault(ordinal, []).append(pod)
     members = {}
     for ordinal, group in sorted(by_ordinal.items()):
-        canonical = statefulset_slot(spec, ordinal).name
-        group.sort(key=lambda p: (p.name != canonical, p.name))
+        if len(group) > 1:
+            canonical = statefulset_slot(spec, ordinal).name
+            group.sort(key=lambda p: (p.name != canonical, p.name))
         members[ordinal] = group[0]
         for extra in group[1:]:
             plan.unexpected[extra.name] = f"duplicate of ordinal {ordinal} ({group[0].name})"
@@ -276,5 +278,11 @@ def _pin(spec: NodeSetSpec, ordinal: int, ordinal_to_node: dict[str, str], fits:
 
 
 def _ordinal(pod_name: str, nodeset: str) -> int | None:
-    match = re.fullmatch(re.escape(nodeset) + r"-([0-9]{1,10})", pod_name)
+    match = _ordinal_pattern(nodeset).fullmatch(pod_name)
     return int(match.group(1)) if match else None
+
+
+@functools.lru_cache(maxsize=256)
+def _ordinal_pattern(nodeset: str) -> re.Pattern[str]:
+    """`<nodeset>-<ordinal>`, compiled once per NodeSet name (every pod's name is matched on each sync)."""
+    return re.compile(re.escape(nodeset) + r"-([0-9]{1,10})")
