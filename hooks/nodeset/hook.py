@@ -432,7 +432,7 @@ def _ssh_config(parent: JSON, spec: NodeSetSpec, pod_children: list[Child], keep
 
 def _mounts_config_map(pods: list[Child], name: str) -> bool:
     for pod in pods:
-        for volume in spec_of(pod).get("volumes") or []:
+        for volume in spec_of(pod).get("volumes") or ():
             if (volume.get("configMap") or {}).get("name") == name:
                 return True
     return False

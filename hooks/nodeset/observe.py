@@ -13,6 +13,7 @@ means one of them is stale (an empty Slurm listing once marked every pod absent)
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -35,8 +36,9 @@ _STATE_OF_CONDITION = {slurmstate.condition_type(s): s for s in (*slurmstate.BAS
 class ObservedPod:
     """One observed pod, with everything the plan and the status need.
 
-    Its three timestamps are kept as sent and parsed on first use: a steady-state resync decides
-    nothing by time, and parsing them for every pod was a twentieth of a 1,000-pod sync.
+    What every sync reads of every pod is read when it is observed; the rest (timestamps, the
+    deletion cost, the hostname, a pinned node) on first use: a steady-state resync decides
+    nothing by them, and reading all of them for every pod was a tenth of a 1,000-pod sync.
     """
 
     name: str
@@ -44,31 +46,49 @@ class ObservedPod:
     ours: bool
     scaling_mode: str | None
     revision: str
-    hostname: str
-    pinned_node: str | None
     node_name: str | None
     phase: str
     ready: bool
-    ready_time: Any  # the Ready condition's lastTransitionTime, as sent
-    creation_time: Any  # metadata.creationTimestamp, as sent
     terminating: bool
     drained_mark: bool
     absent_mark: bool
     slurm_states: frozenset[str]  # Slurm state words (IDLE, DRAIN ...) from the SlurmNodeState* conditions
     slurm_base: str | None  # the base state among them (slurmstate.base_state)
     slurm_drain: bool  # a drain in force (slurmstate.is_drain)
-    pod_cordon: bool
-    deletion_cost: int
-    deadline_text: Any  # the pod-deadline annotation, as sent
     protected: bool  # the pod-protect label: slurm_sync saw jobs on the node
+    labels: JSON  # metadata.labels ({} when absent or not an object), and so on
+    annotations: JSON
+    spec: JSON
+    ready_condition: JSON
+
+    @cached_property
+    def hostname(self) -> str:
+        return _str(self.labels.get(names.LABEL_NODESET_POD_HOSTNAME)) or _str(self.spec.get("hostname")) or self.name
+
+    @cached_property
+    def pinned_node(self) -> str | None:
+        return _pinned_node(self.spec)
+
+    @property
+    def pod_cordon(self) -> bool:
+        return self.annotations.get(names.ANNOTATION_POD_CORDON) == "true"
+
+    @cached_property
+    def deletion_cost(self) -> int:
+        return _int32(_str_or_none(self.annotations.get(names.ANNOTATION_POD_DELETION_COST)))
 
     @cached_property
     def ready_since(self) -> float | None:
-        return parse_time(self.ready_time) if self.ready else None
+        return parse_time(self.ready_condition.get("lastTransitionTime")) if self.ready else None
 
     @cached_property
     def created(self) -> float | None:
-        return parse_time(self.creation_time)
+        return parse_time(dict_field(self.obj, "metadata").get("creationTimestamp"))
+
+    @property
+    def deadline_text(self) -> Any:
+        """The pod-deadline annotation, as sent."""
+        return self.annotations.get(names.ANNOTATION_POD_DEADLINE)
 
     @cached_property
     def deadline(self) -> float | None:
@@ -134,34 +154,27 @@ def observe_pod(obj: JSON, nodeset: str, parent_uid: str) -> ObservedPod:
     annotations = dict_field(meta, "annotations")
     spec = dict_field(obj, "spec")
     status = dict_field(obj, "status")
-    conditions = [c for c in list_field(status, "conditions") if isinstance(c, dict)]
-    ready_condition = next((c for c in conditions if c.get("type") == "Ready"), {})
-    phase = str(status.get("phase")) if status.get("phase") in KNOWN_PHASES else "Unknown"
-    slurm_states = _slurm_states(conditions)
-    name = str(meta.get("name") or "")
+    ready_condition, slurm_states = _read_conditions(list_field(status, "conditions"))
     return ObservedPod(
-        name=name,
+        name=str(meta.get("name") or ""),
         obj=obj,
         ours=_is_ours(meta, labels, nodeset, parent_uid),
         scaling_mode=_str_or_none(labels.get(names.LABEL_NODESET_SCALING_MODE)),
         revision=_str(labels.get(names.LABEL_NODESET_REVISION)),
-        hostname=_str(labels.get(names.LABEL_NODESET_POD_HOSTNAME)) or _str(spec.get("hostname")) or name,
-        pinned_node=_pinned_node(spec),
         node_name=_str(spec.get("nodeName")) or None,
-        phase=phase,
+        phase=str(status.get("phase")) if status.get("phase") in KNOWN_PHASES else "Unknown",
         ready=ready_condition.get("status") == "True",
-        ready_time=ready_condition.get("lastTransitionTime"),
-        creation_time=meta.get("creationTimestamp"),
         terminating=bool(meta.get("deletionTimestamp")),
         drained_mark=annotations.get(names.ANNOTATION_DRAINED) == "true",
         absent_mark=annotations.get(names.ANNOTATION_SLURM_NODE_ABSENT) == "true",
         slurm_states=slurm_states,
-        slurm_base=slurmstate.base_state(slurm_states),
-        slurm_drain=slurmstate.is_drain(slurm_states),
-        pod_cordon=annotations.get(names.ANNOTATION_POD_CORDON) == "true",
-        deletion_cost=_int32(_str_or_none(annotations.get(names.ANNOTATION_POD_DELETION_COST))),
-        deadline_text=annotations.get(names.ANNOTATION_POD_DEADLINE),
+        slurm_base=_base_state(slurm_states),
+        slurm_drain=_is_drain(slurm_states),
         protected=_protected(labels.get(names.LABEL_POD_PROTECT)),
+        labels=labels,
+        annotations=annotations,
+        spec=spec,
+        ready_condition=ready_condition,
     )
 
 
@@ -216,9 +229,12 @@ def _is_ours(meta: JSON, labels: JSON, nodeset: str, parent_uid: str) -> bool:
     """Built by this NodeSet: worker labels for it, and no controller other than it."""
     if labels.get(names.LABEL_INSTANCE) != nodeset or labels.get(names.LABEL_NAME) != "slurmd":
         return False
-    refs = list_field(meta, "ownerReferences")
-    controllers = [r for r in refs if isinstance(r, dict) and r.get("controller") is True]
-    return not parent_uid or all(r.get("uid") == parent_uid for r in controllers)
+    if not parent_uid:
+        return True
+    for ref in list_field(meta, "ownerReferences"):
+        if isinstance(ref, dict) and ref.get("controller") is True and ref.get("uid") != parent_uid:
+            return False
+    return True
 
 
 def _pinned_node(spec: JSON) -> str | None:
@@ -241,12 +257,24 @@ def _pinned_node(spec: JSON) -> str | None:
     return None
 
 
-def _slurm_states(conditions: list[JSON]) -> frozenset[str]:
-    return frozenset(
-        _STATE_OF_CONDITION[c["type"]]
-        for c in conditions
-        if c.get("type") in _STATE_OF_CONDITION and c.get("status") == "True"
-    )
+def _read_conditions(conditions: list[Any]) -> tuple[JSON, frozenset[str]]:
+    """The first Ready condition ({} when none), and the Slurm state words of the SlurmNodeState* ones that hold."""
+    ready: JSON = {}
+    words = []
+    for item in conditions:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "Ready":
+            ready = ready or item
+        elif kind in _STATE_OF_CONDITION and item.get("status") == "True":
+            words.append(_STATE_OF_CONDITION[kind])
+    return ready, frozenset(words)
+
+
+# The state words of most pods are one of a few sets; each set's reading is remembered.
+_base_state = functools.lru_cache(maxsize=256)(slurmstate.base_state)
+_is_drain = functools.lru_cache(maxsize=256)(slurmstate.is_drain)
 
 
 def _int32(value: str | None) -> int:

@@ -88,7 +88,8 @@ def plan_statefulset(
     """Ordinal pods: replicas of them, lowest free ordinals first, highest-ordinal victims first."""
     spec = ctx.spec
     plan = Plan(desired=spec.replicas)
-    members = _claim_ordinals(plan, spec, _current_mode(plan, spec, pods))
+    ordinals = {p.name: _ordinal(p.name, spec.name) for p in pods}
+    members = _claim_ordinals(plan, spec, _current_mode(plan, spec, pods), ordinals)
     _scale(plan, ctx, members)
     kept = {o: p for o, p in members.items() if p.name not in plan.condemned}
     plan.condemn((p for p in kept.values() if p.finished), "pod finished; replacing it")
@@ -97,7 +98,7 @@ def plan_statefulset(
     elif spec.update_type == SCHEDULED_UPDATE:
         _scheduled_update(plan, ctx, kept.values())
     missing = spec.replicas - len(members)
-    taken = {_ordinal(p.name, spec.name) for p in pods}
+    taken = set(ordinals.values())
     names_taken = {p.name for p in pods}
     ordinal = 0
     while missing > 0:
@@ -193,11 +194,13 @@ def _current_mode(plan: Plan, spec: NodeSetSpec, pods: list[ObservedPod]) -> lis
     return current
 
 
-def _claim_ordinals(plan: Plan, spec: NodeSetSpec, pods: list[ObservedPod]) -> dict[int, ObservedPod]:
+def _claim_ordinals(
+    plan: Plan, spec: NodeSetSpec, pods: list[ObservedPod], ordinals: dict[str, int | None]
+) -> dict[int, ObservedPod]:
     """One pod per ordinal; a second pod with the same ordinal is condemned and reported."""
     by_ordinal: dict[int, list[ObservedPod]] = {}
     for pod in pods:
-        ordinal = _ordinal(pod.name, spec.name)
+        ordinal = ordinals[pod.name]
         if ordinal is None:
             plan.unexpected[pod.name] = f"name does not follow {spec.name}-<ordinal>"
         else:
