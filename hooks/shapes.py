@@ -202,7 +202,7 @@ def _conforms(shape: dict[str, Shape], name: str) -> Conforms:
     lines = [f"def {name}(value):"]
     _compile_lines(shape, "value", lines, indent=1, names=itertools.count())
     lines.append("    return True")
-    namespace: dict[str, Any] = {"_STR": _STR, "_QUANTITY_TYPES": _QUANTITY_TYPES}
+    namespace: dict[str, Any] = {"_QUANTITY_TYPES": _QUANTITY_TYPES}
     exec("\n".join(lines), namespace)  # the source is built above from our own shapes only
     return cast(Conforms, namespace[name])
 
@@ -235,14 +235,15 @@ def _compile_lines(shape: Shape, var: str, lines: list[str], indent: int, names:
         else:
             _compile_lines(inner, item, lines, indent + 1, names)
     elif shape in (STR_MAP, QUANTITY_MAP):
-        allowed = "_STR" if shape == STR_MAP else "_QUANTITY_TYPES"
-        lines.append(f"{pad}if type({var}) is not dict or not set(map(type, {var}.values())) <= {allowed}:")
-        lines.append(f"{pad}    return False")
+        item = f"v{next(names)}"
+        allowed = "is not str" if shape == STR_MAP else "not in _QUANTITY_TYPES"
+        lines.append(f"{pad}if type({var}) is not dict: return False")
+        lines.append(f"{pad}for {item} in {var}.values():")
+        lines.append(f"{pad}    if type({item}) {allowed}: return False")
     else:
         raise ValueError(f"no compiled form for the shape {shape!r}")
 
 
-_STR: Final = frozenset({str})
 _QUANTITY_TYPES: Final = frozenset({str, int, float})
 # Every observed object is checked by kind; one of a kind we do not describe, by the fields all share.
 _CONFORMS: Final = {kind: _conforms({**_COMMON, **extra}, f"conforms_{kind}") for kind, extra in KIND_SHAPES.items()}
