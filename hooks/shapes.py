@@ -127,15 +127,19 @@ CONTROLLER: Final = {
 }
 
 
-def conforms(obj: Any) -> bool:
-    """True when `check_object(obj, ...)` surely passes (a child, related object or attachment); False
-    when it may not, and `check_object` must decide (and name the field). See `_conforms`."""
+def conforms(obj: Any, parent: bool = False) -> bool:
+    """True when `check_object(obj, where, parent)` surely passes; False when it may not, and
+    `check_object` must decide (and name the field). See `_conforms`."""
     if type(obj) is not dict or type(obj.get("metadata")) is not dict:
         return False
     kind = obj.get("kind")
+    if not isinstance(kind, str):
+        return _CONFORMS_ANY(obj)
     if kind == "Secret":  # its values must be base64 too
         return False
-    return (_CONFORMS.get(kind, _CONFORMS_ANY) if isinstance(kind, str) else _CONFORMS_ANY)(obj)
+    if parent and kind in OUR_KINDS:
+        return _CONFORMS_OUR_PARENT(obj)
+    return _CONFORMS.get(kind, _CONFORMS_ANY)(obj)
 
 
 def check_object(obj: Any, where: str, parent: bool = False, metadata: dict[str, Shape] = METADATA) -> None:
@@ -144,20 +148,30 @@ def check_object(obj: Any, where: str, parent: bool = False, metadata: dict[str,
     `parent`: the object the hook computes for; a spec of one of our kinds is the hook's to judge
     (a value it cannot use is an InvalidSpec condition, not a 400), so only its metadata is checked.
     """
+    if metadata is METADATA and conforms(obj, parent):
+        return
     if not isinstance(obj, dict):
         raise ShapeError(f"{where} must be an object, got {type_name(obj)}")
     if not isinstance(obj.get("metadata"), dict):
         raise ShapeError(f"{where}.metadata must be an object, got {type_name(obj.get('metadata'))}")
     kind = obj.get("kind")
     extra = KIND_SHAPES.get(kind, {}) if isinstance(kind, str) else {}
-    if parent and kind in OUR_KINDS:
-        extra = {"status": {"conditions": [dict]}}  # written by our hooks; the CRD keeps it a list
+    if parent and isinstance(kind, str) and kind in OUR_KINDS:
+        extra = _OUR_PARENT  # written by our hooks; the CRD keeps it a list
     check(obj, {**_COMMON, "metadata": metadata, **extra}, where)
     if kind == "Secret":
         _check_base64(obj.get("data") or {}, f"{where}.data")
 
 
 def check(value: Any, shape: Shape, where: str) -> None:
+    """Raise ShapeError naming the first field of `value` that does not have `shape`."""
+    compiled = _CONFORMS_SHAPE.get(id(shape))
+    if compiled is not None and compiled(value):
+        return
+    _check(value, shape, where)
+
+
+def _check(value: Any, shape: Shape, where: str) -> None:
     if isinstance(shape, dict):
         if not isinstance(value, dict):
             raise ShapeError(f"{where} must be an object, got {type_name(value)}")
@@ -167,12 +181,12 @@ def check(value: Any, shape: Shape, where: str) -> None:
                 if inner == REQUIRED_STR or (inner == NON_NULL_STR and field in value):
                     raise ShapeError(f"{where}.{field} must be a non-empty string, got {type_name(item)}")
                 continue
-            check(item, inner, f"{where}.{field}")
+            _check(item, inner, f"{where}.{field}")
     elif isinstance(shape, list):
         if not isinstance(value, list):
             raise ShapeError(f"{where} must be a list, got {type_name(value)}")
         for index, item in enumerate(value):
-            check(item, shape[0], f"{where}[{index}]")
+            _check(item, shape[0], f"{where}[{index}]")
     elif shape == QUANTITY_MAP:
         quantities = isinstance(value, dict) and all(_is_quantity(v) for v in value.values())
         if not quantities:
@@ -248,6 +262,13 @@ _QUANTITY_TYPES: Final = frozenset({str, int, float})
 # Every observed object is checked by kind; one of a kind we do not describe, by the fields all share.
 _CONFORMS: Final = {kind: _conforms({**_COMMON, **extra}, f"conforms_{kind}") for kind, extra in KIND_SHAPES.items()}
 _CONFORMS_ANY: Final = _conforms(_COMMON, "conforms_any_kind")
+_OUR_PARENT: Final = {"status": {"conditions": [dict]}}
+_CONFORMS_OUR_PARENT: Final = _conforms({**_COMMON, **_OUR_PARENT}, "conforms_our_parent")
+# Shapes checked on their own (`check`) on every request, by identity: module constants only.
+_CONFORMS_SHAPE: Final = {
+    id(CONTAINER): _conforms(CONTAINER, "conforms_container"),
+    id(CONTROLLER): _conforms(CONTROLLER, "conforms_controller"),
+}
 
 
 def _is_quantity(value: Any) -> bool:

@@ -50,9 +50,10 @@ def paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     return found
 
 
-def refused(obj: Any) -> bool:
+def refused(obj: Any, parent: bool) -> bool:
+    """What the authority says, with the compiled validators left out."""
     try:
-        shapes.check_object(obj, "obj")
+        shapes.check_object(obj, "obj", parent=parent, metadata=dict(shapes.METADATA))  # not METADATA: no fast path
     except shapes.ShapeError:
         return True
     return False
@@ -79,8 +80,27 @@ def test_a_corrupted_object_conforms_only_if_check_object_accepts_it(data):
             del parent[where[-1]]
         else:
             parent[where[-1]] = data.draw(JSON_VALUES)
-    if shapes.conforms(obj):
-        assert not refused(obj)
+    for parent in (False, True):
+        if shapes.conforms(obj, parent):
+            assert not refused(obj, parent)
+            shapes.check_object(obj, "obj", parent)  # the fast path agrees
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_a_corrupted_container_override_passes_only_if_the_walk_accepts_it(data):
+    pod = next(o for o in OBJECTS if o["kind"] == "Pod")
+    container = copy.deepcopy(data.draw(st.sampled_from(pod["spec"]["containers"] + pod["spec"]["initContainers"])))
+    where = data.draw(st.sampled_from(paths(container)))
+    parent = container
+    for key in where[:-1]:
+        parent = parent[key]
+    parent[where[-1]] = data.draw(JSON_VALUES)
+    try:
+        shapes._check(container, shapes.CONTAINER, "c")
+    except shapes.ShapeError:
+        with pytest.raises(shapes.ShapeError):
+            shapes.check(container, shapes.CONTAINER, "c")
 
 
 def test_a_malformed_field_is_named_by_check_object():
