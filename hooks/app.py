@@ -28,7 +28,7 @@ from flask import Flask, Response, current_app, request
 from werkzeug.exceptions import HTTPException
 
 from hooks import applied, contract, metrics
-from hooks.gcpause import collector_paused
+from hooks.gcpause import Held, held_until_released
 from hooks.routes import Handler, Route, route_table
 from hooks.serve import setting
 
@@ -58,12 +58,14 @@ def create_app(handlers: dict[str, Handler] | None = None) -> Flask:
 def _hook_view(route: Route) -> Callable[[], Response]:
     def view() -> Response:
         started = time.perf_counter()
+        _release_unsent()
         denied = _unauthorized()
         if denied is not None:
             response = denied
         else:
-            with collector_paused():
-                response = _answer(route)
+            with held_until_released() as held:
+                response = _answer(route, held)
+            _hold_until_sent(response, held)
         metrics.observe(route.path, response.status_code, time.perf_counter() - started)
         return response
 
@@ -115,13 +117,36 @@ def _unauthorized() -> Response | None:
     return response
 
 
-def _answer(route: Route) -> Response:
+_unsent: list[Held] = []  # answers whose server has not closed them yet (at most one per worker thread)
+
+
+def _hold_until_sent(response: Response, held: Held) -> None:
+    """The parsed request is freed once the server closes the response, after sending it; a test
+    client never closes it, so the next request releases it at the latest."""
+    _unsent.append(held)
+
+    def release() -> None:
+        held.release()
+        if held in _unsent:
+            _unsent.remove(held)
+
+    response.call_on_close(release)
+
+
+def _release_unsent() -> None:
+    while _unsent:
+        _unsent.pop().release()
+
+
+def _answer(route: Route, held: Held) -> Response:
     limit = current_app.config["HOOKS_MAX_BODY_BYTES"]
     body = _read_body(limit)
     if body is None:
         return _error(413, f"request body is larger than HOOKS_MAX_BODY_BYTES ({limit} bytes)")
+    held.keep(body)
     try:
         parsed = route.parse(contract.load_json_object(body), route.kind)
+        held.keep(parsed)
         if route.handler is None:
             return _error(501, f"{route.path} is not implemented yet")
         return _json(200, route.check(route.handler(parsed)))

@@ -327,6 +327,27 @@ def test_nodeset_example_is_a_steady_state():
     assert resp["status"]["updatedReplicas"] == resp["status"]["replicas"] == 2
 
 
+def test_the_parsed_request_is_freed_once_the_server_closes_the_answer():
+    import gc
+    import weakref
+
+    kept: list[weakref.ref] = []
+
+    def handler(req):
+        kept.append(weakref.ref(req))
+        return {"children": []}
+
+    client = create_app(handlers={"/nodeset/sync": handler}).test_client()
+    resp = client.post("/nodeset/sync", json={"parent": dict(NODESET)})
+    assert resp.status_code == 200 and kept[0]() is not None  # held while the answer is being sent
+    assert gc.isenabled() and gc.get_freeze_count() > 0  # the collector runs, without tracing the held request
+    resp.close()  # what a WSGI server does once the answer is sent
+    assert kept[0]() is None and gc.get_freeze_count() == 0
+    client.post("/nodeset/sync", json={"parent": dict(NODESET)})  # never closed (a test client)...
+    client.post("/nodeset/sync", json={"parent": dict(NODESET)})  # ...released by the next request
+    assert kept[1]() is None
+
+
 def test_the_garbage_collector_is_paused_during_a_hook_and_back_on_after_it():
     import gc
 
