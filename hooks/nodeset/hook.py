@@ -53,7 +53,7 @@ from typing import Any
 from hooks import cluster, names
 from hooks.applied import Child, Kept, kept, kind_and_name, name_of, spec_of
 from hooks.cluster import InvalidSpec
-from hooks.contract import CompositeRequest, CustomizeRequest
+from hooks.contract import ChildReader, CompositeRequest, CustomizeRequest
 from hooks.nodeset import deletion, reservation
 from hooks.nodeset.observe import ObservedPod, observe_pod, still_wanted
 from hooks.nodeset.plan import Context, Plan, plan_daemonset, plan_finalize, plan_hold, plan_statefulset
@@ -384,8 +384,22 @@ def _hold(req: CompositeRequest, spec: NodeSetSpec, pods: list[ObservedPod]) -> 
 
 
 def _observed_pods(req: CompositeRequest, nodeset: str) -> list[ObservedPod]:
+    """Each pod as CHILD_READERS read it while the contract checked it (observed here when it did not)."""
     parent_uid = req.parent["metadata"].get("uid") or ""
-    return [observe_pod(obj, nodeset, parent_uid) for obj in req.children_of(POD_TYPE_KEY)]
+    pods = []
+    for obj in req.children_of(POD_TYPE_KEY):
+        pod = req.readings.get(id(obj))
+        pods.append(pod if isinstance(pod, ObservedPod) else observe_pod(obj, nodeset, parent_uid))
+    return pods
+
+
+def _read_pod(obj: JSON, parent: JSON) -> ObservedPod:
+    meta = parent["metadata"]
+    return observe_pod(obj, meta["name"], meta.get("uid") or "")
+
+
+# Every sync and finalize observes every pod: read each as soon as the contract has checked it.
+CHILD_READERS: dict[str, ChildReader] = {POD_TYPE_KEY: _read_pod}
 
 
 def _pod_children(pods: list[ObservedPod], plan: Plan, now: float | None) -> list[Child]:
