@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from werkzeug.exceptions import InternalServerError
 from werkzeug.test import create_environ, run_wsgi_app
 
 from hooks import contract
@@ -253,10 +254,21 @@ def test_responses_are_strict_json_and_deterministic():
 
 def test_non_post_and_unknown_paths_answer_json_errors(client):
     assert client.get("/nodeset/sync").status_code == 405
-    assert "error" in client.get("/nodeset/sync").get_json()
+    assert client.put("/bridge/pod/sync").get_json() == {"error": "The method is not allowed for the requested URL."}
+    assert client.options("/nodeset/sync").headers["Allow"] == "OPTIONS, POST"
     missing = client.post("/nodeset/nope", data="{}")
     assert missing.status_code == 404
     assert "error" in missing.get_json()
+    assert client.post("/nodeset/sync/", data="{}").status_code == 404
+
+
+def test_an_unexpected_failure_outside_the_hook_is_a_json_500(client, monkeypatch):
+    def broken(*args):
+        raise RuntimeError("metrics backend gone")
+
+    monkeypatch.setattr("hooks.metrics.observe", broken)
+    resp = client.post("/nodeset/sync", json={"parent": NODESET})
+    assert resp.status_code == 500 and resp.get_json() == {"error": InternalServerError.description}
 
 
 def test_health_readiness_and_metrics(client):
