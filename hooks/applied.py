@@ -9,8 +9,8 @@ annotation (server-side apply writes none), the observed object minus server-own
 
 A NodeSet resync keeps every pod this way, and parsing each pod's annotation, then serialising it
 again, cost as much as a tenth of the JSON floor (docs/architecture.md §7). The verdict on an
-annotation is a pure function of its text, so each worker remembers it by that text (at most
-`VERDICT_CACHE_BYTES` of it, oldest forgotten first): a resync, whose pods carry the annotations of
+annotation is a pure function of its text, so each worker remembers it with that text (at most
+`VERDICT_CACHE_BYTES` of them, oldest forgotten first): a resync, whose pods carry the annotations of
 the last one, parses none of them and returns each as pre-serialised JSON (`orjson.Fragment`).
 The bytes are those orjson writes for the parsed annotation, exactly as if it were parsed again.
 """
@@ -62,32 +62,43 @@ class _Applied(NamedTuple):
     text: orjson.Fragment
 
 
+class _Verdict(NamedTuple):
+    text: str  # the annotation judged
+    applied: _Applied | None  # None: it cannot be believed, for any object
+    size: int  # bytes remembering it takes
+
+
 class _Verdicts:
-    """Annotation text -> _Applied, or None when it cannot be believed (for any object); bounded, oldest out first."""
+    """Verdicts on annotation texts, bounded (oldest out first), each found through its object's uid.
+
+    Finding a verdict by its text would hash the text (3 kB for a pod) on every sync, which cost as
+    much as all else of keeping the pod; the uid only says where to look: a verdict is used only for
+    the very text it judged, and another text for the same uid is judged and replaces it.
+    """
 
     def __init__(self, limit_bytes: int) -> None:
         self._limit = limit_bytes
         self._size = 0
-        self._by_text: dict[str, tuple[_Applied | None, int]] = {}
+        self._by_locator: dict[str, _Verdict] = {}
         self._lock = threading.Lock()
 
-    def judge(self, text: str) -> _Applied | None:
-        found = self._by_text.get(text)
-        if found is not None:
-            return found[0]
-        applied, size = _judge(text)
+    def judge(self, text: str, locator: str) -> _Applied | None:
+        found = self._by_locator.get(locator)
+        if found is not None and found.text == text:
+            return found.applied
+        verdict = _judge(text)
         with self._lock:
-            if text not in self._by_text:
-                self._by_text[text] = (applied, size)
-                self._size += size
-            while self._size > self._limit and self._by_text:
-                oldest = next(iter(self._by_text))
-                self._size -= self._by_text.pop(oldest)[1]
-        return applied
+            replaced = self._by_locator.pop(locator, None)
+            self._size += verdict.size - (replaced.size if replaced else 0)
+            self._by_locator[locator] = verdict
+            while self._size > self._limit and self._by_locator:
+                oldest = next(iter(self._by_locator))
+                self._size -= self._by_locator.pop(oldest).size
+        return verdict.applied
 
     def clear(self) -> None:
         with self._lock:
-            self._by_text.clear()
+            self._by_locator.clear()
             self._size = 0
 
 
@@ -101,7 +112,8 @@ def kept(child: JSON) -> Kept:
     annotations = meta.get("annotations") or {}
     text = annotations.get(names.ANNOTATION_LAST_APPLIED)
     if isinstance(text, str):
-        applied = VERDICTS.judge(text)
+        uid = meta.get("uid")
+        applied = VERDICTS.judge(text, uid if isinstance(uid, str) and uid else text)
         if applied is not None and applied.kind == child.get("kind") and applied.name == meta.get("name"):
             return Kept(applied.api_version, applied.kind, applied.name, applied.namespace, applied.text, child)
     clean_meta: JSON = {"name": meta["name"]}
@@ -141,21 +153,21 @@ def _text_of(value: Any) -> orjson.Fragment:
     raise TypeError  # orjson names the type: "Type is not JSON serializable: set"
 
 
-def _judge(text: str) -> tuple[_Applied | None, int]:
-    """Parse one annotation; its verdict and the bytes remembering it takes."""
+def _judge(text: str) -> _Verdict:
+    """Parse one annotation into its verdict."""
     try:
         applied = orjson.loads(text)
     except orjson.JSONDecodeError:
-        return None, len(text)
+        return _Verdict(text, None, len(text))
     meta = applied.get("metadata") if isinstance(applied, dict) else None
     if not isinstance(meta, dict) or not applied.get("apiVersion"):
-        return None, len(text)
+        return _Verdict(text, None, len(text))
     canonical = orjson.dumps(applied)
     same = canonical == text.encode()
     fragment = orjson.Fragment(text if same else canonical)
     namespace = meta.get("namespace", "")
-    verdict = _Applied(applied["apiVersion"], applied.get("kind"), meta.get("name"), namespace, fragment)
-    return verdict, len(text) + (0 if same else len(canonical))
+    believed = _Applied(applied["apiVersion"], applied.get("kind"), meta.get("name"), namespace, fragment)
+    return _Verdict(text, believed, len(text) + (0 if same else len(canonical)))
 
 
 def _fragment(obj: JSON) -> orjson.Fragment:

@@ -84,16 +84,25 @@ def test_a_verdict_is_remembered_by_text_and_checked_against_each_object():
     other["metadata"]["name"] = "t"  # the same annotation on another object is not believed for it
     assert (first.name, kept(other).name) == ("s", "t")
     assert LAST_APPLIED not in as_json(kept(other))["metadata"].get("annotations", {})
-    assert applied.VERDICTS.judge(text) is not None and len(applied.VERDICTS._by_text) == 1
+    assert len(applied.VERDICTS._by_locator) == 1  # both observed objects carry uid-s
+
+
+def test_a_verdict_is_used_only_for_the_text_it_judged():
+    text = orjson.dumps(SERVICE).decode()
+    assert kept(observed_service(text)).name == "s"
+    other = text.replace('"name":"s"', '"name":"t"')  # the same object (uid) now carries another text
+    assert LAST_APPLIED not in as_json(kept(observed_service(other)))["metadata"].get("annotations", {})
+    assert applied.VERDICTS._by_locator["uid-s"].text == other  # judged anew, and remembered for the uid
 
 
 def test_the_verdicts_stay_within_their_bound_oldest_first():
     verdicts = applied._Verdicts(limit_bytes=300)
     texts = [orjson.dumps({**SERVICE, "metadata": {"name": f"s{i}"}}).decode() for i in range(5)]
-    for text in texts:
-        assert verdicts.judge(text) is not None
-    assert sum(size for _, size in verdicts._by_text.values()) <= 300
-    assert list(verdicts._by_text) == texts[-len(verdicts._by_text) :] and texts[0] not in verdicts._by_text
+    for i, text in enumerate(texts):
+        assert verdicts.judge(text, f"uid-{i}") is not None
+    kept_locators = list(verdicts._by_locator)
+    assert sum(v.size for v in verdicts._by_locator.values()) <= 300
+    assert kept_locators == [f"uid-{i}" for i in range(5)][-len(kept_locators) :] and "uid-0" not in kept_locators
 
 
 def test_kept_and_built_children_are_checked_alike():
