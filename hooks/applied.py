@@ -30,20 +30,16 @@ VERDICT_CACHE_BYTES: Final = 32 * 1024 * 1024  # about 10,000 worker pods' annot
 
 
 class Kept:
-    """A child returned as JSON text, with what the response check, sorting and the hooks read of it.
+    """A child returned as JSON text, with what the response check and sorting read of it."""
 
-    `observed` is the object as observed (a pod's volumes cannot change, so they are read there).
-    """
+    __slots__ = ("api_version", "kind", "name", "namespace", "text")
 
-    __slots__ = ("api_version", "kind", "name", "namespace", "observed", "text")
-
-    def __init__(self, api_version: Any, kind: Any, name: Any, namespace: Any, text: orjson.Fragment, observed: JSON):
+    def __init__(self, api_version: Any, kind: Any, name: Any, namespace: Any, text: orjson.Fragment):
         self.api_version = api_version
         self.kind = kind
         self.name = name
         self.namespace = namespace
         self.text = text
-        self.observed = observed
 
     def __repr__(self) -> str:
         return f"Kept({self.kind}/{self.name})"
@@ -52,19 +48,9 @@ class Kept:
 Child = JSON | Kept  # a child of a hook response: built from scratch, or kept
 
 
-class _Applied(NamedTuple):
-    """What a believable annotation says: the identity of the object it names, and its canonical bytes."""
-
-    api_version: Any
-    kind: Any
-    name: Any
-    namespace: Any
-    text: orjson.Fragment
-
-
 class _Verdict(NamedTuple):
     text: str  # the annotation judged
-    applied: _Applied | None  # None: it cannot be believed, for any object
+    applied: Kept | None  # the child it describes; None when it cannot be believed, for any object
     size: int  # bytes remembering it takes
 
 
@@ -82,7 +68,7 @@ class _Verdicts:
         self._by_locator: dict[str, _Verdict] = {}
         self._lock = threading.Lock()
 
-    def judge(self, text: str, locator: str) -> _Applied | None:
+    def judge(self, text: str, locator: str) -> Kept | None:
         found = self._by_locator.get(locator)
         if found is not None and found.text == text:
             return found.applied
@@ -115,14 +101,14 @@ def kept(child: JSON) -> Kept:
         uid = meta.get("uid")
         applied = VERDICTS.judge(text, uid if isinstance(uid, str) and uid else text)
         if applied is not None and applied.kind == child.get("kind") and applied.name == meta.get("name"):
-            return Kept(applied.api_version, applied.kind, applied.name, applied.namespace, applied.text, child)
+            return applied
     clean_meta: JSON = {"name": meta["name"]}
     for field in ("labels", "annotations"):
         if meta.get(field):
             clean_meta[field] = {k: v for k, v in meta[field].items() if k != names.ANNOTATION_LAST_APPLIED}
     body = {k: v for k, v in child.items() if k not in ("metadata", "status")}
     clean = {**body, "metadata": clean_meta}
-    return Kept(clean.get("apiVersion"), clean.get("kind"), meta["name"], "", _fragment(clean), child)
+    return Kept(clean.get("apiVersion"), clean.get("kind"), meta["name"], "", _fragment(clean))
 
 
 def kind_and_name(child: Child) -> tuple[Any, Any]:
@@ -134,12 +120,6 @@ def kind_and_name(child: Child) -> tuple[Any, Any]:
 
 def name_of(child: Child) -> Any:
     return child.name if isinstance(child, Kept) else child["metadata"]["name"]
-
-
-def spec_of(child: Child) -> JSON:
-    """The child's spec as an object ({} when absent or not one); a kept child's as observed."""
-    spec = (child.observed if isinstance(child, Kept) else child).get("spec")
-    return spec if isinstance(spec, dict) else {}
 
 
 def serialise(value: Any) -> bytes:
@@ -166,7 +146,7 @@ def _judge(text: str) -> _Verdict:
     same = canonical == text.encode()
     fragment = orjson.Fragment(text if same else canonical)
     namespace = meta.get("namespace", "")
-    believed = _Applied(applied["apiVersion"], applied.get("kind"), meta.get("name"), namespace, fragment)
+    believed = Kept(applied["apiVersion"], applied.get("kind"), meta.get("name"), namespace, fragment)
     return _Verdict(text, believed, len(text) + (0 if same else len(canonical)))
 
 

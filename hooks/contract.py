@@ -56,7 +56,7 @@ class CompositeRequest:
     children: ObjectMap
     related: ObjectMap
     finalizing: bool
-    readings: dict[int, Any] = field(default_factory=dict)  # id(child) -> its ChildReader's result
+    readings: dict[str, list[Any]] = field(default_factory=dict)  # type key -> its reader's results, in order
 
     def children_of(self, type_key: str) -> list[JSON]:
         """Observed children of one `Kind.apiVersion` group, sorted by name (v1 and v2 keys alike)."""
@@ -121,12 +121,12 @@ def parse_composite(body: JSON, kind: str, readers: Mapping[str, ChildReader] | 
     every pod was checked and had left the caches, took a fifth longer (docs/architecture.md §7).
     """
     parent = _kube_object(body, "parent", kind=kind)
-    readings: dict[int, Any] = {}
+    readings: dict[str, list[Any]] = {}
 
     def read(type_key: str, obj: JSON) -> None:
         reader = readers.get(type_key) if readers else None
         if reader is not None:
-            readings[id(obj)] = reader(obj, parent)
+            readings.setdefault(type_key, []).append(reader(obj, parent))
 
     return CompositeRequest(
         controller=_controller(body),

@@ -48,10 +48,11 @@ from __future__ import annotations
 import base64
 import binascii
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from hooks import cluster, names
-from hooks.applied import Child, Kept, kept, kind_and_name, name_of, spec_of
+from hooks.applied import Child, Kept, kept, kind_and_name, name_of
 from hooks.cluster import InvalidSpec
 from hooks.contract import ChildReader, CompositeRequest, CustomizeRequest
 from hooks.nodeset import deletion, reservation
@@ -157,10 +158,12 @@ def sync(req: CompositeRequest) -> JSON:
         plan = plan_statefulset(ctx, pods, ordinal_to_node, fits)
     for slot in plan.create:
         _check_identity(spec, slot)
-    pod_children = _pod_children(pods, plan, ctx.now) + [builder.build(slot) for slot in plan.create]
+    wanted = still_wanted(pods, plan.condemned, ctx.now)
+    built = [builder.build(slot) for slot in plan.create]
+    pod_children = _kept(wanted) + built
     claim_owners = _claim_owners(spec, pods, plan, pod_children)
     children = pod_children + _claims(req, spec, claim_owners, retain=spec.pvc_when_scaled == RETAIN)
-    children += _ssh_config(req.parent, spec, pod_children, keep=True)
+    children += _ssh_config(req.parent, spec, wanted, built, keep=True)
     status = _status(req.parent, spec, pods, plan, ctx, controller_condition(req.parent, spec, controller))
     if spec.pin_to_node:
         status[names.STATUS_ORDINAL_TO_NODE] = ordinal_to_node
@@ -196,9 +199,9 @@ def finalize(req: CompositeRequest) -> JSON:
     now = _clock(spec, pods, every_pod=mode == deletion.Release.NO_CONTROLLER)
     ctx = Context(spec=spec, revision=revision_hash(req.parent), draining=_published_draining(req.parent), now=now)
     held = deletion.kept_pods(pods, plan.condemned, mode, now)
-    pod_children: list[Child] = [kept(p.obj) for p in held]
+    pod_children = _kept(held)
     children = pod_children + _finalize_claims(req, spec, held)
-    children += _ssh_config(req.parent, spec, pod_children, keep=False)
+    children += _ssh_config(req.parent, spec, held, [], keep=False)
     retained = _retained_claims(req, spec.pvc_when_deleted)
     resolved = controller_condition(req.parent, spec, controller, mode)
     status = _status(req.parent, spec, pods, plan, ctx, resolved, deleting=True)
@@ -229,7 +232,7 @@ def _finalize_invalid(req: CompositeRequest, err: InvalidSpec) -> JSON:
     mode, plan = _release_plan(parent, pods, controller)
     now = now_if_needed(pods, every_pod=mode == deletion.Release.NO_CONTROLLER)
     held = deletion.kept_pods(pods, plan.condemned, mode, now)
-    pod_children: list[Child] = [kept(p.obj) for p in held]
+    pod_children = _kept(held)
     retained = _retained_claims(req, lenient_when_deleted(parent))
     children: list[Child]
     if pod_children:
@@ -372,7 +375,7 @@ def _hold(req: CompositeRequest, spec: NodeSetSpec, pods: list[ObservedPod]) -> 
     """No Controller: keep every child as it is, keep the published drain intents, create nothing."""
     draining = _published_draining(req.parent)
     plan = plan_hold(pods, _published_reasons(req.parent))
-    children: list[Child] = [kept(p.obj) for p in pods if p.name]
+    children = _kept(p for p in pods if p.name)
     for type_key in (PVC_TYPE_KEY, CONFIGMAP_TYPE_KEY):
         children += [kept(obj) for obj in req.children_of(type_key)]
     ctx = Context(spec=spec, revision=revision_hash(req.parent), draining=draining, now=_clock(spec, pods))
@@ -384,13 +387,13 @@ def _hold(req: CompositeRequest, spec: NodeSetSpec, pods: list[ObservedPod]) -> 
 
 
 def _observed_pods(req: CompositeRequest, nodeset: str) -> list[ObservedPod]:
-    """Each pod as CHILD_READERS read it while the contract checked it (observed here when it did not)."""
-    parent_uid = req.parent["metadata"].get("uid") or ""
-    pods = []
-    for obj in req.children_of(POD_TYPE_KEY):
-        pod = req.readings.get(id(obj))
-        pods.append(pod if isinstance(pod, ObservedPod) else observe_pod(obj, nodeset, parent_uid))
-    return pods
+    """The pods sorted by namespace and name, as CHILD_READERS read them while the contract checked them
+    (or read here, for a request parsed without them)."""
+    pods: list[ObservedPod] | None = req.readings.get(POD_TYPE_KEY)
+    if pods is None:
+        parent_uid = req.parent["metadata"].get("uid") or ""
+        pods = [observe_pod(obj, nodeset, parent_uid) for obj in req.children_of(POD_TYPE_KEY)]
+    return sorted(pods, key=lambda p: (p.namespace, p.name))
 
 
 def _read_pod(obj: JSON, parent: JSON) -> ObservedPod:
@@ -402,9 +405,9 @@ def _read_pod(obj: JSON, parent: JSON) -> ObservedPod:
 CHILD_READERS: dict[str, ChildReader] = {POD_TYPE_KEY: _read_pod}
 
 
-def _pod_children(pods: list[ObservedPod], plan: Plan, now: float | None) -> list[Child]:
-    """Every observed pod stays, except a condemned one slurm_sync marked drained or absent without busy evidence."""
-    return [kept(p.obj) for p in still_wanted(pods, plan.condemned, now)]
+def _kept(pods: Iterable[ObservedPod]) -> list[Child]:
+    """Named pods as we last returned them (observe_pod read each)."""
+    return [p.kept for p in pods if p.kept is not None]
 
 
 def _claim_owners(spec: NodeSetSpec, pods: list[ObservedPod], plan: Plan, pod_children: list[Child]) -> list[str]:
@@ -437,19 +440,18 @@ def _finalize_claims(req: CompositeRequest, spec: NodeSetSpec, held: list[Observ
     return [kept(pvc) for pvc in req.children_of(PVC_TYPE_KEY) if retain or pvc["metadata"]["name"] in owned]
 
 
-def _ssh_config(parent: JSON, spec: NodeSetSpec, pod_children: list[Child], keep: bool) -> list[Child]:
-    """The sshd ConfigMap while ssh is on (sync) or while a returned pod still mounts it (volumes of a pod
-    cannot change, so a kept pod's are read as observed)."""
-    wanted = (keep and spec.ssh_enabled) or _mounts_config_map(pod_children, ssh_config_name(spec))
+def _ssh_config(
+    parent: JSON, spec: NodeSetSpec, kept_pods: list[ObservedPod], built: list[JSON], keep: bool
+) -> list[Child]:
+    """The sshd ConfigMap while ssh is on (sync) or while a returned pod still mounts it (the volumes of
+    a pod cannot change, so a kept pod's are read as observed)."""
+    name = ssh_config_name(spec)
+    wanted = (
+        (keep and spec.ssh_enabled)
+        or any(name in pod.config_maps for pod in kept_pods)
+        or any((v.get("configMap") or {}).get("name") == name for pod in built for v in pod["spec"].get("volumes", ()))
+    )
     return [ssh_config_map(parent, spec)] if wanted else []
-
-
-def _mounts_config_map(pods: list[Child], name: str) -> bool:
-    for pod in pods:
-        for volume in spec_of(pod).get("volumes") or ():
-            if (volume.get("configMap") or {}).get("name") == name:
-                return True
-    return False
 
 
 def _response(status: JSON, children: list[Child], plan: Plan, until_available: int | None = None) -> JSON:

@@ -21,6 +21,7 @@ from functools import cached_property
 from typing import Any
 
 from hooks import names, slurmstate
+from hooks.applied import Kept, kept
 from hooks.objects import dict_field, list_field
 
 JSON = dict[str, Any]
@@ -42,7 +43,10 @@ class ObservedPod:
     """
 
     name: str
+    namespace: str
     obj: JSON
+    kept: Kept | None  # the pod as we last returned it (hooks/applied.py); None without a name
+    config_maps: tuple[str, ...]  # the ConfigMaps its volumes mount
     ours: bool
     scaling_mode: str | None
     revision: str
@@ -146,8 +150,9 @@ class ObservedPod:
 
 
 def observe_pod(obj: JSON, nodeset: str, parent_uid: str) -> ObservedPod:
-    """Read one observed pod; never raises."""
+    """Read one observed pod, of the JSON types the contract checked (hooks/shapes.py); no value makes it raise."""
     meta = dict_field(obj, "metadata")
+    name = str(meta.get("name") or "")
     # Only the string values of these maps count; look up the few keys read (a sync reads every
     # pod, so copying both maps per pod was a tenth of a 1,000-pod sync).
     labels = dict_field(meta, "labels")
@@ -156,8 +161,11 @@ def observe_pod(obj: JSON, nodeset: str, parent_uid: str) -> ObservedPod:
     status = dict_field(obj, "status")
     ready_condition, slurm_states = _read_conditions(list_field(status, "conditions"))
     return ObservedPod(
-        name=str(meta.get("name") or ""),
+        name=name,
+        namespace=_str(meta.get("namespace")),
         obj=obj,
+        kept=kept(obj) if name else None,
+        config_maps=_config_maps(spec),
         ours=_is_ours(meta, labels, nodeset, parent_uid),
         scaling_mode=_str_or_none(labels.get(names.LABEL_NODESET_SCALING_MODE)),
         revision=_str(labels.get(names.LABEL_NODESET_REVISION)),
@@ -255,6 +263,15 @@ def _pinned_node(spec: JSON) -> str | None:
     except (KeyError, TypeError, AttributeError):
         return None
     return None
+
+
+def _config_maps(spec: JSON) -> tuple[str, ...]:
+    volumes = list_field(spec, "volumes")
+    return tuple(
+        name
+        for volume in volumes
+        if isinstance(volume, dict) and isinstance(name := dict_field(volume, "configMap").get("name"), str)
+    )
 
 
 def _read_conditions(conditions: list[Any]) -> tuple[JSON, frozenset[str]]:
