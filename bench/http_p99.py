@@ -113,14 +113,16 @@ def ensure_wrk() -> str:
     install = ["apt-get", "install", "-y", "-q", "-o", lock, "wrk"]
     update = ["apt-get", "update", "-q", "-o", lock, "-o", "Acquire::Check-Valid-Until=false"]
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    output = ""
+    failures = []
     for command in (install, update, install):
         done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
-        output = done.stdout + done.stderr
         if command is install and done.returncode == 0 and shutil.which("wrk"):
             return str(shutil.which("wrk"))
-    tail = "\n".join(output.strip().splitlines()[-6:])
-    raise RuntimeError(f"wrk is not installed and `{' '.join(install)}` failed:\n{tail}")
+        if done.returncode != 0:
+            tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-4:])
+            failures.append(f"$ {' '.join(command)}  (exit {done.returncode})\n{tail}")
+    reasons = "\n".join(failures)
+    raise RuntimeError(f"wrk (the load generator) is not installed and apt-get could not install it:\n{reasons}")
 
 
 @dataclass(frozen=True)
@@ -271,7 +273,7 @@ def _write(directory: str, name: str, data: bytes) -> str:
 
 def _measure(wrk: str, workers: int, size: str, body: str, script: str, answers: str, quick: bool) -> Case:
     """Alternating wrk rounds against both servers, each started for this case and stopped after it."""
-    rounds, seconds = (1, 2.0) if quick else (5, 3.0 if size == "small" else 6.0)
+    rounds, seconds = (1, 2.0) if quick else (7, 3.0) if size == "small" else (5, 6.0)
     servers = [
         start_gunicorn("hooks.app:create_app()", workers),
         start_gunicorn("bench.http_p99:floor_app()", workers, {"BENCH_FLOOR_ANSWERS": answers}),
