@@ -2,12 +2,14 @@
 
 Layout:
 * `bench/measure.py` — shared helpers: timed samples (interleaved A/B pairs, GC before each
-  sample, warm-up, calibrated inner loops), summary statistics, the `Report`/`Budget` types and
-  the table printer.
+  sample, warm-up, calibrated inner loops), summary statistics, paired ratios, the `Report`/`Budget`
+  types and the table printer.
 * one module per benchmark suite, each with `TITLE` and `run(quick: bool) -> Report`:
-  `bench/nodeset_sync.py` (sync latency vs the JSON floor), `bench/http_p99.py` (p99 over HTTP on
-  one gunicorn worker vs `/healthz`). A new suite (e.g. slurm_sync's poll cycle, issue 5) is a new
-  module plus one line in `bench.run.SUITES`.
-* `bench/run.py` — the runner: runs the suites, prints their tables, exits 1 if a budget is
-  violated (and says which). Budgets live here only, never in pytest: machines are noisy.
+  `bench/nodeset_sync.py` (NodeSet sync vs the JSON floor, in process), `bench/http_p99.py` (NodeSet sync
+  over HTTP under gunicorn vs a floor app, with wrk), `bench/slurm_sync.py` (writes and cost of a
+  slurm_sync pass), `bench/bridge.py` (bridge scheduling cost with few and many Slurm jobs). A new suite
+  is a new module plus one line in `bench.run.SUITES`.
+* `bench/run.py` — the runner: runs the suites, prints their tables and one summary table of every
+  budget, exits 1 if a budget is missed (2 if a suite could not run). Budgets live here only, never in
+  pytest: machines are noisy.
 """

@@ -93,6 +93,16 @@ def calibrate(fn: Callable[[], object], target_ns: float = SAMPLE_TARGET_NS) -> 
         loops = min(1 << 16, max(loops * 2, 1 << math.ceil(math.log2(target_ns / max(per_call, 1.0)))))
 
 
+def paired_ratio(subject: Stats, floor: Stats) -> float:
+    """The median over pairs of subject/floor, pairs being the interleaved samples of `compare`.
+
+    Both halves of a pair ran back to back and saw the same machine: a burst of another process
+    that slows one pair shows in that pair's ratio, not in every figure, so this is steadier on a
+    shared machine than the ratio of the medians.
+    """
+    return statistics.median(a / b for a, b in zip(subject.samples_ns, floor.samples_ns, strict=True))
+
+
 def compare(
     subject: Callable[[], object],
     floor: Callable[[], object],
@@ -122,20 +132,34 @@ def compare(
 
 @dataclass(frozen=True)
 class Budget:
-    """One budget of docs/architecture.md §7: `value` must be at most `limit`."""
+    """One budget of docs/architecture.md §7: `value` must be at most `limit` (at least, with `at_least`)."""
 
     name: str
     value: float
     limit: float
     unit: str = "x"
+    at_least: bool = False
 
     @property
     def ok(self) -> bool:
-        return not math.isnan(self.value) and self.value <= self.limit
+        if math.isnan(self.value):
+            return False
+        return self.value >= self.limit if self.at_least else self.value <= self.limit
+
+    @property
+    def verdict(self) -> str:
+        return "ok" if self.ok else "VIOLATED"
+
+    @property
+    def bound(self) -> str:
+        return f"{'>=' if self.at_least else '<='} {self.limit:g}{self.unit}"
+
+    @property
+    def measured(self) -> str:
+        return f"{self.value:.3g}{self.unit}"
 
     def describe(self) -> str:
-        verdict = "ok" if self.ok else "VIOLATED"
-        return f"{verdict:8} {self.name}: {self.value:.3g}{self.unit} (budget <= {self.limit:g}{self.unit})"
+        return f"{self.verdict:8} {self.name}: {self.measured} (budget {self.bound})"
 
 
 @dataclass
@@ -166,21 +190,25 @@ def fmt_ratio(value: float) -> str:
     return "n/a" if math.isnan(value) else f"{value:.2f}x"
 
 
-def print_report(report: Report, out: IO[str]) -> None:
-    widths = [len(c) for c in report.columns]
-    for row in report.rows:
+def print_table(columns: Sequence[str], rows: Sequence[Sequence[str]], out: IO[str]) -> None:
+    """Columns sized to their widest cell; the first left-aligned (labels), the rest right-aligned (numbers)."""
+    widths = [len(c) for c in columns]
+    for row in rows:
         widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
 
     def line(cells: Sequence[str]) -> str:
-        # first column left-aligned (labels), the rest right-aligned (numbers)
         parts = [cells[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=True)]
         return "  ".join(parts).rstrip()
 
-    print(f"\n== {report.title} ==", file=out)
-    print(line(report.columns), file=out)
+    print(line(columns), file=out)
     print("  ".join("-" * w for w in widths), file=out)
-    for row in report.rows:
+    for row in rows:
         print(line(row), file=out)
+
+
+def print_report(report: Report, out: IO[str]) -> None:
+    print(f"\n== {report.title} ==", file=out)
+    print_table(report.columns, report.rows, out)
     for note in report.notes:
         print(f"  {note}", file=out)
     for budget in report.budgets:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from hooks import cluster, contract, names, slurmconf
+from hooks.applied import Child, kept
 from hooks.cluster import JSON, InvalidSpec, KeyRef, Missing
 from hooks.contract import CompositeRequest, CustomizeRequest
 from hooks.objects import child_metadata, component_labels, content_hash, selector_labels, service
@@ -152,12 +153,12 @@ def sync(req: CompositeRequest) -> JSON:
     password = _password(spec.storage.password, present.get(spec.storage.password))
     if isinstance(password, Missing):
         missing.append(password)
-    children = [_service(req.parent, spec)]
+    children: list[Child] = [_service(req.parent, spec)]
     observed_sts = cluster.observed(req, STATEFULSET_TYPE, spec.child_name)
     if missing or not isinstance(password, str):
         for type_key in (SECRET_TYPE, STATEFULSET_TYPE):
             if (child := cluster.observed(req, type_key, spec.child_name)) is not None:
-                children.append(cluster.kept(child))
+                children.append(kept(child))
     else:
         conf = slurmdbd_conf(spec, password)
         hashes = {

@@ -4,6 +4,12 @@ Each POST route parses its request strictly (400 naming the field), runs a pure 
 the response (500 if Metacontroller would misread it) and answers strict JSON. Nothing here does
 network I/O; hooks are pure functions of the request.
 
+The hook routes are a WSGI layer in front of Flask (`HookRoutes`), answered with werkzeug's
+request and response alone: Flask's request context, routing and signals cost as much as the
+NodeSet hook itself for a small request (docs/architecture.md §7). Flask serves the rest (health,
+readiness, metrics, 404s). A hook path answers POST, lists its methods to OPTIONS and answers any
+other method 405, as a Flask route of it would.
+
 With `HOOKS_AUTH_TOKEN_FILE` set, every POST route demands `Authorization: Bearer <token>` with the
 file's content (Metacontroller >= 4.16 sends it from a Secret: `authorization` or
 `endpointConfigs`). The file is read on each request so a rotated Secret takes effect without a
@@ -22,18 +28,23 @@ import hmac
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-import orjson
-from flask import Flask, Response, current_app, request
-from werkzeug.exceptions import HTTPException
+from flask import Flask, Response
+from werkzeug.exceptions import HTTPException, InternalServerError, MethodNotAllowed
+from werkzeug.wrappers import Request
 
-from hooks import contract, metrics
-from hooks.gcpause import collector_paused
+from hooks import applied, contract, metrics
+from hooks.gcpause import Held, held_until_released
 from hooks.routes import Handler, Route, route_table
 from hooks.serve import setting
 
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
 log = logging.getLogger("hooks")
+_CHUNK_BYTES = 1 << 20  # a streamed (chunked) body is read in pieces of this size
 
 
 def create_app(handlers: dict[str, Handler] | None = None) -> Flask:
@@ -45,30 +56,51 @@ def create_app(handlers: dict[str, Handler] | None = None) -> Flask:
     app = Flask("hooks")
     app.config["HOOKS_MAX_BODY_BYTES"] = max_body_bytes()
     routes = route_table(handlers)
-    for route in routes:
-        app.add_url_rule(route.path, endpoint=route.path, view_func=_hook_view(route), methods=["POST"])
     metrics.declare(route.path for route in routes)
     app.add_url_rule("/healthz", endpoint="healthz", view_func=lambda: _json(200, {"status": "ok"}))
     app.add_url_rule("/readyz", endpoint="readyz", view_func=lambda: _json(200, {"status": "ready"}))
     app.add_url_rule("/metrics", endpoint="metrics", view_func=_metrics_view)
     app.register_error_handler(HTTPException, lambda err: _error(err.code or 500, err.description or err.name))
+    app.wsgi_app = HookRoutes(app.wsgi_app, routes, app.config["HOOKS_MAX_BODY_BYTES"])  # type: ignore[method-assign]
     return app
 
 
-def _hook_view(route: Route) -> Callable[[], Response]:
-    def view() -> Response:
+class HookRoutes:
+    """The hook routes as WSGI, in front of the Flask app that answers every other path."""
+
+    def __init__(self, flask_app: WSGIApplication, routes: Iterable[Route], max_body: int) -> None:
+        self._flask_app = flask_app
+        self._routes = {route.path: route for route in routes}
+        self.max_body = max_body
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        route = self._routes.get(environ.get("PATH_INFO", ""))
+        if route is None:
+            return self._flask_app(environ, start_response)
+        request = Request(environ)
+        try:
+            response = self._respond(route, request)
+        except Exception:  # as Flask would: logged, and a 500 naming no detail
+            log.exception("Exception on %s [%s]", request.path, request.method)
+            response = _error(500, InternalServerError.description)
+        return response(environ, start_response)
+
+    def _respond(self, route: Route, request: Request) -> Response:
+        if request.method == "OPTIONS":
+            return Response(headers={"Allow": "OPTIONS, POST"})
+        if request.method != "POST":
+            return _error(405, MethodNotAllowed.description)
         started = time.perf_counter()
-        denied = _unauthorized()
+        _release_unsent()
+        denied = _unauthorized(request)
         if denied is not None:
             response = denied
         else:
-            with collector_paused():
-                response = _answer(route)
+            with held_until_released() as held:
+                response = _answer(route, request, self.max_body, held)
+            _hold_until_sent(response, held)
         metrics.observe(route.path, response.status_code, time.perf_counter() - started)
         return response
-
-    view.__name__ = "hook_" + route.path.strip("/").replace("/", "_")
-    return view
 
 
 def max_body_bytes() -> int:
@@ -96,7 +128,7 @@ def _check_auth_config() -> None:
         raise ValueError(f"HOOKS_AUTH_TOKEN_FILE {path} is empty: refusing to serve hooks with an empty bearer token")
 
 
-def _unauthorized() -> Response | None:
+def _unauthorized(request: Request) -> Response | None:
     """None when the request may proceed: no token configured, or the right bearer token sent."""
     path = os.environ.get("HOOKS_AUTH_TOKEN_FILE")
     if not path:
@@ -115,13 +147,35 @@ def _unauthorized() -> Response | None:
     return response
 
 
-def _answer(route: Route) -> Response:
-    limit = current_app.config["HOOKS_MAX_BODY_BYTES"]
-    body = _read_body(limit)
+_unsent: list[Held] = []  # answers whose server has not closed them yet (at most one per worker thread)
+
+
+def _hold_until_sent(response: Response, held: Held) -> None:
+    """The parsed request is freed once the server closes the response, after sending it; a test
+    client never closes it, so the next request releases it at the latest."""
+    _unsent.append(held)
+
+    def release() -> None:
+        held.release()
+        if held in _unsent:
+            _unsent.remove(held)
+
+    response.call_on_close(release)
+
+
+def _release_unsent() -> None:
+    while _unsent:
+        _unsent.pop().release()
+
+
+def _answer(route: Route, request: Request, limit: int, held: Held) -> Response:
+    body = _read_body(request, limit)
     if body is None:
         return _error(413, f"request body is larger than HOOKS_MAX_BODY_BYTES ({limit} bytes)")
+    held.keep(body)
     try:
         parsed = route.parse(contract.load_json_object(body), route.kind)
+        held.keep(parsed)
         if route.handler is None:
             return _error(501, f"{route.path} is not implemented yet")
         return _json(200, route.check(route.handler(parsed)))
@@ -132,13 +186,22 @@ def _answer(route: Route) -> Response:
         return _error(500, f"{route.path} failed while computing the response; see the hook server log")
 
 
-def _read_body(limit: int) -> bytes | None:
+def _read_body(request: Request, limit: int) -> bytes | None:
     """The body, or None when it is larger than `limit`: judged from Content-Length before reading, or
-    after reading one byte past the limit of a streamed body."""
-    if request.content_length is not None and request.content_length > limit:
-        return None
-    body = request.stream.read(limit + 1)
-    return None if len(body) > limit else body
+    after reading one byte past the limit of a streamed body.
+
+    A body with a Content-Length is read from the server's input in one call of exactly that size
+    (werkzeug's stream would allocate a buffer of `limit` bytes and copy the body twice more).
+    """
+    length = request.content_length
+    if length is not None:
+        return None if length > limit else request.environ["wsgi.input"].read(length)
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit and (chunk := request.stream.read(min(_CHUNK_BYTES, limit + 1 - size))):
+        chunks.append(chunk)
+        size += len(chunk)
+    return None if size > limit else b"".join(chunks)
 
 
 def _metrics_view() -> Response:
@@ -151,4 +214,4 @@ def _error(code: int, message: str) -> Response:
 
 
 def _json(code: int, body: contract.JSON) -> Response:
-    return Response(orjson.dumps(body), code, mimetype="application/json")
+    return Response(applied.serialise(body), code, mimetype="application/json")

@@ -16,9 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import orjson
-
 from hooks import contract, kubenames, names, shapes
+from hooks.applied import Child, Kept, kept
 from hooks.contract import BadHookRequest, CompositeRequest
 from hooks.podtemplate import merge_container
 from hooks.status import condition, invalid_spec_ready
@@ -332,39 +331,6 @@ def logfile_sidecar(log_file: str, override: JSON | None) -> JSON:
     return merge_container(base, override)
 
 
-def kept(child: JSON) -> JSON:
-    """An observed child as we last returned it, to keep it unchanged while an input is missing.
-
-    Metacontroller records what it applied in an annotation; returning exactly that changes nothing.
-    Without it (server-side apply), the observed object minus server-owned fields is returned.
-    The annotation is read as strict JSON (orjson: no NaN or Infinity to leak into a response),
-    and believed only when it names this very object. A NodeSet resync keeps every pod this way,
-    so the parse is on the hot path.
-    """
-    annotations = child["metadata"].get("annotations") or {}
-    raw = annotations.get(names.ANNOTATION_LAST_APPLIED)
-    if isinstance(raw, str):
-        try:
-            applied = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            applied = None
-        if (
-            isinstance(applied, dict)
-            and applied.get("kind") == child.get("kind")
-            and applied.get("apiVersion")
-            and isinstance(applied.get("metadata"), dict)
-            and applied["metadata"].get("name") == child["metadata"].get("name")
-        ):
-            return applied
-    meta = child["metadata"]
-    clean_meta: JSON = {"name": meta["name"]}
-    for field in ("labels", "annotations"):
-        if meta.get(field):
-            clean_meta[field] = {k: v for k, v in meta[field].items() if k != names.ANNOTATION_LAST_APPLIED}
-    body = {k: v for k, v in child.items() if k not in ("metadata", "status")}
-    return {**body, "metadata": clean_meta}
-
-
 # --- status ----------------------------------------------------------------------------------------
 
 
@@ -393,14 +359,17 @@ def reports_invalid_spec(sync: Callable[[CompositeRequest], JSON]) -> Callable[[
     return guarded
 
 
-def check_new_children(req: CompositeRequest, children: list[JSON]) -> None:
+def check_new_children(req: CompositeRequest, children: list[Child]) -> None:
     """Raise InvalidSpec if a child that does not exist yet has a name or label the API server refuses.
 
-    Observed children were accepted when they were created, so only new ones are checked.
+    Observed children (every kept one) were accepted when they were created, so only new ones are checked.
     """
+    built = [child for child in children if not isinstance(child, Kept)]
+    if not built:
+        return
     observed = {(o.get("kind"), o["metadata"].get("name")) for group in req.children.values() for o in group.values()}
     name = req.parent["metadata"]["name"]
-    for child in children:
+    for child in built:
         meta = child.get("metadata") or {}
         if (child.get("kind"), meta.get("name")) in observed:
             continue
@@ -419,7 +388,7 @@ def invalid_spec_response(req: CompositeRequest, err: InvalidSpec) -> JSON:
     would delete the cluster; so nothing is created, changed or deleted until the spec is fixed
     (a new generation syncs at once; the resync covers a related object being fixed).
     """
-    children = [kept(child) for type_key in sorted(req.children) for child in req.children_of(type_key)]
+    children: list[Child] = [kept(c) for type_key in sorted(req.children) for c in req.children_of(type_key)]
     status = dict(req.parent.get("status") or {})
     replaced = (names.CONDITION_INVALID_SPEC, names.CONDITION_READY)
     others = [c for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type") not in replaced]

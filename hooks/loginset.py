@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from hooks import cluster, contract, names
+from hooks.applied import Child, kept
 from hooks.cluster import JSON, ControllerView, InvalidSpec, KeyRef, Missing
 from hooks.contract import CompositeRequest, CustomizeRequest
 from hooks.objects import child_metadata, component_labels, content_hash, selector_labels, service
@@ -108,7 +109,7 @@ def sync(req: CompositeRequest) -> JSON:
     spec = parse(req.parent)
     host_keys = _host_keys(req, spec)
     ssh_config = build_ssh_config(req.parent, spec)
-    children = [host_keys, ssh_config, build_service(req.parent, spec)]
+    children: list[Child] = [host_keys, ssh_config, build_service(req.parent, spec)]
     controller = cluster.find_controller(req, spec.namespace, spec.controller)
     sssd = cluster.secret_value(req, spec.namespace, spec.sssd)
     missing = [m for m in (sssd,) if isinstance(m, Missing)]
@@ -123,7 +124,7 @@ def sync(req: CompositeRequest) -> JSON:
         }
         children.append(build_deployment(req.parent, spec, controller, hashes))
     elif observed is not None:
-        children.append(cluster.kept(observed))
+        children.append(kept(observed))
     response: JSON = {"status": _status(req.parent, spec, observed, missing), "children": children}
     if missing:
         response["resyncAfterSeconds"] = cluster.MISSING_REFERENCE_RESYNC_SECONDS

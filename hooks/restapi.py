@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hooks import cluster, contract, names
+from hooks.applied import Child, kept
 from hooks.cluster import JSON, ControllerView, Missing
 from hooks.contract import CompositeRequest, CustomizeRequest
 from hooks.objects import child_metadata, component_labels, selector_labels, service
@@ -64,14 +65,14 @@ def customize(req: CustomizeRequest) -> JSON:
 @cluster.reports_invalid_spec
 def sync(req: CompositeRequest) -> JSON:
     spec = parse(req.parent)
-    children = [build_service(req.parent, spec)]
+    children: list[Child] = [build_service(req.parent, spec)]
     missing: list[Missing] = []
     controller = cluster.find_controller(req, spec.namespace, spec.controller)
     observed = cluster.observed(req, DEPLOYMENT_TYPE, spec.child_name)
     if controller is None:
         missing.append(Missing("ControllerNotFound", f"Controller {spec.controller!r} does not exist"))
         if observed is not None:
-            children.append(cluster.kept(observed))
+            children.append(kept(observed))
     else:
         children.append(build_deployment(req.parent, spec, controller))
     references = cluster.references_condition(req.parent, missing)

@@ -4,14 +4,17 @@ Handlers are found by convention, so adding a hook never means editing this file
 `/<segment>/<hook>` is served by the function `<hook>` of module `hooks.<segment>` (for the bridge,
 `/bridge/<part>/<hook>` by `hooks.bridge.<part>.<hook>`). A route whose module or function does not
 exist yet stays in the table with `handler=None`: it still checks its request (400 on a malformed
-one) and then answers 501, never a made-up 200.
+one) and then answers 501, never a made-up 200. A module's `CHILD_READERS` (type key -> reader)
+read the children of its sync and finalize requests as the contract checks them (contract.parse_composite).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from hooks import contract
@@ -42,10 +45,11 @@ def route_table(handlers: dict[str, Handler] | None = None) -> list[Route]:
     """Every POST route of the hook server, in a stable order; `handlers` overrides discovery."""
     specs: list[tuple[str, str, Callable[[contract.JSON, str], Any], Callable[[contract.JSON], contract.JSON]]] = []
     for segment, kind in COMPOSITE_KINDS.items():
+        parse_composite = _composite_parser(segment) if handlers is None else contract.parse_composite
         specs += [
-            (f"/{segment}/sync", kind, contract.parse_composite, contract.check_composite_response),
+            (f"/{segment}/sync", kind, parse_composite, contract.check_composite_response),
             (f"/{segment}/customize", kind, contract.parse_customize, contract.check_customize_response),
-            (f"/{segment}/finalize", kind, contract.parse_composite, contract.check_composite_response),
+            (f"/{segment}/finalize", kind, parse_composite, contract.check_composite_response),
         ]
     specs += [
         ("/bridge/pod/sync", "Pod", contract.parse_decorator, contract.check_decorator_response),
@@ -63,11 +67,20 @@ def route_table(handlers: dict[str, Handler] | None = None) -> list[Route]:
 def _discover(path: str) -> Handler | None:
     """`/nodeset/sync` -> hooks.nodeset.hook.sync; None while the module or function is not written."""
     *parts, hook = path.strip("/").split("/")
-    module_name = "hooks." + ".".join(parts)
+    module = _module("hooks." + ".".join(parts))
+    return getattr(module, hook, None)
+
+
+def _composite_parser(segment: str) -> Callable[[contract.JSON, str], contract.CompositeRequest]:
+    """contract.parse_composite with the hook module's CHILD_READERS, if it has any."""
+    readers: Mapping[str, contract.ChildReader] | None = getattr(_module(f"hooks.{segment}"), "CHILD_READERS", None)
+    return functools.partial(contract.parse_composite, readers=readers) if readers else contract.parse_composite
+
+
+def _module(name: str) -> ModuleType | None:
     try:
-        module = importlib.import_module(module_name)
+        return importlib.import_module(name)
     except ModuleNotFoundError as err:
-        if err.name != module_name:  # a real import error inside the module must surface
+        if err.name != name:  # a real import error inside the module must surface
             raise
         return None
-    return getattr(module, hook, None)

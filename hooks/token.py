@@ -23,6 +23,7 @@ from decimal import Decimal
 import jwt
 
 from hooks import cluster, contract
+from hooks.applied import kept
 from hooks.cluster import JSON, InvalidSpec, KeyRef, Missing
 from hooks.contract import CompositeRequest, CustomizeRequest
 from hooks.objects import child_metadata
@@ -138,10 +139,10 @@ def sync(req: CompositeRequest) -> JSON:
     response: JSON = {"children": []}
     if secret is not None and not spec.refresh:
         # Immutable: whatever was issued stays, valid or not; only deleting the Secret re-mints.
-        response["children"].append(build_secret(req.parent, spec, token) if token else cluster.kept(secret))
+        response["children"].append(build_secret(req.parent, spec, token) if token else kept(secret))
     elif isinstance(key, Missing):
         if secret is not None:
-            response["children"].append(cluster.kept(secret))
+            response["children"].append(kept(secret))
         response["resyncAfterSeconds"] = float(cluster.MISSING_REFERENCE_RESYNC_SECONDS)
     else:
         current = now()

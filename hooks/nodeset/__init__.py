@@ -1,5 +1,5 @@
 """The NodeSet hook (slurmd workers): spec, observed pods, the plan, pods, reservations, deletion."""
 
-from hooks.nodeset.hook import customize, finalize, sync
+from hooks.nodeset.hook import CHILD_READERS, customize, finalize, sync
 
-__all__ = ["customize", "finalize", "sync"]
+__all__ = ["CHILD_READERS", "customize", "finalize", "sync"]

@@ -48,11 +48,13 @@ from __future__ import annotations
 import base64
 import binascii
 import time
+from collections.abc import Iterable
 from typing import Any
 
-from hooks import cluster, names, slurmstate
+from hooks import cluster, names
+from hooks.applied import Child, Kept, kept, kind_and_name, name_of
 from hooks.cluster import InvalidSpec
-from hooks.contract import CompositeRequest, CustomizeRequest
+from hooks.contract import ChildReader, CompositeRequest, CustomizeRequest
 from hooks.nodeset import deletion, reservation
 from hooks.nodeset.observe import ObservedPod, observe_pod, still_wanted
 from hooks.nodeset.plan import Context, Plan, plan_daemonset, plan_finalize, plan_hold, plan_statefulset
@@ -156,10 +158,12 @@ def sync(req: CompositeRequest) -> JSON:
         plan = plan_statefulset(ctx, pods, ordinal_to_node, fits)
     for slot in plan.create:
         _check_identity(spec, slot)
-    pod_children = _pod_children(pods, plan, ctx.now) + [builder.build(slot) for slot in plan.create]
+    wanted = still_wanted(pods, plan.condemned, ctx.now)
+    built = [builder.build(slot) for slot in plan.create]
+    pod_children = _kept(wanted) + built
     claim_owners = _claim_owners(spec, pods, plan, pod_children)
     children = pod_children + _claims(req, spec, claim_owners, retain=spec.pvc_when_scaled == RETAIN)
-    children += _ssh_config(req.parent, spec, pod_children, keep=True)
+    children += _ssh_config(req.parent, spec, wanted, built, keep=True)
     status = _status(req.parent, spec, pods, plan, ctx, controller_condition(req.parent, spec, controller))
     if spec.pin_to_node:
         status[names.STATUS_ORDINAL_TO_NODE] = ordinal_to_node
@@ -195,9 +199,9 @@ def finalize(req: CompositeRequest) -> JSON:
     now = _clock(spec, pods, every_pod=mode == deletion.Release.NO_CONTROLLER)
     ctx = Context(spec=spec, revision=revision_hash(req.parent), draining=_published_draining(req.parent), now=now)
     held = deletion.kept_pods(pods, plan.condemned, mode, now)
-    pod_children = [cluster.kept(p.obj) for p in held]
+    pod_children = _kept(held)
     children = pod_children + _finalize_claims(req, spec, held)
-    children += _ssh_config(req.parent, spec, pod_children, keep=False)
+    children += _ssh_config(req.parent, spec, held, [], keep=False)
     retained = _retained_claims(req, spec.pvc_when_deleted)
     resolved = controller_condition(req.parent, spec, controller, mode)
     status = _status(req.parent, spec, pods, plan, ctx, resolved, deleting=True)
@@ -228,12 +232,11 @@ def _finalize_invalid(req: CompositeRequest, err: InvalidSpec) -> JSON:
     mode, plan = _release_plan(parent, pods, controller)
     now = now_if_needed(pods, every_pod=mode == deletion.Release.NO_CONTROLLER)
     held = deletion.kept_pods(pods, plan.condemned, mode, now)
-    pod_children = [cluster.kept(p.obj) for p in held]
+    pod_children = _kept(held)
     retained = _retained_claims(req, lenient_when_deleted(parent))
+    children: list[Child]
     if pod_children:
-        children = pod_children + [
-            cluster.kept(obj) for t in (PVC_TYPE_KEY, CONFIGMAP_TYPE_KEY) for obj in req.children_of(t)
-        ]
+        children = pod_children + [kept(obj) for t in (PVC_TYPE_KEY, CONFIGMAP_TYPE_KEY) for obj in req.children_of(t)]
     else:
         children = list(retained)
     status = dict(parent.get("status") or {})
@@ -275,12 +278,12 @@ def _release_plan(
 def _finalize_response(
     parent: JSON,
     status: JSON,
-    children: list[JSON],
+    children: list[Child],
     plan: Plan,
     mode: deletion.Release,
     held: list[ObservedPod],
     reservation_pending: bool,
-    retained: list[JSON],
+    retained: list[Kept],
 ) -> JSON:
     """finalized only when no pod, no retained claim and no Slurm-side blocker is left (DeletionBlocked says which)."""
     blockers = deletion.blockers(mode, deletion.read_report(parent), held, reservation_pending)
@@ -293,12 +296,12 @@ def _finalize_response(
     return response
 
 
-def _retained_claims(req: CompositeRequest, when_deleted: str) -> list[JSON]:
+def _retained_claims(req: CompositeRequest, when_deleted: str) -> list[Kept]:
     """whenDeleted=Retain: every PVC still owned (observed), kept until slurm_sync orphans it."""
-    return [cluster.kept(pvc) for pvc in req.children_of(PVC_TYPE_KEY)] if when_deleted == RETAIN else []
+    return [kept(pvc) for pvc in req.children_of(PVC_TYPE_KEY)] if when_deleted == RETAIN else []
 
 
-def _retained_condition(parent: JSON, retained: list[JSON]) -> JSON:
+def _retained_condition(parent: JSON, retained: list[Kept]) -> JSON:
     if not retained:
         return condition(
             parent,
@@ -307,7 +310,7 @@ def _retained_condition(parent: JSON, retained: list[JSON]) -> JSON:
             "NoneOwned",
             "no retained PersistentVolumeClaim is owned by this NodeSet",
         )
-    listing = ", ".join(c["metadata"]["name"] for c in retained)
+    listing = ", ".join(c.name for c in retained)
     message = (
         f"{len(retained)} PersistentVolumeClaim(s) are kept (whenDeleted: Retain) until slurm_sync removes this "
         "NodeSet's "
@@ -328,7 +331,7 @@ def now_if_needed(pods: list[ObservedPod], every_pod: bool) -> float | None:
     That is a pod slurm_sync marked (drained or absent) with a deadline, or, when `every_pod`
     (finalize without a Controller, where unmarked pods may go too), any pod with a deadline.
     """
-    return now() if any(p.needs_clock and (every_pod or p.marked) for p in pods) else None
+    return now() if any((every_pod or p.marked) and p.needs_clock for p in pods) else None
 
 
 def _check_identity(spec: NodeSetSpec, slot: PodSlot) -> None:
@@ -372,9 +375,9 @@ def _hold(req: CompositeRequest, spec: NodeSetSpec, pods: list[ObservedPod]) -> 
     """No Controller: keep every child as it is, keep the published drain intents, create nothing."""
     draining = _published_draining(req.parent)
     plan = plan_hold(pods, _published_reasons(req.parent))
-    children = [cluster.kept(p.obj) for p in pods if p.name]
+    children = _kept(p for p in pods if p.name)
     for type_key in (PVC_TYPE_KEY, CONFIGMAP_TYPE_KEY):
-        children += [cluster.kept(obj) for obj in req.children_of(type_key)]
+        children += [kept(obj) for obj in req.children_of(type_key)]
     ctx = Context(spec=spec, revision=revision_hash(req.parent), draining=draining, now=_clock(spec, pods))
     status = _status(req.parent, spec, pods, plan, ctx, controller_condition(req.parent, spec, None))
     published = (req.parent.get("status") or {}).get(names.STATUS_RESERVATION)
@@ -384,57 +387,76 @@ def _hold(req: CompositeRequest, spec: NodeSetSpec, pods: list[ObservedPod]) -> 
 
 
 def _observed_pods(req: CompositeRequest, nodeset: str) -> list[ObservedPod]:
-    parent_uid = req.parent["metadata"].get("uid") or ""
-    return [observe_pod(obj, nodeset, parent_uid) for obj in req.children_of(POD_TYPE_KEY)]
+    """The pods sorted by namespace and name, as CHILD_READERS read them while the contract checked them
+    (or read here, for a request parsed without them)."""
+    pods: list[ObservedPod] | None = req.readings.get(POD_TYPE_KEY)
+    if pods is None:
+        parent_uid = req.parent["metadata"].get("uid") or ""
+        pods = [observe_pod(obj, nodeset, parent_uid) for obj in req.children_of(POD_TYPE_KEY)]
+    return sorted(pods, key=lambda p: (p.namespace, p.name))
 
 
-def _pod_children(pods: list[ObservedPod], plan: Plan, now: float | None) -> list[JSON]:
-    """Every observed pod stays, except a condemned one slurm_sync marked drained or absent without busy evidence."""
-    return [cluster.kept(p.obj) for p in still_wanted(pods, plan.condemned, now)]
+def _read_pod(obj: JSON, parent: JSON) -> ObservedPod:
+    meta = parent["metadata"]
+    return observe_pod(obj, meta["name"], meta.get("uid") or "")
 
 
-def _claim_owners(spec: NodeSetSpec, pods: list[ObservedPod], plan: Plan, pod_children: list[JSON]) -> list[str]:
+# Every sync and finalize observes every pod: read each as soon as the contract has checked it.
+CHILD_READERS: dict[str, ChildReader] = {POD_TYPE_KEY: _read_pod}
+
+
+def _kept(pods: Iterable[ObservedPod]) -> list[Child]:
+    """Named pods as we last returned them (observe_pod read each)."""
+    return [p.kept for p in pods if p.kept is not None]
+
+
+def _claim_owners(spec: NodeSetSpec, pods: list[ObservedPod], plan: Plan, pod_children: list[Child]) -> list[str]:
     """Pods whose PVCs must exist: our desired pods, and every ordinal below replicas."""
+    if not spec.volume_claim_templates:
+        return []  # no claim to own
     foreign = set(plan.unexpected)
-    owners = [c["metadata"]["name"] for c in pod_children if c["metadata"]["name"] not in foreign]
+    owners = [name for name in map(name_of, pod_children) if name not in foreign]
     if spec.scaling_mode != DAEMONSET:
         owners += [statefulset_slot(spec, ordinal).name for ordinal in range(spec.replicas)]
     return owners
 
 
-def _claims(req: CompositeRequest, spec: NodeSetSpec, owners: list[str], retain: bool) -> list[JSON]:
-    wanted: dict[str, JSON] = {}
+def _claims(req: CompositeRequest, spec: NodeSetSpec, owners: list[str], retain: bool) -> list[Child]:
+    wanted: dict[str, Child] = {}
     for owner in owners:
         for claim in claims_for(req.parent, spec, owner):
             wanted.setdefault(claim["metadata"]["name"], claim)
     if retain:
         for observed in req.children_of(PVC_TYPE_KEY):
-            wanted.setdefault(observed["metadata"]["name"], cluster.kept(observed))
+            wanted.setdefault(observed["metadata"]["name"], kept(observed))
     return list(wanted.values())
 
 
-def _finalize_claims(req: CompositeRequest, spec: NodeSetSpec, held: list[ObservedPod]) -> list[JSON]:
+def _finalize_claims(req: CompositeRequest, spec: NodeSetSpec, held: list[ObservedPod]) -> list[Child]:
     """While deleting, PVCs are only kept, never created: all (Retain) or those of pods still there."""
     remaining = {p.name for p in held if p.ours}
     owned = {claim["metadata"]["name"] for owner in remaining for claim in claims_for(req.parent, spec, owner)}
     retain = spec.pvc_when_deleted == RETAIN
-    return [cluster.kept(pvc) for pvc in req.children_of(PVC_TYPE_KEY) if retain or pvc["metadata"]["name"] in owned]
+    return [kept(pvc) for pvc in req.children_of(PVC_TYPE_KEY) if retain or pvc["metadata"]["name"] in owned]
 
 
-def _ssh_config(parent: JSON, spec: NodeSetSpec, pod_children: list[JSON], keep: bool) -> list[JSON]:
-    """The sshd ConfigMap while ssh is on (sync) or while a returned pod still mounts it."""
+def _ssh_config(
+    parent: JSON, spec: NodeSetSpec, kept_pods: list[ObservedPod], built: list[JSON], keep: bool
+) -> list[Child]:
+    """The sshd ConfigMap while ssh is on (sync) or while a returned pod still mounts it (the volumes of
+    a pod cannot change, so a kept pod's are read as observed)."""
     name = ssh_config_name(spec)
-    mounted = any(
-        (v.get("configMap") or {}).get("name") == name
-        for pod in pod_children
-        for v in (pod.get("spec") or {}).get("volumes") or []
+    wanted = (
+        (keep and spec.ssh_enabled)
+        or any(name in pod.config_maps for pod in kept_pods)
+        or any((v.get("configMap") or {}).get("name") == name for pod in built for v in pod["spec"].get("volumes", ()))
     )
-    return [ssh_config_map(parent, spec)] if mounted or (keep and spec.ssh_enabled) else []
+    return [ssh_config_map(parent, spec)] if wanted else []
 
 
-def _response(status: JSON, children: list[JSON], plan: Plan, until_available: int | None = None) -> JSON:
+def _response(status: JSON, children: list[Child], plan: Plan, until_available: int | None = None) -> JSON:
     """`resyncAfterSeconds`: the drain poll while pods are condemned, sooner if a pod becomes available first."""
-    children.sort(key=lambda c: (c["kind"], c["metadata"]["name"]))
+    children.sort(key=kind_and_name)
     response: JSON = {"status": status, "children": children}
     waits = [w for w in (DRAIN_RESYNC_SECONDS if plan.condemned else None, until_available) if w is not None]
     if waits:
@@ -465,10 +487,10 @@ def _status(
         "desired": desired,
         "selector": ",".join(f"{k}={v}" for k, v in sorted(selector_labels("slurmd", spec.name).items())),
         "nodeSetHash": ctx.revision,
-        "slurmIdle": sum(1 for p in ours if slurmstate.base_state(p.slurm_states) == "IDLE"),
-        "slurmAllocated": sum(1 for p in ours if slurmstate.base_state(p.slurm_states) in ("ALLOCATED", "MIXED")),
-        "slurmDown": sum(1 for p in ours if slurmstate.base_state(p.slurm_states) == "DOWN"),
-        "slurmDrain": sum(1 for p in ours if slurmstate.is_drain(p.slurm_states)),
+        "slurmIdle": sum(1 for p in ours if p.slurm_base == "IDLE"),
+        "slurmAllocated": sum(1 for p in ours if p.slurm_base in ("ALLOCATED", "MIXED")),
+        "slurmDown": sum(1 for p in ours if p.slurm_base == "DOWN"),
+        "slurmDrain": sum(1 for p in ours if p.slurm_drain),
         names.STATUS_DRAINING_PODS: draining,
         "conditions": [
             nodeset_ready(parent, desired, ours, frozenset(plan.condemned), controller, deleting),

@@ -13,12 +13,15 @@ means one of them is stale (an empty Slurm listing once marked every pod absent)
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 from hooks import names, slurmstate
+from hooks.applied import Kept, kept
 from hooks.objects import dict_field, list_field
 
 JSON = dict[str, Any]
@@ -30,31 +33,76 @@ _PHASE_RANK = {"Pending": 0, "Unknown": 1, "Running": 2}
 _STATE_OF_CONDITION = {slurmstate.condition_type(s): s for s in (*slurmstate.BASE_STATES, *slurmstate.FLAG_STATES)}
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # one per observed pod, compared by identity
 class ObservedPod:
-    """One observed pod, with everything the plan and the status need."""
+    """One observed pod, with everything the plan and the status need.
+
+    What every sync reads of every pod is read when it is observed; the rest (timestamps, the
+    deletion cost, the hostname, a pinned node) on first use: a steady-state resync decides
+    nothing by them, and reading all of them for every pod was a tenth of a 1,000-pod sync.
+    """
 
     name: str
+    namespace: str
     obj: JSON
+    kept: Kept | None  # the pod as we last returned it (hooks/applied.py); None without a name
+    config_maps: tuple[str, ...]  # the ConfigMaps its volumes mount
     ours: bool
     scaling_mode: str | None
     revision: str
-    hostname: str
-    pinned_node: str | None
     node_name: str | None
     phase: str
     ready: bool
-    ready_since: float | None
-    created: float | None
     terminating: bool
     drained_mark: bool
     absent_mark: bool
     slurm_states: frozenset[str]  # Slurm state words (IDLE, DRAIN ...) from the SlurmNodeState* conditions
-    pod_cordon: bool
-    deletion_cost: int
-    deadline: float | None
-    deadline_unreadable: bool  # a pod-deadline annotation is present but is not an RFC 3339 time
+    slurm_base: str | None  # the base state among them (slurmstate.base_state)
+    slurm_drain: bool  # a drain in force (slurmstate.is_drain)
     protected: bool  # the pod-protect label: slurm_sync saw jobs on the node
+    labels: JSON  # metadata.labels ({} when absent or not an object), and so on
+    annotations: JSON
+    spec: JSON
+    ready_condition: JSON
+
+    @cached_property
+    def hostname(self) -> str:
+        return _str(self.labels.get(names.LABEL_NODESET_POD_HOSTNAME)) or _str(self.spec.get("hostname")) or self.name
+
+    @cached_property
+    def pinned_node(self) -> str | None:
+        return _pinned_node(self.spec)
+
+    @property
+    def pod_cordon(self) -> bool:
+        return self.annotations.get(names.ANNOTATION_POD_CORDON) == "true"
+
+    @cached_property
+    def deletion_cost(self) -> int:
+        return _int32(_str_or_none(self.annotations.get(names.ANNOTATION_POD_DELETION_COST)))
+
+    @cached_property
+    def ready_since(self) -> float | None:
+        return parse_time(self.ready_condition.get("lastTransitionTime")) if self.ready else None
+
+    @cached_property
+    def created(self) -> float | None:
+        return parse_time(dict_field(self.obj, "metadata").get("creationTimestamp"))
+
+    @property
+    def deadline_text(self) -> Any:
+        """The pod-deadline annotation, as sent."""
+        return self.annotations.get(names.ANNOTATION_POD_DEADLINE)
+
+    @cached_property
+    def deadline(self) -> float | None:
+        """The job-end deadline; None when there is none or it cannot be read (see deadline_unreadable)."""
+        return parse_time(self.deadline_text)
+
+    @property
+    def deadline_unreadable(self) -> bool:
+        """Present, not empty, and not a time: it may hide a deadline, so it counts as one not yet passed."""
+        return self.deadline_text not in (None, "") and self.deadline is None
 
     @property
     def busy(self) -> bool:
@@ -102,47 +150,39 @@ class ObservedPod:
 
 
 def observe_pod(obj: JSON, nodeset: str, parent_uid: str) -> ObservedPod:
-    """Read one observed pod; never raises."""
+    """Read one observed pod, of the JSON types the contract checked (hooks/shapes.py); no value makes it raise."""
     meta = dict_field(obj, "metadata")
+    name = str(meta.get("name") or "")
     # Only the string values of these maps count; look up the few keys read (a sync reads every
     # pod, so copying both maps per pod was a tenth of a 1,000-pod sync).
     labels = dict_field(meta, "labels")
     annotations = dict_field(meta, "annotations")
     spec = dict_field(obj, "spec")
     status = dict_field(obj, "status")
-    conditions = (
-        [c for c in status.get("conditions") or [] if isinstance(c, dict)]
-        if isinstance(status.get("conditions"), list)
-        else []
-    )
-    ready_condition = next((c for c in conditions if c.get("type") == "Ready"), {})
-    phase = str(status.get("phase")) if status.get("phase") in KNOWN_PHASES else "Unknown"
+    ready_condition, slurm_states = _read_conditions(list_field(status, "conditions"))
     return ObservedPod(
-        name=str(meta.get("name") or ""),
+        name=name,
+        namespace=_str(meta.get("namespace")),
         obj=obj,
+        kept=kept(obj) if name else None,
+        config_maps=_config_maps(spec),
         ours=_is_ours(meta, labels, nodeset, parent_uid),
         scaling_mode=_str_or_none(labels.get(names.LABEL_NODESET_SCALING_MODE)),
         revision=_str(labels.get(names.LABEL_NODESET_REVISION)),
-        hostname=_str(labels.get(names.LABEL_NODESET_POD_HOSTNAME))
-        or _str(spec.get("hostname"))
-        or str(meta.get("name") or ""),
-        pinned_node=_pinned_node(spec),
         node_name=_str(spec.get("nodeName")) or None,
-        phase=phase,
+        phase=str(status.get("phase")) if status.get("phase") in KNOWN_PHASES else "Unknown",
         ready=ready_condition.get("status") == "True",
-        ready_since=parse_time(ready_condition.get("lastTransitionTime"))
-        if ready_condition.get("status") == "True"
-        else None,
-        created=parse_time(meta.get("creationTimestamp")),
         terminating=bool(meta.get("deletionTimestamp")),
         drained_mark=annotations.get(names.ANNOTATION_DRAINED) == "true",
         absent_mark=annotations.get(names.ANNOTATION_SLURM_NODE_ABSENT) == "true",
-        slurm_states=_slurm_states(conditions),
-        pod_cordon=annotations.get(names.ANNOTATION_POD_CORDON) == "true",
-        deletion_cost=_int32(_str_or_none(annotations.get(names.ANNOTATION_POD_DELETION_COST))),
-        deadline=parse_time(annotations.get(names.ANNOTATION_POD_DEADLINE)),
-        deadline_unreadable=_unreadable_time(annotations.get(names.ANNOTATION_POD_DEADLINE)),
+        slurm_states=slurm_states,
+        slurm_base=_base_state(slurm_states),
+        slurm_drain=_is_drain(slurm_states),
         protected=_protected(labels.get(names.LABEL_POD_PROTECT)),
+        labels=labels,
+        annotations=annotations,
+        spec=spec,
+        ready_condition=ready_condition,
     )
 
 
@@ -188,11 +228,6 @@ def format_time(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _unreadable_time(value: Any) -> bool:
-    """Present, not empty, and not a time: it may hide a deadline, so it counts as one not yet passed."""
-    return value not in (None, "") and parse_time(value) is None
-
-
 def _protected(value: Any) -> bool:
     """Any value but an explicit "false" counts: an unknown value is not proof that the node is idle."""
     return value is not None and value != "false"
@@ -202,15 +237,21 @@ def _is_ours(meta: JSON, labels: JSON, nodeset: str, parent_uid: str) -> bool:
     """Built by this NodeSet: worker labels for it, and no controller other than it."""
     if labels.get(names.LABEL_INSTANCE) != nodeset or labels.get(names.LABEL_NAME) != "slurmd":
         return False
-    refs = list_field(meta, "ownerReferences")
-    controllers = [r for r in refs if isinstance(r, dict) and r.get("controller") is True]
-    return not parent_uid or all(r.get("uid") == parent_uid for r in controllers)
+    if not parent_uid:
+        return True
+    for ref in list_field(meta, "ownerReferences"):
+        if isinstance(ref, dict) and ref.get("controller") is True and ref.get("uid") != parent_uid:
+            return False
+    return True
 
 
 def _pinned_node(spec: JSON) -> str | None:
     """The node a DaemonSet-mode pod is pinned to by its required `metadata.name` node affinity."""
+    affinity = spec.get("affinity")
+    if not isinstance(affinity, dict) or "nodeAffinity" not in affinity:
+        return None  # the common case, decided without raising
     try:
-        terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        terms = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
         for term in terms:
             for field in term.get("matchFields") or []:
                 if (
@@ -224,12 +265,33 @@ def _pinned_node(spec: JSON) -> str | None:
     return None
 
 
-def _slurm_states(conditions: list[JSON]) -> frozenset[str]:
-    return frozenset(
-        _STATE_OF_CONDITION[c["type"]]
-        for c in conditions
-        if c.get("type") in _STATE_OF_CONDITION and c.get("status") == "True"
+def _config_maps(spec: JSON) -> tuple[str, ...]:
+    volumes = list_field(spec, "volumes")
+    return tuple(
+        name
+        for volume in volumes
+        if isinstance(volume, dict) and isinstance(name := dict_field(volume, "configMap").get("name"), str)
     )
+
+
+def _read_conditions(conditions: list[Any]) -> tuple[JSON, frozenset[str]]:
+    """The first Ready condition ({} when none), and the Slurm state words of the SlurmNodeState* ones that hold."""
+    ready: JSON = {}
+    words = []
+    for item in conditions:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "Ready":
+            ready = ready or item
+        elif kind in _STATE_OF_CONDITION and item.get("status") == "True":
+            words.append(_STATE_OF_CONDITION[kind])
+    return ready, frozenset(words)
+
+
+# The state words of most pods are one of a few sets; each set's reading is remembered.
+_base_state = functools.lru_cache(maxsize=256)(slurmstate.base_state)
+_is_drain = functools.lru_cache(maxsize=256)(slurmstate.is_drain)
 
 
 def _int32(value: str | None) -> int:

@@ -8,6 +8,7 @@ cannot make sense of: those are reported, never dropped.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable
@@ -87,7 +88,8 @@ def plan_statefulset(
     """Ordinal pods: replicas of them, lowest free ordinals first, highest-ordinal victims first."""
     spec = ctx.spec
     plan = Plan(desired=spec.replicas)
-    members = _claim_ordinals(plan, spec, _current_mode(plan, spec, pods))
+    ordinals = {p.name: _ordinal(p.name, spec.name) for p in pods}
+    members = _claim_ordinals(plan, spec, _current_mode(plan, spec, pods), ordinals)
     _scale(plan, ctx, members)
     kept = {o: p for o, p in members.items() if p.name not in plan.condemned}
     plan.condemn((p for p in kept.values() if p.finished), "pod finished; replacing it")
@@ -96,7 +98,7 @@ def plan_statefulset(
     elif spec.update_type == SCHEDULED_UPDATE:
         _scheduled_update(plan, ctx, kept.values())
     missing = spec.replicas - len(members)
-    taken = {_ordinal(p.name, spec.name) for p in pods}
+    taken = set(ordinals.values())
     names_taken = {p.name for p in pods}
     ordinal = 0
     while missing > 0:
@@ -192,19 +194,22 @@ def _current_mode(plan: Plan, spec: NodeSetSpec, pods: list[ObservedPod]) -> lis
     return current
 
 
-def _claim_ordinals(plan: Plan, spec: NodeSetSpec, pods: list[ObservedPod]) -> dict[int, ObservedPod]:
+def _claim_ordinals(
+    plan: Plan, spec: NodeSetSpec, pods: list[ObservedPod], ordinals: dict[str, int | None]
+) -> dict[int, ObservedPod]:
     """One pod per ordinal; a second pod with the same ordinal is condemned and reported."""
     by_ordinal: dict[int, list[ObservedPod]] = {}
     for pod in pods:
-        ordinal = _ordinal(pod.name, spec.name)
+        ordinal = ordinals[pod.name]
         if ordinal is None:
             plan.unexpected[pod.name] = f"name does not follow {spec.name}-<ordinal>"
         else:
             by_ordinal.setdefault(ordinal, []).append(pod)
     members = {}
     for ordinal, group in sorted(by_ordinal.items()):
-        canonical = statefulset_slot(spec, ordinal).name
-        group.sort(key=lambda p: (p.name != canonical, p.name))
+        if len(group) > 1:
+            canonical = statefulset_slot(spec, ordinal).name
+            group.sort(key=lambda p: (p.name != canonical, p.name))
         members[ordinal] = group[0]
         for extra in group[1:]:
             plan.unexpected[extra.name] = f"duplicate of ordinal {ordinal} ({group[0].name})"
@@ -276,5 +281,11 @@ def _pin(spec: NodeSetSpec, ordinal: int, ordinal_to_node: dict[str, str], fits:
 
 
 def _ordinal(pod_name: str, nodeset: str) -> int | None:
-    match = re.fullmatch(re.escape(nodeset) + r"-([0-9]{1,10})", pod_name)
+    match = _ordinal_pattern(nodeset).fullmatch(pod_name)
     return int(match.group(1)) if match else None
+
+
+@functools.lru_cache(maxsize=256)
+def _ordinal_pattern(nodeset: str) -> re.Pattern[str]:
+    """`<nodeset>-<ordinal>`, compiled once per NodeSet name (every pod's name is matched on each sync)."""
+    return re.compile(re.escape(nodeset) + r"-([0-9]{1,10})")

@@ -73,13 +73,13 @@ def _slurm_problems(pods: list[ObservedPod]) -> list[Problem]:
 
 
 def _down(pod: ObservedPod) -> str | None:
-    if slurmstate.base_state(pod.slurm_states) != "DOWN":
+    if pod.slurm_base != "DOWN":
         return None
     return _state_message(pod, "DOWN")
 
 
 def _unexpected_drain(pod: ObservedPod) -> str | None:
-    if not slurmstate.is_drain(pod.slurm_states) or pod.pod_cordon:
+    if not pod.slurm_drain or pod.pod_cordon:
         return None
     reason = _state_message(pod, "DRAIN")
     return None if slurmstate.is_operator_reason(reason) else reason
@@ -87,7 +87,7 @@ def _unexpected_drain(pod: ObservedPod) -> str | None:
 
 def _unusable(pod: ObservedPod) -> str | None:
     """A base state other than usable or DOWN, or a flag that stops jobs (DOWN has its own check)."""
-    base = slurmstate.base_state(pod.slurm_states)
+    base = pod.slurm_base
     if base == "DOWN":
         return None
     odd_base = [base] if base is not None and base not in USABLE_BASE_STATES else []
@@ -96,7 +96,7 @@ def _unusable(pod: ObservedPod) -> str | None:
 
 
 def _unknown(pod: ObservedPod) -> str | None:
-    return "" if slurmstate.base_state(pod.slurm_states) is None and not pod.slurm_states & UNUSABLE_FLAGS else None
+    return "" if pod.slurm_base is None and not pod.slurm_states & UNUSABLE_FLAGS else None
 
 
 def _state_message(pod: ObservedPod, state: str) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from werkzeug.exceptions import InternalServerError
 from werkzeug.test import create_environ, run_wsgi_app
 
 from hooks import contract
@@ -253,10 +254,21 @@ def test_responses_are_strict_json_and_deterministic():
 
 def test_non_post_and_unknown_paths_answer_json_errors(client):
     assert client.get("/nodeset/sync").status_code == 405
-    assert "error" in client.get("/nodeset/sync").get_json()
+    assert client.put("/bridge/pod/sync").get_json() == {"error": "The method is not allowed for the requested URL."}
+    assert client.options("/nodeset/sync").headers["Allow"] == "OPTIONS, POST"
     missing = client.post("/nodeset/nope", data="{}")
     assert missing.status_code == 404
     assert "error" in missing.get_json()
+    assert client.post("/nodeset/sync/", data="{}").status_code == 404
+
+
+def test_an_unexpected_failure_outside_the_hook_is_a_json_500(client, monkeypatch):
+    def broken(*args):
+        raise RuntimeError("metrics backend gone")
+
+    monkeypatch.setattr("hooks.metrics.observe", broken)
+    resp = client.post("/nodeset/sync", json={"parent": NODESET})
+    assert resp.status_code == 500 and resp.get_json() == {"error": InternalServerError.description}
 
 
 def test_health_readiness_and_metrics(client):
@@ -325,6 +337,27 @@ def test_nodeset_example_is_a_steady_state():
     assert sorted(f"slurm/{c['metadata']['name']}" for c in resp["children"] if c["kind"] == "Pod") == observed
     assert resp["status"]["drainingPods"] == []
     assert resp["status"]["updatedReplicas"] == resp["status"]["replicas"] == 2
+
+
+def test_the_parsed_request_is_freed_once_the_server_closes_the_answer():
+    import gc
+    import weakref
+
+    kept: list[weakref.ref] = []
+
+    def handler(req):
+        kept.append(weakref.ref(req))
+        return {"children": []}
+
+    client = create_app(handlers={"/nodeset/sync": handler}).test_client()
+    resp = client.post("/nodeset/sync", json={"parent": dict(NODESET)})
+    assert resp.status_code == 200 and kept[0]() is not None  # held while the answer is being sent
+    assert gc.isenabled() and gc.get_freeze_count() > 0  # the collector runs, without tracing the held request
+    resp.close()  # what a WSGI server does once the answer is sent
+    assert kept[0]() is None and gc.get_freeze_count() == 0
+    client.post("/nodeset/sync", json={"parent": dict(NODESET)})  # never closed (a test client)...
+    client.post("/nodeset/sync", json={"parent": dict(NODESET)})  # ...released by the next request
+    assert kept[1]() is None
 
 
 def test_the_garbage_collector_is_paused_during_a_hook_and_back_on_after_it():

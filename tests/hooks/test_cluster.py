@@ -9,9 +9,10 @@ import base64
 import json
 from typing import Any
 
+import orjson
 import pytest
 
-from hooks import cluster, names
+from hooks import applied, cluster, names
 from hooks.contract import BadHookRequest, parse_composite
 
 NS = "slurm"
@@ -184,43 +185,6 @@ def test_secret_value_explains_what_is_missing_without_values():
     assert "hunter2" not in absent.message + no_key.message
 
 
-def test_kept_returns_the_last_applied_object_or_strips_server_fields():
-    desired = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": "s", "labels": {"a": "b"}},
-        "spec": {"ports": []},
-    }
-    (observed,) = as_observed([desired])["Service.v1"].values()
-    observed["status"] = {"loadBalancer": {}}
-    assert cluster.kept(observed) == desired
-    del observed["metadata"]["annotations"][names.ANNOTATION_LAST_APPLIED]
-    assert cluster.kept(observed) == {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": "s", "labels": {"a": "b", "controller-uid": "uid-parent"}},
-        "spec": {"ports": []},
-    }
-
-
-@pytest.mark.parametrize(
-    "annotation",
-    [
-        '{"apiVersion":"v1","kind":"Service","metadata":{"name":"other"}}',  # another object's: not believed
-        '{"apiVersion":"v1","kind":"Service","metadata":{"name":"s"},"spec":{"x":NaN}}',  # not strict JSON
-        '{"kind":"Service","metadata":{"name":"s"}}',  # no apiVersion
-        "not json",
-    ],
-)
-def test_kept_falls_back_to_the_observed_object_when_the_annotation_cannot_be_believed(annotation):
-    desired = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"ports": []}}
-    (observed,) = as_observed([desired])["Service.v1"].values()
-    observed["metadata"]["annotations"][names.ANNOTATION_LAST_APPLIED] = annotation
-    kept = cluster.kept(observed)
-    assert kept["metadata"]["name"] == "s" and kept["spec"] == {"ports": []}
-    assert names.ANNOTATION_LAST_APPLIED not in kept["metadata"].get("annotations", {})
-
-
 def test_merged_config_unions_list_options_and_ours_win_on_key_collisions():
     ours = {"AuthAltParameters": ["jwt_key=/etc/slurm/jwt.key"], "AuthInfo": ["use_client_ids"]}
     assert cluster.merged_config(ours, "") == []
@@ -279,6 +243,7 @@ def test_invalid_spec_keeps_children_status_and_other_conditions():
     }
     req = parse_composite(request(parent, as_observed([desired])), "RestApi")
     resp = cluster.invalid_spec_response(req, cluster.InvalidSpec("spec.replicas must be an integer >= 0"))
+    resp = orjson.loads(applied.serialise(resp))  # kept children are JSON text
     assert resp["children"] == [desired]
     assert resp["status"]["replicas"] == 2
     ready, available, invalid = resp["status"]["conditions"]

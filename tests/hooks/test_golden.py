@@ -11,6 +11,7 @@ import base64
 import difflib
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -49,31 +50,39 @@ def deleting(obj: dict) -> dict:
     return obj
 
 
-def slurm_conf(spec: dict, *objects: dict) -> Callable[[], str]:
-    def render() -> str:
-        body = request(cr("Controller", "slurm", {**KEYS, **spec}), rel=related(*key_secrets(), *objects))
-        resp = create_app().test_client().post("/controller/sync", json=body)
+@dataclass(frozen=True)
+class Case:
+    """A hook request (`route`, `body`) and the config text a user gets from its response (`extract`)."""
+
+    route: str
+    body: Callable[[], dict]
+    extract: Callable[[dict], str]
+
+    def __call__(self) -> str:
+        resp = create_app().test_client().post(self.route, json=self.body())
         assert resp.status_code == 200, resp.get_json()
-        return by_kind(resp.get_json())["ConfigMap/slurm-config"]["data"]["slurm.conf"]
-
-    return render
+        return self.extract(resp.get_json())
 
 
-def slurmdbd_conf(spec: dict) -> Callable[[], str]:
-    def render() -> str:
+def slurm_conf(spec: dict, *objects: dict) -> Case:
+    def body() -> dict:
+        return request(cr("Controller", "slurm", {**KEYS, **spec}), rel=related(*key_secrets(), *objects))
+
+    return Case("/controller/sync", body, lambda resp: by_kind(resp)["ConfigMap/slurm-config"]["data"]["slurm.conf"])
+
+
+def slurmdbd_conf(spec: dict) -> Case:
+    def body() -> dict:
         rel = related(*key_secrets(), secret("mariadb", {"password": b"s3cr3t #pass"}))
-        resp = (
-            create_app()
-            .test_client()
-            .post("/accounting/sync", json=request(cr("Accounting", "slurm", {**DBD_SPEC, **spec}), rel=rel))
-        )
-        assert resp.status_code == 200, resp.get_json()
-        return base64.b64decode(by_kind(resp.get_json())["Secret/slurm-accounting"]["data"]["slurmdbd.conf"]).decode()
+        return request(cr("Accounting", "slurm", {**DBD_SPEC, **spec}), rel=rel)
 
-    return render
+    def extract(resp: dict) -> str:
+        return base64.b64decode(by_kind(resp)["Secret/slurm-accounting"]["data"]["slurmdbd.conf"]).decode()
+
+    return Case("/accounting/sync", body, extract)
 
 
-CASES: dict[str, Callable[[], str]] = {
+CASES: dict[str, Case] = {
     "slurm.conf.plain": slurm_conf({}),
     "slurm.conf.ha": slurm_conf({"ha": {"enabled": True, "backups": 2}, "persistence": {"existingClaim": "statesave"}}),
     "slurm.conf.accounting": slurm_conf(
