@@ -41,7 +41,7 @@ from hooks.routes import Handler, Route, route_table
 from hooks.serve import setting
 
 if TYPE_CHECKING:
-    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+    from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
 log = logging.getLogger("hooks")
 _CHUNK_BYTES = 1 << 20  # a streamed (chunked) body is read in pieces of this size
