@@ -17,7 +17,9 @@ from hooks.contract import JSON
 DEVICE_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
 DRA_CPU_CLASS = "dra.cpu"
 DRA_CPU = DEVICE_CLASS_PREFIX + DRA_CPU_CLASS
-SUPPORTED_DEVICE_CLASSES = (DRA_CPU_CLASS, "gpu.nvidia.com", "gpu.example.com")
+NVIDIA_GPU_CLASS = "gpu.nvidia.com"  # full GPUs named gpu-<index> by NVIDIA's DRA driver
+EXAMPLE_GPU_CLASS = "gpu.example.com"  # the example driver's GPUs, with an index attribute
+SUPPORTED_DEVICE_CLASSES = (DRA_CPU_CLASS, NVIDIA_GPU_CLASS, EXAMPLE_GPU_CLASS)
 DEVICE_PLUGIN_GPUS = ("nvidia.com/gpu", "amd.com/gpu")
 
 

@@ -231,7 +231,7 @@ def _gpu_devices(device_class: str, count: int, layout: NodeLayout, pools: list[
 
 
 def _gpu_index(device_class: str, device: Mapping[str, Any]) -> int | None:
-    if device_class == "gpu.nvidia.com":
+    if device_class == resources.NVIDIA_GPU_CLASS:
         match = _NVIDIA_GPU.fullmatch(str(device.get("name") or ""))
         return int(match.group(1)) if match else None
     return _int_attribute(device, device_class, "index")
