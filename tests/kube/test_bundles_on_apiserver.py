@@ -43,7 +43,6 @@ def apply_twice_and_remove(lab: KubeLab, bundle: Path, namespaces: list[str]) ->
     docs = [d for d in yaml.safe_load_all(bundle.read_text()) if d]
     assert [d["metadata"]["name"] for d in docs[: len(namespaces)]] == namespaces
     assert all(d["kind"] == "Namespace" for d in docs[: len(namespaces)])
-    cluster_scoped = [d for d in docs if "namespace" not in d["metadata"] and d["kind"] != "Namespace"]
     for namespace in namespaces:  # left by an earlier test (the bridge chart keeps its managed namespace)
         gone = kubectl(lab, "delete", "namespace", namespace, "--ignore-not-found", "--wait=true")
         assert gone.returncode == 0, gone.stderr
@@ -57,11 +56,13 @@ def apply_twice_and_remove(lab: KubeLab, bundle: Path, namespaces: list[str]) ->
         assert stored_versions(lab, bundle) == stored, "the second apply changed objects"
         return set(again.stdout.splitlines())
     finally:
-        for namespace in namespaces:
-            kubectl(lab, "delete", "namespace", namespace, "--wait=false")
-        for obj in cluster_scoped:  # the CRDs stay: other tests of this session use them
-            if obj["kind"] != "CustomResourceDefinition":
-                kubectl(lab, "delete", obj["kind"].lower(), obj["metadata"]["name"], "--ignore-not-found")
+        # Every object the bundle made but the CRDs (other tests of this session use them), waited
+        # for: the namespaces' contents go with them only eventually, and a Role left behind for a
+        # moment would stop a later `helm install` of the same chart.
+        made = bundle.with_name(f"{bundle.stem}-made.yaml")
+        made.write_text(yaml.safe_dump_all([d for d in docs if d["kind"] != "CustomResourceDefinition"]))
+        removed = kubectl(lab, "delete", "-f", str(made), "--ignore-not-found", "--wait=true")
+        assert removed.returncode == 0, removed.stderr
 
 
 def test_the_operator_bundle_applies_on_a_cluster_without_its_namespace(
