@@ -4,10 +4,11 @@ Two servers run side by side with the same gunicorn settings (hooks/gunicorn_con
 workers, `HOOKS_WORKERS` of them, logging as `make run`, each on a free loopback port):
 
 * hook:  the hook server (`hooks.app:create_app()`), answering POST /nodeset/sync;
-* floor: `floor_app()` below, a Flask app that reads the same request, parses it with orjson and
-  answers the bytes the hook answers, serialised with orjson from the same response as plain JSON
-  data (the floor of bench/nodeset_sync.py, served): nothing else to do, the collector off for
-  good, the parsed request freed once the answer is sent (as the hook does).
+* floor: `floor_app()` below, a Flask app that reads the same request, parses it and answers the
+  bytes the hook answers, serialised from the same response as plain JSON data, each with the
+  fastest JSON library in the venv for that input (the floor of bench/nodeset_sync.py, served):
+  nothing else to do, the collector off for good, the parsed request freed once the answer is sent
+  (as the hook does).
 
 Requests: a small sync (10 pods) and a 1,000-pod sync as bench/nodeset_sync.py builds them, on one
 and two workers, with as many connections as workers (a closed loop: every worker busy, no request
@@ -36,13 +37,14 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from bench.measure import Budget, Report, fmt_ns, fmt_ratio
+from bench.measure import JSON_PARSERS, JSON_SERIALISERS, Budget, Report, fastest, fmt_ns, fmt_ratio
 
 TITLE = "NodeSet sync over HTTP (gunicorn, wrk): hook server vs a floor app answering the same bytes"
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,26 +72,39 @@ def floor_app() -> Any:
     """Flask app: POST /nodeset/sync reads and parses the body and serialises the hook's answer to it.
 
     `BENCH_FLOOR_ANSWERS` names a JSON file mapping a request's byte length to the file holding the
-    hook's answer to it (the requests of this suite differ in length).
+    hook's answer to it and the JSON libraries to parse and serialise with (the requests of this
+    suite differ in length).
     """
     from flask import Flask, Response, request
 
     gc.disable()  # parsed JSON holds no cycles: reference counting frees it, and no collection ever runs
-    answers = {
-        int(length): orjson.loads(Path(path).read_bytes())
-        for length, path in orjson.loads(Path(os.environ["BENCH_FLOOR_ANSWERS"]).read_bytes()).items()
+    floors = {
+        int(length): Floor(orjson.loads(Path(path).read_bytes()), JSON_PARSERS[parser], JSON_SERIALISERS[serialiser])
+        for length, (path, parser, serialiser) in orjson.loads(
+            Path(os.environ["BENCH_FLOOR_ANSWERS"]).read_bytes()
+        ).items()
     }
     app = Flask("floor")
 
     @app.post(SYNC_PATH)
     def sync() -> Response:
         length = request.content_length or 0
-        parsed = orjson.loads(request.environ["wsgi.input"].read(length))
-        response = Response(orjson.dumps(answers[length]), 200, mimetype="application/json")
+        floor = floors[length]
+        parsed = floor.parse(request.environ["wsgi.input"].read(length))
+        response = Response(floor.serialise(floor.answer), 200, mimetype="application/json")
         response.call_on_close(lambda: parsed.clear())  # freed once the answer is sent, as the hook does
         return response
 
     return app
+
+
+@dataclass(frozen=True)
+class Floor:
+    """What the floor app answers to one request, and with which JSON library it parses and serialises."""
+
+    answer: Any
+    parse: Callable[[bytes], Any]
+    serialise: Callable[[Any], bytes]
 
 
 # --- wrk ----------------------------------------------------------------------------------------
@@ -247,14 +262,17 @@ def run(quick: bool = False) -> Report:
     app = create_app()
     with tempfile.TemporaryDirectory(prefix="slinky-bench-http-") as tmp:
         bodies: dict[str, str] = {}
-        answers: dict[str, str] = {}
+        answers: dict[str, tuple[str, str, str]] = {}
         sizes: dict[str, tuple[int, int]] = {}
+        libraries: dict[str, str] = {}
         for size, pods in SIZES.items():
             body = build_request(pods, app.test_client())
             answer = wsgi_post(app, SYNC_PATH, body)
+            parser, serialiser = fastest(JSON_PARSERS, body), fastest(JSON_SERIALISERS, orjson.loads(answer))
             bodies[size] = _write(tmp, f"{size}.json", body)
-            answers[str(len(body))] = _write(tmp, f"{size}.answer.json", answer)
+            answers[str(len(body))] = (_write(tmp, f"{size}.answer.json", answer), parser, serialiser)
             sizes[size] = (len(body), len(answer))
+            libraries[size] = f"{parser}+{serialiser}"
         answers_file = _write(tmp, "answers.json", orjson.dumps(answers))
         script = _write(tmp, "post.lua", _WRK_SCRIPT.encode())
         cases = [
@@ -262,7 +280,7 @@ def run(quick: bool = False) -> Report:
             for workers in WORKERS
             for size in SIZES
         ]
-    return _report(cases, sizes, quick)
+    return _report(cases, sizes, libraries, quick)
 
 
 def _write(directory: str, name: str, data: bytes) -> str:
@@ -297,14 +315,14 @@ def _measure(wrk: str, workers: int, size: str, body: str, script: str, answers:
     return Case(size, workers, hook, floor)
 
 
-def _report(cases: list[Case], sizes: dict[str, tuple[int, int]], quick: bool) -> Report:
+def _report(cases: list[Case], sizes: dict[str, tuple[int, int]], libraries: dict[str, str], quick: bool) -> Report:
     report = Report(
         title=TITLE,
         columns=["request", "workers", "server", "p50", "p99", "req/s", "p50 ratio", "p99 ratio", "req/s ratio"],
     )
     for case in cases:
         label = f"{SIZES[case.size]:,} pods ({sizes[case.size][0] / 1e6:.2f} MB)"
-        for server, rounds in (("floor", case.floor), ("hook", case.hook)):
+        for server, rounds in ((f"floor ({libraries[case.size]})", case.floor), ("hook", case.hook)):
             ratios = ["", "", ""]
             if server == "hook":
                 ratios = [
@@ -336,7 +354,7 @@ def _report(cases: list[Case], sizes: dict[str, tuple[int, int]], quick: bool) -
     )
     report.notes.append(
         "floor = a Flask app under the same gunicorn settings: reads and parses the request, serialises the same "
-        "answer (orjson, collector off), frees the request after answering."
+        "answer (the fastest JSON library for each, collector off), frees the request after answering."
     )
     if quick:
         report.notes.append("--quick: one short round per server; not a measurement.")

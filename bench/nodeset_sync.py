@@ -12,9 +12,11 @@ SlurmNodeState* conditions.
   read from `wsgi.input`, the answer joined, then closed, which frees the parsed request): parse,
   check, hook, response check, serialise, free. Werkzeug's test client is not in it (its own
   request building and response wrapping cost a third of a 10-pod sync and no server pays them).
-* floor: `orjson.loads` of the same request bytes plus `orjson.dumps` of the same response as
-  plain JSON data (the response bytes parsed back), with the garbage collector paused: the
-  least any implementation must do.
+* floor: parsing the same request bytes plus serialising the same response as plain JSON data
+  (the response bytes parsed back), each with the fastest JSON library in the venv for that input
+  (`measure.fastest`: orjson or msgspec), with the garbage collector paused: the least any
+  implementation that reads the whole request must do. The hook reads less of it: it skips the
+  observed objects' managedFields, which no hook reads (hooks/requestjson.py).
 * ratio: the median over interleaved (hook, floor) pairs of hook/floor (`measure.paired_ratio`).
   Budgets: at most 1.3 with 1,000 pods, at most 2 with 10 (a fixed cost per request weighs more there).
 * The verdict on each kept pod's last-applied annotation is remembered per worker (hooks/applied.py),
@@ -33,15 +35,29 @@ from typing import Any
 
 import orjson
 
-from bench.measure import Budget, Report, compare, fmt_ns, fmt_ratio, gc_paused, paired_ratio
+from bench.measure import (
+    JSON_PARSERS,
+    JSON_SERIALISERS,
+    Budget,
+    Report,
+    compare,
+    fastest,
+    fmt_ns,
+    fmt_ratio,
+    gc_paused,
+    paired_ratio,
+)
 from hooks import names
 
 JSON = dict[str, Any]
 
-TITLE = "NodeSet sync latency vs JSON floor (orjson parse + serialise)"
+TITLE = "NodeSet sync latency vs JSON floor (parse + serialise, fastest JSON library)"
 SIZES = (10, 100, 1_000, 5_000)
 BUDGETS = {10: 2.0, 1_000: 1.3}  # pods -> most hook/floor allowed
 COLD_PODS = 1_000
+COLUMNS = [
+    "pods", "request", "response", "hook p50", "hook p90", "floor p50", "floor p90", "floor JSON", "ratio", "samples",
+]  # fmt: skip
 
 NS = "slurm"
 NODESET = "gpu"
@@ -388,7 +404,7 @@ def run(quick: bool = False) -> Report:
     client = app.test_client()
     report = Report(
         title=TITLE,
-        columns=["pods", "request", "response", "hook p50", "hook p90", "floor p50", "floor p90", "ratio", "samples"],
+        columns=COLUMNS,
     )
     for pods in SIZES:
         body = build_request(pods, client)
@@ -404,9 +420,16 @@ def run(quick: bool = False) -> Report:
             applied.VERDICTS.clear()
             return wsgi_post(app, SYNC_PATH, body)
 
-        def floor(body: bytes = body, response: JSON = response) -> bytes:
-            orjson.loads(body)
-            return orjson.dumps(response)
+        parser, serialiser = fastest(JSON_PARSERS, body), fastest(JSON_SERIALISERS, response)
+
+        def floor(
+            body: bytes = body,
+            response: JSON = response,
+            parse: Any = JSON_PARSERS[parser],
+            serialise: Any = JSON_SERIALISERS[serialiser],
+        ) -> bytes:
+            parse(body)
+            return serialise(response)
 
         runs = [("", hook)] + ([(" cold", cold)] if pods == COLD_PODS else [])
         for label, subject in runs:
@@ -424,6 +447,7 @@ def run(quick: bool = False) -> Report:
                     fmt_ns(hook_stats.p90),
                     fmt_ns(floor_stats.median),
                     fmt_ns(floor_stats.p90),
+                    f"{parser}+{serialiser}",
                     fmt_ratio(ratio),
                     str(hook_stats.n),
                 ]
@@ -436,7 +460,8 @@ def run(quick: bool = False) -> Report:
         "hook = the Flask app called as gunicorn calls it (WSGI: parse, check, hook, serialise, free the request);"
     )
     report.notes.append(
-        "floor = orjson.loads(request) + orjson.dumps(response as plain JSON), GC paused, interleaved with the hook;"
+        "floor = parse(request) + serialise(response as plain JSON) with the fastest library for each (floor JSON),"
+        " GC paused, interleaved with the hook;"
     )
     report.notes.append(
         f"ratio = median over (hook, floor) pairs; '{COLD_PODS:,} cold': every annotation verdict forgotten first."

@@ -174,7 +174,7 @@ def _answer(route: Route, request: Request, limit: int, held: Held) -> Response:
         return _error(413, f"request body is larger than HOOKS_MAX_BODY_BYTES ({limit} bytes)")
     held.keep(body)
     try:
-        parsed = route.parse(contract.load_json_object(body), route.kind)
+        parsed = route.parse(route.load(body), route.kind)
         held.keep(parsed)
         if route.handler is None:
             return _error(501, f"{route.path} is not implemented yet")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from hooks import contract
+from hooks import contract, requestjson
 
 Handler = Callable[[Any], contract.JSON]
 
@@ -36,6 +36,7 @@ COMPOSITE_KINDS: dict[str, str] = {
 class Route:
     path: str
     kind: str
+    load: Callable[[bytes], contract.JSON]  # the body as JSON data (hooks/requestjson.py)
     parse: Callable[[contract.JSON, str], Any]
     check: Callable[[contract.JSON], contract.JSON]
     handler: Handler | None
@@ -61,7 +62,13 @@ def route_table(handlers: dict[str, Handler] | None = None) -> list[Route]:
         ("/bridge/admission/validate", "Pod", contract.parse_admission, contract.check_admission_response),
     ]
     pick = handlers.get if handlers is not None else _discover
-    return [Route(path, kind, parse, check, pick(path)) for path, kind, parse, check in specs]
+    return [Route(path, kind, _loader(parse), parse, check, pick(path)) for path, kind, parse, check in specs]
+
+
+def _loader(parse: Callable[[contract.JSON, str], Any]) -> Callable[[bytes], contract.JSON]:
+    """Composite sync and finalize requests skip what no hook reads of them; the others are read whole."""
+    composite = parse is contract.parse_composite or getattr(parse, "func", None) is contract.parse_composite
+    return requestjson.load_composite_request if composite else contract.load_json_object
 
 
 def _discover(path: str) -> Handler | None:
