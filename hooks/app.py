@@ -173,17 +173,27 @@ def _answer(route: Route, request: Request, limit: int, held: Held) -> Response:
     if body is None:
         return _error(413, f"request body is larger than HOOKS_MAX_BODY_BYTES ({limit} bytes)")
     held.keep(body)
-    try:
-        parsed = route.parse(route.load(body), route.kind)
-        held.keep(parsed)
-        if route.handler is None:
-            return _error(501, f"{route.path} is not implemented yet")
-        return _json(200, route.check(route.handler(parsed)))
-    except contract.BadHookRequest as err:
-        return _error(400, str(err))
-    except Exception:  # any failure must reach Metacontroller as an error, never as a 200
-        log.exception("hook %s failed", route.path)
-        return _error(500, f"{route.path} failed while computing the response; see the hook server log")
+    # A failure on the shaped decode (hooks/requestjson.py) is computed again from the strict parse:
+    # an integer beyond 64 bits, read exactly there, can fail where the strict parse's float does not.
+    loads = [route.load] if route.load is contract.load_json_object else [route.load, contract.load_json_object]
+    for attempt, load in enumerate(loads, start=1):
+        try:
+            return _computed(route, load(body), held)
+        except contract.BadHookRequest as err:
+            return _error(400, str(err))
+        except Exception:  # any failure must reach Metacontroller as an error, never as a 200
+            if attempt == len(loads):
+                log.exception("hook %s failed", route.path)
+    return _error(500, f"{route.path} failed while computing the response; see the hook server log")
+
+
+def _computed(route: Route, data: contract.JSON, held: Held) -> Response:
+    """The answer to a request's JSON data; raises BadHookRequest for a malformed one."""
+    parsed = route.parse(data, route.kind)
+    held.keep(parsed)
+    if route.handler is None:
+        return _error(501, f"{route.path} is not implemented yet")
+    return _json(200, route.check(route.handler(parsed)))
 
 
 def _read_body(request: Request, limit: int) -> bytes | None:

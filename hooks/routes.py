@@ -32,43 +32,47 @@ COMPOSITE_KINDS: dict[str, str] = {
 }
 
 
+Load = Callable[[bytes], contract.JSON]
+Parse = Callable[[contract.JSON, str], Any]
+Check = Callable[[contract.JSON], contract.JSON]
+
+
 @dataclass(frozen=True)
 class Route:
     path: str
     kind: str
-    load: Callable[[bytes], contract.JSON]  # the body as JSON data (hooks/requestjson.py)
-    parse: Callable[[contract.JSON, str], Any]
-    check: Callable[[contract.JSON], contract.JSON]
+    load: Load  # the body as JSON data
+    parse: Parse
+    check: Check
     handler: Handler | None
 
 
 def route_table(handlers: dict[str, Handler] | None = None) -> list[Route]:
-    """Every POST route of the hook server, in a stable order; `handlers` overrides discovery."""
-    specs: list[tuple[str, str, Callable[[contract.JSON, str], Any], Callable[[contract.JSON], contract.JSON]]] = []
+    """Every POST route of the hook server, in a stable order; `handlers` overrides discovery.
+
+    Composite sync and finalize requests are decoded without what no hook reads of them
+    (hooks/requestjson.py); every other request is read whole.
+    """
+    whole, shaped = contract.load_json_object, requestjson.load_composite_request
+    specs: list[tuple[str, str, Load, Parse, Check]] = []
     for segment, kind in COMPOSITE_KINDS.items():
         parse_composite = _composite_parser(segment) if handlers is None else contract.parse_composite
         specs += [
-            (f"/{segment}/sync", kind, parse_composite, contract.check_composite_response),
-            (f"/{segment}/customize", kind, contract.parse_customize, contract.check_customize_response),
-            (f"/{segment}/finalize", kind, parse_composite, contract.check_composite_response),
+            (f"/{segment}/sync", kind, shaped, parse_composite, contract.check_composite_response),
+            (f"/{segment}/customize", kind, whole, contract.parse_customize, contract.check_customize_response),
+            (f"/{segment}/finalize", kind, shaped, parse_composite, contract.check_composite_response),
         ]
     specs += [
-        ("/bridge/pod/sync", "Pod", contract.parse_decorator, contract.check_decorator_response),
-        ("/bridge/pod/customize", "Pod", contract.parse_customize, contract.check_customize_response),
-        ("/bridge/pod/finalize", "Pod", contract.parse_decorator, contract.check_decorator_response),
-        ("/bridge/node/sync", "Node", contract.parse_decorator, contract.check_decorator_response),
-        ("/bridge/node/finalize", "Node", contract.parse_decorator, contract.check_decorator_response),
-        ("/bridge/admission/mutate", "Pod", contract.parse_admission, contract.check_admission_response),
-        ("/bridge/admission/validate", "Pod", contract.parse_admission, contract.check_admission_response),
+        ("/bridge/pod/sync", "Pod", whole, contract.parse_decorator, contract.check_decorator_response),
+        ("/bridge/pod/customize", "Pod", whole, contract.parse_customize, contract.check_customize_response),
+        ("/bridge/pod/finalize", "Pod", whole, contract.parse_decorator, contract.check_decorator_response),
+        ("/bridge/node/sync", "Node", whole, contract.parse_decorator, contract.check_decorator_response),
+        ("/bridge/node/finalize", "Node", whole, contract.parse_decorator, contract.check_decorator_response),
+        ("/bridge/admission/mutate", "Pod", whole, contract.parse_admission, contract.check_admission_response),
+        ("/bridge/admission/validate", "Pod", whole, contract.parse_admission, contract.check_admission_response),
     ]
     pick = handlers.get if handlers is not None else _discover
-    return [Route(path, kind, _loader(parse), parse, check, pick(path)) for path, kind, parse, check in specs]
-
-
-def _loader(parse: Callable[[contract.JSON, str], Any]) -> Callable[[bytes], contract.JSON]:
-    """Composite sync and finalize requests skip what no hook reads of them; the others are read whole."""
-    composite = parse is contract.parse_composite or getattr(parse, "func", None) is contract.parse_composite
-    return requestjson.load_composite_request if composite else contract.load_json_object
+    return [Route(path, kind, load, parse, check, pick(path)) for path, kind, load, parse, check in specs]
 
 
 def _discover(path: str) -> Handler | None:

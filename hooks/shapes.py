@@ -25,6 +25,9 @@ NON_NULL_STR: Final = "non-null string"
 
 Shape = Any
 
+# A JSON integer is one of 64 bits: beyond, the strict parser (orjson) reads a float, as Go does, and
+# the shaped decoder of hooks/requestjson.py an exact integer; both are "not an integer" here.
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 _TYPE_NAMES = {str: "a string", int: "an integer", bool: "a boolean", dict: "an object", list: "a list"}
 
 OWNER_REFERENCE: Final = {
@@ -197,7 +200,9 @@ def _check(value: Any, shape: Shape, where: str) -> None:
     elif shape in (REQUIRED_STR, NON_NULL_STR):
         if not isinstance(value, str) or (shape == REQUIRED_STR and not value):
             raise ShapeError(f"{where} must be a non-empty string, got {type_name(value)}")
-    elif not isinstance(value, shape) or (shape is int and isinstance(value, bool)):
+    elif not isinstance(value, shape) or (
+        shape is int and (isinstance(value, bool) or not _INT_MIN <= value <= _INT_MAX)
+    ):
         raise ShapeError(f"{where} must be {_TYPE_NAMES[shape]}, got {type_name(value)}")
 
 
@@ -235,7 +240,7 @@ def _compile_lines(shape: Shape, var: str, lines: list[str], indent: int, names:
                 lines.append(f"{pad}if type({item}) is not str and ({item} is not None or {field!r} in {var}):")
                 lines.append(f"{pad}    return False")
             elif isinstance(inner, type):
-                lines.append(f"{pad}if {item} is not None and type({item}) is not {inner.__name__}: return False")
+                lines.append(f"{pad}if {item} is not None and ({_not_of_type(item, inner)}): return False")
             else:
                 lines.append(f"{pad}if {item} is not None:")
                 _compile_lines(inner, item, lines, indent + 1, names)
@@ -245,7 +250,7 @@ def _compile_lines(shape: Shape, var: str, lines: list[str], indent: int, names:
         lines.append(f"{pad}if type({var}) is not list: return False")
         lines.append(f"{pad}for {item} in {var}:")
         if isinstance(inner, type):
-            lines.append(f"{pad}    if type({item}) is not {inner.__name__}: return False")
+            lines.append(f"{pad}    if {_not_of_type(item, inner)}: return False")
         else:
             _compile_lines(inner, item, lines, indent + 1, names)
     elif shape in (STR_MAP, QUANTITY_MAP):
@@ -256,6 +261,13 @@ def _compile_lines(shape: Shape, var: str, lines: list[str], indent: int, names:
         lines.append(f"{pad}    if type({item}) {allowed}: return False")
     else:
         raise ValueError(f"no compiled form for the shape {shape!r}")
+
+
+def _not_of_type(var: str, shape: type) -> str:
+    """The condition that `var` is not a JSON value of type `shape` (an integer: of 64 bits)."""
+    if shape is int:
+        return f"type({var}) is not int or not {_INT_MIN} <= {var} <= {_INT_MAX}"
+    return f"type({var}) is not {shape.__name__}"
 
 
 _QUANTITY_TYPES: Final = frozenset({str, int, float})

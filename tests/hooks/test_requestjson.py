@@ -192,14 +192,83 @@ def test_a_request_the_shape_does_not_fit_is_parsed_whole(body: bytes) -> None:
     assert_same(body, fits=False)
 
 
-# Corners no API server can send (Kubernetes writes JSON with Go's encoding/json: int64 integers,
-# finite doubles, shallow objects), judged differently by the fast path: pinned so that a change shows.
+def test_valid_utf8_is_checked_in_pieces_and_decoded_on_the_fast_path() -> None:
+    head = b'{"parent": ["'
+    padding = b"x" * ((1 << 16) - 2 - len(head) - len(b'", "'))  # the emoji's 4 bytes across the first piece's end
+    body = head + padding + b'", "' + "😀é".encode() + b'"]}'
+    assert body.index("😀".encode()) == (1 << 16) - 2
+    assert requestjson.load_composite_request(body)["parent"][1] == "😀é"
+    assert_same(body, fits=True)
+    broken = body.replace("😀".encode(), "😀".encode()[:3])
+    assert_same(broken, fits=False)
 
 
-def test_integers_beyond_64_bits_are_read_exactly_where_orjson_rounds_them() -> None:
+# Corners judged differently by the fast path: pinned so that a change shows.
+
+
+def test_integers_beyond_64_bits_are_read_exactly_where_orjson_reads_floats() -> None:
     body = b'{"parent": [18446744073709551616, -9223372036854775809]}'
     assert requestjson.load_composite_request(body)["parent"] == [18446744073709551616, -9223372036854775809]
     assert contract.load_json_object(body)["parent"] == [1.8446744073709552e19, -9.223372036854776e18]
+
+
+@pytest.fixture(scope="module")
+def strict_client() -> Any:
+    """The hook server with every request read whole by the strict parser."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(requestjson, "load_composite_request", contract.load_json_object)
+        return create_app().test_client()
+
+
+def with_number(stem: str, path: list[str], number: str) -> bytes:
+    """An example request with the number written as `number` at `path`."""
+    data = json.loads((EXAMPLES / f"{stem}.json").read_text())
+    node = data
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = "@@number@@"
+    return json.dumps(data).replace('"@@number@@"', number).encode()
+
+
+# (request, path, number): Go writes a float64 of 2^64 or 1e20 as these integers (a field our CRDs
+# keep as written), and 2^64 where Kubernetes types an int64 (the shape checks refuse it).
+BIG_INTEGERS = [
+    ("nodeset-sync", ["parent", "spec", "slurmd", "resources", "limits", "memory"], "100000000000000000000"),
+    ("nodeset-sync", ["parent", "spec", "slurmd", "resources", "limits", "cpu"], "18446744073709552000"),
+    ("nodeset-finalize", ["parent", "spec", "slurmd", "resources", "limits", "cpu"], "18446744073709552000"),
+    ("nodeset-sync", ["parent", "metadata", "generation"], "18446744073709551616"),
+    (
+        "loginset-sync",
+        ["children", "Deployment.apps/v1", "slurm/slurm-login", "status", "replicas"],
+        "-9223372036854775809",
+    ),
+    (
+        "controller-sync",
+        ["children", "StatefulSet.apps/v1", "slurm/slurm-controller", "spec", "replicas"],
+        "18446744073709551616",
+    ),
+]
+
+
+@pytest.mark.parametrize(("stem", "path", "number"), BIG_INTEGERS, ids=lambda v: v if isinstance(v, str) else None)
+def test_an_integer_beyond_64_bits_gets_the_strict_parses_answer(
+    stem: str, path: list[str], number: str, strict_client: Any
+) -> None:
+    body = with_number(stem, path, number)
+    route = "/" + stem.replace("-", "/")
+    fast = create_app().test_client().post(route, data=body)
+    strict = strict_client.post(route, data=body)
+    assert (fast.status_code, fast.data) == (strict.status_code, strict.data)
+    assert fast.status_code in (200, 400)
+
+
+def test_an_integer_beyond_the_double_range_that_a_hook_reads_is_judged_by_the_hook() -> None:
+    body = with_number("nodeset-sync", ["parent", "spec", "replicas"], "1" + "0" * 400)
+    with pytest.raises(contract.BadHookRequest, match="infinity"):
+        contract.load_json_object(body)
+    answer = create_app().test_client().post("/nodeset/sync", data=body)
+    assert answer.status_code == 200
+    assert "replicas" in json.dumps(answer.get_json()["status"]["conditions"])
 
 
 @pytest.mark.parametrize("where", ["managedFields", "unknown field"])
