@@ -6,9 +6,9 @@ workers, `HOOKS_WORKERS` of them, logging as `make run`, each on a free loopback
 * hook:  the hook server (`hooks.app:create_app()`), answering POST /nodeset/sync;
 * floor: `floor_app()` below, a Flask app that reads the same request, parses it and answers the
   hook's answer, serialised from the same response as plain JSON data (the same bytes when orjson
-  serialises it), each with the fastest JSON library in the venv for that input (the floor of bench/nodeset_sync.py, served):
-  nothing else to do, the collector off for good, the parsed request freed once the answer is sent
-  (as the hook does).
+  serialises it), each with the fastest JSON library in the venv for that input (the floor of
+  bench/nodeset_sync.py, served): nothing else to do, the collector off for good, the parsed
+  request freed once the answer is sent (as the hook does).
 
 Requests: a small sync (10 pods) and a 1,000-pod sync as bench/nodeset_sync.py builds them, on one
 and two workers, with as many connections as workers (a closed loop: every worker busy, no request
