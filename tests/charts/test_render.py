@@ -188,5 +188,5 @@ def test_slurm_sync_pdb_only_for_more_than_one_replica_and_when_enabled(chart: s
 @pytest.mark.parametrize("blocking", [0, "0%"])
 def test_slurm_sync_pdb_refuses_a_budget_that_blocks_every_drain(blocking: int | str) -> None:
     for chart in ("slurm-operator", "slurm-bridge"):
-        with pytest.raises(helm.HelmFailed, match="slurmSync.pdb.maxUnavailable must let one replica go"):
+        with pytest.raises(helm.HelmFailed, match=r"slurmSync\.pdb\.maxUnavailable must let one replica go"):
             helm.render(chart, {"slurmSync": {"pdb": {"maxUnavailable": blocking}}})
