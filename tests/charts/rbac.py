@@ -229,3 +229,20 @@ def expand(rules: Iterable[Obj]) -> set[Rule]:
         for r in rule.get("resources", [])
         for v in rule.get("verbs", [])
     }
+
+
+def allows(rules: Iterable[Obj], group: str, resource: str, verb: str, name: str = "") -> bool:
+    """Whether PolicyRules allow one request, as the RBAC authorizer decides: a rule matches on its group,
+    resource and verb (or "*"), and a rule with resourceNames only a request for one of those names. A
+    create, list or watch carries no name (""), so no rule with resourceNames allows it."""
+    return any(
+        _matches(rule.get("apiGroups", []), group)
+        and _matches(rule.get("resources", []), resource)
+        and _matches(rule.get("verbs", []), verb)
+        and (not rule.get("resourceNames") or name in rule["resourceNames"])
+        for rule in rules
+    )
+
+
+def _matches(allowed: list[str], wanted: str) -> bool:
+    return "*" in allowed or wanted in allowed

@@ -2,11 +2,15 @@
 the rules derived from that component's Kubernetes client calls (tests/charts/rbac.py), plus the
 calls listed as planned in rbac_table.yaml (none today). When the namespaces are known, namespaced
 rights live in a Role in each of them and only cluster-scoped resources stay in the ClusterRole. The
-leader-election Lease is the release namespace's business only: a Role <name>-lease there."""
+leader-election Lease is the release namespace's business only: a Role <name>-lease there, which
+grants create on leases (RBAC cannot name what is created) and every other verb only on the one Lease
+the chart tells slurm_sync to use (SLURM_SYNC_LEASE_NAME)."""
 
 from __future__ import annotations
 
 from typing import Any
+
+import pytest
 
 from tests.charts import helm, rbac
 from tests.charts.rbac import Rule
@@ -34,10 +38,22 @@ def _without_leases(rules: set[Rule]) -> set[Rule]:
     return {r for r in rules if r[1] not in RELEASE_NAMESPACE_ONLY}
 
 
+def _lease_role(docs: list[Obj], role_name: str) -> Obj:
+    (role,) = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == f"{role_name}-lease"]
+    return role
+
+
+def _lease_name(docs: list[Obj], deployment_name: str) -> str:
+    """The Lease the chart tells slurm_sync to use (--lease-name, as SLURM_SYNC_LEASE_NAME)."""
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == deployment_name]
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    return env["SLURM_SYNC_LEASE_NAME"]
+
+
 def _lease_rules(docs: list[Obj], role_name: str, release_ns: str) -> set[Rule]:
     """The rules of the Role <role_name>-lease, checking that it is in the release namespace and bound
     there to our ServiceAccount."""
-    (role,) = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == f"{role_name}-lease"]
+    role = _lease_role(docs, role_name)
     (binding,) = [d for d in docs if d["kind"] == "RoleBinding" and d["metadata"]["name"] == f"{role_name}-lease"]
     assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == release_ns
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": f"{role_name}-lease"}
@@ -95,6 +111,47 @@ def test_leader_election_needs_exactly_get_create_update_on_leases() -> None:
         assert derived - _without_leases(derived) == {
             ("coordination.k8s.io", "leases", verb) for verb in ("get", "create", "update")
         }
+
+
+LEASE = "coordination.k8s.io", "leases"
+UNNAMED_VERBS = {"create"}  # RBAC sees no object name on these requests, so resourceNames cannot narrow them
+
+
+@pytest.mark.parametrize(
+    ("chart", "values", "namespace"),
+    [
+        ("slurm-operator", {}, "slinky"),
+        ("slurm-operator", {"slurmSync": {"namespaces": ["hpc-a"]}}, "slinky"),
+        ("slurm-bridge", {}, "slurm-bridge-system"),
+    ],
+)
+def test_lease_rights_name_only_the_lease_slurm_sync_uses(chart: str, values: Obj, namespace: str) -> None:
+    docs = helm.render(chart, values, namespace, release="hpc")
+    name = f"hpc-{chart}-slurm-sync"
+    lease = _lease_name(docs, name)
+    assert lease == name
+    rules = _lease_role(docs, name)["rules"]
+    component = chart.removeprefix("slurm-")
+    derived = {verb for group, resource, verb in rbac.derived_rules(component) if (group, resource) == LEASE}
+    named = {verb for rule in rules if rule.get("resourceNames") for verb in rule["verbs"]}
+    assert named == derived - UNNAMED_VERBS, "every verb that can be narrowed to a name is"
+    assert all(rule["resourceNames"] == [lease] for rule in rules if rule.get("resourceNames"))
+    for verb in derived - UNNAMED_VERBS:
+        assert rbac.allows(rules, *LEASE, verb, lease)
+        assert not rbac.allows(rules, *LEASE, verb, "kube-scheduler"), f"{verb} on another Lease"
+    assert rbac.allows(rules, *LEASE, "create")
+    for verb in ("list", "watch", "patch", "delete", "deletecollection"):
+        assert not rbac.allows(rules, *LEASE, verb, lease), verb
+
+
+def test_the_rbac_check_refuses_a_rule_naming_another_lease() -> None:
+    # Guards rbac.allows: a grant naming some other Lease does not reach ours, an unnamed one reaches any.
+    other = [{"apiGroups": [LEASE[0]], "resources": [LEASE[1]], "verbs": ["get", "update"], "resourceNames": ["x"]}]
+    assert not rbac.allows(other, *LEASE, "get", "slurm-operator-slurm-sync")
+    assert rbac.allows(other, *LEASE, "update", "x") and not rbac.allows(other, *LEASE, "create")
+    unnamed = [{**other[0], "resourceNames": []}]
+    assert rbac.allows(unnamed, *LEASE, "get", "slurm-operator-slurm-sync")
+    assert not rbac.allows(unnamed, "", LEASE[1], "get", "x"), "another API group"
 
 
 def test_operator_chart_in_one_namespace_moves_namespaced_rules_to_a_role() -> None:

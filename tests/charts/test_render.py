@@ -151,3 +151,42 @@ def test_slurm_sync_runs_two_replicas_that_elect_a_leader_apart(case: Case) -> N
     (term,) = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
     assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
     assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == spec["selector"]["matchLabels"]
+
+
+def _slurm_sync_pdbs(docs: list[Obj] | tuple[Obj, ...]) -> list[Obj]:
+    return [d for d in docs if d.get("kind") == "PodDisruptionBudget" and d["metadata"]["name"].endswith("-slurm-sync")]
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.chart != "slurm"], ids=lambda c: c.id)
+def test_slurm_sync_pdb_lets_a_drain_take_one_replica_at_a_time(case: Case) -> None:
+    """docs/architecture.md §8: maxUnavailable 1 (minAvailable 2 of 2 would block every drain), over
+    exactly the Deployment's pods, and an unready replica (a leader while Slurm is down) still evictable."""
+    (deployment,) = [d for d in of_kind(case, "Deployment") if d["metadata"]["name"].endswith("-slurm-sync")]
+    (pdb,) = _slurm_sync_pdbs(rendered(case))
+    assert pdb["metadata"]["name"] == deployment["metadata"]["name"]
+    assert pdb["metadata"]["namespace"] == deployment["metadata"]["namespace"]
+    assert pdb["spec"]["maxUnavailable"] == 1 and "minAvailable" not in pdb["spec"]
+    assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+    selector = pdb["spec"]["selector"]["matchLabels"]
+    assert selector == deployment["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    others = [d for d in of_kind(case, "PodDisruptionBudget") if d is not pdb]
+    assert all(d["spec"]["selector"]["matchLabels"] != selector for d in others), "one PDB per pod"
+
+
+@pytest.mark.parametrize(
+    ("chart", "namespace"), [("slurm-operator", "slinky"), ("slurm-bridge", "slurm-bridge-system")]
+)
+def test_slurm_sync_pdb_only_for_more_than_one_replica_and_when_enabled(chart: str, namespace: str) -> None:
+    assert not _slurm_sync_pdbs(helm.render(chart, {"slurmSync": {"replicas": 1}}, namespace))
+    assert not _slurm_sync_pdbs(helm.render(chart, {"slurmSync": {"pdb": {"enabled": False}}}, namespace))
+    (pdb,) = _slurm_sync_pdbs(helm.render(chart, {"slurmSync": {"replicas": 3, "pdb": {"maxUnavailable": "50%"}}},
+                                          namespace))  # fmt: skip
+    assert pdb["spec"]["maxUnavailable"] == "50%"
+
+
+@pytest.mark.parametrize("blocking", [0, "0%"])
+def test_slurm_sync_pdb_refuses_a_budget_that_blocks_every_drain(blocking: int | str) -> None:
+    for chart in ("slurm-operator", "slurm-bridge"):
+        with pytest.raises(helm.HelmFailed, match=r"slurmSync\.pdb\.maxUnavailable must let one replica go"):
+            helm.render(chart, {"slurmSync": {"pdb": {"maxUnavailable": blocking}}})

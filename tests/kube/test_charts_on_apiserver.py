@@ -1,6 +1,7 @@
 """The charts against a real API server: every custom resource the values sets render is accepted, and
 `helm install`, `helm upgrade` and `helm uninstall` of each chart work, keeping the generated keys
-(found with `lookup`) across an upgrade."""
+(found with `lookup`) across an upgrade; slurm_sync's PodDisruptionBudget and Lease Role are stored as
+rendered and go with the release."""
 
 from __future__ import annotations
 
@@ -61,6 +62,23 @@ def listed(kube_api, namespace: str, plural: str) -> list[str]:
     return sorted(item["metadata"]["name"] for item in items)
 
 
+def slurm_sync_disruption_budgets(kube_api, namespace: str) -> list[str]:
+    items = client.PolicyV1Api(kube_api).list_namespaced_pod_disruption_budget(namespace).items
+    return sorted(b.metadata.name for b in items if b.metadata.name.endswith("-slurm-sync"))
+
+
+def assert_slurm_sync_ha_installed(kube_api, namespace: str, name: str) -> None:
+    """The stored PodDisruptionBudget covers exactly slurm_sync's pods, one at a time, and its Lease Role
+    names the one Lease (docs/architecture.md §8), as the API server kept them."""
+    deployment = client.AppsV1Api(kube_api).read_namespaced_deployment(name, namespace)
+    pdb = client.PolicyV1Api(kube_api).read_namespaced_pod_disruption_budget(name, namespace)
+    assert pdb.spec.max_unavailable == 1 and pdb.spec.min_available is None
+    assert pdb.spec.selector.match_labels == deployment.spec.selector.match_labels
+    assert pdb.spec.unhealthy_pod_eviction_policy == "AlwaysAllow"
+    role = client.RbacAuthorizationV1Api(kube_api).read_namespaced_role(f"{name}-lease", namespace)
+    assert sorted((r.verbs, r.resource_names) for r in role.rules) == [(["create"], None), (["get", "update"], [name])]
+
+
 def test_slurm_chart_install_upgrade_uninstall_keeps_its_keys(
     kube_lab: KubeLab,
     installed_crds,
@@ -90,6 +108,7 @@ def test_bridge_chart_keeps_its_generated_ca_across_an_upgrade(
 ) -> None:
     release = ["slurm-bridge", str(CHARTS / "slurm-bridge"), "-n", kube_namespace]
     run_helm(kube_lab, "install", *release)
+    assert_slurm_sync_ha_installed(kube_api, kube_namespace, "slurm-bridge-slurm-sync")
     tls = secret_data(kube_api, kube_namespace, "slurm-bridge-admission-tls")
     run_helm(kube_lab, "upgrade", *release, values={"schedulerConfig": {"partition": "gpu"}})
     assert secret_data(kube_api, kube_namespace, "slurm-bridge-admission-tls") == tls
@@ -102,6 +121,7 @@ def test_bridge_chart_keeps_its_generated_ca_across_an_upgrade(
     ]
     assert webhooks and all(w.client_config.ca_bundle == tls["ca.crt"] for w in webhooks)
     run_helm(kube_lab, "uninstall", "slurm-bridge", "-n", kube_namespace)
+    assert slurm_sync_disruption_budgets(kube_api, kube_namespace) == []
     assert not [
         c for c in admission.list_mutating_webhook_configuration().items if c.metadata.name.startswith("slurm-bridge")
     ]
@@ -121,6 +141,7 @@ def test_operator_chart_install_upgrade_uninstall(
     apps = client.AppsV1Api(kube_api)
     deployments = sorted(d.metadata.name for d in apps.list_namespaced_deployment(kube_namespace).items)
     assert deployments
+    assert_slurm_sync_ha_installed(kube_api, kube_namespace, "slurm-operator-slurm-sync")
     controllers = client.CustomObjectsApi(kube_api).list_cluster_custom_object(
         METACONTROLLER, "v1alpha1", "compositecontrollers"
     )
@@ -131,12 +152,15 @@ def test_operator_chart_install_upgrade_uninstall(
     assert tokens, "hooks.auth.enabled generates a bearer token Secret"
     before = {s.metadata.name: s.data for s in tokens}
 
-    run_helm(kube_lab, "upgrade", *release, values={**values, "hooks": {**values["hooks"], "replicas": 3}})
+    upgrade = {**values, "hooks": {**values["hooks"], "replicas": 3}, "slurmSync": {"replicas": 1}}
+    run_helm(kube_lab, "upgrade", *release, values=upgrade)
     assert {name: secret_data(kube_api, kube_namespace, name) for name in before} == before
+    assert slurm_sync_disruption_budgets(kube_api, kube_namespace) == [], "no budget for a single replica"
     assert sorted(d.metadata.name for d in apps.list_namespaced_deployment(kube_namespace).items) == deployments
 
     run_helm(kube_lab, "uninstall", "slurm-operator", "-n", kube_namespace)
     assert apps.list_namespaced_deployment(kube_namespace).items == []
+    assert client.PolicyV1Api(kube_api).list_namespaced_pod_disruption_budget(kube_namespace).items == []
     assert (
         client.CustomObjectsApi(kube_api).list_cluster_custom_object(
             METACONTROLLER, "v1alpha1", "compositecontrollers"
