@@ -79,6 +79,14 @@ class SecretValue:
     resource_version: str
 
 
+def released(response: Any) -> None:
+    """A write's answer that nobody reads, read to its end and its connection handed back to the
+    client's pool: left unread, it keeps its connection, and the next request opens another (a new
+    TCP and TLS handshake with the API server for every write)."""
+    response.drain_conn()
+    response.release_conn()
+
+
 def describe_error(exc: BaseException) -> str:
     """An apiserver answer as ``HTTP <status> <reason>``; anything else (urllib3's MaxRetryError when
     the apiserver is unreachable, a timeout, an unreadable body) by its type and message."""
@@ -211,34 +219,40 @@ class Kube:
     def patch_pod(self, namespace: str, name: str, body: JSON) -> None:
         """Strategic merge patch of a pod's metadata (a dict body makes the client send
         ``application/strategic-merge-patch+json``)."""
-        self.core.patch_namespaced_pod(name, namespace, body, _preload_content=False)
+        released(self.core.patch_namespaced_pod(name, namespace, body, _preload_content=False))
         self._count("pod", "patch")
 
     def patch_pod_status(self, namespace: str, name: str, body: JSON) -> None:
         """Strategic merge patch of a pod's status subresource (conditions). A separate method so
         that the RBAC derivation (tests/charts/rbac.py matches wrapper methods by name) grants
         ``pods/status`` only to the code that calls this one."""
-        self.core.patch_namespaced_pod_status(name, namespace, body, _preload_content=False)
+        released(self.core.patch_namespaced_pod_status(name, namespace, body, _preload_content=False))
         self._count("pod_status", "patch")
 
     def annotate_nodeset(self, namespace: str, name: str, key: str, value: str) -> None:
         """JSON merge patch (custom resources have no strategic merge)."""
         body = {"metadata": {"annotations": {key: value}}}
-        self.custom.patch_namespaced_custom_object(
-            names.GROUP, names.VERSION, namespace, "nodesets", name, body, _preload_content=False
+        released(
+            self.custom.patch_namespaced_custom_object(
+                names.GROUP, names.VERSION, namespace, "nodesets", name, body, _preload_content=False
+            )
         )
         self._count("nodeset", "patch")
 
     def patch_pvc(self, namespace: str, name: str, operations: list[JSON]) -> None:
         """JSON patch (a list body makes the client send ``application/json-patch+json``)."""
-        self.core.patch_namespaced_persistent_volume_claim(name, namespace, operations, _preload_content=False)
+        released(
+            self.core.patch_namespaced_persistent_volume_claim(name, namespace, operations, _preload_content=False)
+        )
         self._count("pvc", "patch")
 
     def create_event(self, namespace: str, body: JSON) -> None:
         """An events.k8s.io/v1 Event (slurm_sync/events.py builds it)."""
-        self.events.create_namespaced_event(
-            namespace,
-            body,  # type: ignore[arg-type]  # the client sends a dict body as it is, no model needed
-            _preload_content=False,
+        released(
+            self.events.create_namespaced_event(
+                namespace,
+                body,  # type: ignore[arg-type]  # the client sends a dict body as it is, no model needed
+                _preload_content=False,
+            )
         )
         self._count("event", "create")

@@ -16,7 +16,7 @@ from kubernetes.client.exceptions import ApiException
 
 from hooks import names
 from slurm_sync.bridge.view import BridgeNode, BridgePod
-from slurm_sync.kube import Kube, WriteCounter
+from slurm_sync.kube import Kube, WriteCounter, released
 
 JSON = dict[str, Any]
 # The generated client sends no Content-Type for create-binding and delete bodies; the apiserver needs one.
@@ -107,19 +107,23 @@ class BridgeKube:
         self.kube.patch_pod(pod.namespace, pod.name, body)
 
     def bind(self, pod: BridgePod, node: str) -> None:
-        self.core.create_namespaced_pod_binding(
-            pod.name,
-            pod.namespace,
-            binding_body(pod, node),  # type: ignore[arg-type]  # the client sends a dict body as it is
-            _preload_content=False,
-            _headers=dict(_JSON_BODY),
+        released(
+            self.core.create_namespaced_pod_binding(
+                pod.name,
+                pod.namespace,
+                binding_body(pod, node),  # type: ignore[arg-type]  # the client sends a dict body as it is
+                _preload_content=False,
+                _headers=dict(_JSON_BODY),
+            )
         )
         self.count("pod_binding", "create")
 
     def delete_pod(self, pod: BridgePod) -> None:
         options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=pod.uid))
-        self.core.delete_namespaced_pod(
-            pod.name, pod.namespace, body=options, _preload_content=False, _headers=dict(_JSON_BODY)
+        released(
+            self.core.delete_namespaced_pod(
+                pod.name, pod.namespace, body=options, _preload_content=False, _headers=dict(_JSON_BODY)
+            )
         )
         self.count("pod", "delete")
 
@@ -138,15 +142,17 @@ class BridgeKube:
 
     def patch_pod_group_status(self, namespace: str, name: str, body: JSON) -> None:
         """JSON merge patch of the PodGroup's status subresource."""
-        self.kube.custom.patch_namespaced_custom_object_status(
-            "scheduling.k8s.io",
-            "v1alpha2",
-            namespace,
-            "podgroups",
-            name,
-            body,
-            _preload_content=False,
-            _content_type="application/merge-patch+json",
+        released(
+            self.kube.custom.patch_namespaced_custom_object_status(
+                "scheduling.k8s.io",
+                "v1alpha2",
+                namespace,
+                "podgroups",
+                name,
+                body,
+                _preload_content=False,
+                _content_type="application/merge-patch+json",
+            )
         )
         self.count("podgroup_status", "patch")
 
@@ -174,16 +180,20 @@ class BridgeKube:
 
     def patch_resource_claim_status(self, namespace: str, name: str, body: JSON) -> None:
         """JSON merge patch of the claim's status subresource (allocation and reservedFor)."""
-        self.resource.patch_namespaced_resource_claim_status(
-            name, namespace, body, _preload_content=False, _content_type="application/merge-patch+json"
+        released(
+            self.resource.patch_namespaced_resource_claim_status(
+                name, namespace, body, _preload_content=False, _content_type="application/merge-patch+json"
+            )
         )
         self.count("resourceclaim_status", "patch")
 
     def delete_resource_claim(self, namespace: str, name: str, uid: str | None = None) -> None:
         """Delete a claim (only that incarnation when ``uid`` is given)."""
         options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid) if uid else None)
-        self.resource.delete_namespaced_resource_claim(
-            name, namespace, body=options, _preload_content=False, _headers=dict(_JSON_BODY)
+        released(
+            self.resource.delete_namespaced_resource_claim(
+                name, namespace, body=options, _preload_content=False, _headers=dict(_JSON_BODY)
+            )
         )
         self.count("resourceclaim", "delete")
 
@@ -193,5 +203,5 @@ class BridgeKube:
 
     def patch_node(self, node: BridgeNode, body: JSON) -> None:
         """Strategic merge patch of a Node (``application/strategic-merge-patch+json``)."""
-        self.core.patch_node(node.name, body, _preload_content=False)
+        released(self.core.patch_node(node.name, body, _preload_content=False))
         self.count("node", "patch")

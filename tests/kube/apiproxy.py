@@ -42,6 +42,7 @@ class Seen:
     method: str
     path: str
     query: dict[str, str]
+    peer: tuple[str, int] = ("", 0)  # the client's end of the connection the request came on
 
     @property
     def watch(self) -> bool:
@@ -134,7 +135,8 @@ class ApiProxy:
 
     def relay(self, handler: BaseHTTPRequestHandler, body: bytes) -> None:
         split = urlsplit(handler.path)
-        seen = Seen(handler.command, split.path, {k: v[-1] for k, v in parse_qs(split.query).items()})
+        query = {k: v[-1] for k, v in parse_qs(split.query).items()}
+        seen = Seen(handler.command, split.path, query, handler.client_address[:2])
         self.seen.append(seen)
         if seen.watch and int(seen.query.get("resourceVersion") or 0) < self.expired_below:
             _answer_gone(handler, seen)
