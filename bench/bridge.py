@@ -5,7 +5,7 @@ with 10 and with 2,000 Slurm jobs queued (docs/architecture.md §7, issue 6).
   at the end only then), the real ``SlurmClient`` and ``BridgeLoop``. Every Slurm request and the
   bytes of every answer are counted at the client (httpx event hooks).
 * Kubernetes: a minimal stateful apiserver in a child process (list pods and nodes, patch pods,
-  ``pods/binding``, delete), so ``time.process_time`` of this process is the loop's own CPU.
+  ``pods/binding``, delete, create events), so ``time.process_time`` of this process is the loop's own CPU.
   Bindings are stamped with ``time.monotonic`` (one clock for both processes on Linux).
 * Pods: the placeholder annotation is the pod hook's own answer (``hooks.bridge.pod.publish``) for
   a bare pod with ``partition`` from the DecoratorController setting and ``constraints: n1|n2``.
@@ -33,6 +33,7 @@ import statistics
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +65,7 @@ SLURM_TIMEOUT = 120.0
 def _serve(port_out: Any) -> None:
     objects: dict[tuple[str, str], JSON] = {}  # ("pods", "ns/name") / ("nodes", name)
     bindings: list[JSON] = []
+    events: set[str] = set()  # "ns/name" of the events created; their bodies are not needed
     lock = threading.Lock()
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -122,7 +124,24 @@ def _serve(port_out: Any) -> None:
                     obj["spec"]["nodeName"] = body["target"]["name"]
                     bindings.append({"pod": m[2], "node": body["target"]["name"], "at": time.monotonic()})
                     return self._send({"kind": "Status", "status": "Success"}, 201)
+                if m := re.fullmatch(r"/apis/events\.k8s\.io/v1/namespaces/([^/]+)/events", path):
+                    return self._create_event(m[1], body)
             self._send({"kind": "Status", "code": 404}, 404)
+
+        def _create_event(self, namespace: str, event: JSON) -> None:
+            """As the API server creates one: 201 with the object as created, 409 for a name already taken."""
+            meta = event.setdefault("metadata", {})
+            key = f"{namespace}/{meta.get('name')}"
+            if key in events:
+                return self._send({"kind": "Status", "code": 409, "reason": "AlreadyExists"}, 409)
+            events.add(key)
+            meta |= {
+                "namespace": namespace,
+                "uid": str(uuid.uuid4()),
+                "resourceVersion": str(len(events)),
+                "creationTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+            self._send(event, 201)
 
         def do_PATCH(self) -> None:
             path, body = urlsplit(self.path).path, self._body()

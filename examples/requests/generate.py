@@ -124,6 +124,23 @@ def dc_finalizer(manifest_file: str) -> str:
     return "metacontroller.io/decoratorcontroller-" + manifest(manifest_file)["metadata"]["name"]
 
 
+def digest(text: str) -> str:
+    """The hex SHA-256 of a text: config hashes, image and container IDs."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def owner_ref(api_version: str, kind: str, name: str, owner_uid: str) -> JSON:
+    """The controller reference a controller puts on what it made."""
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": name,
+        "uid": owner_uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
 def owned(desired: JSON, parent: JSON, rv: str, status: JSON | None = None) -> JSON:
     """An observed child: the short form a hook returned, plus what Metacontroller and the API server added."""
     obj = json.loads(json.dumps(desired))
@@ -136,14 +153,7 @@ def owned(desired: JSON, parent: JSON, rv: str, status: JSON | None = None) -> J
     meta["resourceVersion"] = rv
     meta["creationTimestamp"] = LATER
     meta["ownerReferences"] = [
-        {
-            "apiVersion": parent["apiVersion"],
-            "kind": parent["kind"],
-            "name": parent["metadata"]["name"],
-            "uid": parent["metadata"]["uid"],
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
+        owner_ref(parent["apiVersion"], parent["kind"], parent["metadata"]["name"], parent["metadata"]["uid"])
     ]
     meta["managedFields"] = [
         {
@@ -230,10 +240,120 @@ def logfile_sidecar(socket: str) -> JSON:
 
 
 def http_probe(path: str, port_name: str, failures: int | None = None) -> JSON:
-    probe: JSON = {"httpGet": {"path": path, "port": port_name}}
+    return with_failures({"httpGet": {"path": path, "port": port_name}}, failures)
+
+
+def tcp_probe(number: int, failures: int | None = None) -> JSON:
+    return with_failures({"tcpSocket": {"port": number}}, failures)
+
+
+def with_failures(probe: JSON, failures: int | None) -> JSON:
+    """A probe that tolerates ``failures`` checks 10 s apart (none: the defaults)."""
     if failures:
         probe |= {"failureThreshold": failures, "periodSeconds": 10}
     return probe
+
+
+def service_port(name: str, number: int) -> JSON:
+    return {"name": name, "port": number, "targetPort": name}
+
+
+def run_as(user: int) -> JSON:
+    """A pod security context: not root, one user and group for the process and its volumes."""
+    return {"runAsNonRoot": True, "runAsUser": user, "runAsGroup": user, "fsGroup": user}
+
+
+def mount(name: str, path: str, read_only: bool = False, sub_path: str = "") -> JSON:
+    volume_mount: JSON = {"name": name, "mountPath": path}
+    if sub_path:
+        volume_mount["subPath"] = sub_path
+    if read_only:
+        volume_mount["readOnly"] = True
+    return volume_mount
+
+
+def memory_volume(name: str) -> JSON:
+    return {"name": name, "emptyDir": {"medium": "Memory"}}
+
+
+def projected(name: str, sources: list[JSON], mode: int | None = None) -> JSON:
+    volume: JSON = {} if mode is None else {"defaultMode": mode}
+    return {"name": name, "projected": {**volume, "sources": sources}}
+
+
+def key_source(kind: str, name: str, key: str) -> JSON:
+    """A projected-volume source with one key of a Secret or ConfigMap (``kind``: secret or configMap)."""
+    return {kind: {"name": name, "items": [{"key": key, "path": key}]}}
+
+
+def slurm_key_source() -> JSON:
+    return key_source("secret", "slurm-key", "slurm.key")
+
+
+def jwt_key_source() -> JSON:
+    return key_source("secret", "slurm-jwt-key", "jwt.key")
+
+
+def v1_object(kind: str, name: str, object_labels: dict[str, str] | None = None, **body: Any) -> JSON:
+    """A ConfigMap or Secret as a hook returns it (labels only where the hook sets them)."""
+    meta: JSON = {"name": name}
+    if object_labels:
+        meta["labels"] = object_labels
+    return {"apiVersion": "v1", "kind": kind, "metadata": meta, **body}
+
+
+def workload(
+    kind: str,
+    name: str,
+    component: tuple[str, str, str],
+    annotations: dict[str, str],
+    pod_spec: JSON,
+    before_selector: JSON | None = None,
+    after_template: JSON | None = None,
+) -> JSON:
+    """A one-replica Deployment or StatefulSet of one component; ``before_selector`` and ``after_template``
+    place the kind's own spec fields where the hooks put them."""
+    app, instance, _ = component
+    component_labels = labels(*component)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": kind,
+        "metadata": {"name": name, "labels": component_labels},
+        "spec": {
+            "replicas": 1,
+            "revisionHistoryLimit": 0,
+            **(before_selector or {}),
+            "selector": {"matchLabels": selector_labels(app, instance)},
+            "template": {"metadata": {"labels": component_labels, "annotations": annotations}, "spec": pod_spec},
+            **(after_template or {}),
+        },
+    }
+
+
+def rolled_out(**more: Any) -> JSON:
+    """A workload's status with its one replica ready; ``more``: what the kind reports besides."""
+    return {"observedGeneration": 1, "replicas": 1, "readyReplicas": 1, "availableReplicas": 1, **more}
+
+
+def pod_condition(kind: str, status: str, since: str, **more: str) -> JSON:
+    return {"type": kind, "status": status, "lastTransitionTime": since, **more}
+
+
+def pod_addresses(host_ip: str, pod_ip: str) -> JSON:
+    return {"hostIP": host_ip, "hostIPs": [{"ip": host_ip}], "podIP": pod_ip, "podIPs": [{"ip": pod_ip}]}
+
+
+def container_status(name: str, image_ref: str, image_id: str, pod: str, state: JSON, running: bool) -> JSON:
+    return {
+        "name": name,
+        "ready": running,
+        "started": running,
+        "restartCount": 0,
+        "image": image_ref,
+        "imageID": image_id,
+        "containerID": f"containerd://{digest(pod)}",
+        "state": state,
+    }
 
 
 # --------------------------------------------------------------------------- shared objects
@@ -443,29 +563,19 @@ def observed_service(svc: JSON, parent: JSON, rv: str, cluster_ip: str) -> JSON:
 
 
 def controller_children() -> dict[str, dict[str, JSON]]:
-    ctld = labels("slurmctld", "slurm", "controller")
+    component = ("slurmctld", "slurm", "controller")
+    ctld = labels(*component)
     sel = selector_labels("slurmctld", "slurm")
-    ctld_port = {"name": "slurmctld", "port": 6817, "targetPort": "slurmctld"}
+    ctld_port = service_port("slurmctld", 6817)
     services = [
         observed_service(
-            service(
-                "slurm-controller",
-                {**sel, n.LABEL_ACTIVE_CONTROLLER: "true"},
-                [ctld_port],
-                component=("slurmctld", "slurm", "controller"),
-            ),
+            service("slurm-controller", {**sel, n.LABEL_ACTIVE_CONTROLLER: "true"}, [ctld_port], component=component),
             CONTROLLER,
             "5101",
             "10.96.18.7",
         ),
         observed_service(
-            service(
-                "slurm-controller-internal",
-                sel,
-                [ctld_port],
-                headless=True,
-                component=("slurmctld", "slurm", "controller"),
-            ),
+            service("slurm-controller-internal", sel, [ctld_port], headless=True, component=component),
             CONTROLLER,
             "5102",
             "",
@@ -474,7 +584,7 @@ def controller_children() -> dict[str, dict[str, JSON]]:
             service(
                 "slurm-workers-slurm",
                 {n.LABEL_NAME: "slurmd", n.LABEL_CLUSTER: CLUSTER},
-                [{"name": "slurmd", "port": 6818, "targetPort": "slurmd"}],
+                [service_port("slurmd", 6818)],
                 headless=True,
             ),
             CONTROLLER,
@@ -483,118 +593,84 @@ def controller_children() -> dict[str, dict[str, JSON]]:
         ),
     ]
     config = owned(
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": "slurm-config", "labels": ctld},
-            "data": {"slurm.conf": SLURM_CONF, "cgroup.conf": "CgroupPlugin=cgroup/v2\nIgnoreSystemd=yes\n"},
-        },
+        v1_object(
+            "ConfigMap",
+            "slurm-config",
+            ctld,
+            data={"slurm.conf": SLURM_CONF, "cgroup.conf": "CgroupPlugin=cgroup/v2\nIgnoreSystemd=yes\n"},
+        ),
         CONTROLLER,
         "5104",
     )
-    conf_hash = hashlib.sha256(SLURM_CONF.encode()).hexdigest()
-    sts = owned(
-        {
-            "apiVersion": "apps/v1",
-            "kind": "StatefulSet",
-            "metadata": {"name": "slurm-controller", "labels": ctld},
-            "spec": {
-                "replicas": 1,
-                "revisionHistoryLimit": 0,
-                "serviceName": "slurm-controller-internal",
-                "selector": {"matchLabels": sel},
-                "template": {
-                    "metadata": {
-                        "labels": ctld,
-                        "annotations": {
-                            n.ANNOTATION_DEFAULT_CONTAINER: "slurmctld",
-                            n.ANNOTATION_SLURM_CONFIG_HASH: conf_hash,
-                        },
-                    },
-                    "spec": {
-                        "automountServiceAccountToken": False,
-                        "securityContext": {"runAsNonRoot": True, "runAsUser": 401, "runAsGroup": 401, "fsGroup": 401},
-                        "affinity": {
-                            "podAntiAffinity": {
-                                "requiredDuringSchedulingIgnoredDuringExecution": [
-                                    {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": sel}}
-                                ]
-                            }
-                        },
-                        "initContainers": [logfile_sidecar("/var/log/slurm/slurmctld.log")],
-                        "containers": [
-                            {
-                                "name": "slurmctld",
-                                "image": image("slurmctld"),
-                                "ports": [port("slurmctld", 6817)],
-                                "startupProbe": http_probe("/livez", "slurmctld", 6),
-                                "livenessProbe": http_probe("/livez", "slurmctld", 6),
-                                "readinessProbe": http_probe("/readyz", "slurmctld"),
-                                "volumeMounts": [
-                                    {"name": "slurm-etc", "mountPath": "/etc/slurm", "readOnly": True},
-                                    {"name": "run", "mountPath": "/run"},
-                                    {"name": "statesave", "mountPath": "/var/spool/slurmctld/slurm"},
-                                    {"name": "slurm-authsocket", "mountPath": "/run/slurmctld"},
-                                    {"name": "slurm-logfile", "mountPath": "/var/log/slurm"},
-                                ],
-                            }
-                        ],
-                        "volumes": [
-                            {
-                                "name": "slurm-etc",
-                                "projected": {
-                                    "defaultMode": 0o610,
-                                    "sources": [
-                                        {"configMap": {"name": "slurm-config"}},
-                                        {
-                                            "secret": {
-                                                "name": "slurm-key",
-                                                "items": [{"key": "slurm.key", "path": "slurm.key"}],
-                                            }
-                                        },
-                                        {
-                                            "secret": {
-                                                "name": "slurm-jwt-key",
-                                                "items": [{"key": "jwt.key", "path": "jwt.key"}],
-                                            }
-                                        },
-                                    ],
-                                },
-                            },
-                            {"name": "run", "emptyDir": {"medium": "Memory"}},
-                            {"name": "slurm-authsocket", "emptyDir": {}},
-                            {"name": "slurm-logfile", "emptyDir": {"medium": "Memory"}},
-                        ],
-                    },
-                },
-                "volumeClaimTemplates": [
-                    {
-                        "apiVersion": "v1",
-                        "kind": "PersistentVolumeClaim",
-                        "metadata": {"name": "statesave"},
-                        "spec": {
-                            "accessModes": ["ReadWriteOnce"],
-                            "resources": {"requests": {"storage": "4Gi"}},
-                            "volumeMode": "Filesystem",
-                        },
-                        "status": {"phase": "Pending"},  # served like this: the API server defaults claim templates
-                    }
-                ],
-            },
+    pod_spec = {
+        "automountServiceAccountToken": False,
+        "securityContext": run_as(401),
+        "affinity": {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": sel}}
+                ]
+            }
         },
+        "initContainers": [logfile_sidecar("/var/log/slurm/slurmctld.log")],
+        "containers": [
+            {
+                "name": "slurmctld",
+                "image": image("slurmctld"),
+                "ports": [port("slurmctld", 6817)],
+                "startupProbe": http_probe("/livez", "slurmctld", 6),
+                "livenessProbe": http_probe("/livez", "slurmctld", 6),
+                "readinessProbe": http_probe("/readyz", "slurmctld"),
+                "volumeMounts": [
+                    mount("slurm-etc", "/etc/slurm", read_only=True),
+                    mount("run", "/run"),
+                    mount("statesave", "/var/spool/slurmctld/slurm"),
+                    mount("slurm-authsocket", "/run/slurmctld"),
+                    mount("slurm-logfile", "/var/log/slurm"),
+                ],
+            }
+        ],
+        "volumes": [
+            projected(
+                "slurm-etc",
+                [{"configMap": {"name": "slurm-config"}}, slurm_key_source(), jwt_key_source()],
+                mode=0o610,
+            ),
+            memory_volume("run"),
+            {"name": "slurm-authsocket", "emptyDir": {}},
+            memory_volume("slurm-logfile"),
+        ],
+    }
+    statesave_claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "statesave"},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "4Gi"}},
+            "volumeMode": "Filesystem",
+        },
+        "status": {"phase": "Pending"},  # served like this: the API server defaults claim templates
+    }
+    sts = owned(
+        workload(
+            "StatefulSet",
+            "slurm-controller",
+            component,
+            {n.ANNOTATION_DEFAULT_CONTAINER: "slurmctld", n.ANNOTATION_SLURM_CONFIG_HASH: digest(SLURM_CONF)},
+            pod_spec,
+            before_selector={"serviceName": "slurm-controller-internal"},
+            after_template={"volumeClaimTemplates": [statesave_claim]},
+        ),
         CONTROLLER,
         "5160",
-        status={
-            "observedGeneration": 1,
-            "replicas": 1,
-            "readyReplicas": 1,
-            "availableReplicas": 1,
-            "currentReplicas": 1,
-            "updatedReplicas": 1,
-            "currentRevision": "slurm-controller-7b9c5d6f4",
-            "updateRevision": "slurm-controller-7b9c5d6f4",
-            "collisionCount": 0,
-        },
+        status=rolled_out(
+            currentReplicas=1,
+            updatedReplicas=1,
+            currentRevision="slurm-controller-7b9c5d6f4",
+            updateRevision="slurm-controller-7b9c5d6f4",
+            collisionCount=0,
+        ),
     )
     pdb = owned(
         {
@@ -716,23 +792,12 @@ def worker_pod(ordinal: int, parent: JSON, slurm_states: list[tuple[str, str]], 
                         }
                     },
                     "volumeMounts": [
-                        {"name": "slurm-etc", "mountPath": "/etc/slurm", "readOnly": True},
-                        {"name": "slurm-logfile", "mountPath": "/var/log/slurm"},
+                        mount("slurm-etc", "/etc/slurm", read_only=True),
+                        mount("slurm-logfile", "/var/log/slurm"),
                     ],
                 }
             ],
-            "volumes": [
-                {
-                    "name": "slurm-etc",
-                    "projected": {
-                        "defaultMode": 0o600,
-                        "sources": [
-                            {"secret": {"name": "slurm-key", "items": [{"key": "slurm.key", "path": "slurm.key"}]}}
-                        ],
-                    },
-                },
-                {"name": "slurm-logfile", "emptyDir": {"medium": "Memory"}},
-            ],
+            "volumes": [projected("slurm-etc", [slurm_key_source()], mode=0o600), memory_volume("slurm-logfile")],
         },
     }
     pod = owned(desired, parent, f"{5200 + 10 * ordinal}")
@@ -751,43 +816,27 @@ def worker_pod(ordinal: int, parent: JSON, slurm_states: list[tuple[str, str]], 
         "preemptionPolicy": "PreemptLowerPriority",
         "priority": 0,
     }
-    ip = f"10.244.{ordinal + 1}.17"
     conditions = [
-        {"type": "PodReadyToStartContainers", "status": "True", "lastTransitionTime": LATER},
-        {"type": "Initialized", "status": "True", "lastTransitionTime": LATER},
-        {"type": "Ready", "status": "True", "lastTransitionTime": LATER},
-        {"type": "ContainersReady", "status": "True", "lastTransitionTime": LATER},
-        {"type": "PodScheduled", "status": "True", "lastTransitionTime": LATER},
+        pod_condition(kind, "True", LATER)
+        for kind in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")
     ]
     conditions += [  # written by slurm_sync: one condition per Slurm node state, message = Slurm reason
-        {
-            "type": n.CONDITION_SLURM_NODE_STATE_PREFIX + state,
-            "status": "True",
-            "lastTransitionTime": LATER,
-            **({"message": reason} if reason else {}),
-        }
+        pod_condition(
+            n.CONDITION_SLURM_NODE_STATE_PREFIX + state, "True", LATER, **({"message": reason} if reason else {})
+        )
         for state, reason in slurm_states
     ]
+    running = {"running": {"startedAt": LATER}}
     pod["status"] = {
         "phase": "Running",
         "conditions": conditions,
-        "hostIP": f"172.18.0.{ordinal + 3}",
-        "hostIPs": [{"ip": f"172.18.0.{ordinal + 3}"}],
-        "podIP": ip,
-        "podIPs": [{"ip": ip}],
+        **pod_addresses(f"172.18.0.{ordinal + 3}", f"10.244.{ordinal + 1}.17"),
         "qosClass": "Guaranteed",
         "startTime": LATER,
         "containerStatuses": [
-            {
-                "name": "slurmd",
-                "ready": True,
-                "started": True,
-                "restartCount": 0,
-                "image": image("slurmd"),
-                "imageID": f"{image('slurmd')}@sha256:{hashlib.sha256(b'slurmd').hexdigest()}",
-                "containerID": f"containerd://{hashlib.sha256(name.encode()).hexdigest()}",
-                "state": {"running": {"startedAt": LATER}},
-            }
+            container_status(
+                "slurmd", image("slurmd"), f"{image('slurmd')}@sha256:{digest('slurmd')}", name, running, True
+            )
         ],
     }
     return pod
@@ -813,47 +862,47 @@ SSHD_CONFIG = (
 
 
 def loginset_children() -> dict[str, dict[str, JSON]]:
-    lbl = labels("login", "slurm-login", "login")
-    sel = selector_labels("login", "slurm-login")
+    component = ("login", "slurm-login", "login")
+    lbl = labels(*component)
     fake_key = "-----BEGIN OPENSSH PRIVATE KEY-----\nexample-{}-host-key-not-real\n-----END OPENSSH PRIVATE KEY-----\n"
     host_keys = owned(
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": "slurm-login-ssh-host-keys", "labels": lbl},
-            "type": "Opaque",
-            "immutable": True,
-            "data": {
+        v1_object(
+            "Secret",
+            "slurm-login-ssh-host-keys",
+            lbl,
+            type="Opaque",
+            immutable=True,
+            data={
                 f"ssh_host_{algo}_key{suffix}": b64(
                     fake_key.format(algo) if not suffix else f"ssh-{algo} AAAAexample{algo}\n"
                 )
                 for algo in ("ecdsa", "ed25519", "rsa")
                 for suffix in ("", ".pub")
             },
-        },
+        ),
         LOGINSET,
         "5301",
     )
     ssh_config = owned(
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": "slurm-login-ssh-config", "labels": lbl},
-            "data": {
+        v1_object(
+            "ConfigMap",
+            "slurm-login-ssh-config",
+            lbl,
+            data={
                 "authorized_keys": "#\n### SLINKY ###\n" + LOGINSET["spec"]["rootSshAuthorizedKeys"] + "\n",
                 "sshd_config": SSHD_CONFIG,
             },
-        },
+        ),
         LOGINSET,
         "5302",
     )
     svc = observed_service(
         service(
             "slurm-login",
-            sel,
-            [{"name": "login", "port": 22, "targetPort": "login"}],
+            selector_labels("login", "slurm-login"),
+            [service_port("login", 22)],
             lb=True,
-            component=("login", "slurm-login", "login"),
+            component=component,
         ),
         LOGINSET,
         "5303",
@@ -862,110 +911,60 @@ def loginset_children() -> dict[str, dict[str, JSON]]:
     svc["spec"] |= {"externalTrafficPolicy": "Cluster", "allocateLoadBalancerNodePorts": True}
     svc["spec"]["ports"][0]["nodePort"] = 31022
     svc["status"] = {"loadBalancer": {"ingress": [{"ip": "172.18.255.200", "ipMode": "VIP"}]}}
-    deploy = owned(
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": "slurm-login", "labels": lbl},
-            "spec": {
-                "replicas": 1,
-                "revisionHistoryLimit": 0,
-                "selector": {"matchLabels": sel},
-                "template": {
-                    "metadata": {"labels": lbl, "annotations": {n.ANNOTATION_DEFAULT_CONTAINER: "login"}},
-                    "spec": {
-                        "automountServiceAccountToken": False,
-                        "enableServiceLinks": False,
-                        "dnsConfig": {"searches": ["slurm-workers-slurm.slurm.svc.cluster.local"]},
-                        "initContainers": [
-                            {
-                                "name": "initconf",
-                                "image": "docker.io/library/alpine:latest",
-                                "command": [
-                                    "sh",
-                                    "-c",
-                                    "cp /mnt/slurm/* /mnt/etc/slurm/ && chown -R 401:401 /mnt/etc/slurm",
-                                ],
-                                "env": [{"name": "SLURM_USER", "value": "slurm"}],
-                                "volumeMounts": [
-                                    {"name": "slurm-config", "mountPath": "/mnt/slurm", "readOnly": True},
-                                    {"name": "slurm-etc", "mountPath": "/mnt/etc/slurm"},
-                                ],
-                            }
-                        ],
-                        "containers": [
-                            {
-                                "name": "login",
-                                "image": image("login"),
-                                "env": [
-                                    {"name": "SACKD_OPTIONS", "value": "--conf-server slurm-controller.slurm:6817"}
-                                ],
-                                "ports": [port("login", 22)],
-                                "readinessProbe": {"exec": {"command": ["test", "-S", "/run/slurm/sack.socket"]}},
-                                "volumeMounts": [
-                                    {"name": "slurm-etc", "mountPath": "/etc/slurm", "readOnly": True},
-                                    {"name": "sackd-dir", "mountPath": "/run/slurm"},
-                                    {
-                                        "name": "ssh-config",
-                                        "mountPath": "/etc/ssh/sshd_config",
-                                        "subPath": "sshd_config",
-                                        "readOnly": True,
-                                    },
-                                    {
-                                        "name": "sssd-conf",
-                                        "mountPath": "/etc/sssd/sssd.conf",
-                                        "subPath": "sssd.conf",
-                                        "readOnly": True,
-                                    },
-                                ],
-                            }
-                        ],
-                        "volumes": [
-                            {"name": "slurm-etc", "emptyDir": {"medium": "Memory"}},
-                            {"name": "sackd-dir", "emptyDir": {"medium": "Memory"}},
-                            {
-                                "name": "slurm-config",
-                                "projected": {
-                                    "sources": [
-                                        {
-                                            "secret": {
-                                                "name": "slurm-key",
-                                                "items": [{"key": "slurm.key", "path": "slurm.key"}],
-                                            }
-                                        }
-                                    ]
-                                },
-                            },
-                            {
-                                "name": "ssh-host-keys",
-                                "secret": {"secretName": "slurm-login-ssh-host-keys", "defaultMode": 0o600},
-                            },
-                            {
-                                "name": "ssh-config",
-                                "configMap": {"name": "slurm-login-ssh-config", "defaultMode": 0o600},
-                            },
-                            {
-                                "name": "sssd-conf",
-                                "secret": {
-                                    "secretName": "slurm-sssd-conf",
-                                    "defaultMode": 0o600,
-                                    "items": [{"key": "sssd.conf", "path": "sssd.conf"}],
-                                },
-                            },
-                        ],
-                    },
+    pod_spec = {
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "dnsConfig": {"searches": ["slurm-workers-slurm.slurm.svc.cluster.local"]},
+        "initContainers": [
+            {
+                "name": "initconf",
+                "image": "docker.io/library/alpine:latest",
+                "command": ["sh", "-c", "cp /mnt/slurm/* /mnt/etc/slurm/ && chown -R 401:401 /mnt/etc/slurm"],
+                "env": [{"name": "SLURM_USER", "value": "slurm"}],
+                "volumeMounts": [
+                    mount("slurm-config", "/mnt/slurm", read_only=True),
+                    mount("slurm-etc", "/mnt/etc/slurm"),
+                ],
+            }
+        ],
+        "containers": [
+            {
+                "name": "login",
+                "image": image("login"),
+                "env": [{"name": "SACKD_OPTIONS", "value": "--conf-server slurm-controller.slurm:6817"}],
+                "ports": [port("login", 22)],
+                "readinessProbe": {"exec": {"command": ["test", "-S", "/run/slurm/sack.socket"]}},
+                "volumeMounts": [
+                    mount("slurm-etc", "/etc/slurm", read_only=True),
+                    mount("sackd-dir", "/run/slurm"),
+                    mount("ssh-config", "/etc/ssh/sshd_config", read_only=True, sub_path="sshd_config"),
+                    mount("sssd-conf", "/etc/sssd/sssd.conf", read_only=True, sub_path="sssd.conf"),
+                ],
+            }
+        ],
+        "volumes": [
+            memory_volume("slurm-etc"),
+            memory_volume("sackd-dir"),
+            projected("slurm-config", [slurm_key_source()]),
+            {"name": "ssh-host-keys", "secret": {"secretName": "slurm-login-ssh-host-keys", "defaultMode": 0o600}},
+            {"name": "ssh-config", "configMap": {"name": "slurm-login-ssh-config", "defaultMode": 0o600}},
+            {
+                "name": "sssd-conf",
+                "secret": {
+                    "secretName": "slurm-sssd-conf",
+                    "defaultMode": 0o600,
+                    "items": [{"key": "sssd.conf", "path": "sssd.conf"}],
                 },
             },
-        },
+        ],
+    }
+    deploy = owned(
+        workload("Deployment", "slurm-login", component, {n.ANNOTATION_DEFAULT_CONTAINER: "login"}, pod_spec),
         LOGINSET,
         "5360",
-        status={
-            "observedGeneration": 1,
-            "replicas": 1,
-            "readyReplicas": 1,
-            "availableReplicas": 1,
-            "updatedReplicas": 1,
-            "conditions": [
+        status=rolled_out(
+            updatedReplicas=1,
+            conditions=[
                 {
                     "type": "Available",
                     "status": "True",
@@ -983,7 +982,7 @@ def loginset_children() -> dict[str, dict[str, JSON]]:
                     "lastUpdateTime": LATER,
                 },
             ],
-        },
+        ),
     )
     return {
         "Deployment.apps/v1": object_map(deploy),
@@ -1004,101 +1003,51 @@ def loginset_related() -> dict[str, dict[str, JSON]]:
 
 
 def restapi_children() -> dict[str, dict[str, JSON]]:
-    lbl = labels("slurmrestd", "slurm", "restapi")
-    sel = selector_labels("slurmrestd", "slurm")
+    component = ("slurmrestd", "slurm", "restapi")
     svc = observed_service(
         service(
             "slurm-restapi",
-            sel,
-            [{"name": "slurmrestd", "port": 6820, "targetPort": "slurmrestd"}],
-            component=("slurmrestd", "slurm", "restapi"),
+            selector_labels("slurmrestd", "slurm"),
+            [service_port("slurmrestd", 6820)],
+            component=component,
         ),
         RESTAPI,
         "5401",
         "10.96.60.20",
     )
+    pod_spec = {
+        "automountServiceAccountToken": False,
+        "securityContext": run_as(65534),
+        "containers": [
+            {
+                "name": "slurmrestd",
+                "image": image("slurmrestd"),
+                "args": ["0.0.0.0:6820"],
+                "env": [
+                    {"name": "SLURM_JWT", "value": "daemon"},
+                    {"name": "SLURMRESTD_SECURITY", "value": "disable_unshare_files,disable_unshare_sysv"},
+                ],
+                "ports": [port("slurmrestd", 6820)],
+                "startupProbe": tcp_probe(6820, 6),
+                "livenessProbe": tcp_probe(6820, 6),
+                "readinessProbe": tcp_probe(6820),
+                "securityContext": {"runAsNonRoot": True, "runAsUser": 65534},
+                "volumeMounts": [mount("slurm-etc", "/etc/slurm", read_only=True)],
+            }
+        ],
+        "volumes": [
+            projected(
+                "slurm-etc",
+                [key_source("configMap", "slurm-config", "slurm.conf"), slurm_key_source()],
+                mode=0o600,
+            )
+        ],
+    }
     deploy = owned(
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": "slurm-restapi", "labels": lbl},
-            "spec": {
-                "replicas": 1,
-                "revisionHistoryLimit": 0,
-                "selector": {"matchLabels": sel},
-                "template": {
-                    "metadata": {"labels": lbl, "annotations": {n.ANNOTATION_DEFAULT_CONTAINER: "slurmrestd"}},
-                    "spec": {
-                        "automountServiceAccountToken": False,
-                        "securityContext": {
-                            "runAsNonRoot": True,
-                            "runAsUser": 65534,
-                            "runAsGroup": 65534,
-                            "fsGroup": 65534,
-                        },
-                        "containers": [
-                            {
-                                "name": "slurmrestd",
-                                "image": image("slurmrestd"),
-                                "args": ["0.0.0.0:6820"],
-                                "env": [
-                                    {"name": "SLURM_JWT", "value": "daemon"},
-                                    {
-                                        "name": "SLURMRESTD_SECURITY",
-                                        "value": "disable_unshare_files,disable_unshare_sysv",
-                                    },
-                                ],
-                                "ports": [port("slurmrestd", 6820)],
-                                "startupProbe": {
-                                    "tcpSocket": {"port": 6820},
-                                    "failureThreshold": 6,
-                                    "periodSeconds": 10,
-                                },
-                                "livenessProbe": {
-                                    "tcpSocket": {"port": 6820},
-                                    "failureThreshold": 6,
-                                    "periodSeconds": 10,
-                                },
-                                "readinessProbe": {"tcpSocket": {"port": 6820}},
-                                "securityContext": {"runAsNonRoot": True, "runAsUser": 65534},
-                                "volumeMounts": [{"name": "slurm-etc", "mountPath": "/etc/slurm", "readOnly": True}],
-                            }
-                        ],
-                        "volumes": [
-                            {
-                                "name": "slurm-etc",
-                                "projected": {
-                                    "defaultMode": 0o600,
-                                    "sources": [
-                                        {
-                                            "configMap": {
-                                                "name": "slurm-config",
-                                                "items": [{"key": "slurm.conf", "path": "slurm.conf"}],
-                                            }
-                                        },
-                                        {
-                                            "secret": {
-                                                "name": "slurm-key",
-                                                "items": [{"key": "slurm.key", "path": "slurm.key"}],
-                                            }
-                                        },
-                                    ],
-                                },
-                            }
-                        ],
-                    },
-                },
-            },
-        },
+        workload("Deployment", "slurm-restapi", component, {n.ANNOTATION_DEFAULT_CONTAINER: "slurmrestd"}, pod_spec),
         RESTAPI,
         "5460",
-        status={
-            "observedGeneration": 1,
-            "replicas": 1,
-            "readyReplicas": 1,
-            "availableReplicas": 1,
-            "updatedReplicas": 1,
-        },
+        status=rolled_out(updatedReplicas=1),
     )
     return {"Deployment.apps/v1": object_map(deploy), "Service.v1": object_map(svc)}
 
@@ -1138,109 +1087,67 @@ LogFile=/dev/null
 
 
 def accounting_children() -> dict[str, dict[str, JSON]]:
-    lbl = labels("slurmdbd", "slurm", "accounting")
-    sel = selector_labels("slurmdbd", "slurm")
+    component = ("slurmdbd", "slurm", "accounting")
     svc = observed_service(
         service(
             "slurm-accounting",
-            sel,
-            [{"name": "slurmdbd", "port": 6819, "targetPort": "slurmdbd"}],
-            component=("slurmdbd", "slurm", "accounting"),
+            selector_labels("slurmdbd", "slurm"),
+            [service_port("slurmdbd", 6819)],
+            component=component,
         ),
         ACCOUNTING,
         "5501",
         "10.96.70.9",
     )
     conf = owned(
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": "slurm-accounting", "labels": lbl},
-            "type": "Opaque",
-            "data": {"slurmdbd.conf": b64(SLURMDBD_CONF)},
-        },
+        v1_object(
+            "Secret", "slurm-accounting", labels(*component), type="Opaque", data={"slurmdbd.conf": b64(SLURMDBD_CONF)}
+        ),
         ACCOUNTING,
         "5502",
     )
+    pod_spec = {
+        "securityContext": run_as(401),
+        "containers": [
+            {
+                "name": "slurmdbd",
+                "image": image("slurmdbd"),
+                "ports": [port("slurmdbd", 6819)],
+                "readinessProbe": tcp_probe(6819),
+                "volumeMounts": [mount("slurm-etc", "/etc/slurm", read_only=True), mount("run", "/run")],
+            }
+        ],
+        "volumes": [
+            projected(
+                "slurm-etc",
+                [
+                    key_source("secret", "slurm-accounting", "slurmdbd.conf"),
+                    slurm_key_source(),
+                    jwt_key_source(),
+                ],
+                mode=0o600,
+            ),
+            memory_volume("run"),
+        ],
+    }
     sts = owned(
-        {
-            "apiVersion": "apps/v1",
-            "kind": "StatefulSet",
-            "metadata": {"name": "slurm-accounting", "labels": lbl},
-            "spec": {
-                "replicas": 1,
-                "revisionHistoryLimit": 0,
-                "podManagementPolicy": "Parallel",
-                "serviceName": "slurm-accounting",
-                "selector": {"matchLabels": sel},
-                "template": {
-                    "metadata": {
-                        "labels": lbl,
-                        "annotations": {
-                            n.ANNOTATION_DEFAULT_CONTAINER: "slurmdbd",
-                            n.ANNOTATION_SLURMDBD_CONF_HASH: hashlib.sha256(SLURMDBD_CONF.encode()).hexdigest(),
-                        },
-                    },
-                    "spec": {
-                        "securityContext": {"runAsNonRoot": True, "runAsUser": 401, "runAsGroup": 401, "fsGroup": 401},
-                        "containers": [
-                            {
-                                "name": "slurmdbd",
-                                "image": image("slurmdbd"),
-                                "ports": [port("slurmdbd", 6819)],
-                                "readinessProbe": {"tcpSocket": {"port": 6819}},
-                                "volumeMounts": [
-                                    {"name": "slurm-etc", "mountPath": "/etc/slurm", "readOnly": True},
-                                    {"name": "run", "mountPath": "/run"},
-                                ],
-                            }
-                        ],
-                        "volumes": [
-                            {
-                                "name": "slurm-etc",
-                                "projected": {
-                                    "defaultMode": 0o600,
-                                    "sources": [
-                                        {
-                                            "secret": {
-                                                "name": "slurm-accounting",
-                                                "items": [{"key": "slurmdbd.conf", "path": "slurmdbd.conf"}],
-                                            }
-                                        },
-                                        {
-                                            "secret": {
-                                                "name": "slurm-key",
-                                                "items": [{"key": "slurm.key", "path": "slurm.key"}],
-                                            }
-                                        },
-                                        {
-                                            "secret": {
-                                                "name": "slurm-jwt-key",
-                                                "items": [{"key": "jwt.key", "path": "jwt.key"}],
-                                            }
-                                        },
-                                    ],
-                                },
-                            },
-                            {"name": "run", "emptyDir": {"medium": "Memory"}},
-                        ],
-                    },
-                },
-            },
-        },
+        workload(
+            "StatefulSet",
+            "slurm-accounting",
+            component,
+            {n.ANNOTATION_DEFAULT_CONTAINER: "slurmdbd", n.ANNOTATION_SLURMDBD_CONF_HASH: digest(SLURMDBD_CONF)},
+            pod_spec,
+            before_selector={"podManagementPolicy": "Parallel", "serviceName": "slurm-accounting"},
+        ),
         ACCOUNTING,
         "5560",
-        status={
-            "observedGeneration": 1,
-            "replicas": 1,
-            "readyReplicas": 1,
-            "availableReplicas": 1,
-            "currentReplicas": 1,
-            "updatedReplicas": 1,
-            "collisionCount": 0,
-            "currentRevision": "slurm-accounting-84c7d9b5f",
-            "updateRevision": "slurm-accounting-84c7d9b5f",
-        },
+        status=rolled_out(
+            currentReplicas=1,
+            updatedReplicas=1,
+            collisionCount=0,
+            currentRevision="slurm-accounting-84c7d9b5f",
+            updateRevision="slurm-accounting-84c7d9b5f",
+        ),
     )
     return {"StatefulSet.apps/v1": object_map(sts), "Service.v1": object_map(svc), "Secret.v1": object_map(conf)}
 
@@ -1275,15 +1182,7 @@ def token_children() -> dict[str, dict[str, JSON]]:
         JWT_KEY_TEXT.encode(),
     )
     secret = owned(
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": "slurm-token-jwt-slurm"},
-            "type": "Opaque",
-            "data": {"SLURM_JWT": b64(jwt)},
-        },
-        TOKEN,
-        "5601",
+        v1_object("Secret", "slurm-token-jwt-slurm", type="Opaque", data={"SLURM_JWT": b64(jwt)}), TOKEN, "5601"
     )
     return {"Secret.v1": object_map(secret)}
 
@@ -1296,6 +1195,19 @@ def token_related() -> dict[str, dict[str, JSON]]:
 
 JOB_NAME = "job-sleep-single"
 BRIDGE_POD = f"{JOB_NAME}-8wtc2"
+BUSYBOX = "docker.io/library/busybox:1.37"
+
+
+def sleep_container() -> JSON:
+    """The Job's one container, as its template says."""
+    return {
+        "name": "sleep",
+        "image": BUSYBOX,
+        "command": ["sleep", "60"],
+        "resources": {"requests": {"cpu": "1", "memory": "100Mi"}, "limits": {"cpu": "1", "memory": "100Mi"}},
+    }
+
+
 JOB = plain(
     "batch/v1",
     "Job",
@@ -1323,17 +1235,7 @@ JOB = plain(
             "metadata": {"labels": {"app": "sleep"}},
             "spec": {
                 "restartPolicy": "Never",
-                "containers": [
-                    {
-                        "name": "sleep",
-                        "image": "docker.io/library/busybox:1.37",
-                        "command": ["sleep", "60"],
-                        "resources": {
-                            "requests": {"cpu": "1", "memory": "100Mi"},
-                            "limits": {"cpu": "1", "memory": "100Mi"},
-                        },
-                    }
-                ],
+                "containers": [sleep_container()],
             },
         },
     },
@@ -1357,22 +1259,13 @@ def bridge_pod(*, mutated: bool, named: bool, server_fields: bool) -> JSON:
         "generateName": f"{JOB_NAME}-",
         "namespace": BRIDGE_NS,
         "labels": pod_labels,
-        "ownerReferences": [
-            {
-                "apiVersion": "batch/v1",
-                "kind": "Job",
-                "name": JOB_NAME,
-                "uid": job_uid,
-                "controller": True,
-                "blockOwnerDeletion": True,
-            }
-        ],
+        "ownerReferences": [owner_ref("batch/v1", "Job", JOB_NAME, job_uid)],
     }
     if named:
         meta["name"] = BRIDGE_POD
     if server_fields:
         meta |= {"uid": uid("Pod", BRIDGE_NS, BRIDGE_POD), "resourceVersion": "7310", "creationTimestamp": LATER}
-    pod = {
+    pod: JSON = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": meta,
@@ -1380,22 +1273,12 @@ def bridge_pod(*, mutated: bool, named: bool, server_fields: bool) -> JSON:
             "restartPolicy": "Never",
             "containers": [
                 {
-                    "name": "sleep",
-                    "image": "docker.io/library/busybox:1.37",
-                    "command": ["sleep", "60"],
-                    "resources": {
-                        "requests": {"cpu": "1", "memory": "100Mi"},
-                        "limits": {"cpu": "1", "memory": "100Mi"},
-                    },
+                    **sleep_container(),
                     "terminationMessagePath": "/dev/termination-log",
                     "terminationMessagePolicy": "File",
                     "imagePullPolicy": "IfNotPresent",
                     "volumeMounts": [
-                        {
-                            "name": "kube-api-access-x7k2p",
-                            "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
-                            "readOnly": True,
-                        }
+                        mount("kube-api-access-x7k2p", "/var/run/secrets/kubernetes.io/serviceaccount", read_only=True)
                     ],
                 }
             ],
@@ -1409,39 +1292,32 @@ def bridge_pod(*, mutated: bool, named: bool, server_fields: bool) -> JSON:
             "priority": 0,
             "tolerations": [
                 {
-                    "key": "node.kubernetes.io/not-ready",
+                    "key": f"node.kubernetes.io/{taint}",
                     "operator": "Exists",
                     "effect": "NoExecute",
                     "tolerationSeconds": 300,
-                },
-                {
-                    "key": "node.kubernetes.io/unreachable",
-                    "operator": "Exists",
-                    "effect": "NoExecute",
-                    "tolerationSeconds": 300,
-                },
+                }
+                for taint in ("not-ready", "unreachable")
             ],
             "volumes": [
-                {
-                    "name": "kube-api-access-x7k2p",
-                    "projected": {
-                        "defaultMode": 0o644,
-                        "sources": [
-                            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
-                            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-                            {
-                                "downwardAPI": {
-                                    "items": [
-                                        {
-                                            "path": "namespace",
-                                            "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
-                                        }
-                                    ]
-                                }
-                            },
-                        ],
-                    },
-                }
+                projected(
+                    "kube-api-access-x7k2p",
+                    [
+                        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                        key_source("configMap", "kube-root-ca.crt", "ca.crt"),
+                        {
+                            "downwardAPI": {
+                                "items": [
+                                    {
+                                        "path": "namespace",
+                                        "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
+                                    }
+                                ]
+                            }
+                        },
+                    ],
+                    mode=0o644,
+                )
             ],
         },
     }
@@ -1463,6 +1339,15 @@ def managed_pod_sync() -> JSON:
 
 def managed_pod_finished() -> JSON:
     """The same pod after Slurm ran its placeholder job on kind-worker, the pod succeeded and was deleted."""
+    started, finished = "2025-06-02T09:01:10Z", "2025-06-02T09:02:12Z"
+    done = {
+        "terminated": {
+            "exitCode": 0,
+            "reason": "Completed",
+            "startedAt": "2025-06-02T09:01:12Z",
+            "finishedAt": finished,
+        }
+    }
     pod = managed_pod_sync()
     pod["metadata"]["labels"][n.LABEL_SLURM_JOB_ID] = "42"
     pod["metadata"]["annotations"] = {n.ANNOTATION_SLURM_NODE: "kind-worker"}
@@ -1471,51 +1356,19 @@ def managed_pod_finished() -> JSON:
     pod["status"] = {
         "phase": "Succeeded",
         "qosClass": "Guaranteed",
-        "hostIP": "172.18.0.3",
-        "hostIPs": [{"ip": "172.18.0.3"}],
-        "podIP": "10.244.1.31",
-        "podIPs": [{"ip": "10.244.1.31"}],
-        "startTime": "2025-06-02T09:01:10Z",
+        **pod_addresses("172.18.0.3", "10.244.1.31"),
+        "startTime": started,
         "conditions": [
-            {"type": "PodReadyToStartContainers", "status": "False", "lastTransitionTime": "2025-06-02T09:02:13Z"},
-            {
-                "type": "Initialized",
-                "status": "True",
-                "lastTransitionTime": "2025-06-02T09:01:10Z",
-                "reason": "PodCompleted",
-            },
-            {
-                "type": "Ready",
-                "status": "False",
-                "lastTransitionTime": "2025-06-02T09:02:12Z",
-                "reason": "PodCompleted",
-            },
-            {
-                "type": "ContainersReady",
-                "status": "False",
-                "lastTransitionTime": "2025-06-02T09:02:12Z",
-                "reason": "PodCompleted",
-            },
-            {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2025-06-02T09:01:10Z"},
+            pod_condition("PodReadyToStartContainers", "False", "2025-06-02T09:02:13Z"),
+            pod_condition("Initialized", "True", started, reason="PodCompleted"),
+            pod_condition("Ready", "False", finished, reason="PodCompleted"),
+            pod_condition("ContainersReady", "False", finished, reason="PodCompleted"),
+            pod_condition("PodScheduled", "True", started),
         ],
         "containerStatuses": [
-            {
-                "name": "sleep",
-                "ready": False,
-                "started": False,
-                "restartCount": 0,
-                "image": "docker.io/library/busybox:1.37",
-                "imageID": "docker.io/library/busybox@sha256:" + hashlib.sha256(b"busybox").hexdigest(),
-                "containerID": "containerd://" + hashlib.sha256(BRIDGE_POD.encode()).hexdigest(),
-                "state": {
-                    "terminated": {
-                        "exitCode": 0,
-                        "reason": "Completed",
-                        "startedAt": "2025-06-02T09:01:12Z",
-                        "finishedAt": "2025-06-02T09:02:12Z",
-                    }
-                },
-            }
+            container_status(
+                "sleep", BUSYBOX, f"docker.io/library/busybox@sha256:{digest('busybox')}", BRIDGE_POD, done, False
+            )
         ],
     }
     return deleting(pod, [dc_finalizer("bridge-pod.yaml")], grace=30)
@@ -1572,38 +1425,16 @@ def node(
             "allocatable": resources,
             "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}],
             "conditions": [
-                {
-                    "type": "MemoryPressure",
-                    "status": "False",
-                    "reason": "KubeletHasSufficientMemory",
-                    "message": "kubelet has sufficient memory available",
-                    "lastHeartbeatTime": LATER,
-                    "lastTransitionTime": "2025-06-01T07:55:00Z",
-                },
-                {
-                    "type": "DiskPressure",
-                    "status": "False",
-                    "reason": "KubeletHasNoDiskPressure",
-                    "message": "kubelet has no disk pressure",
-                    "lastHeartbeatTime": LATER,
-                    "lastTransitionTime": "2025-06-01T07:55:00Z",
-                },
-                {
-                    "type": "PIDPressure",
-                    "status": "False",
-                    "reason": "KubeletHasSufficientPID",
-                    "message": "kubelet has sufficient PID available",
-                    "lastHeartbeatTime": LATER,
-                    "lastTransitionTime": "2025-06-01T07:55:00Z",
-                },
-                {
-                    "type": "Ready",
-                    "status": "True",
-                    "reason": "KubeletReady",
-                    "message": "kubelet is posting ready status",
-                    "lastHeartbeatTime": LATER,
-                    "lastTransitionTime": "2025-06-01T07:55:30Z",
-                },
+                node_condition(
+                    "MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"
+                ),
+                node_condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+                node_condition(
+                    "PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"
+                ),
+                node_condition(
+                    "Ready", "True", "KubeletReady", "kubelet is posting ready status", "2025-06-01T07:55:30Z"
+                ),
             ],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
             "nodeInfo": {
@@ -1619,6 +1450,18 @@ def node(
                 "systemUUID": uid("system", name),
             },
         },
+    }
+
+
+def node_condition(kind: str, status: str, reason: str, message: str, since: str = "2025-06-01T07:55:00Z") -> JSON:
+    """A condition as the kubelet reports it."""
+    return {
+        "type": kind,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastHeartbeatTime": LATER,
+        "lastTransitionTime": since,
     }
 
 

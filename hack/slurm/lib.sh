@@ -4,20 +4,21 @@
 
 SLURM_HACK_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$SLURM_HACK_DIR/../.." && pwd)
+# shellcheck source=../lib/proc.sh
+. "$REPO/hack/lib/proc.sh"
+LAB_NAME=slurm-lab
 LAB=$REPO/.slurm-lab                  # host-side state of this checkout: env, error, logs
 ENV_FILE=$LAB/env
 ERROR_FILE=$LAB/error
 INNER_DIR=/var/lib/slinky-lab         # runtime dir as the daemons see it (inside the chroot)
 CHROOT_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-DAEMONS_UP="munged slurmctld slurmd-n1 slurmd-n2 slurmd-n3 slurmd-n4 slurmrestd"  # start order
+DAEMONS="munged slurmctld slurmd-n1 slurmd-n2 slurmd-n3 slurmd-n4 slurmrestd"  # start order
 
 DEFAULT_ROOTFS=/var/cache/slinky-mc/slurm-sid
 RECORDED_ROOTFS=$(cat "$LAB/rootfs" 2>/dev/null || true)   # where this checkout's lab last ran
 # set_rootfs PATH: the lab's rootfs, and RUN, its runtime dir seen from the host
 set_rootfs() {
-  ROOTFS=$1
-  case $ROOTFS in /*) ;; *) ROOTFS=$(pwd)/$ROOTFS ;; esac
-  ROOTFS=${ROOTFS%/}
+  ROOTFS=$(abs_path "$1")
   RUN=$ROOTFS$INNER_DIR
 }
 # up.sh builds/uses $SLURM_LAB_ROOTFS or the default; down.sh and exec.sh follow the record
@@ -27,14 +28,6 @@ else
   set_rootfs "${SLURM_LAB_ROOTFS:-${RECORDED_ROOTFS:-$DEFAULT_ROOTFS}}"
 fi
 
-_t0=$EPOCHREALTIME
-log() {
-  local line
-  line=$(printf '[slurm-lab %s %5.1fs] %s' "${LOG_TAG:-}" "$(awk -v a="$_t0" -v b="$EPOCHREALTIME" 'BEGIN{print b-a}')" "$*")
-  echo "$line" >&2
-  if [ -n "${LOG_FILE:-}" ]; then echo "$line" 2>/dev/null >>"$LOG_FILE" || true; fi
-}
-
 # Our daemons must never see SLURM_* from the caller (a sourced env file exporting
 # SLURM_JWT makes slurmctld speak auth/jwt and die); settings were read above.
 scrub_slurm_env() {
@@ -42,27 +35,9 @@ scrub_slurm_env() {
   for v in $(compgen -e | grep -E '^SLURM' || true); do unset "$v"; done
 }
 
-# --- PIDs. A pid file holds "PID STARTTIME": the start time guards against PID reuse.
-proc_starttime() { awk '{print $22}' "/proc/$1/stat" 2>/dev/null; }
-proc_alive() {  # zombies count as dead: PID 1 here reaps lazily
-  [ -d "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null
-}
+# --- PIDs (hack/lib/proc.sh): only processes inside this lab's chroot count as ours
 proc_in_rootfs() { [ "$(readlink "/proc/$1/root" 2>/dev/null)" = "$ROOTFS" ]; }
-# pidfile_live NAME -> prints the PID if the recorded process is still that process
-pidfile_live() {
-  local f=$RUN/pids/$1 pid st
-  [ -s "$f" ] || return 1
-  read -r pid st <"$f" || true
-  [[ $pid =~ ^[0-9]+$ ]] || return 1
-  proc_alive "$pid" || return 1
-  [ "$(proc_starttime "$pid")" = "$st" ] || return 1
-  proc_in_rootfs "$pid" || return 1
-  echo "$pid"
-}
-all_daemons_live() {
-  local d
-  for d in $DAEMONS_UP; do pidfile_live "$d" >/dev/null || return 1; done
-}
+proc_is_ours() { proc_in_rootfs "$1"; }
 any_pidfile() { compgen -G "$RUN/pids/*" >/dev/null; }
 
 # --- chroot helpers
@@ -74,22 +49,6 @@ in_chroot() {
   if [ "$1" = -t ]; then limit=(timeout "$2"); shift 2; fi
   (cd / && exec "${limit[@]}" chroot "$ROOTFS" /usr/bin/env -i PATH="$CHROOT_PATH" HOME=/root \
      LANG=C.UTF-8 SLURM_CONF="$INNER_DIR/etc/slurm.conf" "$@")
-}
-
-# TERM, wait up to 10 s, then KILL one recorded daemon.
-stop_daemon() {
-  local name=$1 pid i
-  if pid=$(pidfile_live "$name"); then
-    kill -TERM "$pid" 2>/dev/null || true
-    for i in $(seq 1 100); do proc_alive "$pid" || break; sleep 0.1; done
-    if proc_alive "$pid"; then
-      log "$name ($pid) ignored SIGTERM; sending SIGKILL"
-      kill -KILL "$pid" 2>/dev/null || true
-    fi
-    log "stopped $name ($pid)"
-  fi
-  rm -f "$RUN/pids/$name"
-  return 0
 }
 
 # slurmstepd double-forks into its own session, so it outlives slurmd. Find the ones
@@ -121,7 +80,7 @@ kill_stray_stepds() {
 
 # Cancel jobs (while slurmctld can still clean up), then stop daemons in reverse order.
 stop_lab() {
-  local d jobs i rev=""
+  local d jobs i
   [ -d "$RUN/pids" ] || return 0
   if pidfile_live slurmctld >/dev/null && mounted "$ROOTFS/proc"; then
     jobs=$(in_chroot -t 10 squeue -h -o %A 2>/dev/null | tr '\n' ' ' || true)
@@ -135,8 +94,7 @@ stop_lab() {
       done
     fi
   fi
-  for d in $DAEMONS_UP; do rev="$d $rev"; done
-  for d in $rev; do stop_daemon "$d"; done
+  stop_daemons
   # anything else recorded (e.g. by an older version of the scripts)
   for d in "$RUN"/pids/*; do if [ -e "$d" ]; then stop_daemon "$(basename "$d")"; fi; done
   kill_stray_stepds
