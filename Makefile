@@ -55,7 +55,6 @@ test: lint $(STAMP) $(HELM) $(KUBECTL)
 image:
 	@hack/image.sh $(IMAGE_REPOSITORY):$(IMAGE_TAG)
 
-## Benchmarks with the budgets of docs/architecture.md §7 (ratios against a floor or peer); non-zero if a budget is violated.
 ## Every budget of docs/architecture.md §7, each a ratio against a floor measured in the same run; non-zero
 ## when one is missed or a suite cannot run. The HTTP suite installs its load generator (wrk) with apt-get.
 bench: $(STAMP)
