@@ -32,10 +32,11 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Final, Generic, Literal, TypeVar
+from typing import Any, Final, Generic, Literal, TypedDict, TypeVar, cast
 from urllib.parse import quote
 
 import httpx
+import msgspec
 import orjson
 
 from slurm_sync.slurm.errors import (
@@ -53,7 +54,9 @@ from slurm_sync.slurm.errors import (
     is_transport_number,
 )
 from slurm_sync.slurm.types import (
+    JOB_FIELDS,
     JSON,
+    NODE_FIELDS,
     Job,
     Listing,
     Node,
@@ -80,6 +83,7 @@ _PATH_VERSION: Final = re.compile(r"^/slurm/(v\d+\.\d+\.\d+)/")
 _REDACTED: Final = "<redacted>"
 
 TokenProvider = Callable[[], str]
+Decode = Callable[[bytes], JSON | None]  # an answer's bytes -> its JSON object (None: not one)
 WriteBudget = Callable[[], float]  # seconds a write may still take; 0 or less: none may be sent
 K = TypeVar("K")
 T = TypeVar("T")
@@ -234,7 +238,7 @@ class SlurmClient:
     def list_nodes(self, since: int | None = None) -> Listing[Node]:
         """All nodes, or (with ``since`` = a previous ``last_update``) ``unchanged`` when Slurm
         saw no node change since then. Slurm never sends a partial list: any change gives all."""
-        return self._listing(self._path("nodes", ""), "nodes", parse_node, since)
+        return self._listing(self._path("nodes", ""), "nodes", parse_node, since, _decode_nodes)
 
     def get_node(self, name: str) -> Node:
         """One node; ``SlurmNotFound`` only on Slurm's own answer that it has no such node."""
@@ -266,7 +270,7 @@ class SlurmClient:
 
     def list_jobs(self, since: int | None = None) -> Listing[Job]:
         """All jobs Slurm still holds; ``since`` works as for ``list_nodes``."""
-        return self._listing(self._path("jobs", ""), "jobs", parse_job, since)
+        return self._listing(self._path("jobs", ""), "jobs", parse_job, since, _decode_jobs)
 
     def get_job(self, job_id: int) -> Job:
         """One job; ``SlurmNotFound`` only on Slurm's not-found error (404 with error 2017)."""
@@ -388,9 +392,11 @@ class SlurmClient:
             f"GET {kind}/{name}: HTTP 200 without {kind} {name!r} (not proof that it is gone)", status=200
         )
 
-    def _listing(self, path: str, key: str, parse: Callable[[JSON], T], since: int | None) -> Listing[T]:
+    def _listing(
+        self, path: str, key: str, parse: Callable[[JSON], T], since: int | None, decode: Decode | None = None
+    ) -> Listing[T]:
         params = {"update_time": since} if since is not None else None
-        body = self._call("GET", path, params=params, retry=True)
+        body = self._call("GET", path, params=params, retry=True, decode=decode or _decode)
         if body is None:  # 304: nothing changed (nodes)
             if since is None:  # "unchanged" since nothing: no listing at all (never an empty one)
                 raise SlurmMalformed(f"GET {path}: HTTP 304 without update_time")
@@ -409,14 +415,16 @@ class SlurmClient:
         params: Mapping[str, Any] | None = None,
         body: Any = None,
         retry: bool,
+        decode: Decode | None = None,
     ) -> JSON | None:
-        """One logical request: the parsed body, or None for 304 Not Modified."""
+        """One logical request: the parsed body (``decode``: how, the whole answer by default), or None for
+        304 Not Modified."""
         if method != "GET" and self._cluster is not None and not self._verified:
             self.ping()  # which cluster answers here? (raises SlurmWrongCluster before any write)
         attempts = self._retry.attempts if retry else 1
         for attempt in range(attempts):
             try:
-                return self._once(method, path, params, body)
+                return self._once(method, path, params, body, decode or _decode)
             except SlurmUnavailable as exc:
                 if not exc.retryable or attempt + 1 >= attempts:
                     raise
@@ -425,7 +433,7 @@ class SlurmClient:
                 self._sleep(delay)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def _once(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any) -> JSON | None:
+    def _once(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any, decode: Decode) -> JSON | None:
         token = self._token()
         headers = {"X-SLURM-USER-TOKEN": token, "Accept": "application/json"}
         if self._user_name:
@@ -445,7 +453,7 @@ class SlurmClient:
         except httpx.HTTPError as exc:
             raise SlurmUnavailable(_redact(f"{where}: {type(exc).__name__}: {exc}", token)) from None
         status, content = response.status_code, response.content
-        body = None if status == 304 else _decode(content)  # once: a node listing can be tens of MB
+        body = None if status == 304 else decode(content)  # once: a node listing can be tens of MB
         try:
             if path.startswith("/slurm"):  # Slurm's answers (the OpenAPI document names no cluster)
                 self._check_cluster(where, status, body)
@@ -597,6 +605,43 @@ def _decode(content: bytes) -> JSON | None:
     except orjson.JSONDecodeError:
         return None
     return body if isinstance(body, dict) else None
+
+
+def listing_decoder(key: str, fields: tuple[str, ...]) -> Decode:
+    """How a listing's answer is decoded: each object of ``key`` with only ``fields`` (what its parser reads),
+    and the answer's ``last_update``, ``meta``, ``errors`` and ``warnings`` (docs/architecture.md §7).
+
+    A 20,000-node listing is about 40 MB of JSON, and each node's 70 fields decoded into Python objects
+    would cost some 130 MB at once; msgspec skips the fields no parser reads without building them, so
+    the peak is the answer's bytes and the few fields read. The result is what ``_decode`` gives without
+    those fields. An answer the shape does not fit (not an object, ``key`` not a list of objects, not JSON)
+    is decoded again by ``_decode``, whose verdict stands, and so is one that is not ASCII (the decoder
+    does not check the text it skips for valid UTF-8). Corners judged differently, which slurmrestd never
+    sends: an integer beyond 64 bits in a field read is read exactly (orjson makes it a float, which the
+    parsers refuse), and in the
+    fields skipped, a number beyond the double range or nesting deeper than orjson's 1,024 levels is not
+    refused."""
+    item = TypedDict(f"_{key}_item", dict.fromkeys(fields, Any), total=False)  # type: ignore[misc]
+    shape = TypedDict(  # type: ignore[misc]
+        f"_{key}_listing",
+        {key: list[item], "last_update": Any, "meta": Any, "errors": Any, "warnings": Any},
+        total=False,
+    )
+    decoder = msgspec.json.Decoder(shape)
+
+    def decode(content: bytes) -> JSON | None:
+        if content.isascii():
+            try:
+                return cast(JSON, decoder.decode(content))
+            except msgspec.DecodeError:  # a ValidationError too: the shape does not fit
+                pass
+        return _decode(content)
+
+    return decode
+
+
+_decode_nodes = listing_decoder("nodes", NODE_FIELDS)
+_decode_jobs = listing_decoder("jobs", JOB_FIELDS)
 
 
 def _errors(where: str, body: JSON) -> tuple[SlurmErrorDetail, ...]:
