@@ -25,6 +25,7 @@ from hooks import names
 
 JSON = dict[str, Any]
 WriteCounter = Callable[[str, str], None]  # (kind, verb)
+Decode = Callable[[bytes], Any]  # a listing page's bytes -> its JSON (the cache's decodes only what it keeps)
 PAGE_SIZE = 500  # objects per page of a cache's listing (client-go's default): a bounded peak per request
 CONNECT_TIMEOUT = 10.0
 READ_MARGIN = 30.0  # a watch silent this long past the server's own timeout is a broken stream
@@ -67,8 +68,8 @@ def watch_options(resource_version: str, timeout: int) -> dict[str, Any]:
     }
 
 
-def _page(response: Any) -> Page:
-    body = orjson.loads(response.data)
+def _page(response: Any, decode: Decode = orjson.loads) -> Page:
+    body = decode(response.data)
     meta = body.get("metadata") or {}
     return Page(list(body.get("items") or []), str(meta.get("resourceVersion") or ""), str(meta.get("continue") or ""))
 
@@ -160,12 +161,13 @@ class Kube:
 
     # --- pages and watches, for the cache (slurm_sync/informer.py) ----------------------------
 
-    def list_pods_page(self, namespace: str, labels: dict[str, str], token: str) -> Page:
+    def list_pods_page(self, namespace: str, labels: dict[str, str], token: str, decode: Decode = orjson.loads) -> Page:
         return _page(
             self.core.list_namespaced_pod(
                 namespace, label_selector=selector(labels), limit=PAGE_SIZE, _continue=token or None,
                 _preload_content=False,
-            )
+            ),
+            decode,
         )  # fmt: skip
 
     def watch_pods(
@@ -178,8 +180,8 @@ class Kube:
             **watch_options(resource_version, timeout),
         )
 
-    def list_nodes_page(self, token: str) -> Page:
-        return _page(self.core.list_node(limit=PAGE_SIZE, _continue=token or None, _preload_content=False))
+    def list_nodes_page(self, token: str, decode: Decode = orjson.loads) -> Page:
+        return _page(self.core.list_node(limit=PAGE_SIZE, _continue=token or None, _preload_content=False), decode)
 
     def watch_nodes(self, stream: DictWatch, resource_version: str, timeout: int) -> Iterator[JSON]:
         return stream.stream(self.core.list_node, **watch_options(resource_version, timeout))

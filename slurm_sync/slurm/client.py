@@ -32,13 +32,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Final, Generic, Literal, TypedDict, TypeVar, cast
+from typing import Any, Final, Generic, Literal, TypeVar
 from urllib.parse import quote
 
 import httpx
-import msgspec
 import orjson
 
+from slurm_sync.shapes import Body, Decode, record, shaped
 from slurm_sync.slurm.errors import (
     ESLURM_INVALID_NODE_NAME,
     ESLURM_RESERVATION_INVALID,
@@ -81,9 +81,11 @@ log = logging.getLogger(__name__)
 SUPPORTED_VERSIONS: Final = ("v0.0.45", "v0.0.44", "v0.0.43")
 _PATH_VERSION: Final = re.compile(r"^/slurm/(v\d+\.\d+\.\d+)/")
 _REDACTED: Final = "<redacted>"
+_OWN_BUFFER: Final = (
+    1 << 20
+)  # a smaller answer is copied into bytes (hashable, immutable); a larger one is decoded in place
 
 TokenProvider = Callable[[], str]
-Decode = Callable[[bytes], JSON | None]  # an answer's bytes -> its JSON object (None: not one)
 WriteBudget = Callable[[], float]  # seconds a write may still take; 0 or less: none may be sent
 K = TypeVar("K")
 T = TypeVar("T")
@@ -445,23 +447,41 @@ class SlurmClient:
         where = f"{method} {self.base_url}{path}"
         timeout = self._write_timeout(method, where)
         try:
-            response = self._http.request(
-                method, path, params=params, content=content, headers=headers, timeout=timeout
-            )
+            status, answer = self._exchange(method, path, params, content, headers, timeout)
         except httpx.TimeoutException as exc:
             raise SlurmUnavailable(f"{where}: timed out ({type(exc).__name__})") from None
         except httpx.HTTPError as exc:
             raise SlurmUnavailable(_redact(f"{where}: {type(exc).__name__}: {exc}", token)) from None
-        status, content = response.status_code, response.content
-        body = None if status == 304 else decode(content)  # once: a node listing can be tens of MB
+        body = None if status == 304 else decode(answer)  # once: a node listing can be tens of MB
         try:
             if path.startswith("/slurm"):  # Slurm's answers (the OpenAPI document names no cluster)
                 self._check_cluster(where, status, body)
-            return interpret(where, status, content, token, body)
+            return interpret(where, status, answer, token, body)
         except SlurmUnavailable as exc:
             if exc.status == 404:
                 self._api = None  # our version's paths are gone: negotiate again on the next call
             raise
+
+    def _exchange(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, Any] | None,
+        content: bytes | None,
+        headers: dict[str, str],
+        timeout: Any,
+    ) -> tuple[int, bytearray]:
+        """The answer's status and body, read into a buffer of our own. httpx's response keeps the body it
+        reads in a reference cycle (with its stream), freed only by the collector, which a pass pauses: a
+        20,000-node listing (some 40 MB) per pass would pile up until it runs; and it joins the chunks
+        into a second copy (docs/architecture.md §7)."""
+        with self._http.stream(
+            method, path, params=params, content=content, headers=headers, timeout=timeout
+        ) as response:
+            answer = bytearray()
+            for chunk in response.iter_bytes():
+                answer += chunk
+            return response.status_code, answer
 
     def _write_timeout(self, method: str, where: str) -> httpx.Timeout | Any:
         """The client's own timeout, or for a write under leader election one that ends when the
@@ -555,7 +575,7 @@ def _partition_name(partition: JSON) -> str:
 
 
 def interpret(
-    where: str, status: int, content: bytes, token: str = "", body: JSON | Literal[False] | None = False
+    where: str, status: int, content: Body, token: str = "", body: JSON | Literal[False] | None = False
 ) -> JSON | None:
     """Turn one HTTP answer into a body, None (304) or the right exception. ``body``: ``content``
     already decoded by the caller (False: decode it here)."""
@@ -599,7 +619,7 @@ def _rejected(where: str, status: int, errors: tuple[SlurmErrorDetail, ...], fal
     return kind(f"{where}: HTTP {status}: {_describe(errors) or fallback}", status=status, errors=errors)
 
 
-def _decode(content: bytes) -> JSON | None:
+def _decode(content: Body) -> JSON | None:
     try:
         body = orjson.loads(content)
     except orjson.JSONDecodeError:
@@ -608,36 +628,11 @@ def _decode(content: bytes) -> JSON | None:
 
 
 def listing_decoder(key: str, fields: tuple[str, ...]) -> Decode:
-    """How a listing's answer is decoded: each object of ``key`` with only ``fields`` (what its parser reads),
-    and the answer's ``last_update``, ``meta``, ``errors`` and ``warnings`` (docs/architecture.md §7).
-
-    A 20,000-node listing is about 40 MB of JSON, and each node's 70 fields decoded into Python objects
-    would cost some 130 MB at once; msgspec skips the fields no parser reads without building them, so
-    the peak is the answer's bytes and the few fields read. The result is what ``_decode`` gives without
-    those fields. An answer the shape does not fit (not an object, ``key`` not a list of objects, not JSON)
-    is decoded again by ``_decode``, whose verdict stands, and so is one that is not ASCII (the decoder
-    does not check the text it skips for valid UTF-8). Corners judged differently, which slurmrestd never
-    sends: an integer beyond 64 bits in a field read is read exactly (orjson makes it a float, which the
-    parsers refuse), and in the
-    fields skipped, a number beyond the double range or nesting deeper than orjson's 1,024 levels is not
-    refused."""
-    item = TypedDict(f"_{key}_item", dict.fromkeys(fields, Any), total=False)  # type: ignore[misc]
-    shape = TypedDict(  # type: ignore[misc]
-        f"_{key}_listing",
-        {key: list[item], "last_update": Any, "meta": Any, "errors": Any, "warnings": Any},
-        total=False,
-    )
-    decoder = msgspec.json.Decoder(shape)
-
-    def decode(content: bytes) -> JSON | None:
-        if content.isascii():
-            try:
-                return cast(JSON, decoder.decode(content))
-            except msgspec.DecodeError:  # a ValidationError too: the shape does not fit
-                pass
-        return _decode(content)
-
-    return decode
+    """A listing's answer decoded into each object of ``key`` with only ``fields`` (what its parser reads),
+    and the answer's ``last_update``, ``meta``, ``errors`` and ``warnings`` (slurm_sync/shapes.py): a
+    20,000-node listing's nodes decoded whole would cost some 130 MB at once."""
+    item = record(key, fields)
+    return shaped(record("listing", ("last_update", "meta", "errors", "warnings"), **{key: list[item]}), _decode)  # type: ignore[valid-type]
 
 
 _decode_nodes = listing_decoder("nodes", NODE_FIELDS)
@@ -670,7 +665,7 @@ def _describe(errors: tuple[SlurmErrorDetail, ...]) -> str:
     return "; ".join(map(str, errors))
 
 
-def _excerpt(content: bytes, token: str, limit: int = 200) -> str:
+def _excerpt(content: Body, token: str, limit: int = 200) -> str:
     text = content[:limit].decode("utf-8", "replace").strip() or "(empty body)"
     return _redact(text, token)
 

@@ -1,5 +1,6 @@
-"""What keeps slurm_sync's memory near its floor (docs/architecture.md §7): Slurm listings decoded into the
-fields their parsers read, and each string a watched collection repeats kept once."""
+"""What keeps slurm_sync's memory near its floor (docs/architecture.md §7): Slurm listings and Kubernetes
+listing pages decoded into the fields read or kept (slurm_sync/shapes.py), and each string a watched
+collection repeats kept once."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
+from slurm_sync.cache import NODE_PAGE, POD_PAGE, trim_node, trim_pod
 from slurm_sync.informer import SharedStrings
 from slurm_sync.slurm import client
 from slurm_sync.slurm.types import JOB_FIELDS, NODE_FIELDS, parse_job, parse_node
@@ -162,3 +164,39 @@ def test_the_shared_table_is_rebuilt_from_the_store_once_it_has_doubled() -> Non
     assert len(strings._table) < 1_100  # rebuilt: the old versions are gone
     latest = strings.share({"rv": "x", "status": "True"})
     assert latest["status"] is store[0]["status"]  # still shared with what the store holds
+
+
+def _pod() -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p-0", "namespace": "ns", "uid": "u", "resourceVersion": "9",
+                     "labels": {"a": "b"}, "annotations": {"x": "y"},
+                     "managedFields": [{"manager": "kubelet", "fieldsV1": {"f:status": {}}}]},
+        "spec": {"hostname": "p-0", "nodeName": "w1", "schedulerName": "slurm-bridge",
+                 "containers": [{"name": "slurmd", "image": "slurmd:26.05", "args": ["-Z"]}],
+                 "volumes": [{"name": "v", "emptyDir": {}}]},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}],
+                   "containerStatuses": [{"name": "slurmd", "ready": True}], "podIP": "10.0.0.1"},
+    }  # fmt: skip
+
+
+def _node() -> dict[str, Any]:
+    return {
+        "metadata": {"name": "w1", "labels": {"kubernetes.io/hostname": "w1"}, "annotations": {"n": "1"}},
+        "spec": {"unschedulable": True, "taints": [{"key": "k", "effect": "NoSchedule"}], "podCIDR": "10.1.0.0/24"},
+        "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+                   "images": [{"names": ["a"], "sizeBytes": 1}], "nodeInfo": {"kernelVersion": "6.8"}},
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(("decode", "obj", "trimmed"), [(POD_PAGE, _pod, trim_pod), (NODE_PAGE, _node, trim_node)])
+def test_a_page_decodes_to_what_the_cache_keeps_of_each_object(decode: Any, obj: Any, trimmed: Any) -> None:
+    page = {"kind": "List", "apiVersion": "v1", "metadata": {"resourceVersion": "5", "continue": "c"}, "items": [obj()]}
+    content = orjson.dumps(page)
+    typed, whole = decode(content), orjson.loads(content)
+    assert typed["metadata"] == whole["metadata"]
+    assert [trimmed(o) for o in typed["items"]] == [trimmed(o) for o in whole["items"]]
+    assert "images" not in typed["items"][0]["status"] and "containerStatuses" not in typed["items"][0]["status"]
+    not_ascii = content.replace(b'"a"', '"ä"'.encode())  # decoded whole, then trimmed the same
+    assert decode(not_ascii) == orjson.loads(not_ascii)
+    assert decode(b'{"items": [{"spec": null}]}') == {"items": [{"spec": None}]}  # the shape does not fit
