@@ -22,10 +22,10 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from hooks import names
+from slurm_sync.shapes import Decode  # a listing page's bytes -> its JSON (the cache's decodes only what it keeps)
 
 JSON = dict[str, Any]
 WriteCounter = Callable[[str, str], None]  # (kind, verb)
-Decode = Callable[[bytes], Any]  # a listing page's bytes -> its JSON (the cache's decodes only what it keeps)
 PAGE_SIZE = 500  # objects per page of a cache's listing (client-go's default): a bounded peak per request
 CONNECT_TIMEOUT = 10.0
 READ_MARGIN = 30.0  # a watch silent this long past the server's own timeout is a broken stream
