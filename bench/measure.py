@@ -71,6 +71,17 @@ def fastest(candidates: dict[str, Callable[[Any], object]], arg: Any, rounds: in
     return min(best, key=lambda name: best[name])
 
 
+def peak_rss_bytes() -> int:
+    """This process's peak resident set (``VmHWM``). Not ``getrusage``'s ``ru_maxrss``: a process started by
+    another inherits that one's peak in it (Linux keeps it across exec), so a child of a large bench
+    would report its parent's size."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("/proc/self/status has no VmHWM line")
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """Linear-interpolated percentile (q in 0..100) of `values`."""
     ordered = sorted(values)

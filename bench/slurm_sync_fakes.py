@@ -13,7 +13,7 @@
   own.
 * ``FakeSlurmrestd``: the v0.0.45 paths slurm_sync uses (``GET /nodes/`` with ``last_update``, 304 for
   an unchanged ``update_time``; ``GET /jobs/``; ``GET /ping/``; ``POST /node/{name}`` applied to its
-  state), as an ``httpx.MockTransport`` handler.
+  state), as an ``httpx.MockTransport`` handler; over HTTP, ``POST /_bench/touch`` makes its listing change.
 """
 
 from __future__ import annotations
@@ -448,6 +448,11 @@ def _slurm_handler(slurmd: FakeSlurmrestd) -> type[http.server.BaseHTTPRequestHa
 
         def _answer(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
+            if self.path == "/_bench/touch":  # Slurm changed something: the next listing is whole again
+                slurmd.changed()
+                self.send_response(204)
+                self.end_headers()
+                return
             request = httpx.Request(
                 self.command, f"http://slurmrestd{self.path}", headers=dict(self.headers),
                 content=self.rfile.read(length) if length else b"",
@@ -466,6 +471,17 @@ def _slurm_handler(slurmd: FakeSlurmrestd) -> type[http.server.BaseHTTPRequestHa
             pass
 
     return Handler
+
+
+def touch_slurm(slurm_url: str) -> None:
+    """Slurm's node listing changes (its ``last_update``, not a node): the next poll reads it whole."""
+    conn = http.client.HTTPConnection("127.0.0.1", urlsplit(slurm_url).port or 80, timeout=60)
+    try:
+        conn.request("POST", "/_bench/touch")
+        if conn.getresponse().status != 204:
+            raise RuntimeError("the fake slurmrestd did not take the touch")
+    finally:
+        conn.close()
 
 
 class ServerProcess:

@@ -23,11 +23,13 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
+import orjson
 from kubernetes import client
 
 from hooks import names
 from slurm_sync.informer import Collection, Informer, Lister, Watcher
 from slurm_sync.kube import Kube, WriteCounter, selector
+from slurm_sync.shapes import record, shaped
 
 JSON = dict[str, Any]
 V = TypeVar("V")
@@ -62,6 +64,19 @@ def trim_pod(obj: JSON) -> JSON:
 def trim_node(obj: JSON) -> JSON:
     """A Node with only its conditions of its status (its images, capacity and system info go)."""
     return _keep(trim(obj), "status", NODE_STATUS)
+
+
+def _page_shape(status: tuple[str, ...], spec: tuple[str, ...] | None) -> Any:
+    """A listing page of objects with what ``trim_pod``/``trim_node`` keep of their status and spec (None:
+    all of it) (slurm_sync/shapes.py): pods and Nodes have no top-level fields but these."""
+    parts = {"status": record("status", status)} | ({"spec": record("spec", spec)} if spec is not None else {})
+    item = record("item", ("apiVersion", "kind", "metadata") + (("spec",) if spec is None else ()), **parts)
+    return record("page", ("metadata",), items=list[item])  # type: ignore[valid-type]
+
+
+# Decoders of listing pages into what the cache keeps (a pod's containers or a Node's images are never built).
+POD_PAGE = shaped(_page_shape(POD_STATUS, POD_SPEC), orjson.loads)
+NODE_PAGE = shaped(_page_shape(NODE_STATUS, None), orjson.loads)
 
 
 def _keep(obj: JSON, part: str, fields: tuple[str, ...]) -> JSON:
@@ -180,7 +195,7 @@ class CachedKube(Kube):
     def list_pods(self, namespace: str, labels: dict[str, str]) -> list[JSON]:
         return self.cache.items(
             Collection("pods", namespace, selector(labels)),
-            lambda token: self.list_pods_page(namespace, labels, token),
+            lambda token: self.list_pods_page(namespace, labels, token, POD_PAGE),
             lambda stream, version, timeout: self.watch_pods(stream, namespace, labels, version, timeout),
             trim_pod,
         )
@@ -188,7 +203,7 @@ class CachedKube(Kube):
     def list_nodes(self) -> list[JSON]:
         return self.cache.items(
             Collection("nodes"),
-            lambda token: self.list_nodes_page(token),
+            lambda token: self.list_nodes_page(token, NODE_PAGE),
             lambda stream, version, timeout: self.watch_nodes(stream, version, timeout),
             trim_node,
         )

@@ -11,6 +11,10 @@ completes, and from a ``410 Gone`` or a broken stream until the re-list complete
 a read never sees part of one. A watch the server ends normally (its ``timeoutSeconds``) is resumed
 from the last resourceVersion seen (events or bookmarks) without a re-list; a 410 there (too old)
 re-lists at once, a broken stream or a failed list re-lists after a backoff.
+
+Each string the objects repeat is kept once (``SharedStrings``): decoded JSON makes a new string for
+every label value, condition type, status, reason and message of every object, and sharing them
+makes the cache of a 20,000-node cluster's pods and Nodes some 40 % smaller (docs/architecture.md §7).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +41,7 @@ GONE = 410
 BACKOFF_FIRST = 0.5
 BACKOFF_MAX = 30.0
 HEALTHY_SECONDS = 10.0  # a watch that lived this long resets the backoff
+PRUNE_SLACK = 1_000  # table entries beyond twice the store's strings before SharedStrings is rebuilt
 WATCH_SECONDS = (240, 480)  # the server ends each watch after a random time in this range (client-go: 5-10 min)
 
 
@@ -71,6 +76,56 @@ def resource_version(obj: JSON) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
+class SharedStrings:
+    """One copy of each string value of a collection's objects. The table holds only strings the store
+    holds too, give or take the events since it was last pruned: once it has doubled since, it is
+    rebuilt from the store (a resourceVersion is new with every event)."""
+
+    def __init__(self) -> None:
+        self._table: dict[str, str] = {}
+        self._pruned = 0  # entries after the last rebuild
+
+    def share(self, obj: Any) -> Any:
+        """``obj`` with each string value replaced by the table's equal one (in place: it is freshly decoded)."""
+        table = self._table
+        if isinstance(obj, dict):
+            for key, value in obj.items():
+                if isinstance(value, str):
+                    obj[key] = table.setdefault(value, value)
+                elif isinstance(value, (dict, list)):
+                    self.share(value)
+        elif isinstance(obj, list):
+            for index, value in enumerate(obj):
+                if isinstance(value, str):
+                    obj[index] = table.setdefault(value, value)
+                elif isinstance(value, (dict, list)):
+                    self.share(value)
+        return obj
+
+    def prune(self, store: Iterable[JSON]) -> None:
+        """Rebuild the table from what ``store`` holds, once it has grown to twice that (and 1,000 more)."""
+        if len(self._table) <= 2 * self._pruned + PRUNE_SLACK:
+            return
+        self._table = {}
+        for obj in store:
+            self._collect(obj)
+        self._pruned = len(self._table)
+
+    def _collect(self, value: Any) -> None:
+        if isinstance(value, str):
+            self._table[value] = value
+        elif isinstance(value, dict):
+            for item in value.values():
+                self._collect(item)
+        elif isinstance(value, list):
+            for item in value:
+                self._collect(item)
+
+    def listed(self) -> None:
+        """A whole listing went through ``share``: the table holds exactly its strings."""
+        self._pruned = len(self._table)
+
+
 class Informer:
     """One collection, kept by a thread of its own: ``items()`` is a consistent picture or ``NotSynced``.
 
@@ -100,6 +155,7 @@ class Informer:
         self._synced = threading.Event()
         self._stopping = threading.Event()
         self._store: dict[Key, JSON] = {}
+        self._strings = SharedStrings()
         self._resource_version = ""
         self._why = "not listed yet"
         self._failures = 0
@@ -162,17 +218,20 @@ class Informer:
     def _list(self) -> None:
         """Every page into a new store, swapped in whole (readers never see part of a listing)."""
         store: dict[Key, JSON] = {}
+        strings = SharedStrings()
         token, version = "", ""
         while True:
             page = self._lister(token)
             for obj in page.items:
-                store[object_key(obj)] = self._transform(obj)
+                store[object_key(obj)] = strings.share(self._transform(obj))
             version = page.resource_version
             token = page.next_token
             if not token:
                 break
         with self._lock:
             old, self._store, self._resource_version = self._store, store, version
+            strings.listed()
+            self._strings = strings
             resynced = self.relists > 0
             self._synced.set()
         log.log(
@@ -217,12 +276,13 @@ class Informer:
         if kind not in ("ADDED", "MODIFIED", "DELETED"):
             raise BrokenStream(f"an event of unknown type {kind!r}")
         key = object_key(obj)
-        new = None if kind == "DELETED" else self._transform(obj)
+        new = None if kind == "DELETED" else self._strings.share(self._transform(obj))
         with self._lock:
             old = self._store.pop(key, None) if new is None else self._store.get(key)
             if new is not None:
                 self._store[key] = new
             self._resource_version = version or self._resource_version
+        self._strings.prune(self._store.values())  # only this thread changes the store
         if self._changed(old, new):
             self._wake()
 

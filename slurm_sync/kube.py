@@ -22,6 +22,7 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from hooks import names
+from slurm_sync.shapes import Decode  # a listing page's bytes -> its JSON (the cache's decodes only what it keeps)
 
 JSON = dict[str, Any]
 WriteCounter = Callable[[str, str], None]  # (kind, verb)
@@ -67,8 +68,8 @@ def watch_options(resource_version: str, timeout: int) -> dict[str, Any]:
     }
 
 
-def _page(response: Any) -> Page:
-    body = orjson.loads(response.data)
+def _page(response: Any, decode: Decode = orjson.loads) -> Page:
+    body = decode(response.data)
     meta = body.get("metadata") or {}
     return Page(list(body.get("items") or []), str(meta.get("resourceVersion") or ""), str(meta.get("continue") or ""))
 
@@ -168,12 +169,13 @@ class Kube:
 
     # --- pages and watches, for the cache (slurm_sync/informer.py) ----------------------------
 
-    def list_pods_page(self, namespace: str, labels: dict[str, str], token: str) -> Page:
+    def list_pods_page(self, namespace: str, labels: dict[str, str], token: str, decode: Decode = orjson.loads) -> Page:
         return _page(
             self.core.list_namespaced_pod(
                 namespace, label_selector=selector(labels), limit=PAGE_SIZE, _continue=token or None,
                 _preload_content=False,
-            )
+            ),
+            decode,
         )  # fmt: skip
 
     def watch_pods(
@@ -186,8 +188,8 @@ class Kube:
             **watch_options(resource_version, timeout),
         )
 
-    def list_nodes_page(self, token: str) -> Page:
-        return _page(self.core.list_node(limit=PAGE_SIZE, _continue=token or None, _preload_content=False))
+    def list_nodes_page(self, token: str, decode: Decode = orjson.loads) -> Page:
+        return _page(self.core.list_node(limit=PAGE_SIZE, _continue=token or None, _preload_content=False), decode)
 
     def watch_nodes(self, stream: DictWatch, resource_version: str, timeout: int) -> Iterator[JSON]:
         return stream.stream(self.core.list_node, **watch_options(resource_version, timeout))

@@ -383,7 +383,7 @@ class OperatorLoop:
             inputs = planning.plan_inputs(pod, cluster, slurm, self._applied_topology)
             last = self._quiet.get(pod.name)
             if last is not None and last[0] == inputs:
-                quiet[pod.name] = last
+                quiet[pod.name] = (inputs, last[1])  # the equal inputs of now: the old ones' Slurm node goes
                 states[pod.name] = last[1]
                 continue
             pod_plan = topology_copy.plan_pod(pod, cluster, slurm, now, self._applied_topology)

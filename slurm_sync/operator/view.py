@@ -121,9 +121,13 @@ class ClusterView:
     all_kube_nodes: bool = False
 
 
-def _map(value: Any) -> dict[str, str]:
+def _map(value: Any) -> Mapping[str, str]:
+    """The string entries of a labels or annotations object: the object itself when it has no others (a
+    view shares it with the cache, which never changes it: a copy per pod would cost memory for nothing)."""
     if not isinstance(value, Mapping):
         return {}
+    if all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        return value
     return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
 
 

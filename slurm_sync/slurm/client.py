@@ -38,6 +38,7 @@ from urllib.parse import quote
 import httpx
 import orjson
 
+from slurm_sync.shapes import Body, Decode, record, shaped
 from slurm_sync.slurm.errors import (
     ESLURM_INVALID_NODE_NAME,
     ESLURM_RESERVATION_INVALID,
@@ -53,7 +54,9 @@ from slurm_sync.slurm.errors import (
     is_transport_number,
 )
 from slurm_sync.slurm.types import (
+    JOB_FIELDS,
     JSON,
+    NODE_FIELDS,
     Job,
     Listing,
     Node,
@@ -78,6 +81,9 @@ log = logging.getLogger(__name__)
 SUPPORTED_VERSIONS: Final = ("v0.0.45", "v0.0.44", "v0.0.43")
 _PATH_VERSION: Final = re.compile(r"^/slurm/(v\d+\.\d+\.\d+)/")
 _REDACTED: Final = "<redacted>"
+_OWN_BUFFER: Final = (
+    1 << 20
+)  # a smaller answer is copied into bytes (hashable, immutable); a larger one is decoded in place
 
 TokenProvider = Callable[[], str]
 WriteBudget = Callable[[], float]  # seconds a write may still take; 0 or less: none may be sent
@@ -234,7 +240,7 @@ class SlurmClient:
     def list_nodes(self, since: int | None = None) -> Listing[Node]:
         """All nodes, or (with ``since`` = a previous ``last_update``) ``unchanged`` when Slurm
         saw no node change since then. Slurm never sends a partial list: any change gives all."""
-        return self._listing(self._path("nodes", ""), "nodes", parse_node, since)
+        return self._listing(self._path("nodes", ""), "nodes", parse_node, since, _decode_nodes)
 
     def get_node(self, name: str) -> Node:
         """One node; ``SlurmNotFound`` only on Slurm's own answer that it has no such node."""
@@ -266,7 +272,7 @@ class SlurmClient:
 
     def list_jobs(self, since: int | None = None) -> Listing[Job]:
         """All jobs Slurm still holds; ``since`` works as for ``list_nodes``."""
-        return self._listing(self._path("jobs", ""), "jobs", parse_job, since)
+        return self._listing(self._path("jobs", ""), "jobs", parse_job, since, _decode_jobs)
 
     def get_job(self, job_id: int) -> Job:
         """One job; ``SlurmNotFound`` only on Slurm's not-found error (404 with error 2017)."""
@@ -388,9 +394,11 @@ class SlurmClient:
             f"GET {kind}/{name}: HTTP 200 without {kind} {name!r} (not proof that it is gone)", status=200
         )
 
-    def _listing(self, path: str, key: str, parse: Callable[[JSON], T], since: int | None) -> Listing[T]:
+    def _listing(
+        self, path: str, key: str, parse: Callable[[JSON], T], since: int | None, decode: Decode | None = None
+    ) -> Listing[T]:
         params = {"update_time": since} if since is not None else None
-        body = self._call("GET", path, params=params, retry=True)
+        body = self._call("GET", path, params=params, retry=True, decode=decode or _decode)
         if body is None:  # 304: nothing changed (nodes)
             if since is None:  # "unchanged" since nothing: no listing at all (never an empty one)
                 raise SlurmMalformed(f"GET {path}: HTTP 304 without update_time")
@@ -409,14 +417,16 @@ class SlurmClient:
         params: Mapping[str, Any] | None = None,
         body: Any = None,
         retry: bool,
+        decode: Decode | None = None,
     ) -> JSON | None:
-        """One logical request: the parsed body, or None for 304 Not Modified."""
+        """One logical request: the parsed body (``decode``: how, the whole answer by default), or None for
+        304 Not Modified."""
         if method != "GET" and self._cluster is not None and not self._verified:
             self.ping()  # which cluster answers here? (raises SlurmWrongCluster before any write)
         attempts = self._retry.attempts if retry else 1
         for attempt in range(attempts):
             try:
-                return self._once(method, path, params, body)
+                return self._once(method, path, params, body, decode or _decode)
             except SlurmUnavailable as exc:
                 if not exc.retryable or attempt + 1 >= attempts:
                     raise
@@ -425,7 +435,7 @@ class SlurmClient:
                 self._sleep(delay)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def _once(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any) -> JSON | None:
+    def _once(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any, decode: Decode) -> JSON | None:
         token = self._token()
         headers = {"X-SLURM-USER-TOKEN": token, "Accept": "application/json"}
         if self._user_name:
@@ -437,23 +447,41 @@ class SlurmClient:
         where = f"{method} {self.base_url}{path}"
         timeout = self._write_timeout(method, where)
         try:
-            response = self._http.request(
-                method, path, params=params, content=content, headers=headers, timeout=timeout
-            )
+            status, answer = self._exchange(method, path, params, content, headers, timeout)
         except httpx.TimeoutException as exc:
             raise SlurmUnavailable(f"{where}: timed out ({type(exc).__name__})") from None
         except httpx.HTTPError as exc:
             raise SlurmUnavailable(_redact(f"{where}: {type(exc).__name__}: {exc}", token)) from None
-        status, content = response.status_code, response.content
-        body = None if status == 304 else _decode(content)  # once: a node listing can be tens of MB
+        body = None if status == 304 else decode(answer)  # once: a node listing can be tens of MB
         try:
             if path.startswith("/slurm"):  # Slurm's answers (the OpenAPI document names no cluster)
                 self._check_cluster(where, status, body)
-            return interpret(where, status, content, token, body)
+            return interpret(where, status, answer, token, body)
         except SlurmUnavailable as exc:
             if exc.status == 404:
                 self._api = None  # our version's paths are gone: negotiate again on the next call
             raise
+
+    def _exchange(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, Any] | None,
+        content: bytes | None,
+        headers: dict[str, str],
+        timeout: Any,
+    ) -> tuple[int, bytearray]:
+        """The answer's status and body, read into a buffer of our own. httpx's response keeps the body it
+        reads in a reference cycle (with its stream), freed only by the collector, which a pass pauses: a
+        20,000-node listing (some 40 MB) per pass would pile up until it runs; and it joins the chunks
+        into a second copy (docs/architecture.md §7)."""
+        with self._http.stream(
+            method, path, params=params, content=content, headers=headers, timeout=timeout
+        ) as response:
+            answer = bytearray()
+            for chunk in response.iter_bytes():
+                answer += chunk
+            return response.status_code, answer
 
     def _write_timeout(self, method: str, where: str) -> httpx.Timeout | Any:
         """The client's own timeout, or for a write under leader election one that ends when the
@@ -547,7 +575,7 @@ def _partition_name(partition: JSON) -> str:
 
 
 def interpret(
-    where: str, status: int, content: bytes, token: str = "", body: JSON | Literal[False] | None = False
+    where: str, status: int, content: Body, token: str = "", body: JSON | Literal[False] | None = False
 ) -> JSON | None:
     """Turn one HTTP answer into a body, None (304) or the right exception. ``body``: ``content``
     already decoded by the caller (False: decode it here)."""
@@ -591,12 +619,24 @@ def _rejected(where: str, status: int, errors: tuple[SlurmErrorDetail, ...], fal
     return kind(f"{where}: HTTP {status}: {_describe(errors) or fallback}", status=status, errors=errors)
 
 
-def _decode(content: bytes) -> JSON | None:
+def _decode(content: Body) -> JSON | None:
     try:
         body = orjson.loads(content)
     except orjson.JSONDecodeError:
         return None
     return body if isinstance(body, dict) else None
+
+
+def listing_decoder(key: str, fields: tuple[str, ...]) -> Decode:
+    """A listing's answer decoded into each object of ``key`` with only ``fields`` (what its parser reads),
+    and the answer's ``last_update``, ``meta``, ``errors`` and ``warnings`` (slurm_sync/shapes.py): a
+    20,000-node listing's nodes decoded whole would cost some 130 MB at once."""
+    item = record(key, fields)
+    return shaped(record("listing", ("last_update", "meta", "errors", "warnings"), **{key: list[item]}), _decode)  # type: ignore[valid-type]
+
+
+_decode_nodes = listing_decoder("nodes", NODE_FIELDS)
+_decode_jobs = listing_decoder("jobs", JOB_FIELDS)
 
 
 def _errors(where: str, body: JSON) -> tuple[SlurmErrorDetail, ...]:
@@ -625,7 +665,7 @@ def _describe(errors: tuple[SlurmErrorDetail, ...]) -> str:
     return "; ".join(map(str, errors))
 
 
-def _excerpt(content: bytes, token: str, limit: int = 200) -> str:
+def _excerpt(content: Body, token: str, limit: int = 200) -> str:
     text = content[:limit].decode("utf-8", "replace").strip() or "(empty body)"
     return _redact(text, token)
 

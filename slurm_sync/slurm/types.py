@@ -194,6 +194,14 @@ class Node:
         return slurmstate.is_draining(self.state)
 
 
+# Every field parse_node reads: a node listing is decoded into these alone (slurm_sync/slurm/client.py), and
+# tests/slurm_sync/test_listing_decode.py holds parse_node to them.
+NODE_FIELDS = (
+    "name", "state", "reason", "reason_set_by_user", "comment", "features", "active_features", "cpus", "real_memory",
+    "alloc_cpus", "alloc_memory", "partitions", "address", "hostname", "topology", "reservation",
+)  # fmt: skip
+
+
 def parse_node(obj: JSON) -> Node:
     what = f"node {obj.get('name')!r}"
     return Node(
@@ -272,6 +280,13 @@ class Job:
     @property
     def external(self) -> bool:
         return "EXTERNAL_JOB" in self.flags
+
+
+# Every field parse_job reads (as NODE_FIELDS for a job listing).
+JOB_FIELDS = (
+    "job_id", "name", "job_state", "state_reason", "nodes", "batch_host", "partition", "user_name", "user_id",
+    "admin_comment", "comment", "flags", "start_time", "time_limit", "end_time",
+)  # fmt: skip
 
 
 def parse_job(obj: JSON) -> Job:
