@@ -32,7 +32,8 @@ the decoder stops. Corners judged differently, each pinned by tests/hooks/test_r
 from __future__ import annotations
 
 import codecs
-from typing import Any, TypedDict, cast
+from collections.abc import Callable
+from typing import Any, TypedDict, TypeVar, cast
 
 import msgspec
 
@@ -89,21 +90,38 @@ class _Composite(TypedDict, total=False):
 OBSERVED_FIELDS = frozenset(_Observed.__annotations__)
 METADATA_FIELDS = frozenset(_Metadata.__annotations__)
 COMPOSITE_FIELDS = frozenset(_Composite.__annotations__)
-_COMPOSITE = msgspec.json.Decoder(_Composite)
 _UTF8_CHUNK = 1 << 16
+
+
+Body = TypeVar("Body", bound=bytes | bytearray)
+
+
+def shaped(shape: Any, strict: Callable[[Body], Any]) -> Callable[[Body], Any]:
+    """A decoder of JSON of ``shape`` (skipping what it leaves out); ``strict`` decodes, and judges,
+    whatever the shape does not fit, what is not valid UTF-8 and what nests past the recursion limit.
+    slurm_sync decodes its large listings this way too (slurm_sync/shapes.py)."""
+    decoder = msgspec.json.Decoder(shape)
+
+    def decode(body: Body) -> Any:
+        if not _is_utf8(body):
+            return strict(body)
+        try:
+            return decoder.decode(body)
+        except (msgspec.DecodeError, RecursionError):  # a ValidationError too: the shape does not fit
+            return strict(body)
+
+    return decode
+
+
+_composite = shaped(_Composite, load_json_object)
 
 
 def load_composite_request(body: bytes) -> JSON:
     """A CompositeController request without observed objects' managedFields (see the module docstring)."""
-    if not _is_utf8(body):
-        return load_json_object(body)
-    try:
-        return cast(JSON, _COMPOSITE.decode(body))  # a TypedDict is a plain dict
-    except (msgspec.DecodeError, RecursionError):
-        return load_json_object(body)
+    return cast(JSON, _composite(body))  # a TypedDict is a plain dict
 
 
-def _is_utf8(body: bytes) -> bool:
+def _is_utf8(body: bytes | bytearray) -> bool:
     """Strict UTF-8 (surrogates refused, as orjson refuses them), checked in pieces: one accented
     letter in a 15 MB request must not cost a 15 MB copy."""
     if body.isascii():

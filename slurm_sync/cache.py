@@ -27,9 +27,10 @@ import orjson
 from kubernetes import client
 
 from hooks import names
+from hooks.requestjson import shaped
 from slurm_sync.informer import Collection, Informer, Lister, Watcher
 from slurm_sync.kube import Kube, WriteCounter, selector
-from slurm_sync.shapes import record, shaped
+from slurm_sync.shapes import record
 
 JSON = dict[str, Any]
 V = TypeVar("V")

@@ -6,20 +6,19 @@ seventy fields, a pod's containers and volumes, a Node's images). msgspec decode
 shape (``record``) and skips what the shape leaves out without building it, so the peak is the
 answer's bytes and the fields read. The result is what the strict decoder gives without those fields.
 
-An answer the shape does not fit (another type where the shape says object or list, not JSON) is
-decoded again by the strict decoder, whose verdict stands; so is one that is not ASCII, since the
-decoder does not check the text it skips for valid UTF-8. Corners judged differently, which neither
-slurmrestd nor an API server sends (tests/slurm_sync/test_listing_decode.py pins them): an integer
-beyond 64 bits in a field read is read exactly (orjson makes it a float); in the text skipped, a number
-beyond the double range, or nesting deeper than orjson's 1,024 levels, is not refused.
+The decoder is the hook server's (hooks/requestjson.py `shaped`): an answer the shape does not fit
+(another type where the shape says object or list, not JSON) is decoded again by the strict decoder,
+whose verdict stands; so is one that is not valid UTF-8 (the decoder does not check the text it
+skips) or nests past the recursion limit. Corners judged differently, which neither slurmrestd nor an
+API server sends (tests/slurm_sync/test_listing_decode.py pins them): an integer beyond 64 bits in a
+field read is read exactly (orjson makes it a float); a number beyond the double range in the text
+skipped is not refused.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from typing import Any, TypedDict
-
-import msgspec
 
 Body = bytes | bytearray  # an answer's bytes (slurm_sync/slurm/client.py reads into a buffer of its own)
 Decode = Callable[[Body], Any]
@@ -28,18 +27,3 @@ Decode = Callable[[Body], Any]
 def record(name: str, fields: Iterable[str], **typed: Any) -> Any:
     """The type of a JSON object of which only ``fields`` (any JSON) and ``typed`` (their types) are kept."""
     return TypedDict(name, {**dict.fromkeys(fields, Any), **typed}, total=False)  # type: ignore[operator]
-
-
-def shaped(shape: Any, strict: Decode) -> Decode:
-    """A decoder of answers of ``shape``; ``strict`` decodes whatever the shape does not fit."""
-    decoder = msgspec.json.Decoder(shape)
-
-    def decode(content: Body) -> Any:
-        if content.isascii():
-            try:
-                return decoder.decode(content)
-            except msgspec.DecodeError:  # a ValidationError too: the shape does not fit
-                pass
-        return strict(content)
-
-    return decode

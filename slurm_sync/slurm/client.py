@@ -38,7 +38,8 @@ from urllib.parse import quote
 import httpx
 import orjson
 
-from slurm_sync.shapes import Body, Decode, record, shaped
+from hooks.requestjson import shaped
+from slurm_sync.shapes import Body, Decode, record
 from slurm_sync.slurm.errors import (
     ESLURM_INVALID_NODE_NAME,
     ESLURM_RESERVATION_INVALID,

@@ -197,6 +197,9 @@ def test_a_page_decodes_to_what_the_cache_keeps_of_each_object(decode: Any, obj:
     assert typed["metadata"] == whole["metadata"]
     assert [trimmed(o) for o in typed["items"]] == [trimmed(o) for o in whole["items"]]
     assert "images" not in typed["items"][0]["status"] and "containerStatuses" not in typed["items"][0]["status"]
-    not_ascii = content.replace(b'"a"', '"ä"'.encode())  # decoded whole, then trimmed the same
-    assert decode(not_ascii) == orjson.loads(not_ascii)
+    not_ascii = content.replace(b'"a"', '"ä"'.encode())  # valid UTF-8: decoded by its shape as well
+    assert [trimmed(o) for o in decode(not_ascii)["items"]] == [trimmed(o) for o in orjson.loads(not_ascii)["items"]]
+    assert "images" not in decode(not_ascii)["items"][0]["status"]
+    with pytest.raises(orjson.JSONDecodeError, match="UTF-8"):  # not UTF-8: the strict decoder's verdict
+        decode(content.replace(b'"a"', b'"\xff"'))
     assert decode(b'{"items": [{"spec": null}]}') == {"items": [{"spec": None}]}  # the shape does not fit
