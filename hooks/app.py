@@ -181,9 +181,11 @@ def _answer(route: Route, request: Request, limit: int, held: Held) -> Response:
             return _computed(route, load(body), held)
         except contract.BadHookRequest as err:
             return _error(400, str(err))
-        except Exception:  # any failure must reach Metacontroller as an error, never as a 200
+        except Exception as exc:  # any failure must reach Metacontroller as an error, never as a 200
             if attempt == len(loads):
                 log.exception("hook %s failed", route.path)
+            else:  # rare, and a sign of a shaped-decode difference worth knowing of
+                log.warning("hook %s: %r on the shaped decode; computing again from the strict parse", route.path, exc)
     return _error(500, f"{route.path} failed while computing the response; see the hook server log")
 
 
