@@ -57,7 +57,7 @@ image:
 
 ## Every budget of docs/architecture.md §7, each a ratio against a floor measured in the same run; non-zero
 ## when one is missed or a suite cannot run. The HTTP suite installs its load generator (wrk) with apt-get.
-bench: $(STAMP)
+bench: $(STAMP) $(HELM)
 	$(PY) -m bench $(BENCH_ARGS)
 
 ## Re-pin every dependency from a fresh resolve of pyproject.toml: requirements.lock holds what the

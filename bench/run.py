@@ -27,6 +27,7 @@ SUITES: dict[str, str] = {
     "http": "bench.http_p99",
     "slurm_sync": "bench.slurm_sync",
     "bridge": "bench.bridge",
+    "memory": "bench.hooks_memory",
 }
 
 

@@ -13,9 +13,10 @@ other method 405, as a Flask route of it would.
 With `HOOKS_AUTH_TOKEN_FILE` set, every POST route demands `Authorization: Bearer <token>` with the
 file's content (Metacontroller >= 4.16 sends it from a Secret: `authorization` or
 `endpointConfigs`). The file is read on each request so a rotated Secret takes effect without a
-restart; if it cannot be read, hooks answer 503 rather than run unauthenticated. Health and metrics
-stay open for probes and scrapers. The variable set but empty, or naming an empty file at start, is
-a configuration error: the server refuses to start rather than run without authentication.
+restart; if it cannot be read, hooks answer 503 rather than run unauthenticated, and `/readyz` is 503
+naming the file. Health and metrics stay open for probes and scrapers. The variable set but empty,
+or naming an empty file at start, is a configuration error: the server refuses to start rather than
+run without authentication.
 
 A request body larger than `HOOKS_MAX_BODY_BYTES` (default 256 MiB: a 10,000-pod NodeSet sync
 request, with its Nodes in DaemonSet mode, is about 200 MB) is answered 413 from its
@@ -36,7 +37,7 @@ from werkzeug.exceptions import HTTPException, InternalServerError, MethodNotAll
 from werkzeug.wrappers import Request
 
 from hooks import applied, contract, metrics
-from hooks.gcpause import Held, held_until_released
+from hooks.gcpause import collector_paused
 from hooks.routes import Handler, Route, route_table
 from hooks.serve import setting
 
@@ -58,7 +59,7 @@ def create_app(handlers: dict[str, Handler] | None = None) -> Flask:
     routes = route_table(handlers)
     metrics.declare(route.path for route in routes)
     app.add_url_rule("/healthz", endpoint="healthz", view_func=lambda: _json(200, {"status": "ok"}))
-    app.add_url_rule("/readyz", endpoint="readyz", view_func=lambda: _json(200, {"status": "ready"}))
+    app.add_url_rule("/readyz", endpoint="readyz", view_func=_readiness)
     app.add_url_rule("/metrics", endpoint="metrics", view_func=_metrics_view)
     app.register_error_handler(HTTPException, lambda err: _error(err.code or 500, err.description or err.name))
     app.wsgi_app = HookRoutes(app.wsgi_app, routes, app.config["HOOKS_MAX_BODY_BYTES"])  # type: ignore[method-assign]
@@ -77,7 +78,7 @@ class HookRoutes:
         route = self._routes.get(environ.get("PATH_INFO", ""))
         if route is None:
             return self._flask_app(environ, start_response)
-        request = Request(environ)
+        request = Request(environ, populate_request=False)  # no environ <-> request cycle
         try:
             response = self._respond(route, request)
         except Exception:  # as Flask would: logged, and a 500 naming no detail
@@ -91,14 +92,14 @@ class HookRoutes:
         if request.method != "POST":
             return _error(405, MethodNotAllowed.description)
         started = time.perf_counter()
-        _release_unsent()
         denied = _unauthorized(request)
         if denied is not None:
             response = denied
+        elif (body := _read_body(request, self.max_body)) is None:
+            response = _error(413, f"request body is larger than HOOKS_MAX_BODY_BYTES ({self.max_body} bytes)")
         else:
-            with held_until_released() as held:
-                response = _answer(route, request, self.max_body, held)
-            _hold_until_sent(response, held)
+            with collector_paused():  # the parsed request is freed inside, before the answer is sent
+                response = _answer(route, body)
         metrics.observe(route.path, response.status_code, time.perf_counter() - started)
         return response
 
@@ -128,57 +129,52 @@ def _check_auth_config() -> None:
         raise ValueError(f"HOOKS_AUTH_TOKEN_FILE {path} is empty: refusing to serve hooks with an empty bearer token")
 
 
-def _unauthorized(request: Request) -> Response | None:
-    """None when the request may proceed: no token configured, or the right bearer token sent."""
+def _auth_token() -> tuple[bytes | None, str]:
+    """The bearer token HOOKS_AUTH_TOKEN_FILE holds (None when no file is configured), or "" and why it
+    cannot be used: the file is read on every request, so a rotated Secret takes effect at once."""
     path = os.environ.get("HOOKS_AUTH_TOKEN_FILE")
     if not path:
-        return None
+        return None, ""
     try:
         with open(path, "rb") as f:
             token = f.read().strip()
     except OSError as err:
-        log.error("cannot read HOOKS_AUTH_TOKEN_FILE %s: %s", path, err.strerror)
+        return b"", f"HOOKS_AUTH_TOKEN_FILE {path}: cannot read it: {err.strerror}"
+    return token, "" if token else f"HOOKS_AUTH_TOKEN_FILE {path} is empty"
+
+
+def _readiness() -> Response:
+    """Not ready while the hooks could only answer 503: the token file named but unusable."""
+    _, problem = _auth_token()
+    if problem:
+        return _json(503, {"status": "not ready", "reason": problem})
+    return _json(200, {"status": "ready"})
+
+
+def _unauthorized(request: Request) -> Response | None:
+    """None when the request may proceed: no token configured, or the right bearer token sent (the
+    scheme's case does not matter, RFC 9110 §11.1)."""
+    token, problem = _auth_token()
+    if token is None:
+        return None
+    if problem:
+        log.error("%s; every hook answers 503 until it can be used", problem)
         return _error(503, "the hook server cannot read its authentication token; see its log")
-    sent = request.headers.get("Authorization", "").encode()
-    if token and hmac.compare_digest(sent, b"Bearer " + token):
+    scheme, _, credentials = request.headers.get("Authorization", "").strip().partition(" ")
+    if scheme.lower() == "bearer" and hmac.compare_digest(credentials.strip().encode(), token):
         return None
     response = _error(401, "missing or wrong bearer token")
     response.headers["WWW-Authenticate"] = 'Bearer realm="slinky-hooks"'
     return response
 
 
-_unsent: list[Held] = []  # answers whose server has not closed them yet (at most one per worker thread)
-
-
-def _hold_until_sent(response: Response, held: Held) -> None:
-    """The parsed request is freed once the server closes the response, after sending it; a test
-    client never closes it, so the next request releases it at the latest."""
-    _unsent.append(held)
-
-    def release() -> None:
-        held.release()
-        if held in _unsent:
-            _unsent.remove(held)
-
-    response.call_on_close(release)
-
-
-def _release_unsent() -> None:
-    while _unsent:
-        _unsent.pop().release()
-
-
-def _answer(route: Route, request: Request, limit: int, held: Held) -> Response:
-    body = _read_body(request, limit)
-    if body is None:
-        return _error(413, f"request body is larger than HOOKS_MAX_BODY_BYTES ({limit} bytes)")
-    held.keep(body)
+def _answer(route: Route, body: bytes) -> Response:
     # A failure on the shaped decode (hooks/requestjson.py) is computed again from the strict parse:
     # an integer beyond 64 bits, read exactly there, can fail where the strict parse's float does not.
     loads = [route.load] if route.load is contract.load_json_object else [route.load, contract.load_json_object]
     for attempt, load in enumerate(loads, start=1):
         try:
-            return _computed(route, load(body), held)
+            return _computed(route, load(body))
         except contract.BadHookRequest as err:
             return _error(400, str(err))
         except Exception as exc:  # any failure must reach Metacontroller as an error, never as a 200
@@ -189,10 +185,9 @@ def _answer(route: Route, request: Request, limit: int, held: Held) -> Response:
     return _error(500, f"{route.path} failed while computing the response; see the hook server log")
 
 
-def _computed(route: Route, data: contract.JSON, held: Held) -> Response:
+def _computed(route: Route, data: contract.JSON) -> Response:
     """The answer to a request's JSON data; raises BadHookRequest for a malformed one."""
     parsed = route.parse(data, route.kind)
-    held.keep(parsed)
     if route.handler is None:
         return _error(501, f"{route.path} is not implemented yet")
     return _json(200, route.check(route.handler(parsed)))

@@ -1,8 +1,10 @@
 """gunicorn settings for the hook server; every knob is an environment variable (hooks/serve.py
 lists them with their defaults; `slinky-hooks --help` prints them).
 
-Hooks are CPU-bound pure functions, so sync workers (one per core by default) are the fastest
-choice. The timeout sits well above Metacontroller's default 10 s webhook timeout. Logs (gunicorn's
+Hooks are CPU-bound pure functions (one worker per core by default). The workers are gevent's
+(hooks/worker.py): a slow or stalled client costs a greenlet, not a worker, and a request reaches
+the app read whole, within HOOKS_READ_TIMEOUT for its headers and again for its body. The worker
+timeout sits well above Metacontroller's default 10 s webhook timeout. Logs (gunicorn's
 own lines too) are JSON lines, or text with HOOKS_LOG_FORMAT=text (hooks/logs.py). Nothing is
 written outside /tmp (and PROMETHEUS_MULTIPROC_DIR when the environment names one), so the server
 runs on a read-only root filesystem.
@@ -13,12 +15,16 @@ import os
 import tempfile
 
 from hooks import logs
-from hooks.serve import setting
+from hooks.serve import read_timeout, setting
 
 bind = setting("HOOKS_BIND")
 workers = int(setting("HOOKS_WORKERS") or multiprocessing.cpu_count())
-worker_class = "sync"
+worker_class = "hooks.worker.HookWorker"
+worker_connections = int(setting("HOOKS_MAX_CONNECTIONS"))
 timeout = int(setting("HOOKS_TIMEOUT"))
+# gunicorn's gevent worker waits this long for a request's headers, the first on a connection too,
+# and closes a kept-alive connection idle for as long.
+keepalive = read_timeout()
 graceful_timeout = 10
 # Access logging costs about half the throughput; opt in with HOOKS_ACCESS_LOG=- (stdout) or a path.
 accesslog = setting("HOOKS_ACCESS_LOG") or None
@@ -41,6 +47,26 @@ if workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
 
 def child_exit(server, worker):
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        from prometheus_client import multiprocess
+        retire_worker_metrics(worker.pid, os.environ["PROMETHEUS_MULTIPROC_DIR"])
 
-        multiprocess.mark_process_dead(worker.pid)
+
+def retire_worker_metrics(pid: int, directory: str) -> None:
+    """Fold a dead worker's counters and histograms into one archive file per type and remove its own,
+    so the totals stay whole while files of dead workers do not pile up (64 KiB each, every one read by
+    each scrape). Only the arbiter runs this; prometheus_client is imported here, never before the
+    workers fork, so their metrics are multiprocess ones."""
+    from prometheus_client import multiprocess
+    from prometheus_client.mmap_dict import MmapedDict
+
+    multiprocess.mark_process_dead(pid, directory)
+    for kind in ("counter", "histogram"):
+        dead = os.path.join(directory, f"{kind}_{pid}.db")
+        if not os.path.exists(dead):
+            continue
+        archive = MmapedDict(os.path.join(directory, f"{kind}_archive.db"))
+        try:
+            for key, value, timestamp, _ in MmapedDict.read_all_values_from_file(dead):
+                archive.write_value(key, archive.read_value(key)[0] + value, timestamp)
+        finally:
+            archive.close()
+        os.remove(dead)

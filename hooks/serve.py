@@ -29,7 +29,9 @@ class Setting:
 SETTINGS: Final = (
     Setting("HOOKS_BIND", "127.0.0.1:8080", "host:port to listen on"),
     Setting("HOOKS_WORKERS", "", "gunicorn worker processes (default: one per core)"),
-    Setting("HOOKS_TIMEOUT", "30", "seconds a worker may take for one request"),
+    Setting("HOOKS_TIMEOUT", "30", "seconds a worker may take for a request, and a client for each piece of an answer"),
+    Setting("HOOKS_READ_TIMEOUT", "10", "seconds a client has to send a request's headers, then its body (else 408)"),
+    Setting("HOOKS_MAX_CONNECTIONS", "1000", "open connections per worker; more wait in the listen backlog"),
     Setting("HOOKS_LOG_LEVEL", "info", "debug, info, warning, error"),
     Setting("HOOKS_LOG_FORMAT", "json", "json (one object per line) or text (for a terminal)"),
     Setting("HOOKS_ACCESS_LOG", "", "'-' logs one line per request to stdout (off by default: it halves throughput)"),
@@ -44,6 +46,14 @@ def setting(env: str) -> str:
     """The value of one of SETTINGS: the environment's, else its default."""
     (known,) = [s for s in SETTINGS if s.env == env]
     return os.environ.get(env) or known.default
+
+
+def read_timeout() -> int:
+    """HOOKS_READ_TIMEOUT in seconds; ValueError naming the setting unless a positive whole number."""
+    raw = setting("HOOKS_READ_TIMEOUT").strip()
+    if not raw.isdigit() or int(raw) <= 0:
+        raise ValueError(f"HOOKS_READ_TIMEOUT must be a positive whole number of seconds, got {raw!r}")
+    return int(raw)
 
 
 def _epilog() -> str:

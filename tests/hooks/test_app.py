@@ -339,7 +339,9 @@ def test_nodeset_example_is_a_steady_state():
     assert resp["status"]["updatedReplicas"] == resp["status"]["replicas"] == 2
 
 
-def test_the_parsed_request_is_freed_once_the_server_closes_the_answer():
+def test_the_parsed_request_is_freed_before_the_answer_and_nothing_is_hidden_from_the_collector():
+    """Holding it until the answer was sent, out of the collector's sight (gc.freeze), leaked every
+    request's garbage cycles behind gunicorn (issue 22)."""
     import gc
     import weakref
 
@@ -350,14 +352,36 @@ def test_the_parsed_request_is_freed_once_the_server_closes_the_answer():
         return {"children": []}
 
     client = create_app(handlers={"/nodeset/sync": handler}).test_client()
-    resp = client.post("/nodeset/sync", json={"parent": dict(NODESET)})
-    assert resp.status_code == 200 and kept[0]() is not None  # held while the answer is being sent
-    assert gc.isenabled() and gc.get_freeze_count() > 0  # the collector runs, without tracing the held request
-    resp.close()  # what a WSGI server does once the answer is sent
-    assert kept[0]() is None and gc.get_freeze_count() == 0
-    client.post("/nodeset/sync", json={"parent": dict(NODESET)})  # never closed (a test client)...
-    client.post("/nodeset/sync", json={"parent": dict(NODESET)})  # ...released by the next request
-    assert kept[1]() is None
+    large = {"parent": {**NODESET, "spec": {"padding": "x" * (1 << 20)}}}
+    for body in ({"parent": dict(NODESET)}, large):
+        resp = client.post("/nodeset/sync", json=body)  # not closed, as a server would before sending
+        assert resp.status_code == 200 and kept[-1]() is None
+        assert gc.isenabled() and gc.get_freeze_count() == 0
+
+
+def test_a_hook_request_makes_no_reference_cycle_with_its_environ():
+    """werkzeug's request puts itself in its environ, which holds the body: a cycle only a collection frees."""
+    import gc
+
+    app = create_app(handlers={"/nodeset/sync": _count_children})
+    body = json.dumps({"parent": NODESET}).encode()
+
+    def post() -> list[bytes]:  # as a WSGI server calls it (the test client makes cycles of its own)
+        environ = create_environ("/nodeset/sync", method="POST", data=body)
+        answer = app(environ, lambda status, headers, exc_info=None: None)
+        try:
+            return list(answer)
+        finally:
+            answer.close()
+
+    post()
+    gc.collect()
+    gc.disable()
+    try:
+        assert json.loads(b"".join(post()))["children"] == []
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
 
 
 def test_the_garbage_collector_is_paused_during_a_hook_and_back_on_after_it():
@@ -408,6 +432,33 @@ def test_unreadable_token_file_fails_closed(tmp_path, monkeypatch):
     client = create_app(handlers={"/nodeset/sync": _count_children}).test_client()
     resp = client.post("/nodeset/sync", json={"parent": NODESET}, headers={"Authorization": "Bearer x"})
     assert resp.status_code == 503
+
+
+def test_readiness_is_503_naming_the_token_file_while_every_hook_would_answer_503(tmp_path, monkeypatch):
+    """A Ready pod whose every hook answers 503 kept receiving Metacontroller's calls (issue 22)."""
+    token = tmp_path / "token"
+    monkeypatch.setenv("HOOKS_AUTH_TOKEN_FILE", str(token))
+    client = create_app(handlers={"/nodeset/sync": _count_children}).test_client()
+    missing = client.get("/readyz")
+    assert (
+        missing.status_code == 503 and str(token) in missing.json["reason"] and "cannot read" in missing.json["reason"]
+    )
+    token.write_text("s3cret")  # the Secret is mounted
+    assert client.get("/readyz").status_code == 200
+    token.write_text("")
+    assert client.get("/readyz").status_code == 503 and "is empty" in client.get("/readyz").json["reason"]
+    assert client.get("/healthz").status_code == 200  # alive all along: a restart would not help
+
+
+@pytest.mark.parametrize("header", ["bearer s3cret", "BEARER s3cret", "Bearer  s3cret", " Bearer s3cret "])
+def test_the_bearer_scheme_is_case_insensitive(tmp_path, monkeypatch, header):
+    token = tmp_path / "token"
+    token.write_text("s3cret")
+    monkeypatch.setenv("HOOKS_AUTH_TOKEN_FILE", str(token))
+    client = create_app(handlers={"/nodeset/sync": _count_children}).test_client()
+    assert client.post("/nodeset/sync", json={"parent": NODESET}, headers={"Authorization": header}).status_code == 200
+    wrong = {"Authorization": header.replace("s3cret", "s3cre")}
+    assert client.post("/nodeset/sync", json={"parent": NODESET}, headers=wrong).status_code == 401
 
 
 # --- body limit and authentication set-up ---------------------------------------------------------

@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -103,8 +104,8 @@ def test_ctrl_c_stops_make_run(make_run):
 
 def _start(env_extra: dict[str, str]) -> tuple[str, subprocess.Popen]:
     port = _free_port()
-    env = {**os.environ, "HOOKS_BIND": f"127.0.0.1:{port}", "HOOKS_WORKERS": "1", **env_extra}
-    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+    env.update({"HOOKS_BIND": f"127.0.0.1:{port}", "HOOKS_WORKERS": "1", **env_extra})
     proc = subprocess.Popen(
         ["make", "--no-print-directory", "run"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, start_new_session=True,
@@ -205,3 +206,140 @@ def test_metrics_lists_every_family_before_the_first_hook_request() -> None:
             assert any(
                 line.startswith(family) and f'route="{route.path}"' in line for line in metrics.text.splitlines()
             ), (family, route.path)
+
+
+class _SlowClient(threading.Thread):
+    """A client that sends a request a piece at a time (its headers a line at a time, or its body a
+    byte at a time) every `pause` seconds, or stalls after `stall_after` pieces, and records what the
+    server answered, if anything."""
+
+    def __init__(self, url: str, *, slow: str, pieces: int, pause: float, stall_after: int | None = None) -> None:
+        super().__init__(daemon=True)
+        host, port = url.removeprefix("http://").split(":")
+        self.address = (host, int(port))
+        self.slow, self.pieces, self.pause, self.stall_after = slow, pieces, pause, stall_after
+        self.answer = b""
+
+    def _pieces(self) -> list[bytes]:
+        if self.slow == "headers":
+            head = [b"POST /nodeset/sync HTTP/1.1\r\n", b"Host: x\r\n"]
+            head += [f"X-Slow-{i}: {i}\r\n".encode() for i in range(self.pieces)]
+            return [*head, b"Content-Length: 2\r\n\r\n{}"]
+        head = f"POST /nodeset/sync HTTP/1.1\r\nHost: x\r\nContent-Length: {self.pieces}\r\n\r\n".encode()
+        return [head, *[b" "] * self.pieces]
+
+    def run(self) -> None:
+        with socket.create_connection(self.address) as sock:
+            try:
+                for piece in self._pieces()[: self.stall_after]:
+                    sock.sendall(piece)
+                    time.sleep(self.pause)
+                sock.settimeout(30)
+                while chunk := sock.recv(65536):
+                    self.answer += chunk
+            except OSError:  # the server closed the connection
+                pass
+
+
+def _answer_times(url: str, seconds: float) -> list[float]:
+    """Seconds each of a stream of small NodeSet syncs took to be answered, over `seconds`."""
+    body = (ROOT / "examples" / "requests" / "nodeset-sync.json").read_bytes()
+    times: list[float] = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        started = time.monotonic()
+        assert httpx.post(url + "/nodeset/sync", content=body, timeout=60).status_code == 200
+        times.append(time.monotonic() - started)
+    return times
+
+
+def test_slow_clients_cannot_take_the_hooks_away():
+    """As many slow-header and as many slow-body clients as workers, plus one, each taking 4 s to send
+    its request: every other hook request is still answered within 1 s (with sync workers, each slow
+    client held a worker until it was done)."""
+    url, proc = _start({"HOOKS_WORKERS": "2"})
+    try:
+        _wait_healthy(url, proc)
+        slow = [
+            _SlowClient(url, slow=kind, pieces=16, pause=0.25) for kind in ("headers", "body") for _ in range(2 + 1)
+        ]
+        for client in slow:
+            client.start()
+        time.sleep(0.5)  # every slow client has connected and is sending
+        times = _answer_times(url, seconds=3)
+        for client in slow:
+            client.join(timeout=30)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert len(times) > 10 and max(times) < 1.0, (len(times), max(times))
+    assert all(c.answer.startswith(b"HTTP/1.1 400") for c in slow), [c.answer[:40] for c in slow]
+
+
+def test_a_request_not_sent_within_the_read_timeout_is_cut_off():
+    """HOOKS_READ_TIMEOUT bounds the headers and then the body: late headers close the connection,
+    a late body gets 408; the server goes on answering."""
+    url, proc = _start({"HOOKS_READ_TIMEOUT": "1"})
+    try:
+        _wait_healthy(url, proc)
+        late = [_SlowClient(url, slow=kind, pieces=10, pause=0.1, stall_after=3) for kind in ("headers", "body")]
+        for client in late:
+            client.start()
+        for client in late:
+            client.join(timeout=30)
+        after = httpx.post(url + "/nodeset/sync", content=b"{}")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    headers, body = late
+    assert headers.answer == b""  # closed before the request was complete: nothing to answer
+    assert body.answer.startswith(b"HTTP/1.1 408") and b"HOOKS_READ_TIMEOUT" in body.answer, body.answer
+    assert after.status_code == 400
+
+
+def test_a_dead_workers_counts_are_kept_and_its_metric_files_removed(tmp_path):
+    """Each dead worker left two 64 KiB files behind, every one read by each scrape; its counts now move
+    into one archive file per type, so the totals stay whole."""
+    url, proc = _start({"HOOKS_WORKERS": "2", "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)})
+    try:
+        _wait_healthy(url, proc)
+        with httpx.Client(base_url=url) as client:
+            for _ in range(20):
+                httpx.post(url + "/restapi/sync", content=b"{}")  # new connections land on either worker
+            before = _count_400(client, "/restapi/sync")
+            for _ in range(3):  # the arbiter replaces each killed worker
+                victim = _gunicorn_workers(proc.pid)[0]
+                os.kill(victim, signal.SIGKILL)
+                _wait_replaced(proc.pid, victim)
+            after = _count_400(client, "/restapi/sync")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert before == after == 20
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert len([n for n in names if n.startswith(("counter_", "histogram_"))]) <= 2 * 2 + 2, names  # live + archive
+    assert "counter_archive.db" in names and "histogram_archive.db" in names
+
+
+def _gunicorn_workers(make_pid: int) -> list[int]:
+    """The worker processes of the gunicorn that `make run` (process group `make_pid`) started."""
+    out = subprocess.run(["pgrep", "-g", str(make_pid), "-f", "gunicorn"], capture_output=True, text=True).stdout
+    pids = {int(p) for p in out.split()}
+    return sorted(p for p in pids if _parent(p) in pids)
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except FileNotFoundError:  # gone meanwhile
+        return 0
+
+
+def _wait_replaced(make_pid: int, dead: int) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        workers = _gunicorn_workers(make_pid)
+        if dead not in workers and len(workers) == 2:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"worker {dead} was not replaced")
