@@ -23,10 +23,14 @@ from typing import Any, Final, NamedTuple
 import orjson
 
 from hooks import names
+from hooks.errors import BadHookRequest
 
 JSON = dict[str, Any]
 
 VERDICT_CACHE_BYTES: Final = 32 * 1024 * 1024  # about 10,000 worker pods' annotations per worker process
+# orjson writes no deeper than this (its recursion limit), so no answer can carry a value nested deeper;
+# the request parsers accept up to about 1,000 levels.
+MAX_DEPTH: Final = 254
 
 
 class Kept:
@@ -108,7 +112,8 @@ def kept(child: JSON) -> Kept:
             clean_meta[field] = {k: v for k, v in meta[field].items() if k != names.ANNOTATION_LAST_APPLIED}
     body = {k: v for k, v in child.items() if k not in ("metadata", "status")}
     clean = {**body, "metadata": clean_meta}
-    return Kept(clean.get("apiVersion"), clean.get("kind"), meta["name"], "", _fragment(clean))
+    where = f"observed {child.get('kind')} {meta.get('namespace', '')}/{meta['name']}"
+    return Kept(clean.get("apiVersion"), clean.get("kind"), meta["name"], "", _fragment(clean, where))
 
 
 def kind_and_name(child: Child) -> tuple[Any, Any]:
@@ -123,8 +128,36 @@ def name_of(child: Child) -> Any:
 
 
 def serialise(value: Any) -> bytes:
-    """A hook response (or any part of one) as JSON, kept children as their text."""
-    return orjson.dumps(value, default=_text_of)
+    """A hook response (or any part of one) as JSON, kept children as their text; BadHookRequest when
+    it nests too deeply to be written, which only a request nesting as deeply can cause."""
+    try:
+        return orjson.dumps(value, default=_text_of)
+    except orjson.JSONEncodeError:
+        check_depth(value, "the answer (built from the request)")
+        raise
+
+
+def check_depth(value: Any, where: str) -> None:
+    """BadHookRequest naming the path if `value` nests deeper than MAX_DEPTH: no answer could carry
+    it, and walking it would exhaust the interpreter's recursion limit. Iterative, so it cannot."""
+    stack: list[tuple[Any, int, Any]] = [(value, 1, None)]  # (item, its depth, (key, parent's path))
+    while stack:
+        item, depth, path = stack.pop()
+        items = item.items() if isinstance(item, dict) else enumerate(item) if isinstance(item, list) else None
+        if items is None:
+            continue
+        if depth > MAX_DEPTH:
+            raise BadHookRequest(f"{where} nests deeper than {MAX_DEPTH} levels, at {_shown(path)}")
+        stack.extend((inner, depth + 1, (key, path)) for key, inner in items)
+
+
+def _shown(path: Any) -> str:
+    steps: list[Any] = []
+    while path is not None:
+        key, path = path
+        steps.append(key)
+    steps.reverse()
+    return ".".join(map(str, steps[:8])) + f"… ({len(steps)} levels)"
 
 
 def _text_of(value: Any) -> orjson.Fragment:
@@ -142,7 +175,10 @@ def _judge(text: str) -> _Verdict:
     meta = applied.get("metadata") if isinstance(applied, dict) else None
     if not isinstance(meta, dict) or not applied.get("apiVersion"):
         return _Verdict(text, None, len(text))
-    canonical = orjson.dumps(applied)
+    try:
+        canonical = orjson.dumps(applied)
+    except orjson.JSONEncodeError:  # nested deeper than an answer carries: the object itself is judged
+        return _Verdict(text, None, len(text))
     same = canonical == text.encode()
     fragment = orjson.Fragment(text if same else canonical)
     namespace = meta.get("namespace", "")
@@ -150,5 +186,9 @@ def _judge(text: str) -> _Verdict:
     return _Verdict(text, believed, len(text) + (0 if same else len(canonical)))
 
 
-def _fragment(obj: JSON) -> orjson.Fragment:
-    return orjson.Fragment(orjson.dumps(obj))
+def _fragment(obj: JSON, where: str) -> orjson.Fragment:
+    try:
+        return orjson.Fragment(orjson.dumps(obj))
+    except orjson.JSONEncodeError:
+        check_depth(obj, where)
+        raise

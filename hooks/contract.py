@@ -15,7 +15,8 @@ from typing import Any
 import orjson
 
 from hooks import names, shapes
-from hooks.applied import Kept
+from hooks.applied import Kept, check_depth
+from hooks.errors import BadHookRequest
 
 JSON = dict[str, Any]
 ObjectMap = dict[str, dict[str, JSON]]  # {"Pod.v1": {"ns/name" or "name": object}}
@@ -32,10 +33,6 @@ TYPE_DEPLOYMENT = "Deployment.apps/v1"
 TYPE_CONTROLLER = f"Controller.{names.API_VERSION}"
 TYPE_NODESET = f"NodeSet.{names.API_VERSION}"
 TYPE_ACCOUNTING = f"Accounting.{names.API_VERSION}"
-
-
-class BadHookRequest(ValueError):
-    """The request is not a valid hook request; the message names the field (answered with 400)."""
 
 
 class BadHookResponse(RuntimeError):
@@ -181,9 +178,10 @@ def parse_admission(body: JSON, kind: str) -> AdmissionRequest:
         raise BadHookRequest(f"request.object.kind must be {kind!r}, got {obj.get('kind')!r}")
     # A pod being created may have no name yet (generateName), and its kind may be left out.
     unnamed = {**shapes.METADATA, "name": str}
-    for where, pod in (("request.object", obj), ("request.oldObject", old)):
-        if pod:  # a DELETE carries no object, a CREATE no old one
+    for where, pod in (("request.object", request.get("object")), ("request.oldObject", old)):
+        if pod is not None:  # a DELETE carries no object, a CREATE no old one
             _check_shape({"kind": kind, **pod}, where, metadata=unnamed)
+            check_nesting(pod, where)
     namespace = request.get("namespace", (obj.get("metadata") or {}).get("namespace", ""))
     if not isinstance(namespace, str):
         raise BadHookRequest(f"request.namespace must be a string, got {_type_name(namespace)}")
@@ -304,7 +302,18 @@ def _kube_object(body: JSON, key: str, kind: str) -> JSON:
         if obj.get(sub) is not None and not isinstance(obj[sub], dict):
             raise BadHookRequest(f"{key}.{sub} must be an object, got {_type_name(obj[sub])}")
     _check_shape(obj, key, parent=True)
+    check_nesting(obj, key)
     return obj
+
+
+def check_nesting(obj: JSON, where: str) -> None:
+    """BadHookRequest if `obj` nests deeper than an answer can carry (applied.MAX_DEPTH): hooks hash,
+    merge and copy parents and related objects, which such nesting would make fail. orjson writes a
+    small object in microseconds or refuses it; only a refused one is walked to name the path."""
+    try:
+        orjson.dumps(obj)
+    except orjson.JSONEncodeError:  # too deep, or an integer beyond 64 bits (which the hooks judge themselves)
+        check_depth(obj, where)
 
 
 def _check_shape(obj: Any, where: str, parent: bool = False, metadata: dict[str, Any] = shapes.METADATA) -> None:
@@ -342,6 +351,8 @@ def _object_map(body: JSON, key: str, read: Callable[[str, JSON], None] | None =
                 where = f"{key}[{type_key!r}][{name!r}]"
                 raise BadHookRequest(f"{where}.kind must be {kind!r} (its type key is {type_key!r}), got {got!r}")
             _check_child_shape(obj, key, type_key, name)
+            if key == "related":  # children are only read and kept (applied.kept judges their nesting)
+                check_nesting(obj, f"{key}[{type_key!r}][{name!r}]")
             if read is not None:
                 read(type_key, obj)
     return {type_key: objects or {} for type_key, objects in groups.items()}

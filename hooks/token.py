@@ -32,6 +32,8 @@ from hooks.status import Problem, ready_condition, unmet
 DEFAULT_LIFETIME = "15m"
 DEFAULT_USERNAME = "nobody"
 DEFAULT_SECRET_KEY = "SLURM_JWT"
+# RFC 7518 §3.2: an HS256 key must be at least as long as the hash, 256 bits (PyJWT only warns).
+MIN_KEY_BYTES = 32
 # Slurm treats MaxInt32-1 seconds as "infinite"; longer lifetimes are clamped to it.
 MAX_LIFETIME_SECONDS = 2**31 - 2
 SECRET_TYPE = contract.TYPE_SECRET
@@ -145,6 +147,7 @@ def sync(req: CompositeRequest) -> JSON:
             response["children"].append(kept(secret))
         response["resyncAfterSeconds"] = float(cluster.MISSING_REFERENCE_RESYNC_SECONDS)
     else:
+        _check_key(key, spec.key)
         current = now()
         claims = reusable_claims(token, spec, key) if token else None
         if not token or claims is None or current >= refresh_at(claims):
@@ -155,6 +158,23 @@ def sync(req: CompositeRequest) -> JSON:
             response["resyncAfterSeconds"] = _resync_after(claims, current, spec.lifetime)
     response["status"] = _status(req.parent, spec, token, missing, stored=_token_in(secret, spec) is not None)
     return response
+
+
+def _check_key(key: bytes, ref: KeyRef) -> None:
+    """InvalidSpec for key material no token should be signed with (an empty key makes PyJWT raise)."""
+    problem = _key_problem(key)
+    if problem:
+        raise InvalidSpec(f"the JWT key in Secret {ref.name!r} key {ref.key!r} {problem}; no token is issued")
+
+
+def _key_problem(key: bytes) -> str | None:
+    if not key:
+        return "is empty"
+    if not key.strip():
+        return "holds only whitespace"
+    if len(key) < MIN_KEY_BYTES:
+        return f"holds {len(key)} bytes, fewer than the {MIN_KEY_BYTES} an HS256 key needs (RFC 7518 §3.2)"
+    return None
 
 
 def build_secret(parent: JSON, spec: TokenSpec, token: str) -> JSON:

@@ -39,10 +39,11 @@ from dataclasses import dataclass
 import orjson
 
 from hooks import names
-from hooks.bridge import resources
+from hooks.bridge import quantity, resources
 from hooks.contract import JSON, AdmissionRequest
 
 DEFAULT_SCHEDULER = "default-scheduler"
+_KINDS = ("requests", "limits")
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,36 @@ def _create_problems(pod: JSON) -> Iterator[str]:
     if _uses_dra_cpu(pod) and _uses_native_cpu(pod):
         yield (f"native cpu requests or limits can't be combined with {resources.DRA_CPU}; request CPUs one way only")
     yield from _device_class_problems(pod)
+    yield from _quantity_problems(pod)
+
+
+def _quantity_problems(pod: JSON) -> Iterator[str]:
+    """Each resource that becomes a Slurm number (resources.SLURM_FIELDS) and is no quantity or more than
+    Slurm holds, else the pod's totals: admitted, such a pod could never get a job."""
+    spec = _spec(pod)
+    amounts = [
+        (f"container {c.get('name')!r}: resources.{kind}", (c.get("resources") or {}).get(kind))
+        for c in _all_containers(pod)
+        for kind in _KINDS
+    ]
+    amounts += [(f"spec.resources.{kind}", (spec.get("resources") or {}).get(kind)) for kind in _KINDS]
+    amounts.append(("spec.overhead", spec.get("overhead")))
+    problems = [problem for where, held in amounts for problem in _amount_problems(where, held or {})]
+    if not problems:
+        try:
+            resources.of_group([pod])
+        except quantity.BadQuantity as err:
+            problems.append(str(err))
+    yield from problems
+
+
+def _amount_problems(where: str, amounts: JSON) -> Iterator[str]:
+    for resource, amount in amounts.items():
+        if (convert := resources.SLURM_FIELDS.get(resource)) is not None:
+            try:
+                convert(quantity.parse(amount))
+            except quantity.BadQuantity as err:
+                yield f"{where}.{resource}: {err}"
 
 
 def _update_problems(pod: JSON, old: JSON) -> Iterator[str]:

@@ -1,10 +1,10 @@
 """The user's `slurmjob.slinky.slurm.net/*` annotations, parsed with slurm-bridge's rules.
 
 Strings pass verbatim; `cpu-per-task` is a quantity rounded up ("200m" -> 1); `mem-per-node` a
-quantity in whole MiB rounded down ("1Gi" -> 1024); `min-nodes`, `max-nodes`, `priority` and
-`timelimit` (minutes) are base-10 int32; `exclusive` is false only for "false" (any case, trimmed).
-Every bad value is reported, not just the first, so one fix round is enough for the user.
-Unknown keys under the prefix are ignored, as slurm-bridge does.
+quantity in whole MiB rounded down ("1Gi" -> 1024), each within what Slurm holds (quantity.MAX_*);
+`min-nodes`, `max-nodes`, `priority` and `timelimit` (minutes) are base-10 int32; `exclusive` is
+false only for "false" (any case, trimmed). Every bad value is reported, not just the first, so
+one fix round is enough for the user. Unknown keys under the prefix are ignored, as slurm-bridge does.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def parse(annotations: Mapping[str, str], where: str) -> JobAnnotations:
     cpus = memory = None
     if (raw := annotations.get(key("cpu-per-task"))) is not None:
         try:
-            cpus = quantity.value(quantity.parse(raw))
+            cpus = quantity.cpus(quantity.parse(raw))
         except quantity.BadQuantity as err:
             problems.append(f"{key('cpu-per-task')}={raw!r}: {err}")
     if (raw := annotations.get(key("mem-per-node"))) is not None:

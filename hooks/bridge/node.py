@@ -18,8 +18,10 @@ node's spec, so every intent is an annotation that slurm_sync executes (`names.*
   wait, delete, add) when cpus or memory differ, updates features/topology in place, sets
   ANNOTATION_EXTERNAL_NODE_REGISTERED to the Slurm name while it exists as EXTERNAL, and drains then
   deletes it when the intent is gone. A malformed partition list or topology publishes
-  ANNOTATION_NODE_ERROR and no registration intent. A node whose capacity (cpu and memory) cannot
-  be read leaves both keys as they are: missing input must neither re-create nor delete the node.
+  ANNOTATION_NODE_ERROR and no registration intent. A node whose capacity (cpu and memory) is not
+  known leaves both keys as they are: missing input must neither re-create nor delete the node; one
+  whose capacity is no quantity or more than Slurm holds (quantity.MAX_CPUS) leaves the intent too,
+  and publishes ANNOTATION_NODE_ERROR.
 * slurm_sync's own keys (ANNOTATION_EXTERNAL_NODE_REGISTERED, taints) never appear in answers.
 * Finalize (deletion, or a label removed) publishes the intents the node still warrants (none if
   it is being deleted) and holds the node until slurm_sync confirmed what was withdrawn: no
@@ -44,6 +46,11 @@ _TOPOLOGY = re.compile(r"[A-Za-z0-9._:,-]+")
 
 class BadNodeAnnotation(ValueError):
     """A partition list or topology spec that cannot go into a node_conf line."""
+
+
+class UnreadableCapacity(BadNodeAnnotation):
+    """A capacity that is not a quantity or more than Slurm holds: reported, and like an unknown
+    capacity, it neither re-creates nor deletes the Slurm node."""
 
 
 def sync(req: DecoratorRequest) -> JSON:
@@ -87,6 +94,9 @@ def intents(req: DecoratorRequest) -> dict[str, str | None]:
             out[names.ANNOTATION_EXTERNAL_NODE_INTENT] = orjson.dumps(
                 registration(node), option=orjson.OPT_SORT_KEYS
             ).decode()
+        except UnreadableCapacity as err:
+            del out[names.ANNOTATION_EXTERNAL_NODE_INTENT]
+            out[names.ANNOTATION_NODE_ERROR] = str(err)
         except BadNodeAnnotation as err:
             out[names.ANNOTATION_NODE_ERROR] = str(err)
     return out
@@ -115,8 +125,11 @@ def registration(node: JSON) -> JSON:
             "spec like 'topo-switch:s1,topo-block:b1'"
         )
     capacity = (node.get("status") or {}).get("capacity") or (node.get("status") or {}).get("allocatable") or {}
-    cpus = quantity.value(quantity.parse(capacity.get("cpu", 0)))
-    memory = quantity.mebibytes(quantity.parse(capacity.get("memory", 0)))
+    try:
+        cpus = quantity.cpus(quantity.parse(capacity.get("cpu", 0)))
+        memory = quantity.mebibytes(quantity.parse(capacity.get("memory", 0)))
+    except quantity.BadQuantity as err:
+        raise UnreadableCapacity(f"status.capacity: {err}") from None
     name = slurm_node_name(node)
     words = [
         f"NodeName={name}",

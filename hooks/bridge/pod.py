@@ -71,8 +71,8 @@ def publish(req: DecoratorRequest) -> dict[str, str | None]:
         return {} if _holds_a_job(req.object) else _withdrawn() | {names.ANNOTATION_JOB_ERROR: str(err)}
     except (workload.GroupNotReady, job_annotations.BadAnnotations) as err:
         return _withdrawn() | {names.ANNOTATION_JOB_ERROR: str(err)}
-    except quantity.BadQuantity as err:  # the API server validates pod resources; be explicit anyway
-        return _withdrawn() | {names.ANNOTATION_JOB_ERROR: f"unreadable resources in the group's pods: {err}"}
+    except quantity.BadQuantity as err:  # not a quantity, or more than Slurm holds (admission refuses both)
+        return _withdrawn() | {names.ANNOTATION_JOB_ERROR: f"resources Slurm cannot take: {err}"}
     body = job.description(group, pods, parsed, settings.from_controller(req.controller))
     return {
         names.ANNOTATION_PLACEHOLDER_JOB: job.encode(body),

@@ -3,11 +3,13 @@
 Per pod, requests and limits are totalled the way the kubelet does (pod-level `spec.resources`
 when set; else regular containers and sidecars summed, at least each init container, plus
 overhead); across the group the largest pod wins, because every pod gets a whole node of its own.
+Only `SLURM_FIELDS` reach Slurm, each within the bound of its field (quantity.MAX_*); hugepages,
+ephemeral storage and other resources are the kubelet's alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -21,6 +23,14 @@ NVIDIA_GPU_CLASS = "gpu.nvidia.com"  # full GPUs named gpu-<index> by NVIDIA's D
 EXAMPLE_GPU_CLASS = "gpu.example.com"  # the example driver's GPUs, with an index attribute
 SUPPORTED_DEVICE_CLASSES = (DRA_CPU_CLASS, NVIDIA_GPU_CLASS, EXAMPLE_GPU_CLASS)
 DEVICE_PLUGIN_GPUS = ("nvidia.com/gpu", "amd.com/gpu")
+GPU_CLASSES = tuple(DEVICE_CLASS_PREFIX + c for c in SUPPORTED_DEVICE_CLASSES if c != DRA_CPU_CLASS)
+# The resources that become a Slurm number, and how: the field each becomes bounds it.
+SLURM_FIELDS: dict[str, Callable[[Fraction], int]] = {
+    "cpu": quantity.cpus,
+    DRA_CPU: quantity.cpus,
+    "memory": quantity.mebibytes,
+    **{name: quantity.count for name in (*DEVICE_PLUGIN_GPUS, *GPU_CLASSES)},
+}
 
 
 @dataclass(frozen=True)
@@ -53,29 +63,59 @@ def of_group(pods: Iterable[JSON], base_cpus: int | None = None, base_memory_mib
     """The largest pod's cpus (native or dra.cpu, request or limit) and memory; GPUs as gres.
 
     `base_*` come from the workload (Job template, PodGroup minResources) and stand unless a pod
-    asks for more than zero, as in slurm-bridge.
+    asks for more than zero, as in slurm-bridge. quantity.OutOfRange names the pod whose total
+    Slurm cannot hold.
     """
     pods = list(pods)
-    cpu = max((pod_total(p, k, r) for p in pods for k in ("requests", "limits") for r in ("cpu", DRA_CPU)), default=0)
-    memory = max((pod_total(p, k, "memory") for p in pods for k in ("requests", "limits")), default=0)
+    cpus = _largest(pods, ("cpu", DRA_CPU))
+    memory_mib = _largest(pods, ("memory",))
     return GroupResources(
-        cpus_per_task=quantity.value(Fraction(cpu)) if quantity.value(Fraction(cpu)) > 0 else base_cpus,
-        memory_mib=quantity.mebibytes(Fraction(memory)) if quantity.value(Fraction(memory)) > 0 else base_memory_mib,
+        cpus_per_task=base_cpus if cpus is None else cpus,
+        memory_mib=base_memory_mib if memory_mib is None else memory_mib,
         gres=_gres(pods),
     )
+
+
+def _largest(pods: list[JSON], names: tuple[str, ...]) -> int | None:
+    """The largest pod total of `names` (requests or limits) as Slurm gets it; None if none is above zero."""
+    totals = ((_total(p, k, r), p, k, r) for p in pods for k in ("requests", "limits") for r in names)
+    amount, pod, kind, resource = max(totals, key=lambda total: total[0], default=(Fraction(0), {}, "", ""))
+    return _in_slurm(amount, pod, kind, resource) if amount > 0 else None
+
+
+def _in_slurm(amount: Fraction, pod: JSON, kind: str, resource: str) -> int:
+    """A pod's total of SLURM_FIELDS (`a + b`: their sum) as Slurm gets it; OutOfRange names pod and resource."""
+    try:
+        return SLURM_FIELDS[resource.split(" + ")[0]](amount)
+    except quantity.OutOfRange as err:
+        raise quantity.OutOfRange(f"pod {_name(pod)}: {kind}.{resource} totals {err}") from None
+
+
+def _total(pod: JSON, kind: str, resource: str) -> Fraction:
+    """pod_total; a BadQuantity names the pod and the resource."""
+    try:
+        return pod_total(pod, kind, resource)
+    except quantity.BadQuantity as err:
+        raise type(err)(f"pod {_name(pod)}: {kind}.{resource}: {err}") from None
+
+
+def _name(pod: JSON) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name') or meta.get('generateName')}"
 
 
 def _gres(pods: list[JSON]) -> str | None:
     """Device-plugin GPUs give `gres/gpu=N`; DRA GPU classes `gres/gpu:<class>=N` (largest pod each)."""
     counts: dict[str, int] = {}
     for pod in pods:
-        plugin = sum(quantity.value(pod_total(pod, "limits", name)) for name in DEVICE_PLUGIN_GPUS)
+        plugin = sum(quantity.value(_total(pod, "limits", name)) for name in DEVICE_PLUGIN_GPUS)
         if plugin > 0:
-            counts["gres/gpu"] = max(counts.get("gres/gpu", 0), plugin)
-        for device_class in SUPPORTED_DEVICE_CLASSES[1:]:
-            n = quantity.value(pod_total(pod, "limits", DEVICE_CLASS_PREFIX + device_class))
+            total = _in_slurm(Fraction(plugin), pod, "limits", " + ".join(DEVICE_PLUGIN_GPUS))
+            counts["gres/gpu"] = max(counts.get("gres/gpu", 0), total)
+        for resource in GPU_CLASSES:
+            n = _in_slurm(_total(pod, "limits", resource), pod, "limits", resource)
             if n > 0:
-                key = f"gres/gpu:{device_class}"
+                key = f"gres/gpu:{resource.removeprefix(DEVICE_CLASS_PREFIX)}"
                 counts[key] = max(counts.get(key, 0), n)
     return ",".join(f"{key}={n}" for key, n in sorted(counts.items())) or None
 

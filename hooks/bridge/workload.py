@@ -196,6 +196,7 @@ def _from_job(pod: JSON, job: JSON, source: JSON) -> Group:
     spec = job.get("spec") or {}
     deadline = spec.get("activeDeadlineSeconds") or 0
     limits = (((spec.get("template") or {}).get("spec") or {}).get("resources") or {}).get("limits") or {}
+    base_cpus, base_memory_mib = _base(limits, f"{_describe(job)} spec.template.spec.resources.limits")
     return Group(
         key=_key(POD, pod),
         source=_describe(source),
@@ -203,8 +204,8 @@ def _from_job(pod: JSON, job: JSON, source: JSON) -> Group:
         members=[pod],
         min_nodes=1,
         time_limit=-(-deadline // 60) if deadline > 0 else None,
-        base_cpus=_positive(quantity.value(quantity.parse(limits.get("cpu", 0)))),
-        base_memory_mib=_positive(quantity.mebibytes(quantity.parse(limits.get("memory", 0)))),
+        base_cpus=base_cpus,
+        base_memory_mib=base_memory_mib,
     )
 
 
@@ -253,7 +254,7 @@ def _coscheduling(req: DecoratorRequest, pod_group: JSON) -> Group:
             f"PodGroup {_ns(pod_group)}/{name} has {len(members)} of its minMember "
             f"{min_member} pods; waiting for the rest"
         )
-    minimum = spec.get("minResources") or {}
+    base_cpus, base_memory_mib = _base(spec.get("minResources") or {}, f"{_describe(pod_group)} spec.minResources")
     return Group(
         key=_key(COSCHEDULING_POD_GROUP, pod_group),
         source=_describe(pod_group),
@@ -262,8 +263,8 @@ def _coscheduling(req: DecoratorRequest, pod_group: JSON) -> Group:
         min_nodes=min_member or None,
         max_nodes=len(members),
         tasks_per_node=1,
-        base_cpus=_positive(quantity.value(quantity.parse(minimum.get("cpu", 0)))),
-        base_memory_mib=_positive(quantity.mebibytes(quantity.parse(minimum.get("memory", 0)))),
+        base_cpus=base_cpus,
+        base_memory_mib=base_memory_mib,
     )
 
 
@@ -356,6 +357,17 @@ def _ns(obj: JSON) -> str:
 
 def _name(obj: JSON) -> str:
     return (obj.get("metadata") or {}).get("name", "")
+
+
+def _base(resources: JSON, where: str) -> tuple[int | None, int | None]:
+    """A workload's own cpus and MiB for its job (Group.base_*); a BadQuantity names `where`."""
+    try:
+        return (
+            _positive(quantity.cpus(quantity.parse(resources.get("cpu", 0)))),
+            _positive(quantity.mebibytes(quantity.parse(resources.get("memory", 0)))),
+        )
+    except quantity.BadQuantity as err:
+        raise type(err)(f"{where}: {err}") from None
 
 
 def _positive(number: int) -> int | None:

@@ -144,3 +144,41 @@ def test_every_value_of_every_sample_replaced_by_an_object_never_gets_a_500(rout
             if resp.status_code == 500:
                 failures.append(path)
     assert failures == [], failures[:20]
+
+
+def nested(depth: int, leaf: Any) -> orjson.Fragment:
+    """`leaf` inside `depth` levels of lists and objects, alternating, as JSON text (orjson writes only 254)."""
+    opens = "".join('{"a":' if level % 2 else "[" for level in range(depth))
+    closes = "".join("}" if level % 2 else "]" for level in reversed(range(depth)))
+    return orjson.Fragment(opens + orjson.dumps(leaf).decode() + closes)
+
+
+def huge_quantity(exponent: int) -> str:
+    return f"1e{exponent}"
+
+
+# Values the parsers accept that once made hooks fail: nesting deeper than an answer can carry (up to
+# what the parsers take), quantities beyond 64 bits, key material no JWT can be signed with.
+HOSTILE = st.one_of(
+    st.builds(nested, st.sampled_from([253, 254, 255, 300, 600, 900, 990]), st.sampled_from([{}, "x", 1])),
+    st.builds(huge_quantity, st.sampled_from([19, 20, 30, 300, 4000, 2_000_000_000])),
+    st.sampled_from(["", " ", "\n", "1" * 5000, "0." + "0" * 5000 + "1", "65534", "1e-40", "99999Ei", "-1e20"]),
+)
+
+
+@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), route=st.sampled_from(ROUTES), hostile=HOSTILE)
+def test_a_hostile_value_anywhere_never_gets_a_500(data, route, hostile):
+    path = data.draw(st.sampled_from(PATHS[route]), label="path")
+    resp = post(route, broken(SAMPLES[route], path, hostile))
+    assert resp.status_code in (200, 400, 501), (path, str(hostile)[:80], resp.get_json())
+    if resp.status_code == 400:
+        assert resp.get_json()["error"], "a 400 names what is wrong"
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), route=st.sampled_from(ROUTES), key=st.sampled_from(KEYS_READ), hostile=HOSTILE)
+def test_a_hostile_value_added_under_a_key_a_hook_reads_never_gets_a_500(data, route, key, hostile):
+    path = data.draw(st.sampled_from(OBJECTS[route]), label="object")
+    resp = post(route, broken(SAMPLES[route], (*path, key), hostile))
+    assert resp.status_code in (200, 400, 501), (path, key, str(hostile)[:80], resp.get_json())

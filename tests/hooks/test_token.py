@@ -238,3 +238,27 @@ def test_still_valid_token_secret_is_byte_identical_across_repeated_syncs(client
         assert answers[0].data == answers[1].data  # same observed state, same instant: same bytes
         (child,) = answers[0].get_json()["children"]
         assert json.dumps(child, sort_keys=True) == json.dumps(minted, sort_keys=True)
+
+
+@pytest.mark.parametrize(
+    ("key", "problem"),
+    [
+        pytest.param(b"", "is empty", id="empty"),
+        pytest.param(b" \n\t" * 12, "holds only whitespace", id="whitespace"),
+        pytest.param(b"0123456789abcdef", "holds 16 bytes, fewer than the 32", id="too-short"),
+    ],
+)
+def test_unusable_key_material_is_an_invalid_spec_naming_secret_and_key_and_no_token(client, key, problem):
+    """An empty key made PyJWT raise (a 500 on every sync); a short one signs tokens RFC 7518 forbids."""
+    message = assert_invalid_spec(
+        client, "token", token_cr(), token_cr(), related(key_secret(key)), problem, good_rel=related(key_secret())
+    )
+    assert "Secret 'jwt' key 'jwt.key'" in message, message
+
+
+def test_key_data_that_is_not_base64_is_a_malformed_request_naming_the_field(client):
+    """The API server keeps Secret data as base64; anything else never came from it."""
+    bad = secret("jwt", {})
+    bad["data"]["jwt.key"] = "not base64!"
+    resp = client.post("/token/sync", json=request(token_cr(), None, related(bad)))
+    assert resp.status_code == 400 and "data" in resp.get_json()["error"], resp.get_json()
