@@ -93,15 +93,21 @@ class HookRoutes:
             return _error(405, MethodNotAllowed.description)
         started = time.perf_counter()
         denied = _unauthorized(request)
-        if denied is not None:
-            response = denied
-        elif (body := _read_body(request, self.max_body)) is None:
-            response = _error(413, f"request body is larger than HOOKS_MAX_BODY_BYTES ({self.max_body} bytes)")
-        else:
-            with collector_paused():  # the parsed request is freed inside, before the answer is sent
-                response = _answer(route, body)
+        response = denied if denied is not None else self._answer_body(route, request)
         metrics.observe(route.path, response.status_code, time.perf_counter() - started)
         return response
+
+    def _answer_body(self, route: Route, request: Request) -> Response:
+        try:
+            body = _read_body(request, self.max_body)
+        except TimeoutError as err:  # the gevent worker's read deadline (hooks/worker.py)
+            return _error(408, str(err))
+        if body is None:
+            return _error(413, f"request body is larger than HOOKS_MAX_BODY_BYTES ({self.max_body} bytes)")
+        if request.content_length is not None and len(body) < request.content_length:
+            return _error(400, f"request body ended after {len(body)} of its {request.content_length} bytes")
+        with collector_paused():  # the parsed request is freed inside, before the answer is sent
+            return _answer(route, body)
 
 
 def max_body_bytes() -> int:

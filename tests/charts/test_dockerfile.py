@@ -75,7 +75,7 @@ def _writing_calls() -> list[str]:
 
 def test_the_code_writes_only_temporary_files() -> None:
     """So the write paths are the temp dir and PROMETHEUS_MULTIPROC_DIR, which the next test mounts."""
-    assert _writing_calls() == ["hooks/gunicorn_conf.py:39:tempfile.mkdtemp"]
+    assert _writing_calls() == ["hooks/gunicorn_conf.py:46:tempfile.mkdtemp"]
 
 
 def _our_containers(chart: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
