@@ -8,6 +8,11 @@ JSON patch (a list body) for a PVC's ownerReferences.
 The watch cache (slurm_sync/informer.py) lists a collection page by page (``*_page``) and then
 watches it (``watch_*``) through the client's ``Watch``, with events decoded into the same plain
 dicts (``DictWatch``).
+
+Every request has a client deadline (``_request_timeout``; a watch brings its own, every other call
+gets ``REQUEST_TIMEOUT``), so a stopped API server or a half-open connection fails a call instead of
+blocking the pass for as long as the kernel keeps the socket; and each request in flight is recorded
+(``Kube.calls``), so readiness names one that hangs before its deadline ends it.
 """
 
 from __future__ import annotations
@@ -16,12 +21,14 @@ import base64
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, cast
+from urllib.parse import urlsplit
 
 import orjson
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from hooks import names
+from slurm_sync.inflight import InFlight
 from slurm_sync.shapes import Decode  # a listing page's bytes -> its JSON (the cache's decodes only what it keeps)
 
 JSON = dict[str, Any]
@@ -29,6 +36,7 @@ WriteCounter = Callable[[str, str], None]  # (kind, verb)
 PAGE_SIZE = 500  # objects per page of a cache's listing (client-go's default): a bounded peak per request
 CONNECT_TIMEOUT = 10.0
 READ_MARGIN = 30.0  # a watch silent this long past the server's own timeout is a broken stream
+REQUEST_TIMEOUT = 10.0  # seconds, connection to last byte, for every request but a watch
 
 
 @dataclass(frozen=True)
@@ -120,6 +128,48 @@ def pod_gone(kube: Kube, namespace: str, name: str) -> tuple[bool, str]:
     return False, ""
 
 
+class _TimedRest:
+    """The client's REST layer with a deadline on every request that brings none, and each request
+    recorded in ``calls`` until it is answered (the answer's headers: a body left to read is the caller's,
+    and a watch's stream is its own read timeout's)."""
+
+    def __init__(self, inner: Any, timeout: float) -> None:
+        self._inner = inner
+        self.timeout = timeout
+        self.calls = InFlight()
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        headers: Any = None,
+        body: Any = None,
+        post_params: Any = None,
+        _request_timeout: Any = None,
+    ) -> Any:
+        with self.calls.call(f"{method.upper()} {urlsplit(url).path}"):
+            return self._inner.request(
+                method,
+                url,
+                headers=headers,
+                body=body,
+                post_params=post_params,
+                _request_timeout=_request_timeout or self.timeout,
+            )
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def timed_requests(api: client.ApiClient, timeout: float = REQUEST_TIMEOUT) -> InFlight:
+    """Give every request made through ``api`` a deadline (once per client); its calls in flight."""
+    rest: Any = api.rest_client
+    if not isinstance(rest, _TimedRest):
+        rest = _TimedRest(rest, timeout)
+        api.rest_client = rest  # the same request()
+    return rest.calls
+
+
 def selector(labels: dict[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
@@ -132,6 +182,7 @@ class Kube:
     same_dicts = False
 
     def __init__(self, api: client.ApiClient, count_write: WriteCounter = lambda kind, verb: None) -> None:
+        self.calls = timed_requests(api)  # every call through ``api`` has a deadline, and hangs are seen
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.events = client.EventsV1Api(api)
