@@ -18,12 +18,15 @@ blocking the pass for as long as the kernel keeps the socket; and each request i
 from __future__ import annotations
 
 import base64
+import itertools
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import urlsplit
 
 import orjson
+import urllib3
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
@@ -36,7 +39,8 @@ WriteCounter = Callable[[str, str], None]  # (kind, verb)
 PAGE_SIZE = 500  # objects per page of a cache's listing (client-go's default): a bounded peak per request
 CONNECT_TIMEOUT = 10.0
 READ_MARGIN = 30.0  # a watch silent this long past the server's own timeout is a broken stream
-REQUEST_TIMEOUT = 10.0  # seconds, connection to last byte, for every request but a watch
+REQUEST_TIMEOUT = 10.0  # seconds, connection to last byte, for every request but a watch, all its tries
+RETRIES = 2  # more tries of a request whose connection failed at once, within REQUEST_TIMEOUT
 
 
 @dataclass(frozen=True)
@@ -128,15 +132,37 @@ def pod_gone(kube: Kube, namespace: str, name: str) -> tuple[bool, str]:
     return False, ""
 
 
+def _may_retry(method: str, exc: urllib3.exceptions.HTTPError) -> bool:
+    """Whether a failed try may be made again: its connection could not be opened (nothing was sent), or a
+    read's pooled connection was found closed (what urllib3's own retries were for)."""
+    reason = exc.reason if isinstance(exc, urllib3.exceptions.MaxRetryError) else exc
+    if isinstance(reason, urllib3.exceptions.NewConnectionError):
+        return True
+    return method in ("GET", "HEAD") and isinstance(reason, urllib3.exceptions.ProtocolError)
+
+
 class _TimedRest:
     """The client's REST layer with a deadline on every request that brings none, and each request
     recorded in ``calls`` until it is answered (the answer's headers: a body left to read is the caller's,
-    and a watch's stream is its own read timeout's)."""
+    and a watch's stream is its own read timeout's).
 
-    def __init__(self, inner: Any, timeout: float) -> None:
+    The deadline holds in wall time, tries included: urllib3's own retries (three more tries of a read
+    that timed out, 40 s for a GET to a stopped API server) are off for this client, and a try that failed
+    at once (refused, a stale pooled connection) is made again only within the deadline, at most
+    ``RETRIES`` times."""
+
+    def __init__(self, inner: Any, timeout: float, clock: Callable[[], float] = time.monotonic) -> None:
         self._inner = inner
         self.timeout = timeout
         self.calls = InFlight()
+        self._clock = clock
+        pools = getattr(inner, "pool_manager", None)  # the RESTClientObject's, through any wrapper (the fence's)
+        if isinstance(pools, urllib3.PoolManager):
+            # No try again of urllib3's own; up to 3 redirects are followed, as before.
+            pools.connection_pool_kw["retries"] = urllib3.util.Retry(
+                None, connect=0, read=0, status=0, other=0, redirect=3
+            )
+            pools.clear()  # pools made before (the start's version check) had the default retries
 
     def request(
         self,
@@ -147,15 +173,27 @@ class _TimedRest:
         post_params: Any = None,
         _request_timeout: Any = None,
     ) -> Any:
-        with self.calls.call(f"{method.upper()} {urlsplit(url).path}"):
-            return self._inner.request(
-                method,
-                url,
-                headers=headers,
-                body=body,
-                post_params=post_params,
-                _request_timeout=_request_timeout or self.timeout,
-            )
+        method = method.upper()
+        with self.calls.call(f"{method} {urlsplit(url).path}"):
+            if _request_timeout:  # its own (a watch): one try
+                return self._inner.request(
+                    method, url, headers=headers, body=body, post_params=post_params, _request_timeout=_request_timeout
+                )
+            deadline = self._clock() + self.timeout
+            for tried in itertools.count(1):
+                try:
+                    return self._inner.request(
+                        method,
+                        url,
+                        headers=headers,
+                        body=body,
+                        post_params=post_params,
+                        _request_timeout=max(deadline - self._clock(), 0.001),
+                    )
+                except urllib3.exceptions.HTTPError as exc:
+                    if tried > RETRIES or not _may_retry(method, exc) or self._clock() >= deadline:
+                        raise
+            raise AssertionError("unreachable: the last try returns or raises")
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -128,8 +129,14 @@ class Service:
             config.full_replan_interval,
         )
         self.events = Events(kube)
-        self._clusters: dict[str, tuple[ClusterHandle, Runner]] = {}  # each cluster's handle and its worker
+        # Each cluster's handle and its worker. Replaced whole by the loop's thread, never changed in place:
+        # readiness (the health server's threads) reads it at any time.
+        self._clusters: dict[str, tuple[ClusterHandle, Runner]] = {}
+        # Workers of clusters dropped or rebuilt by discovery whose last pass may still run (waited for at
+        # close; no successor starts before it ends; their NodeSets are not "orphaned" meanwhile).
+        self._retiring: list[tuple[ClusterHandle, Runner]] = []
         self._bridge = Runner("bridge", partial(self._bridge_pass, bridge), bridge.slurm.calls) if bridge else None
+        self._loop_started: float | None = None  # when the loop's own part of the pass (discovery) started
 
     def run_pass(self, wait: bool = True) -> bool:
         """One pass over every cluster and the bridge, each on its worker; True only if every one did all it
@@ -139,7 +146,11 @@ class Service:
         Readiness is narrower: only what could not be read (Slurm, Kubernetes) makes us unready;
         a refused write or a user's mistake is logged and counted, and fails `--once`.
         """
-        outcomes = self._operator_pass() if self.config.operator else {}
+        self._loop_started = time.monotonic()
+        try:
+            outcomes = self._operator_pass() if self.config.operator else {}
+        finally:
+            self._loop_started = None
         self.health.record({name: why for name, (ready, _, why) in outcomes.items() if not ready})
         started = [runner.request() for runner in self._runners()]
         ended = [future.result() for future in started] if wait else []
@@ -150,20 +161,39 @@ class Service:
 
     def _failing_now(self) -> dict[str, str]:
         """What fails at the time of asking: each worker's problem (a call in flight too long, a pass past
-        its time, its last pass's reason), and a Kubernetes call in flight too long."""
+        its time, its last pass's reason), the loop's own part (discovery) past its time, and a Kubernetes
+        call in flight too long."""
         overdue = overdue_after(self.config.poll_interval)
         failing = {runner.name: runner.problem(overdue) for runner in self._runners()}
+        started = self._loop_started
+        if started is not None and (running := time.monotonic() - started) > overdue:
+            failing["discovery"] = f"running for {running:.0f} s"
         failing["kubernetes"] = self.kube.calls.hung()
         return {name: why for name, why in failing.items() if why}
 
+    def _retire(self, handle: ClusterHandle) -> None:
+        """A handle discovery dropped: its worker starts no pass, and its client is closed once the pass
+        running now has ended (closed under it, the pass would fail half way, "pass crashed")."""
+        entry = self._clusters.get(handle.ref.name)
+        if entry is None or entry[0] is not handle:  # no worker ever ran it
+            handle.client.close()
+            return
+        self._retiring.append(entry)
+        entry[1].close(wait=False, then=handle.client.close)
+
     def _sync_runners(self) -> None:
-        """A worker for each cluster handle (a new one for a handle built anew); none for a cluster gone."""
-        handles = self.clusters.handles
-        for name in [n for n, (handle, _) in self._clusters.items() if handles.get(n) is not handle]:
-            self._clusters.pop(name)[1].close(wait=False)
-        for name, handle in handles.items():
-            if name not in self._clusters:
-                self._clusters[name] = (handle, Runner(name, partial(self._sync_one, handle), handle.client.calls))
+        """A worker for each cluster handle (a new one for a handle built anew, starting once the one it
+        replaces has ended its pass); none for a cluster gone (retired by ``Clusters.update``)."""
+        self._retiring = [(handle, runner) for handle, runner in self._retiring if runner.busy]
+        clusters = {}
+        for name, handle in self.clusters.handles.items():
+            entry = self._clusters.get(name)
+            if entry is None or entry[0] is not handle:
+                before = [runner for old, runner in self._retiring if old.ref.name == name]  # the last retired
+                after = before[-1] if before else None
+                entry = (handle, Runner(name, partial(self._sync_one, handle), handle.client.calls, after=after))
+            clusters[name] = entry
+        self._clusters = clusters
 
     def _bridge_pass(self, bridge: BridgeLoop) -> Outcome:
         """(ready, ok, why) of one bridge pass."""
@@ -196,7 +226,7 @@ class Service:
         refs, problems = plan_clusters(controllers, restapis, self.config.slurm_url)
         for problem in problems:
             log.warning("skipping %s", problem)
-        self.clusters.update(refs)
+        self.clusters.update(refs, self._retire)
         self._sync_runners()
         return self._release_orphaned_claims()
 
@@ -213,7 +243,8 @@ class Service:
         except Exception as exc:  # as in discovery: nothing is known, nothing is released
             log.error("listing nodesets failed: %s", describe_error(exc))
             return {"nodesets": (False, False, f"list nodesets: {describe_error(exc)}")}
-        covered = {(h.ref.namespace, h.ref.controller) for h in self.clusters.handles.values()}
+        handles = [*self.clusters.handles.values(), *(h for h, runner in self._retiring if runner.busy)]
+        covered = {(h.ref.namespace, h.ref.controller) for h in handles}  # a retiring pass may still release them
         tally = Tally()
         try:
             for nodeset in nodesets:
@@ -297,7 +328,7 @@ class Service:
 
     def close(self) -> None:
         """After the passes running now end (a term's writes end before its Lease is released)."""
-        for runner in self._runners():
+        for runner in [*self._runners(), *(runner for _, runner in self._retiring)]:
             runner.close(wait=True)
         self.clusters.close()
         if self.bridge is not None:

@@ -181,12 +181,18 @@ class Clusters:
         self.slurm_timeout = slurm_timeout
         self.handles: dict[str, ClusterHandle] = {}
 
-    def update(self, refs: Iterable[ClusterRef]) -> None:
-        """Add new clusters, drop gone ones, rebuild those whose URL or key reference changed."""
+    def update(self, refs: Iterable[ClusterRef], retire: Callable[[ClusterHandle], None] | None = None) -> None:
+        """Add new clusters, drop gone ones, rebuild those whose URL or key reference changed. ``retire``
+        gets each handle dropped (the service closes its client once the pass using it has ended);
+        without it, its client is closed at once."""
         wanted = {ref.name: ref for ref in refs}
         for name in list(self.handles):
             if name not in wanted or self.handles[name].ref != wanted[name]:
-                self.handles.pop(name).client.close()
+                handle = self.handles.pop(name)
+                if retire is None:
+                    handle.client.close()
+                else:
+                    retire(handle)
                 log.info("cluster %s: removed", name)
         for name, ref in wanted.items():
             if name not in self.handles:

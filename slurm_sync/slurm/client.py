@@ -433,15 +433,16 @@ class SlurmClient:
         if method != "GET" and self._cluster is not None and not self._verified:
             self.ping()  # which cluster answers here? (raises SlurmWrongCluster before any write)
         attempts = self._retry.attempts if retry else 1
-        for attempt in range(attempts):
-            try:
-                return self._once(method, path, params, body, decode or _decode)
-            except SlurmUnavailable as exc:
-                if not exc.retryable or attempt + 1 >= attempts:
-                    raise
-                delay = self._retry.delay(attempt, self._jitter())
-                log.warning("%s (retry %d/%d in %.2fs)", exc, attempt + 1, attempts - 1, delay)
-                self._sleep(delay)
+        with self.calls.call(f"{method} {path}"):  # in flight across its tries: a hung peer stays named
+            for attempt in range(attempts):
+                try:
+                    return self._once(method, path, params, body, decode or _decode)
+                except SlurmUnavailable as exc:
+                    if not exc.retryable or attempt + 1 >= attempts:
+                        raise
+                    delay = self._retry.delay(attempt, self._jitter())
+                    log.warning("%s (retry %d/%d in %.2fs)", exc, attempt + 1, attempts - 1, delay)
+                    self._sleep(delay)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _once(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any, decode: Decode) -> JSON | None:
@@ -456,8 +457,7 @@ class SlurmClient:
         where = f"{method} {self.base_url}{path}"
         timeout = self._write_timeout(method, where)
         try:
-            with self.calls.call(f"{method} {path}"):
-                status, answer = self._exchange(method, path, params, content, headers, timeout)
+            status, answer = self._exchange(method, path, params, content, headers, timeout)
         except httpx.TimeoutException as exc:
             raise SlurmUnavailable(f"{where}: timed out ({type(exc).__name__})") from None
         except httpx.HTTPError as exc:
