@@ -221,11 +221,11 @@ def kube_client(kubeconfig: str | None) -> client.ApiClient:
                 api = client.ApiClient()
             except config.ConfigException:
                 api = config.new_client_from_config()
-    except (config.ConfigException, OSError) as err:
+    except Exception as err:  # a missing file, or one that is not a kubeconfig (YAML, binary: any error)
         where = kubeconfig or "~/.kube/config (no in-cluster service account either)"
         raise SystemExit(
-            f"slurm-sync: cannot load a Kubernetes configuration from {where}: {err}; "
-            "set --kubeconfig (or SLURM_SYNC_KUBECONFIG / KUBECONFIG), or run in a pod"
+            f"slurm-sync: cannot load a Kubernetes configuration from {where}: {type(err).__name__}: "
+            f"{_first_line(err)}; set --kubeconfig (or SLURM_SYNC_KUBECONFIG / KUBECONFIG), or run in a pod"
         ) from None
     check_api(api)
     return api
@@ -264,17 +264,29 @@ def kube_reader(api: client.ApiClient, metrics: Metrics, wakeup: Wakeup, args: a
 
 def bridge_tokens(args: argparse.Namespace) -> TokenProvider:
     """The bridge talks to one Slurm: --slurm-url with --token-file, or a key to mint tokens from.
-    Checked once at start, so a missing setting stops a standby too, not only its first term."""
+    Checked once at start, so a missing setting stops a standby too, not only its first term. A token
+    file is read on every request (it may be rotated, or appear later); its problems are the pass's."""
     if not args.slurm_url:
         raise SystemExit("--mode bridge needs --slurm-url")
     if args.token_file:
         return token_file(args.token_file)
     if not args.jwt_key_file:
         raise SystemExit("--mode bridge needs --token-file or --jwt-key-file")
+    try:
+        with open(args.jwt_key_file, "rb") as handle:
+            key = handle.read()
+    except OSError as err:
+        raise SystemExit(f"slurm-sync: --jwt-key-file {args.jwt_key_file}: cannot read it: {err.strerror}") from None
+    if not key:
+        raise SystemExit(f"slurm-sync: --jwt-key-file {args.jwt_key_file} is empty: slurmctld's JWT key belongs there")
     source = TokenSource(args.token_user, args.token_lifetime)
-    with open(args.jwt_key_file, "rb") as handle:
-        source.set_key(handle.read(), "file")
+    source.set_key(key, "file")
     return source
+
+
+def token_origin(args: argparse.Namespace) -> str:
+    """Where the bridge's token comes from, for the message when slurmrestd refuses it."""
+    return f"--token-file {args.token_file}" if args.token_file else f"--jwt-key-file {args.jwt_key_file}"
 
 
 def bridge_loop(
@@ -292,6 +304,7 @@ def bridge_loop(
         timeout=args.slurm_timeout,
         cluster=args.cluster_name or None,
         write_budget=write_budget,
+        token_origin=token_origin(args),
     )
     return BridgeLoop(
         slurm,

@@ -128,7 +128,7 @@ class ViewMemo(Generic[V]):
 
 
 class KubeCache:
-    """The informers, by collection; read from the pass thread."""
+    """The informers, by collection; read from the pass threads (the loop's and every worker's)."""
 
     def __init__(
         self,
@@ -159,7 +159,10 @@ class KubeCache:
                 )
                 informer.start()
             self._read_at[collection] = self._clock()
-        if created:  # the first listing; a resync is not waited for (its end wakes the loop)
+        # The first listing is waited for by the reader that started it and by any that came while it runs
+        # (the passes of clusters run side by side, and each reads the Nodes); a resync is not (its end
+        # wakes the loop), nor a first listing that failed (the informer tries again after a backoff).
+        if created or informer.first_listing:
             informer.wait_synced(self._sync_timeout)
         return informer.items()
 

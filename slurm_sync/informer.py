@@ -153,6 +153,7 @@ class Informer:
         self._clock = clock
         self._lock = threading.Lock()
         self._synced = threading.Event()
+        self._tried = threading.Event()  # the first listing has ended, done or failed (never cleared)
         self._stopping = threading.Event()
         self._store: dict[Key, JSON] = {}
         self._strings = SharedStrings()
@@ -183,6 +184,11 @@ class Informer:
     def wait_synced(self, timeout: float) -> bool:
         return self._synced.wait(timeout)
 
+    @property
+    def first_listing(self) -> bool:
+        """The first listing has not ended yet (done or failed): a reader now waits for it."""
+        return not self._tried.is_set()
+
     # --- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -207,6 +213,8 @@ class Informer:
                 except Exception as exc:  # an ApiException, the API server unreachable ...: try again later
                     delay = self._failed(f"list failed: {describe_error(exc)}")
                     continue
+                finally:
+                    self._tried.set()
                 delay = self._follow()
         except Exception:  # a bug: logged; the cache starts a new informer at the next read
             log.exception("cache of %s: the informer failed", self.collection)

@@ -8,20 +8,30 @@ JSON patch (a list body) for a PVC's ownerReferences.
 The watch cache (slurm_sync/informer.py) lists a collection page by page (``*_page``) and then
 watches it (``watch_*``) through the client's ``Watch``, with events decoded into the same plain
 dicts (``DictWatch``).
+
+Every request has a client deadline (``_request_timeout``; a watch brings its own, every other call
+gets ``REQUEST_TIMEOUT``), so a stopped API server or a half-open connection fails a call instead of
+blocking the pass for as long as the kernel keeps the socket; and each request in flight is recorded
+(``Kube.calls``), so readiness names one that hangs before its deadline ends it.
 """
 
 from __future__ import annotations
 
 import base64
+import itertools
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, cast
+from urllib.parse import urlsplit
 
 import orjson
+import urllib3
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from hooks import names
+from slurm_sync.inflight import InFlight
 from slurm_sync.shapes import Decode  # a listing page's bytes -> its JSON (the cache's decodes only what it keeps)
 
 JSON = dict[str, Any]
@@ -29,6 +39,8 @@ WriteCounter = Callable[[str, str], None]  # (kind, verb)
 PAGE_SIZE = 500  # objects per page of a cache's listing (client-go's default): a bounded peak per request
 CONNECT_TIMEOUT = 10.0
 READ_MARGIN = 30.0  # a watch silent this long past the server's own timeout is a broken stream
+REQUEST_TIMEOUT = 10.0  # seconds, connection to last byte, for every request but a watch, all its tries
+RETRIES = 2  # more tries of a request whose connection failed at once, within REQUEST_TIMEOUT
 
 
 @dataclass(frozen=True)
@@ -120,6 +132,82 @@ def pod_gone(kube: Kube, namespace: str, name: str) -> tuple[bool, str]:
     return False, ""
 
 
+def _may_retry(method: str, exc: urllib3.exceptions.HTTPError) -> bool:
+    """Whether a failed try may be made again: its connection could not be opened (nothing was sent), or a
+    read's pooled connection was found closed (what urllib3's own retries were for)."""
+    reason = exc.reason if isinstance(exc, urllib3.exceptions.MaxRetryError) else exc
+    if isinstance(reason, urllib3.exceptions.NewConnectionError):
+        return True
+    return method in ("GET", "HEAD") and isinstance(reason, urllib3.exceptions.ProtocolError)
+
+
+class _TimedRest:
+    """The client's REST layer with a deadline on every request that brings none, and each request
+    recorded in ``calls`` until it is answered (the answer's headers: a body left to read is the caller's,
+    and a watch's stream is its own read timeout's).
+
+    The deadline holds in wall time, tries included: urllib3's own retries (three more tries of a read
+    that timed out, 40 s for a GET to a stopped API server) are off for this client, and a try that failed
+    at once (refused, a stale pooled connection) is made again only within the deadline, at most
+    ``RETRIES`` times."""
+
+    def __init__(self, inner: Any, timeout: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._inner = inner
+        self.timeout = timeout
+        self.calls = InFlight()
+        self._clock = clock
+        pools = getattr(inner, "pool_manager", None)  # the RESTClientObject's, through any wrapper (the fence's)
+        if isinstance(pools, urllib3.PoolManager):
+            # No try again of urllib3's own; up to 3 redirects are followed, as before.
+            pools.connection_pool_kw["retries"] = urllib3.util.Retry(
+                None, connect=0, read=0, status=0, other=0, redirect=3
+            )
+            pools.clear()  # pools made before (the start's version check) had the default retries
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        headers: Any = None,
+        body: Any = None,
+        post_params: Any = None,
+        _request_timeout: Any = None,
+    ) -> Any:
+        method = method.upper()
+        with self.calls.call(f"{method} {urlsplit(url).path}"):
+            if _request_timeout:  # its own (a watch): one try
+                return self._inner.request(
+                    method, url, headers=headers, body=body, post_params=post_params, _request_timeout=_request_timeout
+                )
+            deadline = self._clock() + self.timeout
+            for tried in itertools.count(1):
+                try:
+                    return self._inner.request(
+                        method,
+                        url,
+                        headers=headers,
+                        body=body,
+                        post_params=post_params,
+                        _request_timeout=max(deadline - self._clock(), 0.001),
+                    )
+                except urllib3.exceptions.HTTPError as exc:
+                    if tried > RETRIES or not _may_retry(method, exc) or self._clock() >= deadline:
+                        raise
+            raise AssertionError("unreachable: the last try returns or raises")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def timed_requests(api: client.ApiClient, timeout: float = REQUEST_TIMEOUT) -> InFlight:
+    """Give every request made through ``api`` a deadline (once per client); its calls in flight."""
+    rest: Any = api.rest_client
+    if not isinstance(rest, _TimedRest):
+        rest = _TimedRest(rest, timeout)
+        api.rest_client = rest  # the same request()
+    return rest.calls
+
+
 def selector(labels: dict[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
@@ -132,6 +220,7 @@ class Kube:
     same_dicts = False
 
     def __init__(self, api: client.ApiClient, count_write: WriteCounter = lambda kind, verb: None) -> None:
+        self.calls = timed_requests(api)  # every call through ``api`` has a deadline, and hangs are seen
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.events = client.EventsV1Api(api)

@@ -1,20 +1,24 @@
 """The slurm_sync service: discover clusters, run a pass over each, serve health and metrics.
 
-A failing cluster never stops the others: each pass is isolated, and its outcome feeds
-readiness, which is false before the first successful pass and while any cluster cannot be read,
-is served by a slurmrestd of another Slurm cluster, or has a write Slurm refuses or fails (so an
-operator sees at once that drains are on hold); ``/readyz`` names each failing cluster and why. A
-wrong cluster is also a Warning Event on the Controller. The bridge's users' mistakes (an unknown
-partition, an unmapped Slurm node) are logged and counted (slurm_sync_bridge_user_errors_total), not
-unready.
+A failing cluster never stops the others, nor delays them: each cluster's passes, and the bridge's,
+run on a worker of their own (slurm_sync/runner.py). Their outcomes feed readiness, which is false
+before the first successful pass and while any cluster cannot be read, is served by a slurmrestd of
+another Slurm cluster, or has a write Slurm refuses or fails (so an operator sees at once that drains
+are on hold); and, without waiting for a pass to end, while a call to slurmrestd or the API server has
+waited ``HUNG_AFTER`` seconds for its answer or a pass runs past its next start (slurm_sync/inflight.py).
+``/readyz`` names each failing cluster and why. A wrong cluster is also a Warning Event on the
+Controller. The bridge's users' mistakes (an unknown partition, an unmapped Slurm node) are logged and
+counted (slurm_sync_bridge_user_errors_total), not unready.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Protocol
 
@@ -25,9 +29,10 @@ from slurm_sync.events import Events, controller_ref
 from slurm_sync.kube import Kube, describe_error
 from slurm_sync.metrics import Metrics
 from slurm_sync.operator.deletion import DEFAULT_GRACE
-from slurm_sync.operator.discovery import ClusterHandle, Clusters, plan_clusters
+from slurm_sync.operator.discovery import ClusterHandle, Clusters, KeyUnusable, plan_clusters
 from slurm_sync.operator.loop import FULL_REPLAN_INTERVAL, PassResult, Tally, release_retained_claims
 from slurm_sync.operator.view import read_nodeset
+from slurm_sync.runner import Outcome, Runner, overdue_after
 from slurm_sync.slurm.client import WriteBudget
 from slurm_sync.wake import Wakeup, run_passes
 
@@ -58,16 +63,17 @@ class Config:
         return self.mode in ("operator", "both")
 
 
-Outcome = tuple[bool, bool, str]  # (ready, ok, why not ready)
-
-
 class Health:
-    """Readiness: a successful pass happened, and no cluster is failing now (each with its reason)."""
+    """Readiness: a successful pass happened, and nothing is failing now (each with its reason): what the
+    last pass recorded, and what ``live`` finds failing at the time of asking (the workers' parts; ``passed``:
+    each of them has had a successful pass)."""
 
-    def __init__(self) -> None:
+    def __init__(self, live: Callable[[], Mapping[str, str]] = dict, passed: Callable[[], bool] = lambda: True) -> None:
         self._lock = threading.Lock()
         self._passed = False
         self._failing: dict[str, str] = {}
+        self._live = live
+        self._parts_passed = passed
 
     def record(self, failing: Mapping[str, str]) -> None:
         """``failing``: name -> why (may be "")."""
@@ -76,11 +82,13 @@ class Health:
             self._passed = self._passed or not self._failing
 
     def ready(self) -> tuple[bool, str]:
+        live, parts_passed = self._live(), self._parts_passed()
         with self._lock:
-            failing = "; ".join(f"{name}: {why}" if why else name for name, why in sorted(self._failing.items()))
-            if not self._passed:
+            parts = {**self._failing, **live}
+            failing = "; ".join(f"{name}: {why}" if why else name for name, why in sorted(parts.items()))
+            if not (self._passed and parts_passed):
                 return False, "no successful pass yet" + (f"; failing: {failing}" if failing else "")
-            if self._failing:
+            if parts:
                 return False, f"failing: {failing}"
             return True, "ok"
 
@@ -107,7 +115,7 @@ class Service:
         self.kube = kube
         self.metrics = metrics
         self.bridge = bridge
-        self.health = Health()
+        self.health = Health(self._failing_now, lambda: all(runner.passed for runner in self._runners()))
         self.clusters = Clusters(
             kube,
             metrics,
@@ -121,18 +129,71 @@ class Service:
             config.full_replan_interval,
         )
         self.events = Events(kube)
+        # Each cluster's handle and its worker. Replaced whole by the loop's thread, never changed in place:
+        # readiness (the health server's threads) reads it at any time.
+        self._clusters: dict[str, tuple[ClusterHandle, Runner]] = {}
+        # Workers of clusters dropped or rebuilt by discovery whose last pass may still run (waited for at
+        # close; no successor starts before it ends; their NodeSets are not "orphaned" meanwhile).
+        self._retiring: list[tuple[ClusterHandle, Runner]] = []
+        self._bridge = Runner("bridge", partial(self._bridge_pass, bridge), bridge.slurm.calls) if bridge else None
+        self._loop_started: float | None = None  # when the loop's own part of the pass (discovery) started
 
-    def run_pass(self) -> bool:
-        """One pass over every cluster and the bridge; True only if every one did all it meant to.
+    def run_pass(self, wait: bool = True) -> bool:
+        """One pass over every cluster and the bridge, each on its worker; True only if every one did all it
+        meant to. ``wait`` False (the service's loop): the workers' passes are started, not waited for, and
+        report to readiness when they end; a worker still in a pass runs another right after it.
 
         Readiness is narrower: only what could not be read (Slurm, Kubernetes) makes us unready;
         a refused write or a user's mistake is logged and counted, and fails `--once`.
         """
-        outcomes = self._operator_pass() if self.config.operator else {}
-        if self.bridge is not None:
-            outcomes["bridge"] = self._bridge_pass(self.bridge)
+        self._loop_started = time.monotonic()
+        try:
+            outcomes = self._operator_pass() if self.config.operator else {}
+        finally:
+            self._loop_started = None
         self.health.record({name: why for name, (ready, _, why) in outcomes.items() if not ready})
-        return all(ok for _, ok, _ in outcomes.values())
+        started = [runner.request() for runner in self._runners()]
+        ended = [future.result() for future in started] if wait else []
+        return all(ok for _, ok, _ in [*outcomes.values(), *ended])
+
+    def _runners(self) -> list[Runner]:
+        return [runner for _, runner in self._clusters.values()] + ([self._bridge] if self._bridge else [])
+
+    def _failing_now(self) -> dict[str, str]:
+        """What fails at the time of asking: each worker's problem (a call in flight too long, a pass past
+        its time, its last pass's reason), the loop's own part (discovery) past its time, and a Kubernetes
+        call in flight too long."""
+        overdue = overdue_after(self.config.poll_interval)
+        failing = {runner.name: runner.problem(overdue) for runner in self._runners()}
+        started = self._loop_started
+        if started is not None and (running := time.monotonic() - started) > overdue:
+            failing["discovery"] = f"running for {running:.0f} s"
+        failing["kubernetes"] = self.kube.calls.hung()
+        return {name: why for name, why in failing.items() if why}
+
+    def _retire(self, handle: ClusterHandle) -> None:
+        """A handle discovery dropped: its worker starts no pass, and its client is closed once the pass
+        running now has ended (closed under it, the pass would fail half way, "pass crashed")."""
+        entry = self._clusters.get(handle.ref.name)
+        if entry is None or entry[0] is not handle:  # no worker ever ran it
+            handle.client.close()
+            return
+        self._retiring.append(entry)
+        entry[1].close(wait=False, then=handle.client.close)
+
+    def _sync_runners(self) -> None:
+        """A worker for each cluster handle (a new one for a handle built anew, starting once the one it
+        replaces has ended its pass); none for a cluster gone (retired by ``Clusters.update``)."""
+        self._retiring = [(handle, runner) for handle, runner in self._retiring if runner.busy]
+        clusters = {}
+        for name, handle in self.clusters.handles.items():
+            entry = self._clusters.get(name)
+            if entry is None or entry[0] is not handle:
+                before = [runner for old, runner in self._retiring if old.ref.name == name]  # the last retired
+                after = before[-1] if before else None
+                entry = (handle, Runner(name, partial(self._sync_one, handle), handle.client.calls, after=after))
+            clusters[name] = entry
+        self._clusters = clusters
 
     def _bridge_pass(self, bridge: BridgeLoop) -> Outcome:
         """(ready, ok, why) of one bridge pass."""
@@ -154,7 +215,8 @@ class Service:
         return result.ready, result.ok, "; ".join(result.unready)
 
     def _operator_pass(self) -> dict[str, Outcome]:
-        """(ready, ok, why) per cluster (or for "discovery" when the clusters cannot be listed)."""
+        """Discovery (its clusters' workers made or dropped) and what no cluster's pass covers: (ready, ok,
+        why) of "discovery" when the clusters cannot be listed, of "nodesets" for orphaned NodeSets."""
         try:
             controllers = self._list_custom("controllers")
             restapis = self._list_custom("restapis")
@@ -164,10 +226,9 @@ class Service:
         refs, problems = plan_clusters(controllers, restapis, self.config.slurm_url)
         for problem in problems:
             log.warning("skipping %s", problem)
-        self.clusters.update(refs)
-        outcomes = {name: self._sync_one(handle) for name, handle in sorted(self.clusters.handles.items())}
-        outcomes.update(self._release_orphaned_claims())
-        return outcomes
+        self.clusters.update(refs, self._retire)
+        self._sync_runners()
+        return self._release_orphaned_claims()
 
     def _list_custom(self, plural: str) -> list[dict]:
         """Our CRs of one kind in the watched namespaces (one cluster-wide list when watching all)."""
@@ -182,7 +243,8 @@ class Service:
         except Exception as exc:  # as in discovery: nothing is known, nothing is released
             log.error("listing nodesets failed: %s", describe_error(exc))
             return {"nodesets": (False, False, f"list nodesets: {describe_error(exc)}")}
-        covered = {(h.ref.namespace, h.ref.controller) for h in self.clusters.handles.values()}
+        handles = [*self.clusters.handles.values(), *(h for h, runner in self._retiring if runner.busy)]
+        covered = {(h.ref.namespace, h.ref.controller) for h in handles}  # a retiring pass may still release them
         tally = Tally()
         try:
             for nodeset in nodesets:
@@ -198,9 +260,17 @@ class Service:
         name = handle.ref.name
         try:
             self.clusters.load_key(handle)
-        except Exception as exc:  # the Secret unreadable (or the apiserver unreachable): no pass
-            log.error("cluster %s: JWT key Secret %s: %s", name, handle.ref.key_secret, describe_error(exc))
-            return False, False, f"JWT key Secret {handle.ref.key_secret}: {describe_error(exc)}"
+        except Exception as exc:  # the Secret unreadable or unusable (or the apiserver unreachable): no pass
+            why = (
+                str(exc)
+                if isinstance(exc, KeyUnusable)
+                else f"JWT key Secret {handle.ref.key_secret}: {describe_error(exc)}"
+            )
+            level = logging.DEBUG if why == handle.key_problem else logging.ERROR  # said once while it lasts
+            log.log(level, "cluster %s: %s; nothing is synced for it", name, why)
+            handle.key_problem = why
+            return False, False, why
+        handle.key_problem = ""
         try:
             result = handle.loop.run_pass()
         except Exception:  # one cluster's bug must not stop the others
@@ -226,7 +296,7 @@ class Service:
             return
         ref = handle.ref
         controller = controller_ref(ref.namespace, ref.controller, ref.uid)
-        self.events.warn(controller, "WrongSlurmCluster", result.wrong_cluster)
+        handle.loop.events.warn(controller, "WrongSlurmCluster", result.wrong_cluster)
 
     def _report_unreachable(self, handle: ClusterHandle, result: PassResult) -> None:
         """A Warning Event on the Controller while its Slurm cannot be read (wrong cluster: see above)."""
@@ -234,7 +304,7 @@ class Service:
             return
         ref = handle.ref
         controller = controller_ref(ref.namespace, ref.controller, ref.uid)
-        self.events.warn(
+        handle.loop.events.warn(  # the cluster's own (passes of clusters run side by side)
             controller,
             "SlurmUnreadable",
             f"slurm_sync cannot read Slurm cluster {ref.cluster_name}: {'; '.join(result.unready)}. Nothing "
@@ -251,12 +321,15 @@ class Service:
 
     def _run_pass_guarded(self) -> None:
         try:
-            self.run_pass()
+            self.run_pass(wait=False)
         except Exception:
             log.exception("pass crashed")
             self.health.record({"pass": "crashed"})
 
     def close(self) -> None:
+        """After the passes running now end (a term's writes end before its Lease is released)."""
+        for runner in [*self._runners(), *(runner for _, runner in self._retiring)]:
+            runner.close(wait=True)
         self.clusters.close()
         if self.bridge is not None:
             self.bridge.slurm.close()

@@ -62,6 +62,7 @@ from slurm_sync.slurm.errors import (
     ESLURM_ALREADY_DONE,
     SlurmError,
     SlurmNotFound,
+    SlurmNoToken,
     SlurmRejected,
     SlurmUnavailable,
 )
@@ -85,11 +86,19 @@ def user_errors(metrics: Metrics) -> Counter:
 
 
 def token_file(path: str) -> Callable[[], str]:
-    """The JWT in ``path``, read on every request (rotation); an optional ``SLURM_JWT=`` prefix goes."""
+    """The JWT in ``path``, read on every request (rotation); an optional ``SLURM_JWT=`` prefix goes.
+    ``SlurmNoToken`` naming the setting and the file when it cannot be read or holds no token."""
 
     def read() -> str:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read().strip().removeprefix("SLURM_JWT=")
+        try:
+            with open(path, encoding="utf-8") as handle:
+                token = handle.read().strip().removeprefix("SLURM_JWT=")
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
+            raise SlurmNoToken(f"--token-file {path}: cannot read it: {why}") from None
+        if not token:
+            raise SlurmNoToken(f"--token-file {path} holds no token")
+        return token
 
     return read
 

@@ -9,6 +9,7 @@ own short-lived HS256 JWT minted from the cluster's JWT key, so nothing long-liv
 
 from __future__ import annotations
 
+import binascii
 import logging
 import threading
 import time
@@ -26,6 +27,7 @@ from slurm_sync.metrics import Metrics
 from slurm_sync.operator.deletion import DEFAULT_GRACE
 from slurm_sync.operator.loop import FULL_REPLAN_INTERVAL, OperatorLoop
 from slurm_sync.slurm.client import SlurmClient, WriteBudget
+from slurm_sync.slurm.errors import SlurmNoToken
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +128,7 @@ class TokenSource:
     def __call__(self) -> str:
         with self._lock:
             if self._key is None:
-                raise RuntimeError("no JWT key loaded yet")
+                raise SlurmNoToken("no JWT key loaded yet")
             now = self._clock()
             if self._token is None or now >= self._refresh_at:
                 issued = int(now)
@@ -137,12 +139,17 @@ class TokenSource:
             return self._token
 
 
+class KeyUnusable(Exception):
+    """The cluster's JWT key Secret was read, but holds no key we can sign with (the message says why)."""
+
+
 @dataclass
 class ClusterHandle:
     ref: ClusterRef
     tokens: TokenSource
     client: SlurmClient
     loop: OperatorLoop
+    key_problem: str = ""  # why the last pass could not use the JWT key ("" when it could): said once
 
 
 class Clusters:
@@ -174,12 +181,18 @@ class Clusters:
         self.slurm_timeout = slurm_timeout
         self.handles: dict[str, ClusterHandle] = {}
 
-    def update(self, refs: Iterable[ClusterRef]) -> None:
-        """Add new clusters, drop gone ones, rebuild those whose URL or key reference changed."""
+    def update(self, refs: Iterable[ClusterRef], retire: Callable[[ClusterHandle], None] | None = None) -> None:
+        """Add new clusters, drop gone ones, rebuild those whose URL or key reference changed. ``retire``
+        gets each handle dropped (the service closes its client once the pass using it has ended);
+        without it, its client is closed at once."""
         wanted = {ref.name: ref for ref in refs}
         for name in list(self.handles):
             if name not in wanted or self.handles[name].ref != wanted[name]:
-                self.handles.pop(name).client.close()
+                handle = self.handles.pop(name)
+                if retire is None:
+                    handle.client.close()
+                else:
+                    retire(handle)
                 log.info("cluster %s: removed", name)
         for name, ref in wanted.items():
             if name not in self.handles:
@@ -190,6 +203,7 @@ class Clusters:
                     timeout=self.slurm_timeout,
                     cluster=ref.cluster_name,
                     write_budget=self.write_budget,
+                    token_origin=f"JWT key Secret {ref.namespace}/{ref.key_secret} (key {ref.key_name!r})",
                 )
                 loop = OperatorLoop(
                     name,
@@ -207,8 +221,20 @@ class Clusters:
                 log.info("cluster %s: slurmrestd at %s, Slurm cluster %r", name, ref.url, ref.cluster_name)
 
     def load_key(self, handle: ClusterHandle) -> None:
-        """Read the JWT key each pass; a new resourceVersion re-mints the token."""
-        secret = self.kube.read_secret_key(handle.ref.namespace, handle.ref.key_secret, handle.ref.key_name)
+        """Read the JWT key each pass; a new resourceVersion re-mints the token. ``KeyUnusable`` when the
+        Secret lacks the key or the key is empty."""
+        ref = handle.ref
+        where = f"JWT key Secret {ref.namespace}/{ref.key_secret}"
+        try:
+            secret = self.kube.read_secret_key(ref.namespace, ref.key_secret, ref.key_name)
+        except KeyError:
+            raise KeyUnusable(f"{where} has no key {ref.key_name!r}") from None
+        except binascii.Error as exc:
+            raise KeyUnusable(f"{where}: key {ref.key_name!r} is not base64 ({exc})") from None
+        if not secret.data:
+            raise KeyUnusable(
+                f"{where}: key {ref.key_name!r} is empty; slurmctld's JWT key (jwt_hs256.key) belongs there"
+            )
         handle.tokens.set_key(secret.data, secret.resource_version)
 
     def close(self) -> None:

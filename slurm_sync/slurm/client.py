@@ -25,6 +25,7 @@ Safety rules, because slurm_sync acts on what it reads (docs/architecture.md §4
 
 from __future__ import annotations
 
+import datetime
 import logging
 import random
 import re
@@ -36,12 +37,15 @@ from typing import Any, Final, Generic, Literal, TypeVar
 from urllib.parse import quote
 
 import httpx
+import jwt
 import orjson
 
 from hooks.requestjson import shaped
+from slurm_sync.inflight import InFlight
 from slurm_sync.shapes import Body, Decode, record
 from slurm_sync.slurm.errors import (
     ESLURM_INVALID_NODE_NAME,
+    ESLURM_PROTOCOL_AUTHENTICATION,
     ESLURM_RESERVATION_INVALID,
     NOT_FOUND_NUMBERS,
     SlurmErrorDetail,
@@ -175,10 +179,12 @@ class SlurmClient:
         cluster: str | None = None,
         transport: httpx.BaseTransport | None = None,
         write_budget: WriteBudget | None = None,
+        token_origin: str = "",
     ) -> None:
         """``cluster``: the Slurm cluster this client serves (None: the first answer naming one pins
         it). ``transport``: httpx's, to put a proxy in between (tests inject faults there).
-        ``write_budget``: the leader's fence (None: every write may be sent)."""
+        ``write_budget``: the leader's fence (None: every write may be sent). ``token_origin``: where
+        the token comes from, for the message when slurmrestd refuses it (a setting and its file, a Secret)."""
         self.base_url = base_url.rstrip("/")
         self._cluster = cluster
         self._verified = False  # the last answer came from our cluster
@@ -190,6 +196,8 @@ class SlurmClient:
         self._jitter = jitter
         self._api: ApiInfo | None = None
         self._write_budget = write_budget
+        self._token_origin = token_origin
+        self.calls = InFlight()  # requests sent and not answered yet (readiness names one that hangs)
         self._http = httpx.Client(
             base_url=self.base_url,
             timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
@@ -425,15 +433,16 @@ class SlurmClient:
         if method != "GET" and self._cluster is not None and not self._verified:
             self.ping()  # which cluster answers here? (raises SlurmWrongCluster before any write)
         attempts = self._retry.attempts if retry else 1
-        for attempt in range(attempts):
-            try:
-                return self._once(method, path, params, body, decode or _decode)
-            except SlurmUnavailable as exc:
-                if not exc.retryable or attempt + 1 >= attempts:
-                    raise
-                delay = self._retry.delay(attempt, self._jitter())
-                log.warning("%s (retry %d/%d in %.2fs)", exc, attempt + 1, attempts - 1, delay)
-                self._sleep(delay)
+        with self.calls.call(f"{method} {path}"):  # in flight across its tries: a hung peer stays named
+            for attempt in range(attempts):
+                try:
+                    return self._once(method, path, params, body, decode or _decode)
+                except SlurmUnavailable as exc:
+                    if not exc.retryable or attempt + 1 >= attempts:
+                        raise
+                    delay = self._retry.delay(attempt, self._jitter())
+                    log.warning("%s (retry %d/%d in %.2fs)", exc, attempt + 1, attempts - 1, delay)
+                    self._sleep(delay)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _once(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any, decode: Decode) -> JSON | None:
@@ -458,6 +467,11 @@ class SlurmClient:
             if path.startswith("/slurm"):  # Slurm's answers (the OpenAPI document names no cluster)
                 self._check_cluster(where, status, body)
             return interpret(where, status, answer, token, body)
+        except SlurmRejected as exc:
+            if refuses_token(exc):
+                raise type(exc)(f"{exc}; {token_refusal(token, self._token_origin)}", status=exc.status,
+                                errors=exc.errors) from None  # fmt: skip
+            raise
         except SlurmUnavailable as exc:
             if exc.status == 404:
                 self._api = None  # our version's paths are gone: negotiate again on the next call
@@ -528,6 +542,30 @@ class SlurmClient:
                 status=status,
             )
         self._verified = True
+
+
+def refuses_token(exc: SlurmRejected) -> bool:
+    """slurmrestd (401) or slurmctld (Slurm's protocol authentication error, 1007) refused our token."""
+    return exc.status == 401 or ESLURM_PROTOCOL_AUTHENTICATION in exc.numbers
+
+
+def token_refusal(token: str, origin: str, now: float | None = None) -> str:
+    """What can be told of a refused token from the token itself (its claims, read without the key): it
+    expired, or it was current, so the key that signed it or its user is not Slurm's. A wrong key and an
+    expired token get the same answer from Slurm."""
+    origin = f"the token from {origin}" if origin else "the token"
+    try:
+        claims = jwt.decode(token, options={"verify_signature": False})
+    except jwt.InvalidTokenError as exc:
+        return f"slurmrestd refused {origin}: it is not a JWT ({exc})"
+    expires = claims.get("exp")
+    if not isinstance(expires, (int, float)):
+        return f"slurmrestd refused {origin} (it has no expiry): wrong key or user?"
+    at = datetime.datetime.fromtimestamp(expires, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if expires <= (time.time() if now is None else now):
+        return f"{origin} expired at {at}"
+    user = claims.get("sun") or claims.get("username") or "?"
+    return f"slurmrestd refused {origin} (user {user!r}, valid until {at}): wrong key or user?"
 
 
 def answer_cluster(body: JSON) -> str | None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Final
 
 # Slurm error numbers (slurm/slurm_errno.h) the client interprets.
+ESLURM_PROTOCOL_AUTHENTICATION: Final = 1007  # slurmctld refused the token (a wrong key, an expired token)
 ESLURM_INVALID_JOB_ID: Final = 2017
 ESLURM_INVALID_NODE_NAME: Final = 2018
 ESLURM_ALREADY_DONE: Final = 2021
@@ -28,7 +29,11 @@ def is_transport_number(number: int | None) -> bool:
     authentication error 1007), slurmctld communication (1800s) and socket (5000s) errors."""
     if number is None:
         return False
-    return (1000 <= number < 1100 and number != 1007) or 1800 <= number < 1900 or 5000 <= number < 5100
+    return (
+        (1000 <= number < 1100 and number != ESLURM_PROTOCOL_AUTHENTICATION)
+        or 1800 <= number < 1900
+        or 5000 <= number < 5100
+    )
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,13 @@ class SlurmSuspect(SlurmUnavailable):
 class SlurmNotLeader(SlurmUnavailable):
     """A write not sent because this replica does not hold the Lease (docs/architecture.md §8):
     another replica may be the leader, so it is never retried here."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=False)
+
+
+class SlurmNoToken(SlurmUnavailable):
+    """No token to send (its file unreadable or empty, no JWT key yet): nothing was sent."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message, retryable=False)

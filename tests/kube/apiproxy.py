@@ -4,8 +4,9 @@ slurm_sync's client talks plain HTTP to the proxy; the proxy forwards each reque
 over TLS with the lab's token, and streams a watch's events line by line, so that a test can do to a
 watch what networks and servers do: cut it mid-stream (``sever``), end it as the server does at its
 timeout (``end_watches``), lose events (``swallow``), answer a watch from a too old resourceVersion
-with the server's own ``410 Gone`` event (``expire_below``), and fail listings (``refuse_lists``).
-Everything else is the real server's answer.
+with the server's own ``410 Gone`` event (``expire_below``), fail listings (``refuse_lists``), and stop
+answering altogether as a stopped (SIGSTOP) server does (``stalled``: requests and watch events are
+held, not lost, until the block ends). Everything else is the real server's answer.
 """
 
 from __future__ import annotations
@@ -66,8 +67,10 @@ class ApiProxy:
     expired_below: int = 0
     _streams: list[_Stream] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _answering: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
+        self._answering.set()
         split = urlsplit(self.upstream.host)
         self._host, self._port = split.hostname or "127.0.0.1", split.port or 443
         self._tls = ssl.create_default_context(cafile=self.upstream.ssl_ca_cert)
@@ -90,6 +93,7 @@ class ApiProxy:
         return client.ApiClient(config)
 
     def close(self) -> None:
+        self._answering.set()
         self.sever()
         self._server.shutdown()
         self._server.server_close()
@@ -112,6 +116,16 @@ class ApiProxy:
             yield
         finally:
             self.swallowing = False
+
+    @contextmanager
+    def stalled(self) -> Iterator[None]:
+        """Within the block nothing is answered nor relayed, as from a stopped server: each request waits
+        (its connection open) and each watch's next event too, until the block ends."""
+        self._answering.clear()
+        try:
+            yield
+        finally:
+            self._answering.set()
 
     def expire_below(self, resource_version: int) -> None:
         """From now on a watch from an older resourceVersion than ``resource_version`` is answered as the
@@ -138,6 +152,7 @@ class ApiProxy:
         query = {k: v[-1] for k, v in parse_qs(split.query).items()}
         seen = Seen(handler.command, split.path, query, handler.client_address[:2])
         self.seen.append(seen)
+        self._answering.wait()
         if seen.watch and int(seen.query.get("resourceVersion") or 0) < self.expired_below:
             _answer_gone(handler, seen)
             return
@@ -174,6 +189,7 @@ class ApiProxy:
                     break
                 if not line:
                     break
+                self._answering.wait()
                 if not self.swallowing and not stream.fate:
                     _chunk(handler, line)
             if stream.fate == "sever":

@@ -19,6 +19,7 @@ from hooks import names
 from hooks.bridge import workload
 from slurm_sync.bridge.kube import BridgeKube
 from slurm_sync.bridge.loop import BridgeLoop
+from slurm_sync.inflight import InFlight
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
 from slurm_sync.service import Config, Service, health_server
@@ -45,6 +46,7 @@ class _Watch:
 class StubSlurm:
     """What the bridge loop calls; ``down`` makes every call fail as an unreachable slurmrestd."""
 
+    calls: InFlight = field(default_factory=InFlight)  # none ever in flight: the stub answers at once
     jobs: dict[int, Job] = field(default_factory=dict)
     nodes: dict[str, Node] = field(
         default_factory=lambda: {n: parse_node({"name": n, "state": ["IDLE"]}) for n in ("n1", "n2")}

@@ -74,6 +74,30 @@ def test_missing_kubeconfig_is_one_line_naming_the_fix() -> None:
     assert "/nonexistent/kubeconfig" in line and "set --kubeconfig" in line
 
 
+@pytest.mark.parametrize(
+    "content", [b"apiVersion: v1\nclusters: [{name: c\n  bad: : :", b"\x00\xff\xfe" * 40, b"- just\n- a list\n"]
+)
+def test_a_garbled_kubeconfig_is_one_line_naming_the_file(tmp_path: Path, content: bytes) -> None:
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_bytes(content)
+    result = _run("--once", "--kubeconfig", str(kubeconfig))
+    assert result.returncode == 1
+    (line,) = result.stderr.splitlines()
+    assert f"cannot load a Kubernetes configuration from {kubeconfig}" in line and "set --kubeconfig" in line
+
+
+def test_an_unreadable_jwt_key_file_is_one_line_naming_it(tmp_path: Path) -> None:
+    for key, why in (
+        (tmp_path / "missing", "cannot read it: No such file or directory"),
+        (tmp_path / "empty", "is empty"),
+    ):
+        if key.name == "empty":
+            key.write_bytes(b"")
+        args = cli.parse_args(["--mode", "bridge", "--slurm-url", "http://x", "--jwt-key-file", str(key)])
+        with pytest.raises(SystemExit, match=f"--jwt-key-file {key}.*{why}"):
+            cli.bridge_tokens(args)
+
+
 def test_unreachable_api_is_one_line_naming_the_server(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "config"
     kubeconfig.write_text(

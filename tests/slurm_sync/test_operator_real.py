@@ -18,6 +18,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import httpx
 import pytest
@@ -230,8 +231,8 @@ def _lab_dir(lab: SlurmLab) -> Path:
     return lab.root / "var/lib/slinky-lab"
 
 
-def kill_slurmrestd(lab: SlurmLab) -> Daemon:
-    """SIGKILL the lab's slurmrestd (its PID from the lab's pid file), remembering its command."""
+def lab_slurmrestd(lab: SlurmLab) -> tuple[int, Daemon]:
+    """The lab's slurmrestd: its PID (from the lab's pid file) and how it was started."""
     pid = int((_lab_dir(lab) / "pids/slurmrestd").read_text().split()[0])
     proc = Path(f"/proc/{pid}")
     ids = {
@@ -239,12 +240,18 @@ def kill_slurmrestd(lab: SlurmLab) -> Daemon:
         for line in (proc / "status").read_text().splitlines()
         if line.startswith(("Uid:", "Gid:"))
     }
-    daemon = Daemon(
+    return pid, Daemon(
         argv=[a.decode() for a in (proc / "cmdline").read_bytes().split(b"\0")[:-1]],
         environ=[e.decode() for e in (proc / "environ").read_bytes().split(b"\0")[:-1]],
         uid=ids["Uid"],
         gid=ids["Gid"],
     )
+
+
+def kill_slurmrestd(lab: SlurmLab) -> Daemon:
+    """SIGKILL the lab's slurmrestd, remembering its command."""
+    pid, daemon = lab_slurmrestd(lab)
+    proc = Path(f"/proc/{pid}")
     os.kill(pid, signal.SIGKILL)
     wait_for(
         lambda: proc.exists() and "State:\tZ" not in (proc / "status").read_text(),
@@ -254,16 +261,21 @@ def kill_slurmrestd(lab: SlurmLab) -> Daemon:
     return daemon
 
 
+def spawn_slurmrestd(lab: SlurmLab, daemon: Daemon, out: IO[bytes]) -> subprocess.Popen[bytes]:
+    """slurmrestd as the lab runs it (same chroot, user, environment, arguments), in a session of its own."""
+    return subprocess.Popen(
+        ["chroot", str(lab.root), "/usr/bin/env", "-i", "-C", "/var/lib/slinky-lab", *daemon.environ,
+         "setpriv", f"--reuid={daemon.uid}", f"--regid={daemon.gid}", "--clear-groups", *daemon.argv],
+        stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
+    )  # fmt: skip
+
+
 def start_slurmrestd(lab: SlurmLab, daemon: Daemon) -> None:
     """Start slurmrestd again as the lab did (same chroot, user, environment, arguments) and record
     it in the lab's pid file, so the rest of the lab keeps its state and JWT key."""
     lab_dir = _lab_dir(lab)
     with open(lab_dir / "log/slurmrestd.out", "ab") as out:
-        child = subprocess.Popen(
-            ["chroot", str(lab.root), "/usr/bin/env", "-i", "-C", "/var/lib/slinky-lab", *daemon.environ,
-             "setpriv", f"--reuid={daemon.uid}", f"--regid={daemon.gid}", "--clear-groups", *daemon.argv],
-            stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
-        )  # fmt: skip
+        child = spawn_slurmrestd(lab, daemon, out)
     start_time = Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
     (lab_dir / "pids/slurmrestd").write_text(f"{child.pid} {start_time}\n")
     wait_for(lambda: _pings(lab), bool, timeout=60, what="slurmrestd back")

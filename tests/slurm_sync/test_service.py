@@ -19,6 +19,7 @@ from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
 from slurm_sync.operator.discovery import TokenSource, plan_clusters
 from slurm_sync.service import Config, Health, Service, health_server
+from slurm_sync.slurm.errors import SlurmNoToken
 from tests.slurm_sync.fakekube import FakeKube
 from tests.slurm_sync.kubefixtures import NS, api_client, refused_url
 
@@ -62,7 +63,7 @@ def test_discovery_takes_the_oldest_restapi_and_either_key_ref() -> None:
 def test_token_is_short_lived_refreshed_before_expiry_and_on_key_change() -> None:
     now = [1_000_000.0]
     tokens = TokenSource("slurm", 300, clock=lambda: now[0])
-    with pytest.raises(RuntimeError):
+    with pytest.raises(SlurmNoToken, match="no JWT key loaded yet"):
         tokens()
     tokens.set_key(KEY, "1")
     first = tokens()
@@ -227,8 +228,10 @@ def test_an_unreachable_apiserver_is_unready_and_the_loop_goes_on() -> None:
             passes: list[bool] = []
             stop = threading.Event()
 
-            def counted(passes: list[bool] = passes, service: Service = service, stop: threading.Event = stop) -> bool:
-                passes.append(Service.run_pass(service))
+            def counted(
+                wait: bool = True, passes: list[bool] = passes, service: Service = service, stop: threading.Event = stop
+            ) -> bool:
+                passes.append(Service.run_pass(service, wait))
                 if len(passes) >= 3:
                     stop.set()
                 return passes[-1]
