@@ -9,7 +9,9 @@ Layout:
   over HTTP under gunicorn vs a floor app, with wrk), `bench/slurm_sync.py` (writes and cost of a
   slurm_sync pass), `bench/bridge.py` (bridge scheduling cost with few and many Slurm jobs). A new suite
   is a new module plus one line in `bench.run.SUITES`.
-* `bench/run.py` — the runner: runs the suites, prints their tables and one summary table of every
-  budget, exits 1 if a budget is missed (2 if a suite could not run). Budgets live here only, never in
+* `bench/run.py` — the runner: runs the suites, prints their tables, one summary table of every
+  budget and one verdict line per suite; exits 1 if a budget is missed, 2 if a suite could not run (a
+  bench bug or a broken machine: a loaded one must not do it). Budgets live here only, never in
   pytest: machines are noisy.
+* `bench/apistatus.py` — the `metav1.Status` answers of the fake API servers, shaped as a real one's.
 """

@@ -1,9 +1,13 @@
 """Bridge loop on the real Slurm lab: pod-to-binding latency and the cost of scheduling one pod
 with 10 and with 2,000 Slurm jobs queued (docs/architecture.md §7, issue 6).
 
-* Slurm: the real 26.05 lab (``hack/slurm/up.sh``; started here if it is not up, and stopped again
-  at the end only then), the real ``SlurmClient`` and ``BridgeLoop``. Every Slurm request and the
-  bytes of every answer are counted at the client (httpx event hooks).
+* Slurm: a real 26.05 lab of the suite's own, the real ``SlurmClient`` and ``BridgeLoop``. Every Slurm
+  request and the bytes of every answer are counted at the client (httpx event hooks). The lab is
+  ``hack/slurm``'s, run from a copy of its scripts under ``.cache/bench-lab`` (their state, ``.slurm-lab``,
+  lives there) on a rootfs and ports of its own (``<SLURM_LAB_ROOTFS>-bench``, ports 169xx): started
+  for the suite and stopped after it. Why not the checkout's lab: ``make test`` beside the bench starts
+  and stops that one (and another checkout's ``up.sh`` takes it over), which would take Slurm away
+  mid-suite; and the suite's 2,000 held jobs and placeholder jobs are no business of the tests' Slurm.
 * Kubernetes: a minimal stateful apiserver in a child process (list pods and nodes, patch pods,
   ``pods/binding``, delete, create events), so ``time.process_time`` of this process is the loop's own CPU.
   Bindings are stamped with ``time.monotonic`` (one clock for both processes on Linux).
@@ -29,6 +33,7 @@ import json
 import multiprocessing
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import threading
@@ -43,6 +48,7 @@ from urllib.parse import urlsplit
 import httpx
 from kubernetes import client as kclient
 
+from bench import apistatus
 from bench.measure import Budget, Report, fmt_ns, fmt_ratio
 from hooks import names
 from hooks.bridge import pod as pod_hook
@@ -52,6 +58,8 @@ JSON = dict[str, Any]
 TITLE = "bridge loop on the real Slurm lab: pod-to-binding latency, cost per pod with 10 vs 2,000 jobs queued"
 REPO = Path(__file__).resolve().parent.parent
 NS = "bench-bridge"
+LAB_HOME = REPO / ".cache" / "bench-lab"  # hack/slurm's scripts run from here: their .slurm-lab is the suite's
+LAB_PORTS = {"SLURM_LAB_CTLD_PORT": "16917", "SLURM_LAB_REST_PORT": "16920", "SLURM_LAB_SLURMD_PORT": "16931"}
 HELD_NAME = "bench-bridge-held"
 QUEUES = (10, 2_000)
 BUDGET_RATIO = 1.5
@@ -105,8 +113,8 @@ def _serve(port_out: Any) -> None:
                     return self._send({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items})
                 if m := re.fullmatch(r"/_bench/pods/([^/]+)/([^/]+)", path):
                     obj = objects.get(("pods", f"{m[1]}/{m[2]}"))
-                    return self._send(obj or {}, 200 if obj else 404)
-            self._send({"kind": "Status", "code": 404}, 404)
+                    return self._send(obj or apistatus.not_found("pods", m[2]), 200 if obj else 404)
+            self._send(apistatus.not_found(), 404)
 
         def do_POST(self) -> None:
             path, body = urlsplit(self.path).path, self._body()
@@ -119,21 +127,24 @@ def _serve(port_out: Any) -> None:
                     return self._send({})
                 if m := re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)/binding", path):
                     obj = objects.get(("pods", f"{m[1]}/{m[2]}"))
-                    if obj is None or obj["spec"].get("nodeName"):
-                        return self._send({"kind": "Status", "code": 409}, 409)
+                    if obj is None:
+                        return self._send(apistatus.not_found("pods", m[2]), 404)
+                    if obj["spec"].get("nodeName"):
+                        why = f"pod {m[2]} is already assigned to node {obj['spec']['nodeName']!r}"
+                        return self._send(apistatus.conflict("pods/binding", m[2], why), 409)
                     obj["spec"]["nodeName"] = body["target"]["name"]
                     bindings.append({"pod": m[2], "node": body["target"]["name"], "at": time.monotonic()})
-                    return self._send({"kind": "Status", "status": "Success"}, 201)
+                    return self._send(apistatus.SUCCESS, 201)
                 if m := re.fullmatch(r"/apis/events\.k8s\.io/v1/namespaces/([^/]+)/events", path):
                     return self._create_event(m[1], body)
-            self._send({"kind": "Status", "code": 404}, 404)
+            self._send(apistatus.not_found(), 404)
 
         def _create_event(self, namespace: str, event: JSON) -> None:
             """As the API server creates one: 201 with the object as created, 409 for a name already taken."""
             meta = event.setdefault("metadata", {})
             key = f"{namespace}/{meta.get('name')}"
             if key in events:
-                return self._send({"kind": "Status", "code": 409, "reason": "AlreadyExists"}, 409)
+                return self._send(apistatus.already_exists("events.events.k8s.io", str(meta.get("name"))), 409)
             events.add(key)
             meta |= {
                 "namespace": namespace,
@@ -149,10 +160,11 @@ def _serve(port_out: Any) -> None:
                 m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)", path)
                 obj = objects.get(("pods", f"{m[1]}/{m[2]}")) if m else None
                 if obj is None:
-                    return self._send({"kind": "Status", "code": 404}, 404)
+                    return self._send(apistatus.not_found("pods", m[2] if m else ""), 404)
                 meta, patch = obj["metadata"], body.get("metadata") or {}
                 if "resourceVersion" in patch and patch["resourceVersion"] != meta["resourceVersion"]:
-                    return self._send({"kind": "Status", "code": 409}, 409)
+                    why = "the object has been modified; please apply your changes to the latest version and try again"
+                    return self._send(apistatus.conflict("pods", meta["name"], why), 409)
                 for field_name in ("labels", "annotations"):
                     current = meta.setdefault(field_name, {})
                     for key, value in (patch.get(field_name) or {}).items():
@@ -170,8 +182,8 @@ def _serve(port_out: Any) -> None:
             with lock:
                 if m := re.fullmatch(r"/(?:_bench|api/v1/namespaces)/([^/]+)/pods/([^/]+)", path):
                     objects.pop(("pods", f"{m[1]}/{m[2]}"), None)
-                    return self._send({"kind": "Status", "status": "Success"})
-            self._send({"kind": "Status", "code": 404}, 404)
+                    return self._send(apistatus.SUCCESS)
+            self._send(apistatus.not_found(), 404)
 
     class Server(http.server.ThreadingHTTPServer):
         daemon_threads = True
@@ -265,8 +277,19 @@ def kube_node(name: str, slurm_name: str) -> JSON:
 # --- the lab --------------------------------------------------------------------------------
 
 
+def lab_script(name: str) -> str:
+    """One of ``hack/slurm``'s scripts, as the suite's own lab runs it."""
+    return str(LAB_HOME / "hack" / "slurm" / name)
+
+
+def lab_settings() -> dict[str, str]:
+    """The environment of the lab scripts: the suite's rootfs (beside the checkout's) and ports."""
+    rootfs = os.environ.get("SLURM_LAB_ROOTFS") or "/var/cache/slinky-mc/slurm-sid"
+    return {**os.environ, "SLURM_LAB_ROOTFS": f"{rootfs.rstrip('/')}-bench", **LAB_PORTS}
+
+
 def _env() -> dict[str, str]:
-    path = REPO / ".slurm-lab" / "env"
+    path = LAB_HOME / ".slurm-lab" / "env"
     out: dict[str, str] = {}
     for line in path.read_text().splitlines() if path.exists() else []:
         if m := re.match(r"export (\w+)='(.*)'$", line):
@@ -288,21 +311,27 @@ def _pings(env: dict[str, str]) -> bool:
         return False
 
 
-def ensure_lab() -> tuple[dict[str, str], bool]:
-    """The lab's settings, and whether this run started it."""
+def start_lab() -> dict[str, str]:
+    """The suite's own lab, up (from the checkout's scripts, copied afresh); its settings."""
+    for part in ("slurm", "lib"):
+        shutil.copytree(REPO / "hack" / part, LAB_HOME / "hack" / part, dirs_exist_ok=True)
+    done = subprocess.run([lab_script("up.sh")], env=lab_settings(), cwd=LAB_HOME, capture_output=True, text=True)
+    if done.returncode != 0:
+        error = LAB_HOME / ".slurm-lab" / "error"
+        why = error.read_text().strip() if error.exists() else f"exit {done.returncode}"
+        raise RuntimeError(f"the suite's Slurm lab did not start: {why}\n{done.stderr[-2000:]}")
     env = _env()
-    if _pings(env):
-        return env, False
-    subprocess.run([str(REPO / "hack/slurm/up.sh")], check=True, cwd=REPO)
-    env = _env()
-    if not _pings(env):
-        raise RuntimeError("hack/slurm/up.sh ran but slurmrestd does not answer")
-    return env, True
+    _wait(lambda: _pings(env), "the suite's slurmrestd to answer", timeout=60)  # a loaded machine answers late
+    return env
+
+
+def stop_lab() -> None:
+    subprocess.run([lab_script("down.sh")], env=lab_settings(), cwd=LAB_HOME, capture_output=True, check=False)
 
 
 def lab(*argv: str, timeout: float = 300) -> str:
     return subprocess.run(
-        [str(REPO / "hack/slurm/exec.sh"), *argv], check=True, capture_output=True, text=True, timeout=timeout, cwd=REPO
+        [lab_script("exec.sh"), *argv], check=True, capture_output=True, text=True, timeout=timeout, cwd=LAB_HOME
     ).stdout
 
 
@@ -316,9 +345,9 @@ def queue_held(count: int) -> list[int]:
 def cancel(job_ids: list[int]) -> None:
     for start in range(0, len(job_ids), 500):
         subprocess.run(
-            [str(REPO / "hack/slurm/exec.sh"), "scancel", *map(str, job_ids[start : start + 500])],
+            [lab_script("exec.sh"), "scancel", *map(str, job_ids[start : start + 500])],
             capture_output=True,
-            cwd=REPO,
+            cwd=LAB_HOME,
             timeout=120,
         )
 
@@ -458,8 +487,9 @@ class Figures:
     per_pod_bytes: list[int]
 
 
-def measure(env: dict[str, str], apiserver: FakeApiserver, queued: int, samples: int, held: list[int]) -> Figures:
-    held.extend(queue_held(queued))
+def measure(env: dict[str, str], apiserver: FakeApiserver, queued: int, samples: int) -> Figures:
+    """One queue size: ``queued`` held jobs in Slurm (cancelled after), a loop of its own."""
+    held = queue_held(queued)
     phase = Phase(env, apiserver)
     try:
         listed = phase.listed_jobs()
@@ -482,29 +512,28 @@ def measure(env: dict[str, str], apiserver: FakeApiserver, queued: int, samples:
         )
     finally:
         phase.close()
+        cancel(held)
 
 
 def run(quick: bool = False) -> Report:
     samples = 3 if quick else 7
-    env, started = ensure_lab()
+    env = start_lab()
+    try:
+        return _report(*measure_both(env, samples), samples)
+    finally:
+        stop_lab()  # its jobs, held or placeholders, go with it
+
+
+def measure_both(env: dict[str, str], samples: int) -> tuple[list[Figures], int]:
+    """Both queue sizes, one after the other; and what a held array weighs in GET /jobs."""
     apiserver = FakeApiserver()
-    held: list[int] = []
-    figures: list[Figures] = []
     try:
         for n in (1, 2):
             apiserver.add(kube_node(f"kn{n}", f"n{n}"))
         array_records = _array_records()
-        for queued in QUEUES:
-            figures.append(measure(env, apiserver, queued, samples, held))
-            cancel(held)
-            held.clear()
+        return [measure(env, apiserver, queued, samples) for queued in QUEUES], array_records
     finally:
-        cancel(held)
-        _cancel_leftovers(env)
         apiserver.close()
-        if started:
-            subprocess.run([str(REPO / "hack/slurm/down.sh")], cwd=REPO, check=False)
-    return _report(figures, samples, array_records, started)
 
 
 def _array_records() -> int:
@@ -525,28 +554,7 @@ def _array_records() -> int:
         cancel([job_id])
 
 
-def _cancel_leftovers(env: dict[str, str]) -> None:
-    """Every job this suite may have left: held jobs by name, placeholder jobs by their pods' namespace."""
-    subprocess.run(
-        [str(REPO / "hack/slurm/exec.sh"), "scancel", "-n", HELD_NAME], capture_output=True, cwd=REPO, timeout=120
-    )
-    try:
-        body = httpx.get(
-            f"{env['SLURM_REST_URL']}/slurm/v0.0.45/jobs/",
-            headers={"X-SLURM-USER-TOKEN": env["SLURM_REST_TOKEN"]},
-            timeout=30,
-        ).json()
-    except (httpx.HTTPError, ValueError):
-        return
-    ours = [
-        j["job_id"]
-        for j in body.get("jobs", [])
-        if f'"{NS}/' in (j.get("admin_comment") or "") and set(j.get("job_state") or ()) & {"PENDING", "RUNNING"}
-    ]
-    cancel(ours)
-
-
-def _report(figures: list[Figures], samples: int, array_records: int, started: bool) -> Report:
+def _report(figures: list[Figures], array_records: int, samples: int) -> Report:
     report = Report(TITLE, ["jobs queued", "in GET /jobs", "figure", "median", "min", "max"])
     by = {f.queued: f for f in figures}
     for f in figures:
@@ -634,7 +642,7 @@ def _report(figures: list[Figures], samples: int, array_records: int, started: b
         f"{share * 100:.2f}% of one CPU, whatever the number of pods scheduled.",
         f"queued jobs are single held jobs (sbatch --hold): a held array of 100 tasks is {array_records} record(s) in "
         "GET /jobs, "
-        "so an array would not load the listing. All queued and placeholder jobs are cancelled at the end.",
+        "so an array would not load the listing.",
         "'in GET /jobs' counts every record slurmrestd lists (other users' jobs and jobs finished within MinJobAge "
         "included): what the full listing downloads.",
         *(
@@ -648,7 +656,8 @@ def _report(figures: list[Figures], samples: int, array_records: int, started: b
             if small.listed > 10 * QUEUES[0] + 100
             else []
         ),
-        "the lab was " + ("started by this suite and stopped again." if started else "already up and is left running."),
+        "Slurm: the suite's own lab (hack/slurm's scripts from .cache/bench-lab, its own rootfs and ports), "
+        "started for it and stopped after it.",
     ]
     return report
 

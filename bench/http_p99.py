@@ -54,6 +54,7 @@ WORKERS = (1, 2)
 P99_BUDGET = 1.5  # small sync: hook p99 / floor p99 at most
 THROUGHPUT_BUDGET = 0.8  # 1,000-pod sync: hook requests/s / floor requests/s at least
 APT_LOCK_WAIT_SECONDS = 120
+START_SECONDS = 120  # a server's start on a loaded machine is slow, not broken: the suite waits for it
 Popen = subprocess.Popen[bytes]
 
 _WRK_SCRIPT = """
@@ -207,7 +208,7 @@ def start_gunicorn(
         start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + START_SECONDS
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"gunicorn serving {app} exited with {proc.returncode}")
@@ -221,7 +222,7 @@ def start_gunicorn(
         else:
             return proc, url
     stop(proc)
-    raise RuntimeError(f"gunicorn serving {app} did not answer within 30 s")
+    raise RuntimeError(f"gunicorn serving {app} did not answer within {START_SECONDS} s")
 
 
 def stop(proc: Popen) -> None:

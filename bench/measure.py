@@ -181,7 +181,7 @@ class Budget:
 
     @property
     def verdict(self) -> str:
-        return "ok" if self.ok else "VIOLATED"
+        return "ok" if self.ok else "MISSED"
 
     @property
     def bound(self) -> str:

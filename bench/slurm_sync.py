@@ -87,6 +87,9 @@ LATENCY_SAMPLES = 5
 IDLE_RATIO = 0.1
 MEMORY_RATIO = {5_000: 1.6, 20_000: 1.6}  # peak RSS, watch-based / floor (see the docstring)
 REACTION_LIMIT_S = 1.0
+RESYNC_TIMEOUT = 600.0  # how long a pass waits for a watch's re-list before the suite gives up
+MEMORY_ATTEMPTS = 2  # a memory run whose watches re-listed (two listings held at once) is made again
+ROUND_ATTEMPTS = 3  # an idle round during which a watch re-listed is made again
 
 
 # --- the loops ----------------------------------------------------------------------------------
@@ -121,13 +124,39 @@ class Loop:
     loop: OperatorLoop
     kube: Any
     wakeup: Any = None
+    resyncs: int = 0  # passes that found a watch re-listing (they write nothing) and were made again
 
     def run(self) -> Any:
-        self.kube.read_secret_key(NS, JWT_SECRET, "jwt.key")
-        result = self.loop.run_pass()
-        if not result.ok:
-            raise RuntimeError(f"pass failed: {result.errors}")
+        """One pass. A pass that finds a watch re-listing (after a 410 or a broken stream: ``NotSynced``,
+        it writes nothing) is counted and made again once the re-list is in, as the service's next pass
+        is: a re-list is a figure of the run (``relists``), not a failed suite."""
+        result, unsynced = self.synced_pass(RESYNC_TIMEOUT)
+        self.resyncs += unsynced
         return result
+
+    def synced_pass(self, timeout: float) -> tuple[Any, int]:
+        """The first pass that could read everything, and how many before it could not (``NotSynced``)."""
+        deadline, unsynced = time.perf_counter() + timeout, 0
+        while True:
+            self.kube.read_secret_key(NS, JWT_SECRET, "jwt.key")
+            result = self.loop.run_pass()
+            if result.ok:
+                return result, unsynced
+            if not result.errors or not all("NotSynced" in error for error in result.errors):
+                raise RuntimeError(f"pass failed: {result.errors}")
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"the watches did not sync within {timeout:.0f} s: {result.errors}")
+            unsynced += 1
+            self.wakeup.wait(5.0, threading.Event())  # the listing's end wakes it
+
+    def relists(self) -> int:
+        """Listings the watches made after their first (a 410, a broken stream): 0 for the old reader."""
+        cache = getattr(self.kube, "cache", None)
+        return sum(informer.relists for informer in cache.informers()) if cache is not None else 0
+
+    def informer_lists(self) -> int:
+        """List requests the watches' informers made (their listings' pages), 0 for the old reader."""
+        return int(getattr(self.kube, "lists", 0))
 
     def close(self) -> None:
         if hasattr(self.kube, "cache"):
@@ -136,7 +165,6 @@ class Loop:
 
 def make_loop(kube_url: str, slurm_url: str, slurmd: FakeSlurmrestd | None, watched: bool) -> Loop:
     """The loop with the production reader (``watched``: watches) or the old one (a list every pass)."""
-    from slurm_sync.cache import CachedKube, KubeCache
     from slurm_sync.kube import Kube
     from slurm_sync.metrics import Metrics
     from slurm_sync.operator.loop import OperatorLoop
@@ -145,25 +173,47 @@ def make_loop(kube_url: str, slurm_url: str, slurmd: FakeSlurmrestd | None, watc
     metrics = Metrics()
     api = kube_client(kube_url, "watch" if watched else "relist")
     wakeup = Wakeup()
-    kube = CachedKube(api, metrics.count_kube_write, cache=KubeCache(wakeup.set)) if watched else Kube(api)
+    kube = counted_cached_kube(api, metrics, wakeup) if watched else Kube(api)
     loop = OperatorLoop(CLUSTER, NS, CLUSTER, slurm_client(slurm_url, slurmd), kube, metrics)
     return Loop(loop, kube, wakeup)
+
+
+def counted_cached_kube(api: Any, metrics: Any, wakeup: Any) -> Any:
+    """The production reader, ``CachedKube``, with its informers' list requests counted (``lists``): it
+    lists only through them, a pass reads the cache; so the API server's list count minus these is what
+    the passes listed (the budget: none), and these after the start are the watches' re-lists (a figure)."""
+    from slurm_sync.cache import CachedKube, KubeCache
+    from slurm_sync.kube import Page
+
+    class CountedCachedKube(CachedKube):
+        def __init__(self) -> None:
+            super().__init__(api, metrics.count_kube_write, cache=KubeCache(wakeup.set))
+            self.lists = 0
+            self._counting = threading.Lock()  # informers list in threads of their own
+
+        def _count_list(self) -> None:
+            with self._counting:
+                self.lists += 1
+
+        def list_pods_page(self, *args: Any, **kwargs: Any) -> Page:
+            self._count_list()
+            return super().list_pods_page(*args, **kwargs)
+
+        def list_nodes_page(self, *args: Any, **kwargs: Any) -> Page:
+            self._count_list()
+            return super().list_nodes_page(*args, **kwargs)
+
+        def list_custom_page(self, *args: Any, **kwargs: Any) -> Page:
+            self._count_list()
+            return super().list_custom_page(*args, **kwargs)
+
+    return CountedCachedKube()
 
 
 def start(loop: Loop, timeout: float = 900.0) -> Any:
     """The first pass that could read everything (for the watches: once their first listings are in; a
     pass before reports them not synced and writes nothing)."""
-    deadline = time.perf_counter() + timeout
-    while True:
-        loop.kube.read_secret_key(NS, JWT_SECRET, "jwt.key")
-        result = loop.loop.run_pass()
-        if loop.wakeup is None or not any("NotSynced" in e for e in result.errors):
-            if not result.ok:
-                raise RuntimeError(f"pass failed: {result.errors}")
-            return result
-        if time.perf_counter() > deadline:
-            raise RuntimeError(f"the watches did not sync within {timeout:.0f} s: {result.errors}")
-        loop.wakeup.wait(5.0, threading.Event())
+    return loop.synced_pass(timeout)[0]
 
 
 def settle(loop: Loop) -> list[tuple[int, int]]:
@@ -209,9 +259,10 @@ def memory_child() -> None:
         touch_slurm(slurm_url)
         result = loop.run()
         relisted.append(result.kube_writes + result.slurm_writes)
+    watch_relists = loop.relists()
     loop.close()
     print(json.dumps({"peak_mb": peak_rss_bytes() / 1e6, "settle": settled, "start_seconds": seconds,
-                      "relisted_writes": relisted}))  # fmt: skip
+                      "relisted_writes": relisted, "relists": watch_relists, "resyncs": loop.resyncs}))  # fmt: skip
 
 
 def floor_child() -> None:
@@ -265,7 +316,18 @@ def make_loop_imports() -> None:
 
 
 def peak_memory(server: ServerProcess, mode: str) -> JSON:
-    """The peak of a fresh process: the loop (``watch``, ``relist``) or the floor (``floor``)."""
+    """The peak of a fresh process: the loop (``watch``, ``relist``) or the floor (``floor``). A run whose
+    watches re-listed (a 410 or a broken stream, as on a loaded machine) held the old and the new listing
+    at once for a while, so its peak is not the figure budgeted: it is made again, up to
+    ``MEMORY_ATTEMPTS`` runs; the re-lists of every run are reported (``relists``, ``attempts``)."""
+    runs: list[JSON] = []
+    while len(runs) < MEMORY_ATTEMPTS and (not runs or runs[-1].get("relists")):
+        runs.append(memory_run(server, mode))
+    return runs[-1] | {"relists": sum(run.get("relists", 0) for run in runs), "attempts": len(runs)}
+
+
+def memory_run(server: ServerProcess, mode: str) -> JSON:
+    """One fresh process of ``peak_memory``: what it printed."""
     child = "floor_child()" if mode == "floor" else "memory_child()"
     done = subprocess.run(
         [sys.executable, "-c", f"import bench.slurm_sync as b; b.{child}", server.url, server.slurm_url, mode],
@@ -318,7 +380,11 @@ class Scale:
     idle_seconds: float = 0.0
     watch_sent: Counter[str] = field(default_factory=Counter)  # during the idle rounds
     relist_sent: Counter[str] = field(default_factory=Counter)
-    lists_after_start: int = 0
+    lists_after_start: int = 0  # by the passes: the API server's count less the informers' own
+    relists: int = 0  # the watches' re-lists after the start (410, broken stream), and their list requests
+    relist_requests: int = 0
+    rounds_redone: int = 0  # idle rounds made again because a watch re-listed during them
+    resyncs: int = 0  # passes that found a watch re-listing and were made again
     unchanged_writes: int = 0
     memory: dict[str, JSON] = field(default_factory=dict)
     settled: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
@@ -356,11 +422,13 @@ def measure(size: int, quick: bool) -> Scale:
         peer = make_loop(server.url, "http://slurmrestd.slurm.svc:6820", slurmd, watched=False)
         try:
             scale.settled = {"watch": settle(subject), "relist": settle(peer)}
-            started = server.sent()
+            started, relists, informer_lists = server.sent(), subject.relists(), subject.informer_lists()
             idle_rounds(scale, subject, peer, slurmd, server, 3 if quick or size > 10_000 else 7)
             changes(scale, subject, slurmd, server, size)
             reaction(scale, subject, slurmd, server, size, 2 if quick else LATENCY_SAMPLES)
-            scale.lists_after_start = server.sent()["watch list"] - started["watch list"]
+            scale.relists, scale.resyncs = subject.relists() - relists, subject.resyncs
+            scale.relist_requests = subject.informer_lists() - informer_lists
+            scale.lists_after_start = server.sent()["watch list"] - started["watch list"] - scale.relist_requests
         finally:
             subject.close()
             peer.close()
@@ -381,10 +449,9 @@ def idle_rounds(scale: Scale, subject: Loop, peer: Loop, slurmd: FakeSlurmrestd,
     writes_before = len(server.writes())
     before, started = server.sent(), time.perf_counter()
     for _ in range(rounds):
-        for loop, samples in ((subject, scale.watch), (peer, scale.relist)):
-            s, result = sample(loop.run)
-            samples.append(s)
-            scale.unchanged_writes += result.kube_writes + result.slurm_writes
+        watched, relisted = idle_pair(scale, subject, peer)
+        scale.watch.append(watched)
+        scale.relist.append(relisted)
         scale.slurm_poll.append(sample(slurm_poll)[0])
     scale.idle_seconds = time.perf_counter() - started
     sent = server.sent()
@@ -392,6 +459,23 @@ def idle_rounds(scale: Scale, subject: Loop, peer: Loop, slurmd: FakeSlurmrestd,
     scale.watch_sent = Counter({k: v for k, v in sent.items() if k.startswith("watch ")})
     scale.relist_sent = Counter({k: v for k, v in sent.items() if k.startswith("relist ")})
     scale.unchanged_writes += len(server.writes()) - writes_before
+
+
+def idle_pair(scale: Scale, subject: Loop, peer: Loop) -> tuple[Sample, Sample]:
+    """An idle pass of each loop, back to back. Made again (up to ``ROUND_ATTEMPTS`` times) when a watch
+    re-listed meanwhile: the subject's CPU then holds a listing (its informers run in this process), and
+    the figure is the cost of an idle pass; the re-list itself is counted (``relists``)."""
+    for _ in range(ROUND_ATTEMPTS):
+        before = subject.relists() + subject.resyncs
+        samples = []
+        for loop in (subject, peer):
+            taken, result = sample(loop.run)
+            samples.append(taken)
+            scale.unchanged_writes += result.kube_writes + result.slurm_writes
+        if subject.relists() + subject.resyncs == before:
+            break
+        scale.rounds_redone += 1
+    return samples[0], samples[1]
 
 
 def idle_picks(size: int, count: int, skip: int) -> list[Slot]:
@@ -501,7 +585,11 @@ def run(quick: bool = False) -> Report:
     row("idle pass CPU, old full re-list (peer, p50)", lambda s: fmt_ns(median_cpu(s.relist)))
     row("idle pass CPU, watch / old", lambda s: fmt_ratio(s.ratio))
     row("  of which: unchanged Slurm poll (304 + ping)", lambda s: fmt_ns(median_cpu(s.slurm_poll)))
-    row("API list requests after start, watch-based", lambda s: str(s.lists_after_start))
+    row("API list requests by passes after start, watch-based", lambda s: str(s.lists_after_start))
+    row(
+        "watch re-lists (410, broken stream): after start / memory runs",
+        lambda s: f"{s.relists} ({s.relist_requests} requests) / {s.memory['watch']['relists']}",
+    )
     row(
         "API requests per idle pass, watch / old",
         lambda s: (
@@ -538,18 +626,23 @@ def run(quick: bool = False) -> Report:
             + ", ".join(f"{x * 1e3:.0f}" for x in s.latencies_busy)
             + " ms); admin drains write "
             + ", ".join(f"{t} x{n / max(1, len(s.per_change)):g}" for t, n in sorted(s.targets.items()))
-            + f"; next pass after each: {s.after_quiet} writes."
+            + f"; next pass after each: {s.after_quiet} writes; passes made again after finding a watch re-listing: "
+            f"{s.resyncs}, idle rounds made again for it: {s.rounds_redone}, memory runs made: watch "
+            f"{s.memory['watch']['attempts']}, old {s.memory['relist']['attempts']}."
         )
         report.notes.extend(f"STRAY ({s.size:,}): {problem}" for problem in s.stray[:5])
     report.notes.append(
         "CPU = time.process_time of this process (the fakes run in a child process); each pass includes the "
         "service's GET of the JWT key Secret. Bytes per idle minute: per-pass bytes x 6 (10 s poll); the "
-        "watch-based figure also holds the watches' traffic over the idle rounds (none: nothing changed)."
+        "watch-based figure also holds the watches' traffic over the idle rounds (bookmarks only: nothing changed). "
+        "A watch's re-list (after a 410 or a broken stream, e.g. on a loaded machine) is counted above, not "
+        "budgeted: the passes that find it under way write nothing and are made again once it is in, an idle "
+        "round or a memory run it falls in is made again."
     )
     for s in scales:
         report.budgets += [
             Budget(f"idle pass CPU, watch vs old full re-list, {s.size:,} nodes", s.ratio, IDLE_RATIO),
-            Budget(f"API list requests after start (watch), {s.size:,} nodes", float(s.lists_after_start), 0, ""),
+            Budget(f"API list requests by passes after start, {s.size:,} nodes", float(s.lists_after_start), 0, ""),
             Budget(
                 f"pod-cordon -> Slurm DRAIN call, slowest of {len(s.latencies)}, {s.size:,} nodes",
                 max(s.latencies),

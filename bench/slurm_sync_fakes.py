@@ -4,11 +4,12 @@
   NodeSet hook and observed as the cluster leaves them: ~15 kB each), Kubernetes Nodes, the slurmctld
   pod, the JWT key Secret; Slurm nodes and one running job per busy node as slurmrestd 26.05 lists them.
 * ``FakeApiserver``: a minimal stateful API server (lists with equality label selectors and
-  ``limit``/``continue`` pages; watches with bookmarks allowed, ended at their ``timeoutSeconds``, and
-  replayed from a retained event log, 410 before it; strategic-merge patches of pod metadata and
-  conditions, merge patches of NodeSet annotations; Events taken). It records every write to an object,
-  and counts the requests
-  and the bytes it sends per client (header ``X-Bench-Client``). It runs in a child process, with
+  ``limit``/``continue`` pages; watches ended at their ``timeoutSeconds``, bookmarked as the API server
+  bookmarks them when the client allows it, replayed from a retained event log, and an ``Expired`` 410
+  ERROR event before it; every error a ``metav1.Status`` with reason and message, bench/apistatus.py;
+  strategic-merge patches of pod metadata and conditions, merge patches of NodeSet annotations; Events
+  taken). It records every write to an object, and counts the requests and the bytes it sends per
+  client (header ``X-Bench-Client``). It runs in a child process, with
   ``FakeSlurmrestd`` over HTTP beside it, so that the CPU time and memory of a process measured are its
   own.
 * ``FakeSlurmrestd``: the v0.0.45 paths slurm_sync uses (``GET /nodes/`` with ``last_update``, 304 for
@@ -35,6 +36,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import orjson
 
+from bench import apistatus
 from hooks import names
 
 # The apiserver's merge of pod metadata and conditions, as the tests' fake does it.
@@ -49,6 +51,8 @@ V = "/slurm/v0.0.45"
 FIRST_UPDATE = 1_780_000_000
 CLIENT_HEADER = "X-Bench-Client"
 EVENT_LOG = 5_000  # watch events kept for watches that resume; an older resourceVersion gets 410
+BOOKMARK_EVERY = 60.0  # seconds between the bookmarks of a watch that asked for them
+BOOKMARK_BEFORE_END = 2.0  # and one this long before the watch's deadline
 
 
 # --- layout, shared by both sides -------------------------------------------------------------
@@ -240,6 +244,7 @@ class Watch:
     namespace: str | None
     wanted: dict[str, str]
     client: str
+    bookmarks: bool = False  # allowWatchBookmarks: the client takes BOOKMARK events
     lines: queue.SimpleQueue[bytes | None] = field(default_factory=queue.SimpleQueue)
 
     def selects(self, plural: str, namespace: str, obj: JSON) -> bool:
@@ -288,7 +293,7 @@ class FakeApiserver:
             return 201, body  # an Event slurm_sync posts about what it did: taken, not kept
         match = _PATH.match(url.path)
         if not match:
-            return 404, orjson.dumps({"kind": "Status", "code": 404})
+            return 404, orjson.dumps(apistatus.not_found())
         plural, ns, name = match["kind"], match["ns"], match["name"]
         wanted = dict(kv.split("=", 1) for kv in query.get("labelSelector", "").split(",") if kv)
         if method == "GET" and name is None and query.get("watch") in ("true", "True", "1"):
@@ -299,7 +304,7 @@ class FakeApiserver:
             return 200, self._pages[target]
         obj = self.objects.get((plural, ns or "", name or ""))
         if obj is None:
-            return 404, orjson.dumps({"kind": "Status", "code": 404, "reason": "NotFound"})
+            return 404, orjson.dumps(apistatus.not_found(plural, name or ""))
         if method == "GET":
             return 200, orjson.dumps(obj)
         if method == "PATCH":
@@ -310,7 +315,7 @@ class FakeApiserver:
                 merge_conditions(obj, (patch.get("status") or {}).get("conditions") or [])
             self._changed(plural, ns or "", obj)
             return 200, orjson.dumps(obj)
-        return 405, orjson.dumps({"kind": "Status", "code": 405})
+        return 405, orjson.dumps(apistatus.method_not_allowed())
 
     def _page(self, plural: str, ns: str | None, wanted: dict[str, str], query: dict[str, str]) -> bytes:
         selection = (plural, ns, tuple(sorted(wanted.items())))
@@ -324,16 +329,16 @@ class FakeApiserver:
         start = int(query.get("continue") or 0)
         limit = int(query.get("limit") or 0) or len(items)
         end = start + limit
-        kind = "NodeSetList" if plural == "nodesets" else f"{plural[:-1].capitalize()}List"
+        api, kind = _type_of(plural)
         meta = {"resourceVersion": str(self.version)} | ({"continue": str(end)} if end < len(items) else {})
-        api = names.API_VERSION if plural == "nodesets" else "v1"
-        return orjson.dumps({"kind": kind, "apiVersion": api, "metadata": meta, "items": items[start:end]})
+        return orjson.dumps({"kind": f"{kind}List", "apiVersion": api, "metadata": meta, "items": items[start:end]})
 
     def _watch(self, plural: str, ns: str | None, wanted: dict[str, str], query: dict[str, str]) -> Watch:
         since = int(query.get("resourceVersion") or 0)
-        watch = Watch(plural, ns, wanted, "")
-        if self.events and since < self.events[0].version - 1:
-            watch.lines.put(orjson.dumps({"type": "ERROR", "object": {"kind": "Status", "code": 410}}) + b"\n")
+        watch = Watch(plural, ns, wanted, "", bookmarks=query.get("allowWatchBookmarks") in ("true", "True", "1"))
+        if self.events and since < self.events[0].version - 1:  # as the watch cache: an ERROR event, then the end
+            gone = apistatus.expired(since, self.events[0].version - 1)
+            watch.lines.put(orjson.dumps({"type": "ERROR", "object": gone}) + b"\n")
             watch.lines.put(None)
             return watch
         for event in self.events:
@@ -341,6 +346,13 @@ class FakeApiserver:
                 watch.lines.put(event.line)
         self.watches.append(watch)
         return watch
+
+    def bookmark(self, watch: Watch) -> None:
+        """Queue a BOOKMARK at the current resourceVersion for ``watch`` (callers hold ``lock``: every event
+        up to it is queued before it, so the client never resumes from beyond what it received)."""
+        api, kind = _type_of(watch.plural)
+        obj = {"kind": kind, "apiVersion": api, "metadata": {"resourceVersion": str(self.version)}}
+        watch.lines.put(orjson.dumps({"type": "BOOKMARK", "object": obj}) + b"\n")
 
     def _changed(self, plural: str, ns: str, obj: JSON) -> None:
         self.version += 1
@@ -352,6 +364,26 @@ class FakeApiserver:
         for watch in self.watches:
             if watch.selects(plural, ns, obj):
                 watch.lines.put(line)
+
+
+def _type_of(plural: str) -> tuple[str, str]:
+    """The apiVersion and kind of a collection's objects."""
+    if plural == "nodesets":
+        return names.API_VERSION, "NodeSet"
+    return "v1", plural[:-1].capitalize()
+
+
+def bookmark_times(started: float, deadline: float) -> list[float]:
+    """When the API server sends a watch its bookmarks (the watch cache: roughly every minute, and once
+    2 s before the watch's deadline, so that the client resumes it from a recent resourceVersion).
+    A fake without them 410s a quiet watch resumed after many writes to other objects, which a real
+    server, having bookmarked it, does not."""
+    last = deadline - BOOKMARK_BEFORE_END
+    times, at = [], started + BOOKMARK_EVERY
+    while at < last:
+        times.append(at)
+        at += BOOKMARK_EVERY
+    return [*times, last] if last > started else times
 
 
 def _serve(conn: Any, size: int) -> None:
@@ -401,7 +433,9 @@ def _kube_handler(state: FakeApiserver) -> type[http.server.BaseHTTPRequestHandl
 
         def _stream(self, watch: Watch, client: str) -> None:
             timeout = int(parse_qs(urlsplit(self.path).query).get("timeoutSeconds", ["300"])[-1])
-            deadline = time.monotonic() + timeout
+            started = time.monotonic()
+            deadline = started + timeout
+            bookmarks = bookmark_times(started, deadline) if watch.bookmarks else []
             with state.lock:
                 state.count(client, "watch", 0)
             self.send_response(200)
@@ -410,8 +444,13 @@ def _kube_handler(state: FakeApiserver) -> type[http.server.BaseHTTPRequestHandl
             self.end_headers()
             try:
                 while (left := deadline - time.monotonic()) > 0:
+                    if bookmarks and time.monotonic() >= bookmarks[0]:
+                        bookmarks.pop(0)
+                        with state.lock:
+                            state.bookmark(watch)
+                    wait = min(left, 1.0, *(b - time.monotonic() for b in bookmarks[:1]))
                     try:
-                        line = watch.lines.get(timeout=min(left, 1.0))
+                        line = watch.lines.get(timeout=max(wait, 0.0))
                     except queue.Empty:
                         continue
                     if line is None:
