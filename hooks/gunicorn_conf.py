@@ -2,9 +2,9 @@
 lists them with their defaults; `slinky-hooks --help` prints them).
 
 Hooks are CPU-bound pure functions (one worker per core by default). The workers are gevent's
-(hooks/worker.py): a slow or stalled client costs a greenlet, not a worker, and a request reaches
-the app read whole, within HOOKS_READ_TIMEOUT for its headers and again for its body. The worker
-timeout sits well above Metacontroller's default 10 s webhook timeout. Logs (gunicorn's
+(hooks/worker.py): a slow or stalled client costs a greenlet, not a worker; its headers must arrive
+within HOOKS_READ_TIMEOUT and its body within as long again. The worker timeout sits well above
+Metacontroller's default 10 s webhook timeout. Logs (gunicorn's
 own lines too) are JSON lines, or text with HOOKS_LOG_FORMAT=text (hooks/logs.py). Nothing is
 written outside /tmp (and PROMETHEUS_MULTIPROC_DIR when the environment names one), so the server
 runs on a read-only root filesystem.
