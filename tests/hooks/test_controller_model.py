@@ -187,3 +187,13 @@ def test_good_hosts_pass(host):
 def test_bad_ports_are_rejected(port):
     with pytest.raises(BadHookRequest, match="port"):
         check_port(port, "port")
+
+
+def test_nodeset_finalize_with_an_unusable_related_controller_still_answers_and_says_why(client):
+    """Deletion must never wait on a 400: the Controller counts as not found (busy pods kept, idle ones released)."""
+    parent = cr("NodeSet", "c", CLIENTS["nodeset"], deletionTimestamp="2025-01-01T00:00:00Z")
+    body = {**request(parent, rel=inputs(controller({"external": True}))), "finalizing": True}
+    resp = client.post("/nodeset/finalize", json=body)
+    assert resp.status_code == 200, resp.get_json()
+    message = condition_of(resp.get_json(), names.CONDITION_INVALID_SPEC)["message"]
+    assert "related Controller 'slurm' spec.externalConfig.host" in message and "idle ones released" in message
