@@ -1,9 +1,9 @@
-"""What the components of one Slurm cluster share: references between CRs and the names derived from them.
+"""What the components of one Slurm cluster share: spec readers, references between CRs, conditions.
 
 RestApi, LoginSet and NodeSet pods find slurmctld, its config map and its keys through the
-Controller CR; Accounting and Token read key Secrets. All of these arrive as Metacontroller
-`related` objects. This module turns a spec reference into a related-resource rule (for customize)
-and into the object or value it names (for sync), and spells each derived name once.
+Controller CR (hooks/controller/model.py); Accounting and Token read key Secrets. All of these
+arrive as Metacontroller `related` objects. This module turns a spec reference into a
+related-resource rule (for customize) and into the object or value it names (for sync).
 """
 
 from __future__ import annotations
@@ -25,10 +25,8 @@ from hooks.status import condition, invalid_spec_ready
 JSON = dict[str, Any]
 T = TypeVar("T")
 
-CONTROLLER_TYPE = contract.TYPE_CONTROLLER
 SECRET_TYPE = contract.TYPE_SECRET
 
-SLURMCTLD_PORT = 6817
 SLURMD_PORT = 6818
 SLURMDBD_PORT = 6819
 SLURMRESTD_PORT = 6820
@@ -59,25 +57,6 @@ def default_image(component: str) -> str:
 
 
 # --- derived names ---------------------------------------------------------------------------------
-
-
-def controller_service_host(controller: str, namespace: str) -> str:
-    """Where slurmctld answers inside the cluster (`<ctrl>-controller.<ns>`); sackd's conf server."""
-    return f"{controller}-controller.{namespace}"
-
-
-def config_map_name(controller: str) -> str:
-    """The Controller's ConfigMap holding slurm.conf."""
-    return f"{controller}-config"
-
-
-def worker_service_name(controller: str) -> str:
-    """The headless Service every NodeSet pod of a cluster joins (worker hostnames resolve under it)."""
-    return f"slurm-workers-{controller}"
-
-
-def worker_dns_search(controller: str, namespace: str) -> str:
-    return f"{worker_service_name(controller)}.{namespace}.svc.{CLUSTER_DOMAIN}"
 
 
 def accounting_host(accounting: str) -> str:
@@ -230,37 +209,7 @@ def local_ref_name(spec: JSON, field: str, where: str = "spec") -> str:
     return opt_str(ref, "name", where=f"{where}.{field}")
 
 
-def required_ref_name(spec: JSON, field: str) -> str:
-    name = local_ref_name(spec, field)
-    if not name:
-        raise InvalidSpec(f"spec.{field}.name is required")
-    return name
-
-
-# --- the Controller as seen by its clients -----------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ControllerView:
-    """The parts of a Controller CR its RestApis, LoginSets and NodeSets need."""
-
-    name: str
-    namespace: str
-    slurm_key: KeyRef | None
-    jwt_key: KeyRef | None
-    accounting: str
-
-    @property
-    def service_host(self) -> str:
-        return controller_service_host(self.name, self.namespace)
-
-    @property
-    def config_map(self) -> str:
-        return config_map_name(self.name)
-
-
-def controller_rule(namespace: str, name: str) -> JSON:
-    return {"apiVersion": names.API_VERSION, "resource": "controllers", "namespace": namespace, "names": [name]}
+# --- references ------------------------------------------------------------------------------------
 
 
 def secret_rule(namespace: str, secret_names: list[str]) -> JSON:
@@ -274,21 +223,6 @@ def find_related(req: CompositeRequest, type_key: str, namespace: str, name: str
         if meta.get("name") == name and meta.get("namespace", namespace) == namespace:
             return obj
     return None
-
-
-def find_controller(req: CompositeRequest, namespace: str, name: str) -> ControllerView | None:
-    obj = find_related(req, CONTROLLER_TYPE, namespace, name)
-    if obj is None:
-        return None
-    spec = spec_of(obj)
-    where = f"related Controller {name!r} spec"
-    return ControllerView(
-        name=name,
-        namespace=namespace,
-        slurm_key=key_ref(spec, "slurmKeyRef", where),
-        jwt_key=jwt_key_ref(spec, where),
-        accounting=local_ref_name(spec, "accountingRef", where),
-    )
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,9 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from hooks import cluster, contract, names
 from hooks.applied import Child, kept
-from hooks.cluster import JSON, ControllerView, InvalidSpec, KeyRef, Missing
+from hooks.cluster import JSON, InvalidSpec, KeyRef, Missing
 from hooks.contract import CompositeRequest, CustomizeRequest
+from hooks.controller.model import Controller, controller_ref_name, controller_rule, find_controller
 from hooks.objects import child_metadata, component_labels, content_hash, selector_labels, service
 from hooks.podtemplate import apply_pod_template, merge_container
 from hooks.status import workload_ready
@@ -73,7 +74,7 @@ def parse(parent: JSON) -> LoginSetSpec:
     return LoginSetSpec(
         name=parent["metadata"]["name"],
         namespace=cluster.namespace_of(parent),
-        controller=cluster.required_ref_name(spec, "controllerRef"),
+        controller=controller_ref_name(spec),
         replicas=cluster.opt_int(spec, "replicas", 1),
         login=cluster.container_override(spec, "login"),
         initconf=cluster.container_override(spec, "initconf"),
@@ -98,7 +99,7 @@ def customize(req: CustomizeRequest) -> JSON:
     ns, spec = cluster.namespace_of(req.parent), cluster.spec_of(req.parent)
     return {
         "relatedResources": cluster.derivable(
-            lambda: [cluster.controller_rule(ns, cluster.required_ref_name(spec, "controllerRef"))],
+            lambda: [controller_rule(ns, controller_ref_name(spec))],
             lambda: [cluster.secret_rule(ns, [_sssd_ref(spec).name])],
         )
     }
@@ -110,7 +111,7 @@ def sync(req: CompositeRequest) -> JSON:
     host_keys = _host_keys(req, spec)
     ssh_config = build_ssh_config(req.parent, spec)
     children: list[Child] = [host_keys, ssh_config, build_service(req.parent, spec)]
-    controller = cluster.find_controller(req, spec.namespace, spec.controller)
+    controller = find_controller(req, spec.namespace, spec.controller)
     sssd = cluster.secret_value(req, spec.namespace, spec.sssd)
     missing = [m for m in (sssd,) if isinstance(m, Missing)]
     if controller is None:
@@ -236,7 +237,7 @@ def _ssh_port(spec: LoginSetSpec) -> int:
     return cluster.SSH_PORT
 
 
-def build_deployment(parent: JSON, spec: LoginSetSpec, controller: ControllerView, hashes: dict[str, str]) -> JSON:
+def build_deployment(parent: JSON, spec: LoginSetSpec, controller: Controller, hashes: dict[str, str]) -> JSON:
     labels = component_labels(APP, spec.name, COMPONENT)
     key_mounts = [
         {"name": "ssh-host-keys", "mountPath": f"/etc/ssh/{f}", "subPath": f, "readOnly": True} for f in HOST_KEY_FILES
@@ -245,9 +246,7 @@ def build_deployment(parent: JSON, spec: LoginSetSpec, controller: ControllerVie
         {
             "name": APP,
             "image": cluster.default_image(APP),
-            "env": [
-                {"name": "SACKD_OPTIONS", "value": f"--conf-server {controller.service_host}:{cluster.SLURMCTLD_PORT}"}
-            ],
+            "env": [{"name": "SACKD_OPTIONS", "value": f"--conf-server {controller.conf_server}"}],
             "ports": [{"name": APP, "containerPort": _ssh_port(spec), "protocol": "TCP"}],
             "readinessProbe": {"exec": {"command": ["test", "-S", "/run/slurm/sack.socket"]}},
             "volumeMounts": [
@@ -297,7 +296,7 @@ def build_deployment(parent: JSON, spec: LoginSetSpec, controller: ControllerVie
         "spec": {
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
-            "dnsConfig": {"searches": [cluster.worker_dns_search(controller.name, controller.namespace)]},
+            "dnsConfig": {"searches": [controller.worker_dns_search]},
             "initContainers": [initconf],
             "containers": [login],
             "volumes": [

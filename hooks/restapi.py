@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 from hooks import cluster, contract, names
 from hooks.applied import Child, kept
-from hooks.cluster import JSON, ControllerView, Missing
+from hooks.cluster import JSON, Missing
 from hooks.contract import CompositeRequest, CustomizeRequest
+from hooks.controller.model import Controller, controller_ref_name, controller_rule, find_controller
 from hooks.objects import child_metadata, component_labels, selector_labels, service
 from hooks.podtemplate import apply_pod_template, merge_container
 from hooks.status import workload_ready
@@ -46,7 +47,7 @@ def parse(parent: JSON) -> RestApiSpec:
     return RestApiSpec(
         name=parent["metadata"]["name"],
         namespace=cluster.namespace_of(parent),
-        controller=cluster.required_ref_name(spec, "controllerRef"),
+        controller=controller_ref_name(spec),
         replicas=cluster.opt_int(spec, "replicas", 1),
         slurmrestd={k: v for k, v in cluster.container_override(spec, "slurmrestd").items() if k != "args"},
         args=cluster.str_list(cluster.opt_obj(spec, "slurmrestd"), "args", "spec.slurmrestd"),
@@ -58,8 +59,8 @@ def parse(parent: JSON) -> RestApiSpec:
 def customize(req: CustomizeRequest) -> JSON:
     """The Controller: its accountingRef, config map and slurm.key name shape the Deployment."""
     ns = cluster.namespace_of(req.parent)
-    controller = cluster.derivable(lambda: [cluster.required_ref_name(cluster.spec_of(req.parent), "controllerRef")])
-    return {"relatedResources": [cluster.controller_rule(ns, name) for name in controller]}
+    controller = cluster.derivable(lambda: [controller_ref_name(cluster.spec_of(req.parent))])
+    return {"relatedResources": [controller_rule(ns, name) for name in controller]}
 
 
 @cluster.reports_invalid_spec
@@ -67,7 +68,7 @@ def sync(req: CompositeRequest) -> JSON:
     spec = parse(req.parent)
     children: list[Child] = [build_service(req.parent, spec)]
     missing: list[Missing] = []
-    controller = cluster.find_controller(req, spec.namespace, spec.controller)
+    controller = find_controller(req, spec.namespace, spec.controller)
     observed = cluster.observed(req, DEPLOYMENT_TYPE, spec.child_name)
     if controller is None:
         missing.append(Missing("ControllerNotFound", f"Controller {spec.controller!r} does not exist"))
@@ -103,13 +104,13 @@ def build_service(parent: JSON, spec: RestApiSpec) -> JSON:
     )
 
 
-def slurmrestd_args(spec: RestApiSpec, controller: ControllerView) -> list[str]:
+def slurmrestd_args(spec: RestApiSpec, controller: Controller) -> list[str]:
     """Without accounting slurmrestd must not load the slurmdbd plugins; the listen address goes last."""
     base = [] if controller.accounting else ["-s", "openapi/slurmctld"]
     return [*base, *spec.args, f"0.0.0.0:{cluster.SLURMRESTD_PORT}"]
 
 
-def build_deployment(parent: JSON, spec: RestApiSpec, controller: ControllerView) -> JSON:
+def build_deployment(parent: JSON, spec: RestApiSpec, controller: Controller) -> JSON:
     labels = component_labels(APP, spec.name, COMPONENT)
     tcp = {"tcpSocket": {"port": APP}}
     container = merge_container(

@@ -12,11 +12,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hooks import cluster, gres, names
 from hooks.cluster import InvalidSpec
 from hooks.nodeset.pods import parse_extra_conf
+
+if TYPE_CHECKING:
+    from hooks.controller.model import Controller, Endpoint
 
 ETC_DIR = "/etc/slurm"
 STATE_SAVE_ROOT = "/var/spool/slurmctld"
@@ -28,18 +31,11 @@ CGROUP_CONF_FILE = "cgroup.conf"
 SLURM_CONF_FILE = "slurm.conf"
 CGROUP_CONF = "CgroupPlugin=cgroup/v2\nIgnoreSystemd=yes\n"
 
-# A Slurm name or a host: letters, digits and `._-` (IPv6 literals add `:[]`); nothing that
-# slurm.conf would split on (spaces, `=`, `,`, `#`, parentheses) or read as a new line.
+# A Slurm name: letters, digits and `._-`; nothing that slurm.conf would split on (spaces, `=`,
+# `,`, `#`, parentheses) or read as a new line.
 _WORD = re.compile(r"[A-Za-z0-9_.-]+")
-_HOST = re.compile(r"[A-Za-z0-9_.:\[\]-]+")
 # One `State=<value>` partition option (Slurm reads option names case-insensitively).
 _STATE_OPTION = re.compile(r"(?i)(?:^|(?<=\s))State=(?:\"[^\"]*\"|\S*)")
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    host: str
-    port: int
 
 
 @dataclass(frozen=True)
@@ -64,9 +60,7 @@ class Scripts:
 @dataclass(frozen=True)
 class SlurmConf:
     cluster_name: str
-    controller: str  # the Controller's metadata.name
-    namespace: str
-    replicas: int = 1
+    controller: Controller
     accounting: Endpoint | None = None
     metrics: bool = False
     jwks: bool = False
@@ -106,7 +100,7 @@ def render(conf: SlurmConf) -> str:
     return _join(sections)
 
 
-def render_external(cluster_name: str, controller: Endpoint, accounting: Endpoint | None) -> str:
+def render_external(cluster_name: str, controller: Controller, accounting: Endpoint | None) -> str:
     """The minimal slurm.conf clients (slurmrestd) need to reach a slurmctld outside Kubernetes."""
     return _join(
         [
@@ -115,8 +109,8 @@ def render_external(cluster_name: str, controller: Endpoint, accounting: Endpoin
                 [
                     f"ClusterName={cluster_name}",
                     "SlurmUser=slurm",
-                    f"SlurmctldHost={controller.host}",
-                    f"SlurmctldPort={controller.port}",
+                    *(f"SlurmctldHost={host}" for host in controller.slurmctld_hosts),
+                    f"SlurmctldPort={controller.endpoint.port}",
                 ],
             ),
             ("PLUGINS & PARAMETERS", ["AuthType=auth/slurm", "CredType=cred/slurm", "AuthAltTypes=auth/jwt"]),
@@ -204,18 +198,6 @@ def check_word(value: Any, where: str) -> str:
     return value
 
 
-def check_host(value: Any, where: str) -> str:
-    if not isinstance(value, str) or not _HOST.fullmatch(value):
-        raise InvalidSpec(f"{where} must be a host name or IP address, got {value!r}")
-    return value
-
-
-def check_port(value: Any, where: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value < 65536:
-        raise InvalidSpec(f"{where} must be a port number (1-65535), got {value!r}")
-    return value
-
-
 def check_extra_conf(value: Any, where: str) -> str:
     """Free-form lines, but no stray line breaks and no continuation swallowing our next line."""
     if not isinstance(value, str):
@@ -228,17 +210,13 @@ def check_extra_conf(value: Any, where: str) -> str:
 
 
 def _general(conf: SlurmConf) -> list[str]:
-    internal = f"{conf.controller}-controller-internal.{conf.namespace}"
-    hosts = [
-        f"SlurmctldHost={conf.controller}-controller-{i}({conf.controller}-controller-{i}.{internal})"
-        for i in range(conf.replicas)
-    ]
+    controller = conf.controller
     return [
         f"ClusterName={conf.cluster_name}",
         "SlurmUser=slurm",
-        *hosts,
-        f"SlurmctldPort={cluster.SLURMCTLD_PORT}",
-        f"SlurmctldAddr={conf.controller}-controller.{conf.namespace}",
+        *(f"SlurmctldHost={host}" for host in controller.slurmctld_hosts),
+        f"SlurmctldPort={controller.endpoint.port}",
+        f"SlurmctldAddr={controller.endpoint.host}",
         f"StateSaveLocation={STATE_SAVE_ROOT}/{conf.cluster_name}",
         "SlurmdUser=root",
         f"SlurmdPort={cluster.SLURMD_PORT}",

@@ -1,4 +1,4 @@
-"""The Controller hook (slurmctld): spec and references, the StatefulSet pod, the hook."""
+"""The Controller hook (slurmctld): the Controller model every hook shares, spec and references, the pod, the hook."""
 
 from hooks.controller.hook import customize, sync
 

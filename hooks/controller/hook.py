@@ -26,9 +26,9 @@ import dataclasses
 from typing import Any, TypeGuard
 
 from hooks import cluster, contract, names, slurmconf
-from hooks.cluster import config_map_name, worker_service_name
 from hooks.contract import CompositeRequest, CustomizeRequest
-from hooks.controller.pod import APP_NAME, COMPONENT, internal_service_name, statefulset, statefulset_name
+from hooks.controller.model import SLURMCTLD_PORT, Endpoint
+from hooks.controller.pod import APP_NAME, COMPONENT, statefulset
 from hooks.controller.spec import NODESET, ControllerSpec, Resolved, parse_spec, referenced_configmaps, resolve
 from hooks.objects import child_metadata, component_labels, content_hash, selector_labels, service
 from hooks.status import condition, ready_condition, replica_count, unmet, workload_ready
@@ -89,13 +89,13 @@ def _by_name(api_version: str, resource: str, namespace: str, wanted: list[str])
 def sync(req: CompositeRequest) -> JSON:
     spec = parse_spec(req.parent)
     refs = resolve(req, spec)
-    observed_config = cluster.observed(req, CONFIGMAP, config_map_name(spec.name))
+    observed_config = cluster.observed(req, CONFIGMAP, spec.config_map)
     refs = _nodesets_unlisted(req, spec, refs, observed_config)
     data, frozen = _config_data(spec, refs, observed_config)
     children = [_config_map(req.parent, spec, data)]
     monitor_supported = _child_type_configured(req.controller, SERVICE_MONITOR_API, "servicemonitors")
     if spec.external is None:
-        observed_sts = cluster.observed(req, STATEFULSET, statefulset_name(spec.name))
+        observed_sts = cluster.observed(req, STATEFULSET, spec.service_name)
         annotations = _pod_annotations(spec, refs, data, observed_sts)
         children = [
             _internal_service(req.parent, spec),
@@ -133,18 +133,12 @@ def _config_data(spec: ControllerSpec, refs: Resolved, observed: JSON | None) ->
         return dict(kept), True
     accounting = refs.accounting
     if spec.accounting and accounting is None:  # not created yet: the in-cluster default is the likely answer
-        accounting = slurmconf.Endpoint(
-            f"{cluster.accounting_host(spec.accounting)}.{spec.namespace}", cluster.SLURMDBD_PORT
-        )
+        accounting = Endpoint(f"{cluster.accounting_host(spec.accounting)}.{spec.namespace}", cluster.SLURMDBD_PORT)
     if spec.external is not None:
-        return {
-            slurmconf.SLURM_CONF_FILE: slurmconf.render_external(spec.cluster_name, spec.external, accounting)
-        }, False
+        return {slurmconf.SLURM_CONF_FILE: slurmconf.render_external(spec.cluster_name, spec, accounting)}, False
     conf = slurmconf.SlurmConf(
         cluster_name=spec.cluster_name,
-        controller=spec.name,
-        namespace=spec.namespace,
-        replicas=spec.replicas,
+        controller=spec,
         accounting=accounting,
         metrics=spec.metrics,
         jwks=spec.jwks is not None,
@@ -201,7 +195,7 @@ def _pod_annotations(
         )
     if spec.inplace_reconfigure:
         return result
-    inputs = {f"{config_map_name(spec.name)}/{k}": v for k, v in data.items()}
+    inputs = {f"{spec.config_map}/{k}": v for k, v in data.items()}
     projected = [*spec.referenced_configmaps(), *([spec.jwks.name] if spec.jwks else [])]
     for name in projected:
         inputs |= {f"{name}/{k}": v for k, v in refs.configmaps.get(name, {}).items()}
@@ -215,9 +209,7 @@ def _config_map(parent: JSON, spec: ControllerSpec, data: dict[str, str]) -> JSO
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": child_metadata(
-            parent, config_map_name(spec.name), component_labels(APP_NAME, spec.name, COMPONENT)
-        ),
+        "metadata": child_metadata(parent, spec.config_map, component_labels(APP_NAME, spec.name, COMPONENT)),
         "data": data,
     }
 
@@ -225,9 +217,7 @@ def _config_map(parent: JSON, spec: ControllerSpec, data: dict[str, str]) -> JSO
 def _internal_service(parent: JSON, spec: ControllerSpec) -> JSON:
     # Without the component label, so a ServiceMonitor selecting it matches only the main Service.
     selector = selector_labels(APP_NAME, spec.name)
-    return service(
-        parent, internal_service_name(spec.name), selector, selector, APP_NAME, cluster.SLURMCTLD_PORT, headless=True
-    )
+    return service(parent, spec.internal_service_name, selector, selector, APP_NAME, SLURMCTLD_PORT, headless=True)
 
 
 def _main_service(parent: JSON, spec: ControllerSpec) -> JSON:
@@ -235,9 +225,7 @@ def _main_service(parent: JSON, spec: ControllerSpec) -> JSON:
     if spec.ha:
         selector[names.LABEL_ACTIVE_CONTROLLER] = "true"
     labels = component_labels(APP_NAME, spec.name, COMPONENT)
-    return service(
-        parent, statefulset_name(spec.name), labels, selector, APP_NAME, cluster.SLURMCTLD_PORT, spec.service
-    )
+    return service(parent, spec.service_name, labels, selector, APP_NAME, SLURMCTLD_PORT, spec.service)
 
 
 def _worker_labels(spec: ControllerSpec) -> dict[str, str]:
@@ -248,7 +236,7 @@ def _worker_service(parent: JSON, spec: ControllerSpec) -> JSON:
     selector = {names.LABEL_NAME: WORKER_APP_NAME, names.LABEL_CLUSTER: spec.name}
     return service(
         parent,
-        worker_service_name(spec.name),
+        spec.worker_service,
         _worker_labels(spec),
         selector,
         WORKER_APP_NAME,
@@ -278,7 +266,7 @@ def _service_monitor(parent: JSON, spec: ControllerSpec) -> JSON:
     return {
         "apiVersion": SERVICE_MONITOR_API,
         "kind": "ServiceMonitor",
-        "metadata": child_metadata(parent, statefulset_name(spec.name), {**sm.labels, **labels}, sm.annotations),
+        "metadata": child_metadata(parent, spec.service_name, {**sm.labels, **labels}, sm.annotations),
         "spec": {
             "selector": {"matchLabels": labels},
             "namespaceSelector": {"matchNames": [spec.namespace]},
@@ -312,7 +300,7 @@ def _status(req: CompositeRequest, spec: ControllerSpec, refs: Resolved, frozen:
             ready_condition(parent, unmet(references), "External", message),
         ]
     else:
-        sts = cluster.observed(req, STATEFULSET, statefulset_name(spec.name))
+        sts = cluster.observed(req, STATEFULSET, spec.service_name)
         conditions = _workload_conditions(parent, spec, sts, references)
     conditions.append(references)
     if spec.service_monitor is not None and spec.external is None:
@@ -337,7 +325,7 @@ def _status(req: CompositeRequest, spec: ControllerSpec, refs: Resolved, frozen:
 
 def _workload_conditions(parent: JSON, spec: ControllerSpec, sts: JSON | None, references: JSON) -> list[JSON]:
     """Ready: every reference exists and every slurmctld is up on the current template. Available: at least one is."""
-    name = statefulset_name(spec.name)
+    name = spec.service_name
     ready_cond = workload_ready(parent, references, sts, "StatefulSet", name, spec.replicas, "slurmctld")
     if sts is None:
         message = f"StatefulSet {name} does not exist yet"

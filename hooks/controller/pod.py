@@ -13,7 +13,7 @@ import copy
 from typing import Any
 
 from hooks import cluster, names, slurmconf
-from hooks.cluster import config_map_name
+from hooks.controller.model import SLURMCTLD_PORT
 from hooks.controller.spec import ControllerSpec
 
 # The same log FIFO sidecar as slurmd's (slurmctld writes its log into the FIFO it reads).
@@ -52,14 +52,6 @@ done
 """
 
 
-def statefulset_name(name: str) -> str:
-    return f"{name}-controller"
-
-
-def internal_service_name(name: str) -> str:
-    return f"{name}-controller-internal"
-
-
 def statefulset(parent: JSON, spec: ControllerSpec, pod_annotations: dict[str, str], observed: JSON | None) -> JSON:
     """The slurmctld StatefulSet; `observed` (the live one, if any) only pins immutable fields."""
     labels = component_labels(APP_NAME, spec.name, COMPONENT)
@@ -81,7 +73,7 @@ def statefulset(parent: JSON, spec: ControllerSpec, pod_annotations: dict[str, s
         "replicas": spec.replicas,
         "revisionHistoryLimit": 0,
         "selector": {"matchLabels": selector_labels(APP_NAME, spec.name)},
-        "serviceName": internal_service_name(spec.name),
+        "serviceName": spec.internal_service_name,
         "template": template,
     }
     if claim_templates:
@@ -91,7 +83,7 @@ def statefulset(parent: JSON, spec: ControllerSpec, pod_annotations: dict[str, s
         "kind": "StatefulSet",
         "metadata": child_metadata(
             parent,
-            statefulset_name(spec.name),
+            spec.service_name,
             {**(user_meta.get("labels") or {}), **labels},
             user_meta.get("annotations"),
         ),
@@ -124,7 +116,7 @@ def _pod_spec(spec: ControllerSpec, has_claim_template: bool) -> JSON:
 
 
 def _slurmctld_container(spec: ControllerSpec) -> JSON:
-    port = {"name": APP_NAME, "containerPort": cluster.SLURMCTLD_PORT, "protocol": "TCP"}
+    port = {"name": APP_NAME, "containerPort": SLURMCTLD_PORT, "protocol": "TCP"}
     # A standby slurmctld never reports ready on /readyz; with backups, liveness decides readiness.
     ready_path = "/livez" if spec.ha else "/readyz"
     base = {
@@ -165,7 +157,7 @@ def _reconfigure_sidecar(spec: ControllerSpec) -> JSON:
 
 
 def _etc_volume(spec: ControllerSpec) -> JSON:
-    sources: list[JSON] = [{"configMap": {"name": config_map_name(spec.name)}}]
+    sources: list[JSON] = [{"configMap": {"name": spec.config_map}}]
     for ref, path in ((spec.slurm_key, slurmconf.SLURM_KEY_FILE), (spec.jwt_key, slurmconf.JWT_KEY_FILE)):
         if ref is not None:
             sources.append({"secret": {"name": ref.name, "items": [{"key": ref.key, "path": path}]}})

@@ -10,12 +10,14 @@ for a status condition and the hook keeps what it already has.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from hooks import cluster, contract, slurmconf
 from hooks.cluster import InvalidSpec, KeyRef
 from hooks.contract import BadHookRequest, CompositeRequest
+from hooks.controller.model import Controller, Endpoint, check_port, external_endpoint, read_controller
 
 JSON = dict[str, Any]
 
@@ -36,9 +38,6 @@ _CLAIM_FIELDS = (
     "volumeName",
 )
 _CLAIM_DEFAULTS: JSON = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "4Gi"}}}
-# One SlurmctldHost line and one slurmctld pod per controller: far above any real HA set-up, and a
-# bound on the hook's work (the CRD allows any int32).
-MAX_BACKUPS = 100
 _SCRIPT_FIELDS = ("prologScriptRefs", "epilogScriptRefs", "prologSlurmctldScriptRefs", "epilogSlurmctldScriptRefs")
 
 
@@ -58,17 +57,12 @@ class ServiceMonitorSpec:
     endpoints: tuple[JSON, ...]
 
 
-@dataclass(frozen=True)
-class ControllerSpec:
-    name: str
-    namespace: str
+@dataclass(frozen=True, kw_only=True)
+class ControllerSpec(Controller):
+    """The Controller as every hook sees it, plus what only its own hook reads."""
+
     cluster_name: str
-    external: slurmconf.Endpoint | None
-    replicas: int
-    slurm_key: KeyRef | None
-    jwt_key: KeyRef | None
     jwks: KeyRef | None
-    accounting: str
     inplace_reconfigure: bool
     slurmctld: JSON
     reconfigure: JSON
@@ -81,10 +75,6 @@ class ControllerSpec:
     service: JSON
     metrics: bool
     service_monitor: ServiceMonitorSpec | None
-
-    @property
-    def ha(self) -> bool:
-        return self.replicas > 1
 
     def referenced_configmaps(self) -> tuple[str, ...]:
         """Every ConfigMap projected into /etc/slurm, sorted and unique (Slinky's projection order)."""
@@ -104,23 +94,20 @@ class Resolved:
     secrets: dict[str, bytes]  # "<secret>/<key>" -> value, for the key hashes
     configmaps: dict[str, dict[str, str]]
     nodesets: tuple[slurmconf.NodeSetConf, ...]
-    accounting: slurmconf.Endpoint | None
+    accounting: Endpoint | None
     missing: tuple[str, ...] = ()  # one message per missing object or key
     config_inputs_missing: bool = False  # slurm.conf/cgroup.conf depend on a missing object
 
 
 def parse_spec(parent: JSON) -> ControllerSpec:
-    name, namespace = parent["metadata"]["name"], cluster.namespace_of(parent)
+    namespace = cluster.namespace_of(parent)
     spec = cluster.spec_of(parent)
     cluster_name = slurmconf.check_word(
-        cluster.opt_str(spec, "clusterName") or f"{namespace}_{name}", "spec.clusterName"
+        cluster.opt_str(spec, "clusterName") or f"{namespace}_{parent['metadata']['name']}", "spec.clusterName"
     )
-    external = cluster.opt_bool(spec, "external", False)
-    ha = cluster.opt_obj(spec, "ha")
-    ha_enabled = cluster.opt_bool(ha, "enabled", False, "spec.ha")
-    backups = cluster.opt_int(ha, "backups", 1, "spec.ha", minimum=1, maximum=MAX_BACKUPS)
+    controller = read_controller(parent, namespace, "spec")
     persistence = _persistence(cluster.opt_obj(spec, "persistence"))
-    if ha_enabled and not external and not (persistence.enabled and persistence.existing_claim):
+    if controller.ha and not (persistence.enabled and persistence.existing_claim):
         raise InvalidSpec(
             "spec.persistence.existingClaim is required (with persistence.enabled) when spec.ha.enabled: "
             "backups share StateSaveLocation through a ReadWriteMany claim"
@@ -128,15 +115,9 @@ def parse_spec(parent: JSON) -> ControllerSpec:
     metrics = cluster.opt_obj(spec, "metrics")
     metrics_enabled = cluster.opt_bool(metrics, "enabled", False, "spec.metrics")
     return ControllerSpec(
-        name=name,
-        namespace=namespace,
+        **{field.name: getattr(controller, field.name) for field in dataclasses.fields(Controller)},
         cluster_name=cluster_name,
-        external=_external(spec) if external else None,
-        replicas=1 + backups if ha_enabled and not external else 1,
-        slurm_key=cluster.key_ref(spec, "slurmKeyRef"),
-        jwt_key=cluster.jwt_key_ref(spec),
         jwks=cluster.key_ref(spec, "jwksKeyRef"),
-        accounting=cluster.local_ref_name(spec, "accountingRef"),
         inplace_reconfigure=cluster.opt_bool(spec, "inplaceReconfigure", False),
         slurmctld=cluster.container_override(spec, "slurmctld"),
         reconfigure=cluster.container_override(spec, "reconfigure"),
@@ -194,19 +175,15 @@ def resolve(req: CompositeRequest, spec: ControllerSpec) -> Resolved:
     return Resolved(secrets, configmaps, nodesets, accounting, tuple(missing), config_missing)
 
 
-def accounting_endpoint(accounting: JSON, where: str) -> slurmconf.Endpoint:
+def accounting_endpoint(accounting: JSON, where: str) -> Endpoint:
     """Where slurmctld reaches slurmdbd: the external host, or the Accounting's Service."""
     spec = cluster.spec_of(accounting)
     if spec.get("external"):
-        ext = spec.get("externalConfig") or {}
-        return slurmconf.Endpoint(
-            slurmconf.check_host(ext.get("host"), f"{where} spec.externalConfig.host"),
-            slurmconf.check_port(ext.get("port"), f"{where} spec.externalConfig.port"),
-        )
+        return external_endpoint(spec, f"{where} spec")
     meta = accounting["metadata"]
     port = (spec.get("service") or {}).get("port") or cluster.SLURMDBD_PORT
     host = f"{cluster.accounting_host(meta['name'])}.{meta.get('namespace', '')}"
-    return slurmconf.Endpoint(host, slurmconf.check_port(port, f"{where} spec.service.port"))
+    return Endpoint(host, check_port(port, f"{where} spec.service.port"))
 
 
 def _configmap_data(obj: JSON) -> dict[str, str]:
@@ -214,14 +191,6 @@ def _configmap_data(obj: JSON) -> dict[str, str]:
     if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
         raise BadHookRequest(f"related ConfigMap {obj['metadata']['name']!r}: data must map keys to strings")
     return data
-
-
-def _external(spec: JSON) -> slurmconf.Endpoint:
-    ext = cluster.opt_obj(spec, "externalConfig")
-    return slurmconf.Endpoint(
-        slurmconf.check_host(ext.get("host"), "spec.externalConfig.host"),
-        slurmconf.check_port(ext.get("port"), "spec.externalConfig.port"),
-    )
 
 
 def _persistence(p: JSON) -> Persistence:

@@ -55,6 +55,7 @@ from hooks import cluster, names
 from hooks.applied import Child, Kept, kept, kind_and_name, name_of
 from hooks.cluster import InvalidSpec
 from hooks.contract import ChildReader, CompositeRequest, CustomizeRequest
+from hooks.controller.model import Controller, controller_ref_name, controller_rule, find_controller
 from hooks.nodeset import deletion, reservation
 from hooks.nodeset.observe import ObservedPod, observe_pod, still_wanted
 from hooks.nodeset.plan import Context, Plan, plan_daemonset, plan_finalize, plan_hold, plan_statefulset
@@ -77,12 +78,8 @@ from hooks.nodeset.spec import (
     PVC_TYPE_KEY,
     RETAIN,
     SECRET_TYPE_KEY,
-    ControllerInfo,
     NodeSetSpec,
     check_pod_identity,
-    controller_ref_name,
-    find_controller,
-    find_controller_named,
     lenient_when_deleted,
     parse_nodeset,
     related_nodes_selector,
@@ -112,14 +109,7 @@ def customize(req: CustomizeRequest) -> JSON:
     namespace = parent["metadata"].get("namespace") or ""
 
     def controller() -> list[JSON]:
-        return [
-            {
-                "apiVersion": names.API_VERSION,
-                "resource": "controllers",
-                "namespace": namespace,
-                "names": [controller_ref_name(parent)],
-            }
-        ]
+        return [controller_rule(namespace, controller_ref_name(cluster.spec_of(parent)))]
 
     def nodes() -> list[JSON]:
         selector = related_nodes_selector(parent)
@@ -136,7 +126,7 @@ def customize(req: CustomizeRequest) -> JSON:
 def sync(req: CompositeRequest) -> JSON:
     spec = parse_nodeset(req.parent)
     pods = _observed_pods(req, spec.name)
-    controller = find_controller(req, spec)
+    controller = find_controller(req, spec.namespace, spec.controller_name)
     if controller is None:
         return _hold(req, spec, pods)
     revision = revision_hash(req.parent)
@@ -191,10 +181,10 @@ def finalize(req: CompositeRequest) -> JSON:
     """
     try:
         spec = parse_nodeset(req.parent)
+        controller = find_controller(req, spec.namespace, spec.controller_name)
     except InvalidSpec as err:
         return _finalize_invalid(req, err)
     pods = _observed_pods(req, spec.name)
-    controller = find_controller(req, spec)
     mode, plan = _release_plan(req.parent, pods, controller)
     now = _clock(spec, pods, every_pod=mode == deletion.Release.NO_CONTROLLER)
     ctx = Context(spec=spec, revision=revision_hash(req.parent), draining=_published_draining(req.parent), now=now)
@@ -219,14 +209,14 @@ def _finalize_invalid(req: CompositeRequest, err: InvalidSpec) -> JSON:
     The observed status is kept, with this finalize's drain intents and an InvalidSpec condition.
     PVCs and the ConfigMap stay while any pod is left (which PVC belongs to which pod needs the
     claim templates); then whenDeleted, read leniently, decides. An unreadable controllerRef
-    (the CRD forbids it) finds no Controller: pods with busy evidence are kept, as when the
-    Controller is not observed.
+    (the CRD forbids it), or a related Controller no hook can use, finds no Controller: pods with
+    busy evidence are kept, as when the Controller is not observed.
     """
     parent = req.parent
     namespace = parent["metadata"].get("namespace") or ""
     pods = _observed_pods(req, parent["metadata"]["name"])
     try:
-        controller = find_controller_named(req, namespace, controller_ref_name(parent))
+        controller = find_controller(req, namespace, controller_ref_name(cluster.spec_of(parent)))
     except InvalidSpec:
         controller = None
     mode, plan = _release_plan(parent, pods, controller)
@@ -267,7 +257,7 @@ def _finalize_invalid(req: CompositeRequest, err: InvalidSpec) -> JSON:
 
 
 def _release_plan(
-    parent: JSON, pods: list[ObservedPod], controller: ControllerInfo | None
+    parent: JSON, pods: list[ObservedPod], controller: Controller | None
 ) -> tuple[deletion.Release, Plan]:
     """How finalize lets pods go, and the drain intents it publishes (none when every pod goes at once)."""
     mode = deletion.release_mode(parent, controller is not None, controller is not None and controller.deleting)
@@ -355,7 +345,7 @@ _FINALIZE_NOTES = {
 
 
 def controller_condition(
-    parent: JSON, spec: NodeSetSpec, controller: ControllerInfo | None, mode: deletion.Release | None = None
+    parent: JSON, spec: NodeSetSpec, controller: Controller | None, mode: deletion.Release | None = None
 ) -> JSON:
     """`mode`: how finalize releases pods (None in sync)."""
     note = _FINALIZE_NOTES.get(mode, "") if mode is not None else ""

@@ -19,8 +19,9 @@ import orjson
 
 from hooks import cluster, names
 from hooks.cluster import KeyRef
+from hooks.controller.model import Controller
 from hooks.gres import node_gres
-from hooks.nodeset.spec import ControllerInfo, NodeSetSpec
+from hooks.nodeset.spec import NodeSetSpec
 from hooks.objects import child_metadata, component_labels, content_hash, selector_labels
 from hooks.podtemplate import apply_pod_template, merge_container
 
@@ -178,9 +179,7 @@ class WorkerPodBuilder:
     and never needs it (the merge was a third of a 10-pod sync).
     """
 
-    def __init__(
-        self, parent: JSON, spec: NodeSetSpec, controller: ControllerInfo, revision: str, sssd_data: bytes | None
-    ):
+    def __init__(self, parent: JSON, spec: NodeSetSpec, controller: Controller, revision: str, sssd_data: bytes | None):
         self.spec = spec
         self.parent = parent
         self.revision = revision
@@ -234,7 +233,7 @@ class WorkerPodBuilder:
         ]
 
 
-def _base_template(parent: JSON, spec: NodeSetSpec, controller: ControllerInfo, sssd_data: bytes | None) -> JSON:
+def _base_template(parent: JSON, spec: NodeSetSpec, controller: Controller, sssd_data: bytes | None) -> JSON:
     labels = {**component_labels("slurmd", spec.name, "worker"), names.LABEL_CLUSTER: spec.controller_name}
     annotations = {
         names.ANNOTATION_DEFAULT_CONTAINER: "slurmd",
@@ -247,8 +246,8 @@ def _base_template(parent: JSON, spec: NodeSetSpec, controller: ControllerInfo, 
     pod_spec: JSON = {
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
-        "subdomain": cluster.worker_service_name(spec.controller_name),
-        "dnsConfig": {"searches": [cluster.worker_dns_search(spec.controller_name, spec.namespace)]},
+        "subdomain": controller.worker_service,
+        "dnsConfig": {"searches": [controller.worker_dns_search]},
         "tolerations": [_worker_toleration()],
         "containers": [_slurmd_container(spec, controller)],
         "initContainers": [_logfile_container(spec)],
@@ -263,15 +262,15 @@ def _base_template(parent: JSON, spec: NodeSetSpec, controller: ControllerInfo, 
     }
 
 
-def _finish_template(spec: NodeSetSpec, controller: ControllerInfo, template: JSON) -> JSON:
+def _finish_template(spec: NodeSetSpec, controller: Controller, template: JSON) -> JSON:
     """What the user's template must not take away: worker toleration, DNS search, anti-affinity."""
     pod_spec = template["spec"]
     pod_spec.pop("hostname", None)  # set per pod
     if _worker_toleration() not in pod_spec.setdefault("tolerations", []):
         pod_spec["tolerations"].append(_worker_toleration())
     searches = pod_spec.setdefault("dnsConfig", {}).setdefault("searches", [])
-    if cluster.worker_dns_search(spec.controller_name, spec.namespace) not in searches:
-        searches.insert(0, cluster.worker_dns_search(spec.controller_name, spec.namespace))
+    if controller.worker_dns_search not in searches:
+        searches.insert(0, controller.worker_dns_search)
     if not spec.oversubscribe_node:
         anti = pod_spec.setdefault("affinity", {}).setdefault("podAntiAffinity", {})
         anti.setdefault("requiredDuringSchedulingIgnoredDuringExecution", []).append(
@@ -300,7 +299,7 @@ def _worker_toleration() -> JSON:
     return {"key": names.TAINT_NODESET_WORKER, "operator": "Equal", "effect": "NoExecute"}
 
 
-def _slurmd_container(spec: NodeSetSpec, controller: ControllerInfo) -> JSON:
+def _slurmd_container(spec: NodeSetSpec, controller: Controller) -> JSON:
     cpus, memory_mib = pod_limits(spec)
     ports = [{"name": "slurmd", "containerPort": cluster.SLURMD_PORT, "protocol": "TCP"}]
     mounts = [
@@ -377,8 +376,8 @@ def _http_probe(path: str, failure_threshold: int | None = None, period: int | N
     return probe
 
 
-def _volumes(spec: NodeSetSpec, controller: ControllerInfo) -> list[JSON]:
-    sources = [_secret_projection(controller.slurm_key_ref, "slurm.key")] if controller.slurm_key_ref else []
+def _volumes(spec: NodeSetSpec, controller: Controller) -> list[JSON]:
+    sources = [_secret_projection(controller.slurm_key, "slurm.key")] if controller.slurm_key else []
     volumes: list[JSON] = [
         {"name": "slurm-etc", "projected": {"defaultMode": 0o600, "sources": sources}},
         {"name": "slurm-logfile", "emptyDir": {"medium": "Memory"}},

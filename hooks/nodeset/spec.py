@@ -1,4 +1,4 @@
-"""The NodeSet spec and its Controller, parsed once and checked field by field.
+"""The NodeSet spec, parsed once and checked field by field.
 
 Defaults follow Slinky v1beta1 (the CRD applies most of them, but a hook must not depend on
 that: a request built by hand or by an older CRD still gets the same answer). A value the hook
@@ -20,7 +20,7 @@ from typing import Any
 
 from hooks import contract, names
 from hooks.cluster import InvalidSpec, KeyRef, container_override
-from hooks.contract import CompositeRequest
+from hooks.controller.model import controller_ref_name
 from hooks.objects import dict_field
 
 JSON = dict[str, Any]
@@ -33,14 +33,12 @@ SCHEDULED_UPDATE: str = "ScheduledUpdate"
 RETAIN: str = "Retain"
 DELETE: str = "Delete"
 
-CONTROLLER_TYPE_KEY = contract.TYPE_CONTROLLER
 NODE_TYPE_KEY = contract.TYPE_NODE
 SECRET_TYPE_KEY = contract.TYPE_SECRET
 POD_TYPE_KEY = contract.TYPE_POD
 PVC_TYPE_KEY = contract.TYPE_PVC
 CONFIGMAP_TYPE_KEY = contract.TYPE_CONFIGMAP
 
-SLURMCTLD_PORT = 6817
 _PERCENT = re.compile(r"^(0|[1-9][0-9]*)%$")
 # One sync builds every pod of the NodeSet in one response: 10,000 pods is about 30 MB and half a
 # second; millions would exhaust the hook's time and memory, so larger pools are split across NodeSets.
@@ -96,16 +94,6 @@ class NodeSetSpec:
         return self.template.get("spec") or {}
 
 
-@dataclass(frozen=True)
-class ControllerInfo:
-    """The parts of the referenced Controller that shape worker pods."""
-
-    name: str
-    conf_server: str
-    slurm_key_ref: KeyRef | None
-    deleting: bool
-
-
 def parse_nodeset(parent: JSON) -> NodeSetSpec:
     """Parse and check `parent.spec`; raises InvalidSpec naming the field."""
     meta = parent["metadata"]
@@ -123,7 +111,7 @@ def parse_nodeset(parent: JSON) -> NodeSetSpec:
     return NodeSetSpec(
         name=meta["name"],
         namespace=meta.get("namespace") or "",
-        controller_name=_controller_name(spec),
+        controller_name=controller_ref_name(spec),
         replicas=_int(spec, "replicas", 1, maximum=MAX_REPLICAS),
         scaling_mode=_enum(spec, "scalingMode", STATEFULSET, (STATEFULSET, DAEMONSET)),
         slurmd=container_override(spec, "slurmd"),
@@ -162,11 +150,6 @@ def topology_wait(parent: JSON) -> int:
         raise InvalidSpec(f"annotation {names.ANNOTATION_TOPOLOGY_WAIT} must be a whole number of seconds "
                           f"from 0 to {MAX_TOPOLOGY_WAIT}, got {value!r}")  # fmt: skip
     return int(value)
-
-
-def controller_ref_name(parent: JSON) -> str:
-    """spec.controllerRef.name alone (customize and finalize need it even when another field is invalid)."""
-    return _controller_name(parent.get("spec") or {})
 
 
 def related_nodes_selector(parent: JSON) -> JSON | None:
@@ -208,45 +191,6 @@ def check_pod_identity(name: str, hostname: str, source: str) -> None:
             f"{source} gives pod {name!r} the hostname {hostname!r}, which is not a DNS label "
             f"(at most {MAX_LABEL_VALUE} lower-case letters, digits and '-')"
         )
-
-
-def find_controller(req: CompositeRequest, spec: NodeSetSpec) -> ControllerInfo | None:
-    """The Controller named by controllerRef in the NodeSet's namespace, or None if not observed."""
-    return find_controller_named(req, spec.namespace, spec.controller_name)
-
-
-def find_controller_named(req: CompositeRequest, namespace: str, name: str) -> ControllerInfo | None:
-    for obj in req.related_of(CONTROLLER_TYPE_KEY):
-        meta = obj["metadata"]
-        if meta.get("name") == name and meta.get("namespace", namespace) == namespace:
-            return _controller_info(obj, namespace)
-    return None
-
-
-def _controller_info(obj: JSON, namespace: str) -> ControllerInfo:
-    name = obj["metadata"]["name"]
-    spec = dict_field(obj, "spec")
-    external = spec.get("external") is True
-    config = dict_field(spec, "externalConfig")
-    if external and config.get("host"):
-        conf_server = f"{config['host']}:{config.get('port') or SLURMCTLD_PORT}"
-    else:
-        conf_server = f"{name}-controller.{namespace}:{SLURMCTLD_PORT}"
-    key_ref = dict_field(spec, "slurmKeyRef")
-    slurm_key = KeyRef(key_ref["name"], key_ref["key"]) if key_ref.get("name") and key_ref.get("key") else None
-    return ControllerInfo(
-        name=name,
-        conf_server=conf_server,
-        slurm_key_ref=slurm_key,
-        deleting=bool(obj["metadata"].get("deletionTimestamp")),
-    )
-
-
-def _controller_name(spec: JSON) -> str:
-    ref = spec.get("controllerRef")
-    if not isinstance(ref, dict) or not isinstance(ref.get("name"), str) or not ref["name"]:
-        raise InvalidSpec("spec.controllerRef.name must be a non-empty string")
-    return ref["name"]
 
 
 def _template(spec: JSON) -> JSON:

@@ -12,11 +12,11 @@ from typing import Any
 import orjson
 import pytest
 
-from hooks import applied, cluster, names
+from hooks import applied, cluster, contract, names
 from hooks.contract import BadHookRequest, parse_composite
 
 NS = "slurm"
-CONTROLLER_KEY = cluster.CONTROLLER_TYPE
+CONTROLLER_KEY = contract.TYPE_CONTROLLER
 
 
 def cr(kind: str, name: str, spec: dict[str, Any], **meta: Any) -> dict[str, Any]:
@@ -127,10 +127,6 @@ def _identity(child: dict[str, Any]) -> tuple[str, str]:
 
 
 def test_derived_names():
-    assert cluster.controller_service_host("slurm", "hpc") == "slurm-controller.hpc"
-    assert cluster.config_map_name("slurm") == "slurm-config"
-    assert cluster.worker_service_name("slurm") == "slurm-workers-slurm"
-    assert cluster.worker_dns_search("slurm", "hpc") == "slurm-workers-slurm.hpc.svc.cluster.local"
     assert cluster.accounting_host("acct") == "acct-accounting"
 
 
@@ -152,27 +148,6 @@ def test_jwt_key_ref_prefers_jwt_key_ref_over_the_deprecated_alias():
 def test_bad_key_refs_name_the_field(spec, needle):
     with pytest.raises(BadHookRequest, match=needle):
         cluster.key_ref(spec, "slurmKeyRef")
-
-
-def test_find_controller_reads_refs_from_the_related_controller_only_in_the_namespace():
-    ctrl = cr(
-        "Controller", "slurm", {"slurmKeyRef": {"name": "sk", "key": "slurm.key"}, "accountingRef": {"name": "acct"}}
-    )
-    other_ns = cr("Controller", "slurm", {})
-    other_ns["metadata"]["namespace"] = "elsewhere"
-    req = parse_composite(
-        request(cr("RestApi", "r", {}), rel={CONTROLLER_KEY: {"elsewhere/slurm": other_ns}}), "RestApi"
-    )
-    assert cluster.find_controller(req, NS, "slurm") is None
-    req = parse_composite(request(cr("RestApi", "r", {}), rel=related(ctrl)), "RestApi")
-    view = cluster.find_controller(req, NS, "slurm")
-    assert view is not None
-    assert (view.slurm_key, view.accounting, view.service_host, view.config_map) == (
-        cluster.KeyRef("sk", "slurm.key"),
-        "acct",
-        "slurm-controller.slurm",
-        "slurm-config",
-    )
 
 
 def test_secret_value_explains_what_is_missing_without_values():

@@ -269,3 +269,16 @@ def test_an_existing_host_key_secret_is_never_replaced_by_fresh_keys(client, dat
     assert by_kind(one)[KEYS_NAME] == by_kind(two)[KEYS_NAME]
     assert by_kind(one)[KEYS_NAME]["data"] == {}
     assert pod_of(one) == pod_of(two)
+
+
+@pytest.mark.usefixtures("fast_keys")
+def test_an_external_controller_gives_sackd_its_host_and_port(client):
+    """Seam bug 3 of issue 23: sackd was sent to `slurm-controller.slurm`, a Service an external Controller lacks."""
+    external = cr(
+        "Controller",
+        "slurm",
+        {**controller()["spec"], "external": True, "externalConfig": {"host": "ctld.example.com", "port": 7817}},
+    )
+    pod = pod_of(sync(client, loginset_cr(), rel=related(external, secret("sssd", {"sssd.conf": b"[sssd]\n"}))))
+    login = pod["spec"]["containers"][0]
+    assert {"name": "SACKD_OPTIONS", "value": "--conf-server ctld.example.com:7817"} in login["env"]

@@ -13,7 +13,7 @@ import pytest
 
 from hooks import names
 from hooks.app import create_app
-from hooks.controller.spec import MAX_BACKUPS
+from hooks.controller.model import MAX_BACKUPS
 from hooks.nodeset.spec import MAX_REPLICAS
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "requests"
