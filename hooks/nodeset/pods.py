@@ -28,6 +28,9 @@ JSON = dict[str, Any]
 
 SSH_CONFIG_KEY = "sshd_config"
 PRESTOP_COMMAND = "scontrol update nodename=$(hostname) state=down reason='slurm-operator: Pod is terminating';"
+# ` Topology=<the pod's topology>` only when SLINKY_TOPOLOGY is set and not empty (shell `${VAR:+word}`),
+# spliced into conf_argument's single-quoted word; Features always precedes it, so the space separates.
+POD_TOPOLOGY = "'\"${SLINKY_TOPOLOGY:+ Topology=$SLINKY_TOPOLOGY}\"'"
 TOPOLOGY_WAIT_CONTAINER = "topology-wait"
 TOPOLOGY_VOLUME = "pod-topology"
 TOPOLOGY_DIR = "/run/slinky/pod-topology"
@@ -92,21 +95,24 @@ def slurm_nodeset_name(spec: NodeSetSpec) -> str:
 
 
 def conf_argument(spec: NodeSetSpec) -> str:
-    """The slurmd `--conf` value: features, topology, gres and the user's extraConf items, sorted."""
+    """The slurmd `--conf` value, a shell word: features, topology, gres and the user's extraConf, sorted.
+
+    No key is ever rendered without a value: slurmd would take the next key as its value (an empty
+    `Topology=` turned `Weight=7` into a topology and left the node INVALID_REG). So an empty extraConf
+    value drops its key, and the pod's topology is written only when SLINKY_TOPOLOGY is not empty.
+    """
     items = parse_extra_conf(spec.extra_conf)
     features = {slurm_nodeset_name(spec)}
     for key in ("Feature", "Features"):
         for value in items.pop(key, []):
             features.update(v for v in value.split(",") if v)
-    topology = items.pop("Topology", None)
     gres = node_gres(items.pop("Gres", None), spec.slurmd, spec.template_spec, f"NodeSet {spec.name!r}")
-    conf = {
-        "Features": ",".join(sorted(features)),
-        "Topology": ",".join(topology) if topology else "'\"$SLINKY_TOPOLOGY\"'",
-        **{key: ",".join(values) for key, values in items.items()},
-        **({"Gres": gres} if gres else {}),
-    }
-    return "'" + " ".join(f"{key}={conf[key]}" for key in sorted(conf)) + "'"
+    conf = {key: ",".join(v for v in values if v) for key, values in items.items()}
+    conf.update(Features=",".join(sorted(features)), Gres=gres or "")
+    if not conf.get("Topology"):
+        conf["Topology"] = POD_TOPOLOGY  # the pod's own, resolved by the shell that starts slurmd
+    words = (value if value is POD_TOPOLOGY else f" {key}={value}" for key, value in sorted(conf.items()) if value)
+    return "'" + "".join(words).lstrip() + "'"
 
 
 def parse_extra_conf(extra_conf: str) -> dict[str, list[str]]:
