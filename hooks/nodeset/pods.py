@@ -71,6 +71,16 @@ def revision_hash(parent: JSON) -> str:
     return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()[:10]
 
 
+def registration_hash(pod_spec: JSON) -> str:
+    """Hash of what slurmd registers its dynamic node with: its command, args (the `--conf`), env (POD_CPUS,
+    POD_MEMORY) and the container's and pod's resources. The image and everything else are left out: a pod
+    replaced for them keeps its Slurm node record (and any state an administrator gave it)."""
+    slurmd: JSON = next((c for c in pod_spec.get("containers", []) if c.get("name") == "slurmd"), {})
+    data = {key: slurmd.get(key) for key in ("command", "args", "env", "resources")}
+    data["podResources"] = pod_spec.get("resources")
+    return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()[:10]
+
+
 def padded_ordinal(spec: NodeSetSpec, ordinal: int) -> str:
     return str(ordinal).zfill(spec.ordinal_padding)
 
@@ -196,7 +206,16 @@ class WorkerPodBuilder:
     @cached_property
     def _template(self) -> JSON:
         base = _base_template(self.parent, self.spec, self._controller, self._sssd_data)
-        return _finish_template(self.spec, self._controller, apply_pod_template(base, self.spec.template))
+        template = _finish_template(self.spec, self._controller, apply_pod_template(base, self.spec.template))
+        template["metadata"].setdefault("annotations", {})[names.ANNOTATION_REGISTRATION_HASH] = registration_hash(
+            template["spec"]
+        )
+        return template
+
+    @property
+    def registration(self) -> str:
+        """The registration hash of the pods this sync builds."""
+        return str(self._template["metadata"]["annotations"][names.ANNOTATION_REGISTRATION_HASH])
 
     @cached_property
     def _template_bytes(self) -> bytes:
