@@ -9,7 +9,9 @@ name meanwhile, so its replacement cannot start before the record is gone.
 
 The decision fails closed (§4.2): Slurm's node and job listings of this pass must both be known; the
 node must be released (drained, or DOWN, with no job: hooks/slurmstate.is_released), no job listed on
-it, and the pod must carry no busy evidence (pod-protect, a pod-deadline not yet cleared). The delete
+it, no pending job asking for it by name (`-w`: Slurm keeps such a job pending across the delete, but
+one that names a node gone at slurmctld's next start is killed, as slurm-bridge#43 saw), and the pod
+must carry no busy evidence (pod-protect, a pod-deadline not yet cleared). The delete
 is then sent only after a second answer, a GET of that very node, says the same; Slurm itself refuses
 to delete a node with a job.
 """
@@ -17,16 +19,17 @@ to delete a node with a job.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hooks import names, slurmstate
 from slurm_sync.events import pod_ref
+from slurm_sync.hostlist import expand_hostlist
 from slurm_sync.operator.plan import SlurmView
 from slurm_sync.operator.view import ClusterView, PodView
 from slurm_sync.slurm.errors import SlurmError, SlurmNotFound
-from slurm_sync.slurm.types import Node
+from slurm_sync.slurm.types import Job, Node
 
 if TYPE_CHECKING:
     from slurm_sync.operator.loop import OperatorLoop, Tally
@@ -55,16 +58,33 @@ def busy_evidence(pod: PodView) -> bool:
     )
 
 
+def asked_for(jobs: Iterable[Job]) -> frozenset[str] | None:
+    """The nodes pending jobs ask for by name; None when a job's list cannot be read (unknown)."""
+    wanted: set[str] = set()
+    for job in jobs:
+        if job.required_nodes and "PENDING" in job.state:
+            try:
+                wanted.update(expand_hostlist(job.required_nodes))
+            except ValueError:
+                return None
+    return frozenset(wanted)
+
+
 def record_deletes(cluster: ClusterView, slurm: SlurmView) -> Iterator[RecordDelete]:
     """The pods whose flagged drain is done and whose node record may go, by this pass's listings."""
-    if slurm.nodes is None or slurm.deadlines is None:
+    if slurm.nodes is None or slurm.deadlines is None or slurm.jobs is None:
         return  # Slurm's state unknown: nothing
+    wanted = asked_for(slurm.jobs.values())
+    if wanted is None:
+        return
     for pod in cluster.pods:
         nodeset = cluster.nodesets.get(pod.nodeset or "")
         if nodeset is None or nodeset.deleting or pod.name not in nodeset.record_deletes:
             continue  # a deleting NodeSet's records go by slurm_sync/operator/deletion.py
         node = slurm.nodes.get(pod.slurm_node)
-        if node is not None and idle_for_good(node, slurm.deadlines) and not busy_evidence(pod):
+        if node is None or node.name in wanted:
+            continue
+        if idle_for_good(node, slurm.deadlines) and not busy_evidence(pod):
             yield RecordDelete(pod, node.name, nodeset.intents.get(pod.name, ""))
 
 

@@ -96,6 +96,16 @@ def test_never_while_the_job_listing_shows_a_job_there(httpserver: HTTPServer) -
     assert DELETE not in slurm.job_writes
 
 
+@pytest.mark.parametrize("required", ["gpu-0", "gpu-[0-1]", "gpu-[0"])
+def test_never_while_a_pending_job_asks_for_the_node_by_name(httpserver: HTTPServer, required) -> None:
+    """Slurm would keep it pending across the delete, then kill it at its next start (slurm-bridge#43);
+    an unreadable list is unknown, not "another node"."""
+    slurm, _kube, loop = rig(httpserver)
+    slurm.jobs = {6: parse_job({"job_id": 6, "job_state": ["PENDING"], "required_nodes": required})}
+    loop.run_pass()
+    assert DELETE not in slurm.job_writes
+
+
 def test_never_on_unknown_state(httpserver: HTTPServer) -> None:
     slurm, _kube, loop = rig(httpserver)
     slurm.fail = SlurmUnavailable("slurmrestd: connection refused")

@@ -120,3 +120,21 @@ def test_without_the_delete_slurm_keeps_the_old_record(rig: Rig) -> None:
     )
     node = rig.lab.run("scontrol", "show", "node", NODE).stdout
     assert "CPUTot=4 " in node and "RealMemory=500 " in node, node
+
+
+def test_a_pending_job_asking_for_the_node_by_name_keeps_its_record(rig: Rig) -> None:
+    """Slurm would keep the job pending across the delete, and kill it at slurmctld's next start."""
+    held = ["sbatch", "-H", "-p", PARTITION, "-w", NODE, "-o", "/dev/null", "--wrap", "true"]
+    rig.jobs.append(rig.lab.run(*held, check=True).stdout.split()[-1])
+    assert rig.service.run_pass()
+    flag_for_replacement(rig)
+    wait_for(
+        lambda: (rig.service.run_pass(), rig.annotations("gpu-0"))[1],
+        lambda a: a.get(names.ANNOTATION_DRAINED) == "true",
+        timeout=60,
+        interval=1,
+        what=f"{NODE} drained",
+    )
+    rig.service.run_pass()
+    assert f"NodeName={NODE} " in rig.lab.run("scontrol", "show", "node", NODE).stdout
+    assert "JobState=PENDING" in rig.lab.run("scontrol", "show", "job", rig.jobs[-1]).stdout
