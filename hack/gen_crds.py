@@ -791,6 +791,10 @@ def nodeset() -> Kind:
                     {
                         "name": string("Pod name."),
                         "reason": string("Why it must go; the Slurm drain reason after the `slurm-operator: ` prefix."),
+                        "deleteSlurmNode": boolean(
+                            "Its replacement registers other resources, or it is scaled in: once drained and idle,"
+                            " slurm_sync deletes its Slurm node record, and the pod goes only once that is absent."
+                        ),
                     },
                     required=("name", "reason"),
                 ),

@@ -46,6 +46,9 @@ ANNOTATION_NODE_CORDON_REASON: Final = NODESET_PREFIX + "node-cordon-reason"
 ANNOTATION_DRAINED: Final = NODESET_PREFIX + "drained"
 ANNOTATION_SLURM_NODE_ABSENT: Final = NODESET_PREFIX + "slurm-node-absent"
 ANNOTATION_HOSTNAME_OVERRIDE: Final = NODESET_PREFIX + "hostname-override"
+# Hash of what slurmd registers its dynamic node with (its args, env and resources): a pod replaced by one
+# with another hash needs its Slurm node record deleted first (docs/architecture.md §4.1).
+ANNOTATION_REGISTRATION_HASH: Final = NODESET_PREFIX + "registration-hash"
 ANNOTATION_SLURM_OBSERVED: Final = SLINKY_PREFIX + "slurm-observed"
 
 # Controller pods: the one slurmctld that answers ping (HA).
@@ -80,6 +83,9 @@ ANNOTATION_LAST_APPLIED: Final = "metacontroller.k8s.io/last-applied-configurati
 
 # NodeSet status: the drain intents slurm_sync executes (list of {name, reason}, sorted by name).
 STATUS_DRAINING_PODS: Final = "drainingPods"
+# A drainingPods item's flag: once drained and idle, slurm_sync deletes the pod's Slurm node record, and
+# the pod goes only once that record is proven absent (its replacement registers anew).
+DRAIN_DELETE_NODE: Final = "deleteSlurmNode"
 STATUS_ORDINAL_TO_NODE: Final = "ordinalToNode"
 # NodeSet status condition types.
 CONDITION_CONTROLLER_RESOLVED: Final = "ControllerResolved"

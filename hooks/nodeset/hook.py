@@ -148,7 +148,9 @@ def sync(req: CompositeRequest) -> JSON:
         plan = plan_statefulset(ctx, pods, ordinal_to_node, fits)
     for slot in plan.create:
         _check_identity(spec, slot)
-    wanted = still_wanted(pods, plan.condemned, ctx.now)
+    if plan.condemned:
+        plan.delete_stale_records(pods, builder.registration)
+    wanted = still_wanted(pods, plan.condemned, ctx.now, frozenset(plan.delete_node))
     built = [builder.build(slot) for slot in plan.create]
     pod_children = _kept(wanted) + built
     claim_owners = _claim_owners(spec, pods, plan, pod_children)
@@ -467,7 +469,7 @@ def _status(
     ours = [p for p in pods if p.ours and not p.terminating]
     available = sum(1 for p in ours if ctx.available(p))
     desired = plan.desired if spec.scaling_mode == DAEMONSET else spec.replicas
-    draining = [{"name": name, "reason": plan.condemned[name]} for name in sorted(plan.condemned)]
+    draining = [_drain_intent(name, plan) for name in sorted(plan.condemned)]
     return {
         "replicas": len(ours),
         "updatedReplicas": sum(1 for p in ours if p.revision == ctx.revision),
@@ -490,6 +492,14 @@ def _status(
             inconsistent_condition(parent, pods, ctx.now),
         ],
     }
+
+
+def _drain_intent(name: str, plan: Plan) -> JSON:
+    """One status.drainingPods item; flagged when slurm_sync must delete the pod's Slurm node record."""
+    intent: JSON = {"name": name, "reason": plan.condemned[name]}
+    if name in plan.delete_node:
+        intent[names.DRAIN_DELETE_NODE] = True
+    return intent
 
 
 def _draining_condition(parent: JSON, draining: list[JSON]) -> JSON:

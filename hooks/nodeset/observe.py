@@ -56,6 +56,7 @@ class ObservedPod:
     terminating: bool
     drained_mark: bool
     absent_mark: bool
+    registration: str | None  # names.ANNOTATION_REGISTRATION_HASH; None on pods made before it existed
     slurm_states: frozenset[str]  # Slurm state words (IDLE, DRAIN ...) from the SlurmNodeState* conditions
     slurm_base: str | None  # the base state among them (slurmstate.base_state)
     slurm_drain: bool  # a drain in force (slurmstate.is_drain)
@@ -175,6 +176,7 @@ def observe_pod(obj: JSON, nodeset: str, parent_uid: str) -> ObservedPod:
         terminating=bool(meta.get("deletionTimestamp")),
         drained_mark=annotations.get(names.ANNOTATION_DRAINED) == "true",
         absent_mark=annotations.get(names.ANNOTATION_SLURM_NODE_ABSENT) == "true",
+        registration=_str_or_none(annotations.get(names.ANNOTATION_REGISTRATION_HASH)),
         slurm_states=slurm_states,
         slurm_base=_base_state(slurm_states),
         slurm_drain=_is_drain(slurm_states),
@@ -186,9 +188,16 @@ def observe_pod(obj: JSON, nodeset: str, parent_uid: str) -> ObservedPod:
     )
 
 
-def still_wanted(pods: list[ObservedPod], condemned: dict[str, str], now: float | None) -> list[ObservedPod]:
-    """Every named pod but the condemned ones slurm_sync marked and no busy evidence holds."""
-    return [p for p in pods if p.name and not (p.name in condemned and p.removable(now))]
+def still_wanted(
+    pods: list[ObservedPod], condemned: dict[str, str], now: float | None, delete_node: frozenset[str] = frozenset()
+) -> list[ObservedPod]:
+    """Every named pod but the condemned ones slurm_sync marked and no busy evidence holds; a pod in
+    `delete_node` needs the absent mark (its Slurm node record deleted), drained is not enough."""
+    return [
+        p
+        for p in pods
+        if p.name and not (p.name in condemned and p.removable(now) and (p.absent_mark or p.name not in delete_node))
+    ]
 
 
 def victim_order(pod: ObservedPod, ordinal: int | None, draining: frozenset[str]) -> tuple[Any, ...]:

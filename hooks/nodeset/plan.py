@@ -32,12 +32,23 @@ class Plan:
     condemned: dict[str, str] = field(default_factory=dict)
     unexpected: dict[str, str] = field(default_factory=dict)
     desired: int = 0
+    # condemned pods whose Slurm node record must go before they do (names.DRAIN_DELETE_NODE)
+    delete_node: set[str] = field(default_factory=set)
 
-    def condemn(self, pods: Iterable[ObservedPod], reason: str) -> None:
+    def condemn(self, pods: Iterable[ObservedPod], reason: str, delete_node: bool = False) -> None:
         """First reason wins; a terminating pod is already going and needs no drain intent."""
         for pod in pods:
             if not pod.terminating:
                 self.condemned.setdefault(pod.name, reason)
+                if delete_node:
+                    self.delete_node.add(pod.name)
+
+    def delete_stale_records(self, pods: Iterable[ObservedPod], registration: str) -> None:
+        """A condemned pod whose slurmd registered otherwise than its replacement will: its record goes first.
+        A pod without the hash (made before it existed) is left as it was: unknown means no action."""
+        for pod in pods:
+            if pod.name in self.condemned and pod.registration not in (None, registration):
+                self.delete_node.add(pod.name)
 
 
 @dataclass(frozen=True)
@@ -223,7 +234,7 @@ def _scale(plan: Plan, ctx: Context, members: dict[int, ObservedPod]) -> None:
     if excess <= 0:
         return
     ranked = sorted(members.items(), key=lambda item: (not item[1].terminating, ctx.order(item[1], item[0])))
-    plan.condemn((pod for _, pod in ranked[:excess]), f"scale-in to {ctx.spec.replicas} replicas")
+    plan.condemn((pod for _, pod in ranked[:excess]), f"scale-in to {ctx.spec.replicas} replicas", delete_node=True)
 
 
 def _rolling_update(plan: Plan, ctx: Context, members: list[tuple[ObservedPod, int | None]], target: int) -> None:

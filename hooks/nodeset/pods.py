@@ -29,6 +29,9 @@ JSON = dict[str, Any]
 
 SSH_CONFIG_KEY = "sshd_config"
 PRESTOP_COMMAND = "scontrol update nodename=$(hostname) state=down reason='slurm-operator: Pod is terminating';"
+# ` Topology=<the pod's topology>` only when SLINKY_TOPOLOGY is set and not empty (shell `${VAR:+word}`),
+# spliced into conf_argument's single-quoted word; Features always precedes it, so the space separates.
+POD_TOPOLOGY = "'\"${SLINKY_TOPOLOGY:+ Topology=$SLINKY_TOPOLOGY}\"'"
 TOPOLOGY_WAIT_CONTAINER = "topology-wait"
 TOPOLOGY_VOLUME = "pod-topology"
 TOPOLOGY_DIR = "/run/slinky/pod-topology"
@@ -69,6 +72,16 @@ def revision_hash(parent: JSON) -> str:
     return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()[:10]
 
 
+def registration_hash(pod_spec: JSON) -> str:
+    """Hash of what slurmd registers its dynamic node with: its command, args (the `--conf`), env (POD_CPUS,
+    POD_MEMORY) and the container's and pod's resources. The image and everything else are left out: a pod
+    replaced for them keeps its Slurm node record (and any state an administrator gave it)."""
+    slurmd: JSON = next((c for c in pod_spec.get("containers", []) if c.get("name") == "slurmd"), {})
+    data = {key: slurmd.get(key) for key in ("command", "args", "env", "resources")}
+    data["podResources"] = pod_spec.get("resources")
+    return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()[:10]
+
+
 def padded_ordinal(spec: NodeSetSpec, ordinal: int) -> str:
     return str(ordinal).zfill(spec.ordinal_padding)
 
@@ -93,21 +106,24 @@ def slurm_nodeset_name(spec: NodeSetSpec) -> str:
 
 
 def conf_argument(spec: NodeSetSpec) -> str:
-    """The slurmd `--conf` value: features, topology, gres and the user's extraConf items, sorted."""
+    """The slurmd `--conf` value, a shell word: features, topology, gres and the user's extraConf, sorted.
+
+    No key is ever rendered without a value: slurmd would take the next key as its value (an empty
+    `Topology=` turned `Weight=7` into a topology and left the node INVALID_REG). So an empty extraConf
+    value drops its key, and the pod's topology is written only when SLINKY_TOPOLOGY is not empty.
+    """
     items = parse_extra_conf(spec.extra_conf)
     features = {slurm_nodeset_name(spec)}
     for key in ("Feature", "Features"):
         for value in items.pop(key, []):
             features.update(v for v in value.split(",") if v)
-    topology = items.pop("Topology", None)
     gres = node_gres(items.pop("Gres", None), spec.slurmd, spec.template_spec, f"NodeSet {spec.name!r}")
-    conf = {
-        "Features": ",".join(sorted(features)),
-        "Topology": ",".join(topology) if topology else "'\"$SLINKY_TOPOLOGY\"'",
-        **{key: ",".join(values) for key, values in items.items()},
-        **({"Gres": gres} if gres else {}),
-    }
-    return "'" + " ".join(f"{key}={conf[key]}" for key in sorted(conf)) + "'"
+    conf = {key: ",".join(v for v in values if v) for key, values in items.items()}
+    conf.update(Features=",".join(sorted(features)), Gres=gres or "")
+    if not conf.get("Topology"):
+        conf["Topology"] = POD_TOPOLOGY  # the pod's own, resolved by the shell that starts slurmd
+    words = (value if value is POD_TOPOLOGY else f" {key}={value}" for key, value in sorted(conf.items()) if value)
+    return "'" + "".join(words).lstrip() + "'"
 
 
 def parse_extra_conf(extra_conf: str) -> dict[str, list[str]]:
@@ -189,7 +205,16 @@ class WorkerPodBuilder:
     @cached_property
     def _template(self) -> JSON:
         base = _base_template(self.parent, self.spec, self._controller, self._sssd_data)
-        return _finish_template(self.spec, self._controller, apply_pod_template(base, self.spec.template))
+        template = _finish_template(self.spec, self._controller, apply_pod_template(base, self.spec.template))
+        template["metadata"].setdefault("annotations", {})[names.ANNOTATION_REGISTRATION_HASH] = registration_hash(
+            template["spec"]
+        )
+        return template
+
+    @property
+    def registration(self) -> str:
+        """The registration hash of the pods this sync builds."""
+        return str(self._template["metadata"]["annotations"][names.ANNOTATION_REGISTRATION_HASH])
 
     @cached_property
     def _template_bytes(self) -> bytes:

@@ -41,7 +41,7 @@ from slurm_sync.cache import ViewMemo
 from slurm_sync.events import Events, Notice, ObjectRef, mark_notices, node_update_notice, nodeset_ref, pod_ref
 from slurm_sync.kube import Kube, describe_error, pod_gone
 from slurm_sync.metrics import Metrics
-from slurm_sync.operator import deletion, reservations
+from slurm_sync.operator import deletion, records, reservations
 from slurm_sync.operator import plan as planning
 from slurm_sync.operator import topology as topology_copy
 from slurm_sync.operator.plan import PodPlan, PodState, SlurmView
@@ -410,6 +410,7 @@ class OperatorLoop:
             )
         reservations.execute(self, cluster, slurm, tally)  # ScheduledUpdate maintenance reservations
         deletion.execute(self, cluster, slurm, tally)  # deleting NodeSets: pending jobs, node records
+        records.execute(self, cluster, slurm, tally)  # records of pods replaced with new resources or scaled in
         for nodeset in sorted(cluster.nodesets.values(), key=lambda n: n.name):
             if nodeset.releases_claims:
                 release_retained_claims(self.kube, nodeset, tally, self.events)

@@ -54,6 +54,8 @@ class NodeSetView:
     uid: str
     protect: bool  # workloadDisruptionProtection
     intents: Mapping[str, str]  # status.drainingPods: pod name -> reason
+    # drainingPods flagged names.DRAIN_DELETE_NODE: their Slurm node record goes once drained and idle
+    record_deletes: frozenset[str]
     observed_hash: str | None  # our ANNOTATION_SLURM_OBSERVED
     deleting: bool = False  # metadata.deletionTimestamp is set (the hook's finalize runs)
     retain_claims: bool = True  # persistentVolumeClaimRetentionPolicy.whenDeleted is not Delete
@@ -177,16 +179,19 @@ def read_pod(obj: JSON) -> PodView | None:
 def read_nodeset(obj: JSON) -> NodeSetView:
     meta, spec, status = _obj(obj.get("metadata")), _obj(obj.get("spec")), _obj(obj.get("status"))
     protect = spec.get("workloadDisruptionProtection")
-    intents = {}
+    intents, record_deletes = {}, set()
     for item in status.get(names.STATUS_DRAINING_PODS) or []:
         if isinstance(item, Mapping) and isinstance(item.get("name"), str):
             intents[item["name"]] = _str(item.get("reason")) or "drain requested"
+            if item.get(names.DRAIN_DELETE_NODE) is True:
+                record_deletes.add(item["name"])
     return NodeSetView(
         namespace=_str(meta.get("namespace")),
         name=_str(meta.get("name")),
         uid=_str(meta.get("uid")),
         protect=protect if isinstance(protect, bool) else DEFAULT_PROTECTION,
         intents=intents,
+        record_deletes=frozenset(record_deletes),
         observed_hash=_map(meta.get("annotations")).get(names.ANNOTATION_SLURM_OBSERVED),
         deleting=bool(meta.get("deletionTimestamp")),
         # Read as the NodeSet hook reads a spec it cannot parse: only an explicit Delete deletes.

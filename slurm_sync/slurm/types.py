@@ -276,6 +276,7 @@ class Job:
     start_time: int | None
     time_limit_minutes: int | None  # None: unlimited or not set
     end_time: int | None = None  # a running job's expected end (Slurm: start + limit, a year on when unlimited)
+    required_nodes: str = ""  # hostlist the job asked for by name (`-w`); empty when none
 
     @property
     def external(self) -> bool:
@@ -285,7 +286,7 @@ class Job:
 # Every field parse_job reads (as NODE_FIELDS for a job listing).
 JOB_FIELDS = (
     "job_id", "name", "job_state", "state_reason", "nodes", "batch_host", "partition", "user_name", "user_id",
-    "admin_comment", "comment", "flags", "start_time", "time_limit", "end_time",
+    "admin_comment", "comment", "flags", "start_time", "time_limit", "end_time", "required_nodes",
 )  # fmt: skip
 
 
@@ -308,6 +309,7 @@ def parse_job(obj: JSON) -> Job:
         start_time=no_val_number(obj, "start_time", what),
         time_limit_minutes=no_val_number(obj, "time_limit", what),
         end_time=no_val_number(obj, "end_time", what),
+        required_nodes=_str(obj, "required_nodes", what),
     )
 
 

@@ -199,7 +199,7 @@ def observe_all(resp: dict, **state) -> list[dict]:
 # --- scale out, scale in, drain before delete ---------------------------------------------------
 
 
-def test_scale_zero_to_three_to_one_keeps_the_busy_pod_until_drained(client):
+def test_scale_zero_to_three_to_one_keeps_the_busy_pod_until_its_node_is_gone(client):
     first = sync(client, request(nodeset(replicas=0)))
     assert children(first) == {} and first["status"]["replicas"] == 0
 
@@ -224,6 +224,11 @@ def test_scale_zero_to_three_to_one_keeps_the_busy_pod_until_drained(client):
         observed(pods["gpu-2"], slurm=("Allocated", "Drain")),
     ]
     after = sync(client, request(nodeset(status=status, replicas=1), pods=step))
+    # A scaled-in pod's Slurm node record goes first (slurm_sync deletes it): drained is not enough.
+    assert sorted(children(after)) == ["gpu-0", "gpu-1", "gpu-2"]
+    assert all(i[names.DRAIN_DELETE_NODE] is True for i in after["status"][names.STATUS_DRAINING_PODS])
+    step[1] = observed(pods["gpu-1"], slurm=(), absent=True)
+    after = sync(client, request(nodeset(status=status, replicas=1), pods=step))
     assert sorted(children(after)) == ["gpu-0", "gpu-2"]
     assert set(draining(after)) == {"gpu-1", "gpu-2"}
 
@@ -231,7 +236,7 @@ def test_scale_zero_to_three_to_one_keeps_the_busy_pod_until_drained(client):
     stale = [running[0], observed(pods["gpu-2"], slurm=("Allocated", "Drain"), drained=True)]
     assert sorted(children(sync(client, request(nodeset(status=status, replicas=1), pods=stale)))) == ["gpu-0", "gpu-2"]
 
-    done = [running[0], observed(pods["gpu-2"], slurm=("Idle", "Drain"), drained=True)]
+    done = [running[0], observed(pods["gpu-2"], slurm=(), absent=True)]
     final = sync(client, request(nodeset(status=after["status"], replicas=1), pods=done))
     assert sorted(children(final)) == ["gpu-0"]
 
@@ -278,7 +283,7 @@ def test_scale_to_zero_drains_then_removes_every_pod(client):
     zero = sync(client, request(nodeset(replicas=0), pods=[observed(p) for p in pods.values()]))
     assert sorted(children(zero)) == ["gpu-0", "gpu-1"]
     assert draining(zero) == {"gpu-0": "scale-in to 0 replicas", "gpu-1": "scale-in to 0 replicas"}
-    marked = [observed(p, slurm=("Idle", "Drain"), drained=True) for p in pods.values()]
+    marked = [observed(p, slurm=(), absent=True) for p in pods.values()]
     gone = sync(client, request(nodeset(status=zero["status"], replicas=0), pods=marked))
     assert children(gone) == {} and gone["status"]["desired"] == 0
 
@@ -668,12 +673,9 @@ def running_nodeset(client) -> tuple[dict, list[dict], list[dict]]:
 @pytest.mark.parametrize(("spec", "field"), INVALID)
 def test_invalid_spec_keeps_every_child_and_the_status_and_names_the_field(client, spec, field):
     status, pods, pvcs = running_nodeset(client)
-    # gpu-1 is drained meanwhile: with the spec unusable, nothing is deleted all the same.
-    pods[1] = observed(
-        json.loads(pods[1]["metadata"]["annotations"][names.ANNOTATION_LAST_APPLIED]),
-        slurm=("Idle", "Drain"),
-        drained=True,
-    )
+    # gpu-1's Slurm node is gone meanwhile: with the spec unusable, nothing is deleted all the same.
+    applied = json.loads(pods[1]["metadata"]["annotations"][names.ANNOTATION_LAST_APPLIED])
+    pods[1] = observed(applied, slurm=(), absent=True)
     resp = post(client, "/nodeset/sync", request(invalid_parent(spec, status), pods=pods, pvcs=pvcs), nodeset())
     last_applied = {
         json.loads(c["metadata"]["annotations"][names.ANNOTATION_LAST_APPLIED])["metadata"]["name"]: c
@@ -691,7 +693,7 @@ def test_invalid_spec_keeps_every_child_and_the_status_and_names_the_field(clien
         k: v for k, v in status.items() if k != "conditions"
     }
     assert resp["resyncAfterSeconds"] == 30
-    # Fixed: the condition goes, the drained pod goes.
+    # Fixed: the condition goes, the pod whose Slurm node is gone goes.
     fixed = sync(
         client, request(nodeset(status=resp["status"], replicas=1, volumeClaimTemplates=[CLAIM]), pods=pods, pvcs=pvcs)
     )

@@ -91,7 +91,7 @@ def test_a_condemned_pod_with_busy_evidence_stays_whatever_its_marks(client, mar
 def test_a_passed_deadline_is_no_longer_busy_evidence(client, clock):  # noqa: F811 - the imported fixture
     pods = children(sync(client, request(nodeset(replicas=2))))
     deadline = {names.ANNOTATION_POD_DEADLINE: iso(T0 + 60)}
-    victim = marked(pods["gpu-1"], slurm=("Idle", "Drain"), drained=True, annotations=deadline)
+    victim = marked(pods["gpu-1"], slurm=(), absent=True, annotations=deadline)  # scaled in: its node record went
     state = [observed(pods["gpu-0"]), victim]
     reads = clock.reads
     assert "gpu-1" in children(sync(client, request(nodeset(replicas=1), pods=state)))

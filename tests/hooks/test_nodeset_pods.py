@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import os
+import subprocess
 
 import pytest
 
@@ -59,7 +61,7 @@ def test_worker_pod_carries_slinky_identity_and_wiring(client):  # noqa: F811 - 
         "--conf-server",
         "slurm-controller.slurm:6817",
         "--conf",
-        "'Features=gpu Topology='\"$SLINKY_TOPOLOGY\"''",
+        "'Features=gpu'\"${SLINKY_TOPOLOGY:+ Topology=$SLINKY_TOPOLOGY}\"''",
     ]
     assert container["ports"] == [{"name": "slurmd", "containerPort": 6818, "protocol": "TCP"}]
     assert container["securityContext"]["privileged"] is True
@@ -103,7 +105,7 @@ def test_user_template_and_overrides_merge_without_losing_ours(client):  # noqa:
     container = slurmd(pod)
     assert container["image"] == "slurmd:test"
     assert container["args"][-1] == "-vvv" and container["args"][:2] == ["-Z", "--conf-server"]
-    assert container["args"][4] == "'Features=a,slinky Topology='\"$SLINKY_TOPOLOGY\"' Weight=10'"
+    assert container["args"][4] == "'Features=a,slinky'\"${SLINKY_TOPOLOGY:+ Topology=$SLINKY_TOPOLOGY}\"' Weight=10'"
     assert env(container)["EXTRA"] == "1" and "POD_CPUS" in env(container)
     assert pod["spec"]["initContainers"][0]["image"] == "busybox:1"
     assert pod["spec"]["hostname"] == "slinky-0" and pod["spec"]["priorityClassName"] == "hpc"
@@ -134,10 +136,10 @@ def test_pod_cpus_and_memory_come_from_the_limits(pod_limits_, container_limits,
 @pytest.mark.parametrize(
     ("extra", "expected"),
     [
-        ("", "'Features=gpu Topology='\"$SLINKY_TOPOLOGY\"''"),
-        ("Features=a100,nvlink", "'Features=a100,gpu,nvlink Topology='\"$SLINKY_TOPOLOGY\"''"),
+        ("", "'Features=gpu'\"${SLINKY_TOPOLOGY:+ Topology=$SLINKY_TOPOLOGY}\"''"),
+        ("Features=a100,nvlink", "'Features=a100,gpu,nvlink'\"${SLINKY_TOPOLOGY:+ Topology=$SLINKY_TOPOLOGY}\"''"),
         ("Topology=switch-topo:s1", "'Features=gpu Topology=switch-topo:s1'"),
-        ("Weight10", "'Features=gpu Topology='\"$SLINKY_TOPOLOGY\"''"),
+        ("Weight10", "'Features=gpu'\"${SLINKY_TOPOLOGY:+ Topology=$SLINKY_TOPOLOGY}\"''"),
     ],
 )
 def test_conf_argument(extra, expected):
@@ -298,3 +300,26 @@ def test_status_counts_slurm_states_and_exposes_the_selector(client):  # noqa: F
     ) == (4, 3, 3, 1)
     assert status["selector"] == "app.kubernetes.io/instance=gpu,app.kubernetes.io/name=slurmd"
     assert draining({"status": status}) == {}
+
+
+def slurmd_conf_seen(extra: str, topology: str) -> list[str]:
+    """The `--conf` items slurmd receives: the hook's shell word evaluated by sh, SLINKY_TOPOLOGY as the pod has it."""
+    parent = {"metadata": {"name": "gpu", "namespace": "slurm"}, "spec": {"controllerRef": {"name": "slurm"}}}
+    parent["spec"]["extraConf"] = extra
+    word = conf_argument(parse_nodeset(parent))
+    env = {"PATH": os.environ["PATH"], "SLINKY_TOPOLOGY": topology}
+    out = subprocess.run(["sh", "-c", f"printf %s {word}"], env=env, capture_output=True, text=True, check=True)
+    return out.stdout.split(" ")
+
+
+@pytest.mark.parametrize(
+    ("extra", "topology", "expected"),
+    [
+        ("Weight=7", "", ["Features=gpu", "Weight=7"]),  # was "Topology= Weight=7": Weight=7 became the topology
+        ("Weight=7", "topo-switch:s1", ["Features=gpu", "Topology=topo-switch:s1", "Weight=7"]),
+        ("Weight= CPUs=2 Topology=", "", ["CPUs=2", "Features=gpu"]),
+        ("Topology=topo-block:b1 Weight=7", "topo-switch:s1", ["Features=gpu", "Topology=topo-block:b1", "Weight=7"]),
+    ],
+)
+def test_slurmd_conf_has_no_key_without_a_value(extra, topology, expected):
+    assert slurmd_conf_seen(extra, topology) == expected

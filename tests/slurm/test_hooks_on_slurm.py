@@ -246,6 +246,19 @@ def test_a_nodeset_whose_slurmd_has_gpus_registers_them_as_gres_and_runs_a_gpu_j
     assert all(d.poll() is None for d in cluster.daemons), cluster.logs()
 
 
+def test_a_nodeset_without_topology_registers_its_extra_conf_and_stays_idle(second_cluster: SecondCluster):
+    """The pod's topology annotation is unset: an empty `Topology=` made slurmd take `Weight=7` as the
+    topology (State=IDLE+DRAIN+DYNAMIC_NORM+INVALID_REG, "Failed to set topology 'Weight=7'")."""
+    cluster = second_cluster
+    nodeset = cr("NodeSet", "heavy", {"controllerRef": {"name": "slurm"}, "replicas": 1, "extraConf": "Weight=7",
+                                      "partition": {"enabled": True, "config": "State=UP"}})  # fmt: skip
+    _rendered, host = boot_with_nodeset(cluster, nodeset)
+    node = cluster.run("scontrol", "show", "node", host)
+    assert "Weight=7" in node and "State=IDLE+DYNAMIC_NORM " in node, node
+    assert "DRAIN" not in node and "INVALID_REG" not in node and "topology" not in node.lower(), node
+    assert all(d.poll() is None for d in cluster.daemons), cluster.logs()
+
+
 # --- tokens ----------------------------------------------------------------------------------------
 
 
