@@ -22,7 +22,7 @@ import hashlib
 import json
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -322,6 +322,20 @@ def node_deadlines(jobs: Iterable[Job]) -> dict[str, int | None]:
             before = deadlines.get(name, end)
             deadlines[name] = None if end is None or before is None else max(end, before)
     return deadlines
+
+
+def holding_jobs(jobs: Iterable[Job], nodes: Collection[str]) -> dict[str, tuple[int, ...]]:
+    """The jobs Slurm's job listing shows holding each of ``nodes`` (only those with one): busy
+    evidence that outweighs any answer saying the node is gone. ValueError when a job's node list
+    cannot be read (then no node can be said idle)."""
+    wanted = set(nodes)
+    held: dict[str, tuple[int, ...]] = {}
+    for job in jobs:
+        if not job.state & _HOLDING_STATES or not job.nodes:
+            continue
+        for name in wanted.intersection(expand_hostlist(job.nodes)):
+            held[name] = (*held.get(name, ()), job.job_id)
+    return {name: tuple(sorted(ids)) for name, ids in held.items()}
 
 
 def deadline_annotation(
