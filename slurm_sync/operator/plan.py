@@ -111,7 +111,8 @@ def operator_reason(reason: str) -> str:
 
 
 def drain_intent(pod: PodView, cluster: ClusterView) -> str | None:
-    """Why the pod's Slurm node must be drained (prefixed), or None: node cordon, NodeSet intent, pod cordon."""
+    """Why the pod's Slurm node must be drained (prefixed), or None: node cordon, NodeSet intent, pod cordon,
+    a requested cordon (each reason names its source, and shows on the pod as the Drain condition's message)."""
     node = cluster.kube_nodes.get(pod.node_name or "")
     if node is not None and node.unschedulable:
         reason = sanitize_reason(node.cordon_reason or "") or condition_reason(node, cluster.propagated_conditions)
@@ -123,6 +124,10 @@ def drain_intent(pod: PodView, cluster: ClusterView) -> str | None:
         return operator_reason(nodeset.intents[pod.name])
     if pod.cordoned:
         return operator_reason(f"Pod ({pod.namespace}/{pod.name}) was cordoned")
+    if pod.cordon_requested:
+        return operator_reason(
+            f"Pod ({pod.namespace}/{pod.name}) cordon requested ({names.ANNOTATION_POD_CORDON_REQUESTED})"
+        )
     return None
 
 
