@@ -435,7 +435,8 @@ class OperatorLoop:
         """The listing's view plus the nodes proven absent: each pod's node the listing lacks is asked
         about by name (when marking it absent would change anything), and counts as absent only once
         Slurm's not-found answer held on a later pass. Busy evidence wins: while the job listing of the
-        pass shows a job on any node the node listing lacks, or cannot be read, no node is absent."""
+        pass cannot be read, no node is absent; while it shows a job on a node the node listing lacks, the
+        node listing is proven wrong and counts as unread (nothing that depends on it is written)."""
         self._absence.next_pass()
         if slurm.nodes is None:
             return slurm
@@ -448,7 +449,7 @@ class OperatorLoop:
             return slurm  # which of them run jobs is unknown: none is absent this pass
         if busy:
             self._contradicted(busy, tally)
-            return slurm
+            return dataclasses.replace(slurm, nodes=None)
         assumed = dataclasses.replace(slurm, absent=frozenset(missing))
         settled = {p.slurm_node for p in cluster.pods if p.slurm_node in missing}
         for pod in cluster.pods:
@@ -496,9 +497,9 @@ class OperatorLoop:
 
     def _contradicted(self, busy: Mapping[str, tuple[int, ...]], tally: Tally) -> None:
         """Slurm's answers of one pass disagree (a node gone from the node listing, or said not found,
-        runs jobs per the job listing): no absence is proven from them and the evidence gathered so far
-        is void, readiness names each such node, and both listings are read whole next pass, so a view
-        built from the wrong answer does not outlive the fault."""
+        runs jobs per the job listing): the absence evidence gathered so far is void, readiness names
+        each such node, and both listings are read whole next pass, so a view built from the wrong
+        answer does not outlive the fault."""
         self._absence.forget_except(())
         for node, jobs in sorted(busy.items()):
             why = (
