@@ -39,6 +39,8 @@ LABEL_NODESET_POD_HOSTNAME: Final = NODESET_PREFIX + "pod-hostname"
 LABEL_NODESET_REVISION: Final = "controller-revision-hash"
 LABEL_POD_PROTECT: Final = NODESET_PREFIX + "pod-protect"
 ANNOTATION_POD_CORDON: Final = NODESET_PREFIX + "pod-cordon"
+# Slinky 1.3.0: a health checker's (or other automation's) ask for a drain, beside an administrator's pod-cordon.
+ANNOTATION_POD_CORDON_REQUESTED: Final = NODESET_PREFIX + "pod-cordon-requested"
 ANNOTATION_POD_DELETION_COST: Final = NODESET_PREFIX + "pod-deletion-cost"
 ANNOTATION_POD_DEADLINE: Final = NODESET_PREFIX + "pod-deadline"
 ANNOTATION_NODE_CORDON_REASON: Final = NODESET_PREFIX + "node-cordon-reason"

@@ -235,13 +235,18 @@ def _object_words(command: Command) -> list[str]:
 @pytest.mark.parametrize("command", _by("kubectl"), ids=lambda c: c.line)
 def test_kubectl_names_what_exists(command: Command) -> None:
     verb = command.words[1]
-    assert verb in ("get", "describe", "logs", "delete", "patch", "rollout", "port-forward", "apply", "wait"), (
-        command.line
-    )
+    assert verb in (
+        "get", "describe", "logs", "delete", "patch", "annotate", "rollout", "port-forward", "apply", "wait"
+    ), command.line  # fmt: skip
     if verb == "wait":
         condition = next(w for w in command.words if w.startswith("--for=")).removeprefix("--for=condition=")
         assert condition in name_values(), f"{command.line}: no condition {condition}"
     words = _object_words(command)
+    if verb == "annotate":  # kind, object, then key=value (set) or key- (remove) each
+        for change in words[2:]:
+            key = change.split("=", 1)[0].removesuffix("-")
+            assert key in name_values(), f"{command.line}: {key} is not defined in hooks/names.py"
+        words = words[:2]
     if verb == "apply":
         path = command.option("-f")
         assert path in ("crds/", "dist/install.yaml", "dist/install-bridge.yaml"), command.line
@@ -292,7 +297,7 @@ def test_port_forwarded_paths_are_served() -> None:
 def test_prose_names_exist() -> None:
     """Labels, annotations, finalizers, conditions, metrics and defaults the text names outside commands."""
     text = DOC.read_text()
-    for key in re.findall(r"[a-z]+(?:\.[a-z]+)*\.slinky\.slurm\.net/[a-z-]+", text):
+    for key in re.findall(r"[a-z]+(?:\.[a-z]+)*\.slinky\.slurm\.net/[a-z-]*[a-z]", text):  # "key-" removes key
         assert key in name_values() or key.startswith("metacontroller.io/"), key
     decorators = {o["metadata"]["name"] for o in _bridge_objects() if o["kind"] == "DecoratorController"}
     for finalizer in re.findall(r"metacontroller\.io/decoratorcontroller-([a-z-]+)", text):

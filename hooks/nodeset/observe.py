@@ -76,7 +76,11 @@ class ObservedPod:
 
     @property
     def pod_cordon(self) -> bool:
-        return self.annotations.get(names.ANNOTATION_POD_CORDON) == "true"
+        """Someone asked for a drain on the pod: pod-cordon, or a health checker's pod-cordon-requested."""
+        return any(
+            self.annotations.get(a) == "true"
+            for a in (names.ANNOTATION_POD_CORDON, names.ANNOTATION_POD_CORDON_REQUESTED)
+        )
 
     @cached_property
     def deletion_cost(self) -> int:

@@ -4,7 +4,7 @@ Kubernetes readiness alone says only that slurmd started; whether the node takes
 word, which slurm_sync mirrors onto each pod as SlurmNodeState* conditions (docs/architecture.md §4.3).
 A node counts as usable when its base state is IDLE, MIXED or ALLOCATED and no flag stops it. A
 drain is expected, and so not a problem, when we asked for it: the pod is condemned (it is not a
-desired pod then), carries pod-cordon, or the drain reason is ours. Any other drain (an
+desired pod then), carries pod-cordon or pod-cordon-requested, or the drain reason is ours. Any other drain (an
 administrator's, or Slurm's own after a failed job step) is named with Slurm's reason.
 """
 

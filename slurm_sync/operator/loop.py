@@ -334,6 +334,7 @@ class OperatorLoop:
         if not lost:
             self._lost_gone.clear()
             return
+        self._relist()  # accepted or not, a listing that lost this much is checked whole next pass
         refuse_unproven_loss(lost, len(before), self._lost_gone, self.slurm.get_node, "node")
         log.warning(
             "cluster %s: %d nodes left Slurm's listing at once; Slurm confirmed each is gone", self.name, len(lost)
@@ -434,12 +435,22 @@ class OperatorLoop:
     def _prove_absence(self, cluster: ClusterView, slurm: SlurmView, now: str, tally: Tally) -> SlurmView:
         """The listing's view plus the nodes proven absent: each pod's node the listing lacks is asked
         about by name (when marking it absent would change anything), and counts as absent only once
-        Slurm's not-found answer held on a later pass."""
+        Slurm's not-found answer held on a later pass. Busy evidence wins: while the job listing of the
+        pass cannot be read, no node is absent; while it shows a job on a node the node listing lacks, the
+        node listing is proven wrong and counts as unread (nothing that depends on it is written)."""
         self._absence.next_pass()
         if slurm.nodes is None:
             return slurm
         missing = sorted({p.slurm_node for p in cluster.pods if p.slurm_node not in slurm.nodes})
         self._absence.forget_except(missing)
+        if not missing:
+            return slurm
+        busy = self._busy(slurm, missing, tally)
+        if busy is None:
+            return slurm  # which of them run jobs is unknown: none is absent this pass
+        if busy:
+            self._contradicted(busy, tally)
+            return dataclasses.replace(slurm, nodes=None)
         assumed = dataclasses.replace(slurm, absent=frozenset(missing))
         settled = {p.slurm_node for p in cluster.pods if p.slurm_node in missing}
         for pod in cluster.pods:
@@ -466,6 +477,7 @@ class OperatorLoop:
                 self._slurm_error(tally, f"get node {name}", exc)
                 continue
             self._absence.found(name)
+            self._relist()  # the listing lacks a node Slurm has: the next one is read whole
             log.warning(
                 "cluster %s: node %s is missing from the listing but Slurm has it (%s); nothing written for it",
                 self.name,
@@ -473,6 +485,37 @@ class OperatorLoop:
                 ",".join(sorted(node.state)),
             )
         return dataclasses.replace(slurm, absent=frozenset(absent))
+
+    def _busy(self, slurm: SlurmView, nodes: list[str], tally: Tally) -> dict[str, tuple[int, ...]] | None:
+        """The jobs this pass's job listing shows on each of ``nodes``; None when it cannot tell."""
+        if slurm.jobs is None:
+            return None
+        try:
+            return planning.holding_jobs(slurm.jobs.values(), nodes)
+        except ValueError as exc:
+            tally.errors.append(f"jobs on missing nodes: {exc}; no node is absent this pass")
+            return None
+
+    def _contradicted(self, busy: Mapping[str, tuple[int, ...]], tally: Tally) -> None:
+        """Slurm's answers of one pass disagree (a node gone from the node listing, or said not found,
+        runs jobs per the job listing): the absence evidence gathered so far is void, readiness names
+        each such node, and both listings are read whole next pass, so a view built from the wrong
+        answer does not outlive the fault."""
+        self._absence.forget_except(())
+        for node, jobs in sorted(busy.items()):
+            why = (
+                f"node {node}: missing from Slurm's node listing, yet its job listing shows job(s) "
+                f"{', '.join(map(str, jobs))} running there: contradicting answers, nothing written for it"
+            )
+            tally.errors.append(why)
+            tally.unready.append(why)
+            log.error("cluster %s: %s", self.name, why)
+        self._relist()
+
+    def _relist(self) -> None:
+        """Both listings are read whole next pass: the current view is suspect."""
+        self._watch.relist()
+        self._jobs.relist()
 
     def _apply_pod(self, pod_plan: PodPlan, cluster: ClusterView, slurm: SlurmView, now: str, tally: Tally) -> PodState:
         """Patches (retried from a fresh read on 409), then Slurm updates; the hook-visible state."""

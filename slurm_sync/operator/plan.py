@@ -22,7 +22,7 @@ import hashlib
 import json
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,7 +111,8 @@ def operator_reason(reason: str) -> str:
 
 
 def drain_intent(pod: PodView, cluster: ClusterView) -> str | None:
-    """Why the pod's Slurm node must be drained (prefixed), or None: node cordon, NodeSet intent, pod cordon."""
+    """Why the pod's Slurm node must be drained (prefixed), or None: node cordon, NodeSet intent, pod cordon,
+    a requested cordon (each reason names its source, and shows on the pod as the Drain condition's message)."""
     node = cluster.kube_nodes.get(pod.node_name or "")
     if node is not None and node.unschedulable:
         reason = sanitize_reason(node.cordon_reason or "") or condition_reason(node, cluster.propagated_conditions)
@@ -123,6 +124,10 @@ def drain_intent(pod: PodView, cluster: ClusterView) -> str | None:
         return operator_reason(nodeset.intents[pod.name])
     if pod.cordoned:
         return operator_reason(f"Pod ({pod.namespace}/{pod.name}) was cordoned")
+    if pod.cordon_requested:
+        return operator_reason(
+            f"Pod ({pod.namespace}/{pod.name}) cordon requested ({names.ANNOTATION_POD_CORDON_REQUESTED})"
+        )
     return None
 
 
@@ -322,6 +327,20 @@ def node_deadlines(jobs: Iterable[Job]) -> dict[str, int | None]:
             before = deadlines.get(name, end)
             deadlines[name] = None if end is None or before is None else max(end, before)
     return deadlines
+
+
+def holding_jobs(jobs: Iterable[Job], nodes: Collection[str]) -> dict[str, tuple[int, ...]]:
+    """The jobs Slurm's job listing shows holding each of ``nodes`` (only those with one): busy
+    evidence that outweighs any answer saying the node is gone. ValueError when a job's node list
+    cannot be read (then no node can be said idle)."""
+    wanted = set(nodes)
+    held: dict[str, tuple[int, ...]] = {}
+    for job in jobs:
+        if not job.state & _HOLDING_STATES or not job.nodes:
+            continue
+        for name in wanted.intersection(expand_hostlist(job.nodes)):
+            held[name] = (*held.get(name, ()), job.job_id)
+    return {name: tuple(sorted(ids)) for name, ids in held.items()}
 
 
 def deadline_annotation(

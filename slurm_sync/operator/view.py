@@ -43,6 +43,11 @@ class PodView:
         return self.annotations.get(names.ANNOTATION_POD_CORDON) == "true"
 
     @property
+    def cordon_requested(self) -> bool:
+        """A health checker asked for a drain (Slinky 1.3.0); drained as pod-cordon, under its own reason."""
+        return self.annotations.get(names.ANNOTATION_POD_CORDON_REQUESTED) == "true"
+
+    @property
     def healthy(self) -> bool:
         return self.phase == "Running" and self.ready and not self.terminating
 

@@ -734,19 +734,27 @@ class ListingWatch(Generic[K, T]):
 
     A failed poll raises and keeps the previous view, so the next poll starts from it. An
     "unchanged" answer before there is a view is not a listing: it raises (``SlurmMalformed``)
-    instead of becoming an empty, authoritative one.
+    instead of becoming an empty, authoritative one. A view its reader found wrong is listed
+    whole again (``relist``): "nothing changed since" would keep a wrong view until Slurm changes.
     """
 
     def __init__(self, fetch: Callable[[int | None], Listing[T]], key: Callable[[T], K]) -> None:
         self._fetch = fetch
         self._key = key
         self._last: Snapshot[K, T] | None = None
+        self._whole = False  # the next poll asks for the whole listing, not what changed since
+
+    def relist(self) -> None:
+        """The next poll lists everything (no ``update_time``): the view is suspect (built from an
+        answer a later one contradicted), so "not modified since" is no answer about it."""
+        self._whole = True
 
     def poll(self, guard: Callable[[Mapping[K, T], Mapping[K, T]], None] | None = None) -> Snapshot[K, T]:
         """``guard(previous items, new items)`` may refuse a new listing by raising (a SlurmError):
         then the previous view stays, as after a failed poll."""
         previous = self._last
-        listing = self._fetch(previous.last_update if previous else None)
+        listing = self._fetch(previous.last_update if previous and not self._whole else None)
+        self._whole = False  # asked: a guard that finds this answer suspect asks again (relist)
         if listing.unchanged and previous is None:
             raise SlurmMalformed("an 'unchanged' answer with no previous view to be unchanged from")
         if listing.unchanged and previous is not None:

@@ -72,6 +72,34 @@ class Listing(Passthrough):
         body[self.listing] = [item for item in body.get(self.listing) or [] if self.keep(item)]
 
 
+class NodesGone(Listing):
+    """Every node answer agrees on a lie: the node listing is empty (as ``Listing``) and each
+    ``GET node/<name>`` gets Slurm's own not-found, the real slurmrestd's answer about a name no node
+    has, asked on the way and named back. Only the job listing still tells the truth."""
+
+    GHOST = "-chaos-gone"  # appended to the asked name: a node name the lab does not have
+
+    def __init__(self) -> None:
+        super().__init__("nodes")
+
+    @staticmethod
+    def _asks_node(request: Request) -> bool:
+        head, _, name = request.endpoint.partition("/")
+        return request.method == "GET" and head == "node" and bool(name)
+
+    def request(self, request: Request) -> Request:
+        if not self._asks_node(request):
+            return super().request(request)
+        return replace(request, path=request.path + self.GHOST)
+
+    def reply(self, request: Request, reply: Reply) -> Reply:
+        if not self._asks_node(request):
+            return super().reply(request, reply)
+        ghost = request.endpoint.partition("/")[2]
+        return Reply(reply.status, reply.body.replace(ghost.encode(), ghost[: -len(self.GHOST)].encode()),
+                     reply.content_type)  # fmt: skip
+
+
 class EmptyJobAnswer(Passthrough):
     """``GET job/<id>`` answered ``200 {"jobs": []}`` with no error (Slurm says 404 + 2017 when it is gone)."""
 

@@ -16,6 +16,7 @@ SLINKY_SPELLINGS = {
     "LABEL_NODESET_REVISION": "controller-revision-hash",
     "LABEL_ACTIVE_CONTROLLER": "controller.slinky.slurm.net/active",
     "ANNOTATION_POD_CORDON": "nodeset.slinky.slurm.net/pod-cordon",
+    "ANNOTATION_POD_CORDON_REQUESTED": "nodeset.slinky.slurm.net/pod-cordon-requested",
     "ANNOTATION_POD_DELETION_COST": "nodeset.slinky.slurm.net/pod-deletion-cost",
     "ANNOTATION_POD_DEADLINE": "nodeset.slinky.slurm.net/pod-deadline",
     "ANNOTATION_NODE_CORDON_REASON": "nodeset.slinky.slurm.net/node-cordon-reason",

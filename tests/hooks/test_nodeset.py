@@ -311,6 +311,10 @@ def test_victim_order_prefers_not_ready_then_deletion_cost_then_cordon(client):
     cordoned["metadata"]["annotations"][names.ANNOTATION_POD_CORDON] = "true"
     state = [cordoned, observed(pods["gpu-1"]), observed(pods["gpu-2"])]
     assert set(draining(sync(client, request(nodeset(replicas=2), pods=state)))) == {"gpu-0"}
+    asked = observed(pods["gpu-1"])  # a health checker's pod-cordon-requested counts as a cordon too
+    asked["metadata"]["annotations"][names.ANNOTATION_POD_CORDON_REQUESTED] = "true"
+    state = [observed(pods["gpu-0"]), asked, observed(pods["gpu-2"])]
+    assert set(draining(sync(client, request(nodeset(replicas=2), pods=state)))) == {"gpu-1"}
 
 
 def test_a_chosen_victim_stays_chosen_across_syncs(client):

@@ -199,6 +199,16 @@ def test_nodeset_drains_we_asked_for_keep_it_ready(client):
     assert nodeset_ready(client, pods)["status"] == "True"
 
 
+def test_a_drain_a_health_checker_requested_keeps_the_nodeset_ready(client):
+    pods = nodeset_pods(client, slurm=("Idle", "Drain"))
+    with_reason(pods[0], "Drain", "slurm-operator: node cordoned")
+    with_reason(pods[1], "Drain", "nhc: GPU 3 fell off the bus")
+    pods[1]["metadata"]["annotations"][names.ANNOTATION_POD_CORDON_REQUESTED] = "true"
+    assert nodeset_ready(client, pods)["status"] == "True"
+    del pods[1]["metadata"]["annotations"][names.ANNOTATION_POD_CORDON_REQUESTED]
+    assert nodeset_ready(client, pods)["status"] == "False"
+
+
 def test_nodeset_without_pods_yet_says_how_many_exist(client):
     ready = nodeset_ready(client, [])
     assert (ready["status"], ready["reason"], ready["message"]) == ("False", "PodsMissing", "0/2 desired pods exist")

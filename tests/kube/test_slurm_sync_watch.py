@@ -78,6 +78,15 @@ class Rig:
         body = {"metadata": {"annotations": {names.ANNOTATION_POD_CORDON: "true"}}}
         return str(self.core.patch_namespaced_pod(pod, self.namespace, body).metadata.resource_version)
 
+    def annotate(self, pod: str, key: str, value: str | None) -> None:
+        """Set (None: remove) one annotation of the pod, as a health checker would."""
+        self.core.patch_namespaced_pod(pod, self.namespace, {"metadata": {"annotations": {key: value}}})
+
+    def pod_conditions(self, pod: str) -> dict[str, str]:
+        """The pod's Slurm state conditions: type -> message."""
+        conditions = self.core.read_namespaced_pod(pod, self.namespace).status.conditions or []
+        return {c.type: c.message or "" for c in conditions if c.type.startswith("SlurmNodeState")}
+
     def slurm_node(self, name: str) -> str:
         return self.lab.run("scontrol", "show", "node", name, check=True).stdout
 
@@ -211,6 +220,32 @@ def test_a_cordoned_pod_is_drained_by_the_pass_its_change_started_not_by_the_pol
     passes = rig.wakeup.outcomes[before:draining_pass]
     assert passes and set(passes) == {"woken"}, f"the drain waited for the poll: passes since the change {passes}"
     assert f"Reason={rig.reason('gpu-n3')}" in rig.slurm_node("n3")
+    assert not rig.drained("n4")
+
+
+def test_a_requested_cordon_is_drained_shown_on_the_pod_and_lifted_when_the_annotation_goes(rig: Rig) -> None:
+    """Slinky 1.3.0's pod-cordon-requested, as a health checker sets and clears it."""
+    reason = (
+        f"{names.DRAIN_REASON_PREFIX} Pod ({rig.namespace}/gpu-n3) cordon requested "
+        f"({names.ANNOTATION_POD_CORDON_REQUESTED})"
+    )
+    rig.annotate("gpu-n3", names.ANNOTATION_POD_CORDON_REQUESTED, "true")
+    wait_for(lambda: rig.drained("n3"), bool, what="n3 drained", timeout=60)
+    assert f"Reason={reason}" in rig.slurm_node("n3")
+    rig.marked_drained("gpu-n3")
+    wait_for(lambda: rig.pod_conditions("gpu-n3").get("SlurmNodeStateDrain"), lambda m: m == reason,
+             what="the requested drain shown on gpu-n3")  # fmt: skip
+
+    rig.annotate("gpu-n3", names.ANNOTATION_POD_CORDON_REQUESTED, None)
+    wait_for(lambda: rig.drained("n3"), lambda d: not d, what="n3 undrained", timeout=60)
+    wait_for(lambda: rig.pod_conditions("gpu-n3"), lambda c: "SlurmNodeStateDrain" not in c,
+             what="the drain gone from gpu-n3")  # fmt: skip
+    annotations = rig.core.read_namespaced_pod("gpu-n3", rig.namespace).metadata.annotations or {}
+    assert names.ANNOTATION_DRAINED not in annotations
+    assert rig.slurm_writes() == [
+        ("n3", NodeUpdate(state=("DRAIN",), reason=reason)),
+        ("n3", NodeUpdate(state=("UNDRAIN",))),
+    ]
     assert not rig.drained("n4")
 
 

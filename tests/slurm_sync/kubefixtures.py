@@ -118,6 +118,11 @@ def controller_pod(name: str, active: bool = False) -> dict[str, Any]:
     return {"metadata": {"name": name, "namespace": NS, "labels": labels}, "spec": {"hostname": name}}
 
 
+def running_job(job_id: int, nodes: str) -> Job:
+    """A job Slurm lists as running on ``nodes`` (a hostlist)."""
+    return Job(job_id, "j", frozenset({"RUNNING"}), "", nodes, "", "debug", "u", 1, "", "", frozenset(), None, None)
+
+
 def ping(*hosts: tuple[str, bool, bool]) -> PingResult:
     """(hostname, responding, primary) per slurmctld."""
     return PingResult(tuple(ControllerPing(h, r, p, 100, None) for h, r, p in hosts), SlurmVersion(26, 5, 5))
@@ -136,6 +141,7 @@ class FakeSlurm:
     asked: list[str] = field(default_factory=list)  # per-node questions (GET node/<name>)
     jobs: dict[int, Job] = field(default_factory=dict)
     job_writes: list[tuple[str, Any, dict]] = field(default_factory=list)  # updates, cancels and node deletes
+    relists: int = 0  # how often the loop asked for the whole node listing next (it lists whole anyway)
 
     def node_watch(self) -> FakeSlurm:
         return self
@@ -152,6 +158,9 @@ class FakeSlurm:
             guard(self.previous, listed)
         self.previous = listed
         return Snapshot(MappingProxyType(listed), 1, frozenset(), frozenset())
+
+    def relist(self) -> None:
+        self.relists += 1
 
     def get_node(self, name: str) -> Node:
         """Slurm's per-object answer: from ``nodes`` (the listing may omit a node, Slurm still has it)."""
@@ -209,6 +218,9 @@ class JobWatch:
     def poll(self) -> Snapshot[int, Job]:
         jobs = {j.job_id: j for j in self.slurm.list_jobs().items}
         return Snapshot(MappingProxyType(jobs), 1, frozenset(jobs), frozenset())
+
+    def relist(self) -> None:
+        """Every poll lists whole already."""
 
 
 class RecordedEvents(Events):

@@ -33,6 +33,7 @@ from tests.slurm_sync.kubefixtures import (
     pod,
     pvc,
     refused_url,
+    running_job,
 )
 
 SMP = "application/strategic-merge-patch+json"
@@ -290,6 +291,38 @@ def test_an_empty_listing_after_a_full_one_is_a_fault(server: HTTPServer, caplog
     slurm.unlisted = set()  # the fault clears: back by itself
     expect_reads(server, [observed], [nodeset(observed=settled_hash(("gpu-0", state)))], [kube_node()], [])
     assert run(server, looper).ready
+
+
+def test_a_node_said_gone_twice_that_the_job_listing_shows_busy_is_never_absent(server: HTTPServer) -> None:
+    """Issue 24: an empty node listing and a not-found for each node, pass after pass, while the job
+    listing of the same passes shows a job on the node: busy evidence wins. No mark, no label or condition
+    removed; the contradiction named in readiness; both listings read whole on the next pass."""
+    slurm = FakeSlurm({"other": node("other", "IDLE")}, jobs={7: running_job(7, "gpu-0")})
+    clock = [100.0]
+    looper = OperatorLoop(
+        CLUSTER,
+        NS,
+        CLUSTER,
+        slurm,
+        Kube(api_client(server.url_for("/"))),
+        Metrics(),  # type: ignore[arg-type]
+        events=RecordedEvents(),
+        now=lambda: NOW,
+        clock=lambda: clock[0],
+        absence_confirm_seconds=5,
+    )
+    observed = pod("gpu-0", states=("ALLOCATED",), labels={names.LABEL_POD_PROTECT: "true"})
+    state = PodState(drained=False, absent=False, states=("SlurmNodeStateAllocated",))
+    for _ in range(3):  # long enough apart for Slurm's not-found to confirm an absence
+        expect_reads(server, [observed], [nodeset(observed=settled_hash(("gpu-0", state)))], [kube_node()], [])
+        result = run(server, looper)
+        clock[0] += 10
+        assert result.kube_writes == 0 and result.slurm_writes == 0 and not result.ready
+        assert result.unready == (
+            "node gpu-0: missing from Slurm's node listing, yet its job listing shows job(s) 7 running there: "
+            "contradicting answers, nothing written for it",
+        )
+    assert slurm.relists == 3 and slurm.updates == []
 
 
 def test_nodes_that_really_left_slurm_are_accepted_once_slurm_confirms_each(server: HTTPServer) -> None:

@@ -140,6 +140,45 @@ def test_pod_cordon_annotation_drains() -> None:
     ]
 
 
+REQUESTED = f"slurm-operator: Pod ({NS}/gpu-0) cordon requested ({names.ANNOTATION_POD_CORDON_REQUESTED})"
+
+
+def test_a_requested_cordon_drains_under_its_own_reason_and_is_lifted_when_the_annotation_goes() -> None:
+    """Slinky 1.3.0's pod-cordon-requested: a health checker's ask, drained as pod-cordon is; the reason,
+    shown on the pod as the Drain condition's message, names the annotation."""
+    asked = cluster(pod("gpu-0", states=("IDLE",), annotations={names.ANNOTATION_POD_CORDON_REQUESTED: "true"}))
+    assert updates(plan_one(asked, node("gpu-0", "IDLE", comment=COMMENT))) == [
+        NodeUpdate(state=("DRAIN",), reason=REQUESTED)
+    ]
+    drained = plan_one(asked, node("gpu-0", "IDLE", "DRAIN", reason=REQUESTED, comment=COMMENT))
+    assert updates(drained) == [] and drained.state.drained
+    shown = next(p.body for p in drained.patches if p.subresource == "status")["status"]["conditions"]
+    assert {"type": "SlurmNodeStateDrain", "message": REQUESTED} in [
+        {k: c[k] for k in ("type", "message")} for c in shown if "message" in c
+    ]
+    for value in ("false", "", "True"):  # only "true" asks, as for pod-cordon
+        other = cluster(pod("gpu-0", states=("IDLE",), annotations={names.ANNOTATION_POD_CORDON_REQUESTED: value}))
+        assert updates(plan_one(other, node("gpu-0", "IDLE", comment=COMMENT))) == []
+    gone = cluster(pod("gpu-0", states=("IDLE", "DRAIN")))
+    assert updates(plan_one(gone, node("gpu-0", "IDLE", "DRAIN", reason=REQUESTED, comment=COMMENT))) == [
+        NodeUpdate(state=("UNDRAIN",))
+    ]
+
+
+def test_pod_cordon_and_a_requested_cordon_together_drain_once_under_pod_cordons_reason() -> None:
+    both = {names.ANNOTATION_POD_CORDON: "true", names.ANNOTATION_POD_CORDON_REQUESTED: "true"}
+    c = cluster(pod("gpu-0", states=("IDLE",), annotations=both))
+    assert updates(plan_one(c, node("gpu-0", "IDLE", comment=COMMENT))) == [
+        NodeUpdate(state=("DRAIN",), reason=f"slurm-operator: Pod ({NS}/gpu-0) was cordoned")
+    ]
+    # the administrator's pod-cordon lifted, the health checker's ask still stands: drained on, under its reason
+    asked = cluster(pod("gpu-0", states=("IDLE",), annotations={names.ANNOTATION_POD_CORDON_REQUESTED: "true"}))
+    cordoned = f"slurm-operator: Pod ({NS}/gpu-0) was cordoned"
+    assert updates(plan_one(asked, node("gpu-0", "IDLE", "DRAIN", reason=cordoned, comment=COMMENT))) == [
+        NodeUpdate(state=("DRAIN",), reason=REQUESTED)
+    ]
+
+
 # --- drains: ours and theirs -----------------------------------------------------------------
 
 

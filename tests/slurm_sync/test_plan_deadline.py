@@ -123,3 +123,17 @@ def test_a_failed_job_listing_is_an_error_and_no_deadline() -> None:
     tally = Tally()
     assert loop.read_slurm(tally).deadlines is None
     assert any(e.startswith("job deadlines") for e in tally.errors)
+
+
+def test_the_jobs_holding_nodes_are_read_from_the_job_listing_only_for_the_nodes_asked_about() -> None:
+    jobs = [
+        job(1, "n[1-3]"),
+        job(2, "n3", "COMPLETING"),
+        job(3, "n2", "SUSPENDED"),
+        job(4, "n1", "COMPLETED"),
+        job(5, "", "PENDING"),
+        job(6, "n4"),
+    ]
+    assert plan.holding_jobs(jobs, ["n1", "n3", "n5"]) == {"n1": (1,), "n3": (1, 2)}
+    with pytest.raises(ValueError):
+        plan.holding_jobs([job(7, "n[3-")], ["n3"])

@@ -590,6 +590,24 @@ def test_a_watch_refuses_an_unchanged_listing_before_it_has_a_view() -> None:
     assert set(watch.poll().items) == {"a"}
 
 
+def test_a_relisted_watch_asks_for_the_whole_listing_once_even_when_its_guard_asks() -> None:
+    """A view found wrong is rebuilt from a whole listing: "not modified since" says nothing about it."""
+    asked: list[int | None] = []
+
+    def fetch(since: int | None) -> Listing[str]:
+        asked.append(since)
+        return Listing(("a",), 5, unchanged=False)
+
+    watch: ListingWatch[str, str] = ListingWatch(fetch, lambda item: item)
+    watch.poll()
+    watch.poll()
+    watch.relist()
+    watch.poll()
+    watch.poll(lambda before, now: watch.relist())  # a guard that finds the answer suspect
+    watch.poll()
+    assert asked == [None, 5, None, 5, None]
+
+
 def _error_from(source: str, description: str, number: int) -> dict:
     return {
         "errors": [{"description": description, "error_number": number, "error": "", "source": source}],
