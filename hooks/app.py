@@ -183,6 +183,8 @@ def _answer(route: Route, body: bytes) -> Response:
             return _computed(route, load(body))
         except contract.BadHookRequest as err:
             return _error(400, str(err))
+        except RecursionError:  # only input can nest that deep: the parsers accept ~1,000 levels
+            return _error(400, f"the request nests deeper than {route.path} can walk (Python's recursion limit)")
         except Exception as exc:  # any failure must reach Metacontroller as an error, never as a 200
             if attempt == len(loads):
                 log.exception("hook %s failed", route.path)

@@ -66,3 +66,16 @@ def test_a_parent_or_object_nested_too_deeply_is_a_400_naming_it(route, where, p
 def test_nesting_an_answer_can_carry_is_answered():
     resp = post("/nodeset/sync", broken(without_last_applied(), (*POD0, "spec", "x"), nested(240, {})))
     assert resp.status_code == 200, resp.get_json()
+
+
+@pytest.mark.parametrize("depth", [300, 900])
+def test_an_observed_statefulsets_claim_template_nested_too_deeply_is_a_400(depth):
+    """The Controller hook copies an existing StatefulSet's claim templates (copy.deepcopy recursed past
+    the limit: a 500, found by the route fuzzer)."""
+    body = orjson.loads(orjson.dumps(SAMPLES["/controller/sync"]))
+    (key,) = [k for k in body["children"]["StatefulSet.apps/v1"] if k.endswith("/slurm-controller")]
+    where = ("children", "StatefulSet.apps/v1", key, "spec", "volumeClaimTemplates")
+    template = {"metadata": {"name": "statesave"}, "spec": {"selector": nested(depth, {})}}
+    resp = post("/controller/sync", broken(body, where, [template]))
+    assert resp.status_code == 400, resp.get_json()
+    assert "nests deeper" in resp.get_json()["error"], resp.get_json()
