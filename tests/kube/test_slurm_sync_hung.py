@@ -41,6 +41,7 @@ from tests.crds.test_crds import example
 from tests.fixtures.slurm import SlurmLab, wait_for
 from tests.kube.apiproxy import ApiProxy
 from tests.kube.kubeapi import create_cr
+from tests.kube.test_slurm_sync_watch import restore, worker_pod
 from tests.slurm_sync.test_operator_real import lab_slurmrestd, spawn_slurmrestd
 
 READY_BOUND = 15.0  # seconds from a peer's stop to a 503 (the done-when)
@@ -121,25 +122,6 @@ def cluster_objects(namespace: str, name: str, cluster_name: str) -> tuple[dict[
     return controller, restapi
 
 
-def worker_pod(controller: str, name: str, slurm_node: str) -> dict[str, Any]:
-    labels = {names.LABEL_CLUSTER: controller, names.LABEL_NODESET_POD_HOSTNAME: slurm_node}
-    return {
-        "metadata": {"name": name, "labels": labels},
-        "spec": {"hostname": slurm_node, "containers": [{"name": "slurmd", "image": "slurmd:26.05"}]},
-    }
-
-
-def restore(lab: SlurmLab, *nodes: str) -> None:
-    for node in nodes:
-        lab.run("scontrol", "update", f"nodename={node}", "state=resume")
-    for node in nodes:
-        wait_for(
-            lambda n=node: lab.run("scontrol", "show", "node", n).stdout,
-            lambda s: "DRAIN" not in s and "NOT_RESPONDING" not in s,
-            what=f"{node} back in service",
-        )
-
-
 @pytest.fixture
 def rig(
     slurm_lab: SlurmLab, kube_api: client.ApiClient, kube_namespace: str, installed_crds: list[str],
@@ -155,7 +137,7 @@ def rig(
     for controller, (pod, node) in PODS.items():
         for obj in cluster_objects(kube_namespace, controller, cluster_name):
             create_cr(kube_api, obj, kube_namespace)
-        core.create_namespaced_pod(kube_namespace, worker_pod(controller, pod, node))
+        core.create_namespaced_pod(kube_namespace, worker_pod(pod, node, controller))
     urls = {HUNG: second_slurmrestd[0], HEALTHY: slurm_lab.rest_url}
     monkeypatch.setattr(discovery, "restapi_url", lambda restapi, namespace: urls[restapi])
     updates: list[tuple[str, NodeUpdate]] = []

@@ -141,8 +141,8 @@ def controller(namespace: str, cluster_name: str) -> dict[str, Any]:
     return obj
 
 
-def worker_pod(name: str, slurm_node: str) -> dict[str, Any]:
-    labels = {names.LABEL_CLUSTER: CONTROLLER, names.LABEL_NODESET_POD_HOSTNAME: slurm_node}
+def worker_pod(name: str, slurm_node: str, controller: str = CONTROLLER) -> dict[str, Any]:
+    labels = {names.LABEL_CLUSTER: controller, names.LABEL_NODESET_POD_HOSTNAME: slurm_node}
     return {
         "metadata": {"name": name, "labels": labels},
         "spec": {"hostname": slurm_node, "containers": [{"name": "slurmd", "image": "slurmd:26.05"}]},

@@ -211,11 +211,9 @@ def test_protection_off_removes_the_label_with_null(server: HTTPServer) -> None:
     assert run(server, loop(server, slurm)).kube_writes == 1
 
 
-def test_absent_node_marks_pod_and_clears_conditions_once_slurm_said_so_twice(server: HTTPServer) -> None:
-    """Absence is proven: Slurm's not-found for the node by name, again on a later pass after the delay."""
-    slurm = FakeSlurm({"other": node("other", "IDLE")})
-    clock = [100.0]
-    looper = OperatorLoop(
+def absence_loop(server: HTTPServer, slurm: FakeSlurm, clock: list[float]) -> OperatorLoop:
+    """A loop whose clock the test moves, with absence confirmed 5 s after Slurm's first not-found."""
+    return OperatorLoop(
         CLUSTER,
         NS,
         CLUSTER,
@@ -227,6 +225,13 @@ def test_absent_node_marks_pod_and_clears_conditions_once_slurm_said_so_twice(se
         clock=lambda: clock[0],
         absence_confirm_seconds=5,
     )
+
+
+def test_absent_node_marks_pod_and_clears_conditions_once_slurm_said_so_twice(server: HTTPServer) -> None:
+    """Absence is proven: Slurm's not-found for the node by name, again on a later pass after the delay."""
+    slurm = FakeSlurm({"other": node("other", "IDLE")})
+    clock = [100.0]
+    looper = absence_loop(server, slurm, clock)
     absent = PodState(drained=False, absent=True, states=())
     observed = pod("gpu-0", states=("IDLE",), annotations={names.ANNOTATION_DRAINED: "true"})
     as_is = PodState(drained=True, absent=False, states=("SlurmNodeStateIdle",))
@@ -299,18 +304,7 @@ def test_a_node_said_gone_twice_that_the_job_listing_shows_busy_is_never_absent(
     removed; the contradiction named in readiness; both listings read whole on the next pass."""
     slurm = FakeSlurm({"other": node("other", "IDLE")}, jobs={7: running_job(7, "gpu-0")})
     clock = [100.0]
-    looper = OperatorLoop(
-        CLUSTER,
-        NS,
-        CLUSTER,
-        slurm,
-        Kube(api_client(server.url_for("/"))),
-        Metrics(),  # type: ignore[arg-type]
-        events=RecordedEvents(),
-        now=lambda: NOW,
-        clock=lambda: clock[0],
-        absence_confirm_seconds=5,
-    )
+    looper = absence_loop(server, slurm, clock)
     observed = pod("gpu-0", states=("ALLOCATED",), labels={names.LABEL_POD_PROTECT: "true"})
     state = PodState(drained=False, absent=False, states=("SlurmNodeStateAllocated",))
     for _ in range(3):  # long enough apart for Slurm's not-found to confirm an absence
