@@ -12,7 +12,7 @@ HOOKS_BIND ?= 127.0.0.1:8080
 HELM := .cache/bin/helm
 KUBECTL := .cache/bin/kubectl
 
-.PHONY: run test lint bench venv lock slurm-up slurm-down slurm-purge kube-up kube-down kube-purge crds clean image
+.PHONY: run test lint bench venv lock slurm-up slurm-down slurm-purge kube-up kube-down kube-purge cluster-up cluster-down crds clean image
 
 # The image of both processes: the charts default to this repository and their appVersion as the tag.
 IMAGE_REPOSITORY ?= ghcr.io/slinky-metacontroller/slinky-metacontroller
@@ -68,6 +68,14 @@ lock:
 	  && .lock-venv/bin/pip install --quiet '.[test]' \
 	  && .lock-venv/bin/pip freeze --exclude slinky-metacontroller | sort | comm -13 requirements.lock - > requirements-test.lock; \
 	rm -rf .lock-venv
+
+## The cluster lab (docs/cluster-lab.md): the whole cluster of examples/crs/ on this machine, every daemon
+## real; METACONTROLLER=/path/to/metacontroller uses a real one instead of the stand-in. Needs root.
+cluster-up: $(STAMP) $(KUBECTL)
+	hack/cluster/up.sh
+
+cluster-down:
+	hack/cluster/down.sh
 
 slurm-up:
 	hack/slurm/up.sh

@@ -20,6 +20,8 @@
 #   KUBE_LAB_PORT       API server (HTTPS)           16443
 #   KUBE_LAB_ETCD_PORT  etcd client (peer: +1)       16379
 #   KUBE_LAB_TIMEOUT    seconds to become ready      90
+#   KUBE_LAB_DIR        this lab's state directory   .kube-lab
+#   KUBE_LAB_SERVER_ARGS extra API server flags      (none)
 set -Eeuo pipefail
 # shellcheck source=lib.sh
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
@@ -174,7 +176,7 @@ start_apiserver() {
   head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$RUN/token"
   chmod 600 "$RUN/token"
   (cd "$RUN" && exec setsid "$BINARY" --etcd-servers "$ETCD_URL" --secure-port "$API_PORT" --cert-dir "$RUN/certs" \
-     --token-file "$RUN/token" --kubeconfig-out "$LAB/kubeconfig" </dev/null >>"$LAB/logs/apiserver.log" 2>&1 9>&-) &
+     --token-file "$RUN/token" --kubeconfig-out "$LAB/kubeconfig" "${SERVER_ARGS[@]}" </dev/null >>"$LAB/logs/apiserver.log" 2>&1 9>&-) &
   record_pid apiserver $!
   wait_until "the API server at $API_URL" "$LAB/logs/apiserver.log" apiserver \
     curl -sf --max-time 2 --cacert "$RUN/certs/apiserver.crt" -H "Authorization: Bearer $(cat "$RUN/token")" "$API_URL/readyz"
@@ -218,7 +220,7 @@ BUILT_NOW=""
 rootfs_ok || build_rootfs
 HASH=$( { cat "$KUBE_HACK_DIR"/apiserver/*.go; echo "$OPENAPI_PACKAGES $STAMP"; k8s_version; } | sha256sum | cut -c1-16)
 BINARY=$CACHE/bin/kube-lab-apiserver-$HASH
-SETTINGS="api=$API_PORT etcd=$ETCD_PORT binary=$HASH"
+SETTINGS="api=$API_PORT etcd=$ETCD_PORT binary=$HASH args=${SERVER_ARGS[*]}"
 
 if all_daemons_live && [ "$(result LAB_SETTINGS)" = "$SETTINGS" ] && [ -s "$LAB/kubeconfig" ]; then
   [ -s "$ENV_FILE" ] || write_env_file

@@ -187,6 +187,11 @@ func (c *collector) ownerGone(ctx context.Context, it item, ref metav1.OwnerRefe
 		return false
 	}
 	mapping, err := c.mapper.RESTMapping(gv.WithKind(ref.Kind).GroupKind(), gv.Version)
+	if meta.IsNoMatchError(err) {
+		// the cached discovery may predate the owner's CRD: only fresh discovery's answer counts
+		c.mapper.Reset()
+		mapping, err = c.mapper.RESTMapping(gv.WithKind(ref.Kind).GroupKind(), gv.Version)
+	}
 	if err != nil {
 		// an owner kind no longer served (its CRD deleted) has no objects left
 		return meta.IsNoMatchError(err)

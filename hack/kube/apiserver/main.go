@@ -69,6 +69,8 @@ func parseFlags() settings {
 	flag.StringVar(&s.tokenFile, "token-file", "token", "file holding the administrator's bearer token")
 	flag.StringVar(&s.kubeconfigOut, "kubeconfig-out", "kubeconfig", "kubeconfig to write for that token")
 	flag.Float64Var(&s.gcInterval, "gc-interval", 1, "seconds between garbage collector sweeps")
+	flag.BoolVar(&gracefulPodDeletion, "graceful-pod-deletion", false,
+		"delete bound pods gracefully, for a kubelet stand-in to finish (the cluster lab)")
 	klog.InitFlags(nil)
 	flag.Parse()
 	return s

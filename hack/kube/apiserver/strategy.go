@@ -74,6 +74,33 @@ func (s strategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) fie
 	return append(errs, validateImmutable(obj, old)...)
 }
 
+// gracefulPodDeletion is --graceful-pod-deletion: the cluster lab has a kubelet stand-in to finish
+// what a graceful deletion starts; the plain API server lab does not, so its pods go at once.
+var gracefulPodDeletion bool
+
+// CheckGracefulDelete deletes a pod as kube-apiserver does when a kubelet will finish the job: a pod
+// bound to a node and not finished is only marked (deletionTimestamp, deletionGracePeriodSeconds:
+// the request's, else the pod's terminationGracePeriodSeconds, else 30); the kubelet then deletes it
+// with a grace period of 0 once its containers stopped. Other objects and unbound or finished pods
+// go at once.
+func (s strategy) CheckGracefulDelete(_ context.Context, obj runtime.Object, options *metav1.DeleteOptions) bool {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || !gracefulPodDeletion || options == nil {
+		return false
+	}
+	period := int64(corev1.DefaultTerminationGracePeriodSeconds)
+	if options.GracePeriodSeconds != nil {
+		period = *options.GracePeriodSeconds
+	} else if pod.Spec.TerminationGracePeriodSeconds != nil {
+		period = *pod.Spec.TerminationGracePeriodSeconds
+	}
+	if pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		period = 0
+	}
+	options.GracePeriodSeconds = &period
+	return true
+}
+
 // validateImmutable: an immutable Secret or ConfigMap keeps its data and stays immutable.
 func validateImmutable(obj, old runtime.Object) field.ErrorList {
 	immutable, oldImmutable := structField(obj, "Immutable"), structField(old, "Immutable")

@@ -1,0 +1,760 @@
+"""The node agent: the cluster lab's stand-in for kube-scheduler and the kubelet of every lab Node.
+
+- Nodes: `lab-node-1..N` as Node objects, Ready, labelled like real nodes.
+- Scheduling: a pending pod for the default scheduler is bound (pods/binding) to the first Node that
+  passes its nodeSelector, required node affinity, taints (NoSchedule/NoExecute vs tolerations) and
+  required pod anti-affinity on kubernetes.io/hostname. Pods for other schedulers are left alone.
+- Running: each bound pod becomes a `PodWorker` (runtime.py): sandbox, init containers in order
+  (restartable ones as sidecars), containers, probes, restarts, status written back when it changed,
+  preStop and the grace period on deletion, then the final delete with grace 0.
+- Names: one hosts file per pod (its own name, every Service as `svc.ns`, `svc.ns.svc.cluster.local`
+  and, in its namespace, `svc`; headless Services' pods as `host.svc.ns...`), rewritten in place.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import logging
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from lab import images, kube, runtime, volumes
+
+Obj = dict[str, Any]
+PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+IMAGES_DIR = Path(__file__).resolve().parent.parent / "images"
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def pod_key(pod: Obj) -> str:
+    return f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+
+
+# ---------------------------------------------------------------- scheduling
+
+
+def _match_expression(labels: dict[str, str], expr: Obj) -> bool:
+    value, op = labels.get(expr["key"]), expr["operator"]
+    if op == "In":
+        return value in expr.get("values", [])
+    if op == "NotIn":
+        return value not in expr.get("values", [])
+    if op == "Exists":
+        return expr["key"] in labels
+    if op == "DoesNotExist":
+        return expr["key"] not in labels
+    return False
+
+
+def selector_matches(selector: Obj, labels: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in (selector.get("matchLabels") or {}).items()) and all(
+        _match_expression(labels, e) for e in selector.get("matchExpressions") or []
+    )
+
+
+def _tolerated(taint: Obj, tolerations: list[Obj]) -> bool:
+    for tol in tolerations:
+        if tol.get("effect") and tol["effect"] != taint["effect"]:
+            continue
+        if tol.get("operator") == "Exists" and (not tol.get("key") or tol["key"] == taint["key"]):
+            return True
+        if tol.get("key") == taint["key"] and tol.get("value", "") == taint.get("value", ""):
+            return True
+    return False
+
+
+def node_fits(pod: Obj, node: Obj, pods_on_node: list[Obj]) -> bool:
+    """The scheduler's filters our pods use."""
+    labels = node["metadata"].get("labels") or {}
+    spec = pod["spec"]
+    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
+        return False
+    affinity = spec.get("affinity") or {}
+    required = (affinity.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    terms = required.get("nodeSelectorTerms") or []
+    if terms and not any(all(_match_expression(labels, e) for e in t.get("matchExpressions") or []) for t in terms):
+        return False
+    for taint in node["spec"].get("taints") or []:
+        if taint["effect"] in ("NoSchedule", "NoExecute") and not _tolerated(taint, spec.get("tolerations") or []):
+            return False
+    anti = (affinity.get("podAntiAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or []
+    for term in anti:
+        if term.get("topologyKey") != "kubernetes.io/hostname":
+            continue
+        for other in pods_on_node:
+            same_ns = other["metadata"]["namespace"] in (term.get("namespaces") or [pod["metadata"]["namespace"]])
+            if same_ns and selector_matches(term.get("labelSelector") or {}, other["metadata"].get("labels") or {}):
+                return False
+    return True
+
+
+def lab_node(name: str) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                                              "kubernetes.io/arch": "amd64"}},
+        "spec": {},
+        "status": {
+            "capacity": {"cpu": "2", "memory": "8Gi", "pods": "110"},
+            "allocatable": {"cpu": "2", "memory": "8Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                            "message": "cluster lab node agent", "lastHeartbeatTime": now(),
+                            "lastTransitionTime": now()}],
+            "addresses": [{"type": "InternalIP", "address": str(runtime.GATEWAY)},
+                          {"type": "Hostname", "address": name}],
+            "nodeInfo": {"kubeletVersion": "lab", "containerRuntimeVersion": "lab://namespaces",
+                         "operatingSystem": "linux", "architecture": "amd64", "osImage": "Debian sid (cluster lab)",
+                         "kernelVersion": "", "kubeProxyVersion": "", "machineID": "", "systemUUID": "", "bootID": ""},
+        },
+    }  # fmt: skip
+
+
+# ---------------------------------------------------------------- names
+
+
+def hosts_file(pod: Obj, address: str, services: list[Obj], pods: list[Obj]) -> str:
+    """The pod's /etc/hosts: itself, then every Service and headless-Service pod it may look up."""
+    ns = pod["metadata"]["namespace"]
+    spec = pod["spec"]
+    host = spec.get("hostname") or pod["metadata"]["name"]
+    names = [host]
+    if spec.get("subdomain"):
+        names[:0] = [f"{host}.{spec['subdomain']}.{ns}.svc.cluster.local", f"{host}.{spec['subdomain']}.{ns}"]
+    lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback", f"{address}\t{' '.join(names)}"]
+    ready = [p for p in pods if p.get("status", {}).get("podIP") and p["metadata"].get("deletionTimestamp") is None]
+    for svc in services:
+        sns, sname = svc["metadata"]["namespace"], svc["metadata"]["name"]
+        selector = svc["spec"].get("selector")
+        if not selector:
+            continue
+        members = [p for p in ready if p["metadata"]["namespace"] == sns
+                   and all((p["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())]  # fmt: skip
+        if not svc["spec"].get("publishNotReadyAddresses"):
+            members = [p for p in members if _is_ready(p)]
+        short = [sname] if sns == ns else []
+        if svc["spec"].get("clusterIP") != "None":
+            # A ClusterIP name always resolves; with no ready endpoint, connections are refused (the
+            # host's bridge address has no listener on the Service's ports), as kube-proxy rejects them.
+            address = members[0]["status"]["podIP"] if members else str(runtime.GATEWAY)
+            lines.append(f"{address}\t{sname}.{sns}.svc.cluster.local {sname}.{sns} {' '.join(short)}")
+            continue
+        if not members:
+            continue
+        lines.append(
+            f"{members[0]['status']['podIP']}\t{sname}.{sns}.svc.cluster.local {sname}.{sns} {' '.join(short)}"
+        )
+        if svc["spec"].get("clusterIP") == "None":
+            for member in members:
+                mhost = member["spec"].get("hostname")
+                if mhost and member["spec"].get("subdomain") == sname:
+                    lines.append(
+                        f"{member['status']['podIP']}\t{mhost}.{sname}.{sns}.svc.cluster.local {mhost}.{sname}.{sns}"
+                    )
+    return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def _is_ready(pod: Obj) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", []))
+
+
+# ---------------------------------------------------------------- containers
+
+
+@dataclass
+class Probe:
+    """One probe's schedule and result counters (kubelet semantics)."""
+
+    spec: Obj
+    kind: str
+    next_at: float = 0.0
+    successes: int = 0
+    failures: int = 0
+    ok: bool = False
+
+    def due(self, now_s: float, started: float) -> bool:
+        if now_s < started + self.spec.get("initialDelaySeconds", 0) or now_s < self.next_at:
+            return False
+        self.next_at = now_s + self.spec.get("periodSeconds", 10)
+        return True
+
+    def record(self, success: bool) -> None:
+        if success:
+            self.successes, self.failures = self.successes + 1, 0
+            if self.successes >= self.spec.get("successThreshold", 1):
+                self.ok = True
+        else:
+            self.successes, self.failures = 0, self.failures + 1
+            if self.failures >= self.spec.get("failureThreshold", 3):
+                self.ok = False
+
+
+@dataclass
+class Container:
+    spec: Obj
+    init: bool = False
+    process: runtime.Process | None = None
+    restarts: int = 0
+    last_exit: Obj | None = None
+    waiting: str | None = "ContainerCreating"
+    waiting_message: str = ""
+    restart_at: float = 0.0
+    started_probe: Probe | None = None
+    ready_probe: Probe | None = None
+    live_probe: Probe | None = None
+    terminated: Obj | None = None
+
+    @property
+    def name(self) -> str:
+        return str(self.spec["name"])
+
+    @property
+    def sidecar(self) -> bool:
+        return self.init and self.spec.get("restartPolicy") == "Always"
+
+    def reset_probes(self) -> None:
+        self.started_probe = Probe(self.spec["startupProbe"], "startup") if "startupProbe" in self.spec else None
+        self.ready_probe = Probe(self.spec["readinessProbe"], "readiness") if "readinessProbe" in self.spec else None
+        self.live_probe = Probe(self.spec["livenessProbe"], "liveness") if "livenessProbe" in self.spec else None
+
+    @property
+    def started(self) -> bool:
+        running = self.process is not None and self.process.exit_code() is None
+        return running and (self.started_probe is None or self.started_probe.ok)
+
+    @property
+    def ready(self) -> bool:
+        if self.init and not self.sidecar:
+            return self.terminated is not None and self.terminated.get("exitCode") == 0
+        return self.started and (self.ready_probe is None or self.ready_probe.ok)
+
+
+@dataclass
+class PodWorker:
+    """One pod on one lab node, from sandbox to final delete."""
+
+    agent: Agent
+    pod: Obj
+    address: str
+    dir: Path
+    network: runtime.Network | None = None
+    containers: list[Container] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+    last_status: Obj | None = None
+    failure: str = ""
+    start_time: str = field(default_factory=now)
+
+    @property
+    def key(self) -> str:
+        return pod_key(self.pod)
+
+    @property
+    def log_dir(self) -> Path:
+        """Container logs, kept after the pod is gone: logs/pods/<namespace>_<pod>/<container>.log."""
+        meta = self.pod["metadata"]
+        return self.agent.lab_dir / "logs" / "pods" / f"{meta['namespace']}_{meta['name']}"
+
+    # --- lifecycle
+    def run(self) -> None:
+        try:
+            self.network = runtime.Network.create(self.dir.name, self.address)
+            self.containers = [Container(c, init=True) for c in self.pod["spec"].get("initContainers", [])]
+            self.containers += [Container(c) for c in self.pod["spec"]["containers"]]
+            while not self.stop.is_set():
+                if self.pod["metadata"].get("deletionTimestamp"):
+                    self.terminate()
+                    return
+                self.sync_volumes()
+                self.step()
+                self.write_status()
+                self.stop.wait(0.5)
+        except Exception:
+            self.agent.log.exception("pod %s: worker failed", self.key)
+        finally:
+            self.kill_all()
+
+    def step(self) -> None:
+        """Start what may start, restart what ended, probe what runs."""
+        for container in self.containers:
+            if container.init and not container.sidecar:
+                if container.terminated and container.terminated.get("exitCode") == 0:
+                    continue
+                self.run_container(container)
+                return  # the next init container waits for this one
+            self.run_container(container)
+            if container.sidecar and not container.started:
+                return  # sidecars start in order, each started before the next
+
+    def run_container(self, container: Container) -> None:
+        now_s = time.time()
+        if container.process is None:
+            if now_s >= container.restart_at:
+                self.start(container)
+            return
+        code = container.process.exit_code()
+        if code is None:
+            self.probe(container, now_s)
+            return
+        container.last_exit = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                               "startedAt": _iso(container.process.started), "finishedAt": now()}  # fmt: skip
+        container.process = None
+        policy = (
+            container.spec.get("restartPolicy") if container.init else self.pod["spec"].get("restartPolicy", "Always")
+        )
+        if container.init and not container.sidecar:
+            policy = "OnFailure" if self.pod["spec"].get("restartPolicy", "Always") != "Never" else "Never"
+        if policy == "Never" or (policy == "OnFailure" and code == 0):
+            container.terminated = container.last_exit
+            container.waiting = None
+            return
+        container.restarts += 1
+        backoff = min(30.0, 2.0 ** min(container.restarts, 5))
+        container.restart_at = now_s + backoff
+        container.waiting, container.waiting_message = "CrashLoopBackOff", f"back-off {backoff:.0f}s restarting"
+        self.agent.log.info("pod %s: container %s exited %s; restart in %.0fs", self.key, container.name, code, backoff)
+
+    def start(self, container: Container) -> None:
+        try:
+            spec = self.container_spec(container.spec)
+        except (images.UnknownImage, volumes.MissingSource, KeyError, ValueError) as err:
+            container.waiting = "ErrImagePull" if isinstance(err, images.UnknownImage) else "CreateContainerConfigError"
+            container.waiting_message = str(err)
+            container.restart_at = time.time() + 2
+            return
+        state = self.dir / "containers" / container.name
+        container.process = runtime.start_container(spec, self.network.name if self.network else "", self.agent.rootfs,
+                                                    state, self.log_dir / f"{container.name}.log")  # fmt: skip
+        container.waiting, container.waiting_message = None, ""
+        container.reset_probes()
+        self.agent.log.info("pod %s: started %s (%s)", self.key, container.name, " ".join(spec.argv)[:120])
+
+    def terminate(self) -> None:
+        """Graceful deletion: preStop, TERM, the grace period, KILL, then the kubelet's final delete."""
+        grace = self.pod["metadata"].get("deletionGracePeriodSeconds", 30)
+        deadline = time.time() + grace
+        for container in reversed(self.containers):
+            hook = (container.spec.get("lifecycle") or {}).get("preStop")
+            if hook and container.process and container.process.exit_code() is None:
+                ok, detail = self.handler(container, hook, max(1.0, deadline - time.time()))
+                self.agent.log.info("pod %s: preStop of %s: %s %s", self.key, container.name, ok, detail[:200])
+        for container in self.containers:
+            if container.process:
+                container.process.signal(signal.SIGTERM)
+        while time.time() < deadline and any(c.process and c.process.exit_code() is None for c in self.containers):
+            time.sleep(0.2)
+        self.kill_all()
+        self.agent.finish_deletion(self)
+
+    def kill_all(self) -> None:
+        for container in self.containers:
+            if container.process and container.process.exit_code() is None:
+                container.process.signal(signal.SIGKILL)
+                try:
+                    container.process.popen.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    self.agent.log.warning("pod %s: %s did not die", self.key, container.name)
+        if self.network:
+            self.network.delete()
+            self.network = None
+
+    # --- building a container
+    def container_spec(self, c: Obj) -> runtime.ContainerSpec:
+        pod_sc = self.pod["spec"].get("securityContext") or {}
+        sc = {**pod_sc, **(c.get("securityContext") or {})}
+        uid = int(sc.get("runAsUser", 0))
+        gid = int(sc.get("runAsGroup", self.agent.primary_gid(uid)))
+        groups = sorted(
+            {gid, *([pod_sc["fsGroup"]] if "fsGroup" in pod_sc else []), *pod_sc.get("supplementalGroups", [])}
+        )
+        env = self.env(c)
+        argv = [_expand(a, env) for a in images.argv(c)]
+        return runtime.ContainerSpec(
+            name=c["name"], argv=argv, env=env, workdir=c.get("workingDir") or "/", uid=uid, gid=gid, groups=groups,
+            mounts=self.mounts(c), hostname=(self.pod["spec"].get("hostname") or self.pod["metadata"]["name"])[:63],
+        )  # fmt: skip
+
+    def env(self, c: Obj) -> dict[str, str]:
+        host = self.pod["spec"].get("hostname") or self.pod["metadata"]["name"]
+        env: dict[str, str] = {"PATH": PATH, "HOSTNAME": host, "HOME": "/root", "LANG": "C.UTF-8"}
+        stores = self.agent.stores
+        ns = self.pod["metadata"]["namespace"]
+        for source in c.get("envFrom") or []:
+            kind = "Secret" if "secretRef" in source else "ConfigMap"
+            ref = source.get("secretRef") or source.get("configMapRef") or {}
+            obj = stores[kind].get(f"{ns}/{ref.get('name')}")
+            if obj is None:
+                if ref.get("optional"):
+                    continue
+                raise volumes.MissingSource(f"{kind} {ns}/{ref.get('name')} not found")
+            data = volumes._decoded(obj) if kind == "Secret" else volumes._configmap_data(obj)
+            env.update({source.get("prefix", "") + k: v.decode() for k, v in data.items()})
+        for var in c.get("env") or []:
+            env[var["name"]] = self.env_value(var, env, c["name"])
+        return env
+
+    def env_value(self, var: Obj, env: dict[str, str], container: str) -> str:
+        if "valueFrom" not in var:
+            return _expand(var.get("value", ""), env)
+        source = var["valueFrom"]
+        if "fieldRef" in source:
+            return volumes.field_value({**self.pod, "status": self.status_base()}, source["fieldRef"]["fieldPath"])
+        if "resourceFieldRef" in source:
+            return volumes.resource_value(self.pod, source["resourceFieldRef"], container)
+        kind = "Secret" if "secretKeyRef" in source else "ConfigMap"
+        ref = source.get("secretKeyRef") or source.get("configMapKeyRef") or {}
+        obj = self.agent.stores[kind].get(f"{self.pod['metadata']['namespace']}/{ref.get('name')}")
+        data = {} if obj is None else (volumes._decoded(obj) if kind == "Secret" else volumes._configmap_data(obj))
+        if ref.get("key") not in data:
+            if ref.get("optional"):
+                return ""
+            raise volumes.MissingSource(f"{kind} {ref.get('name')} has no key {ref.get('key')!r}")
+        return data[ref["key"]].decode()
+
+    def mounts(self, c: Obj) -> list[runtime.Mount]:
+        out = [runtime.Mount(str(IMAGES_DIR), images.ENTRYPOINTS, True),
+               runtime.Mount(str(self.dir / "hosts"), "/etc/hosts", True)]  # fmt: skip
+        by_name = {v["name"]: v for v in self.pod["spec"].get("volumes", [])}
+        for vm in c.get("volumeMounts") or []:
+            source = self.volume_dir(by_name[vm["name"]])
+            if vm.get("subPath"):
+                source = source / vm["subPath"]
+            out.append(runtime.Mount(str(source), vm["mountPath"], bool(vm.get("readOnly"))))
+        return out
+
+    def volume_dir(self, volume: Obj) -> Path:
+        if "persistentVolumeClaim" in volume:
+            claim = volume["persistentVolumeClaim"]["claimName"]
+            path = self.agent.lab_dir / "pvc" / self.pod["metadata"]["namespace"] / claim
+        elif "hostPath" in volume:
+            return Path(volume["hostPath"]["path"])
+        else:
+            path = self.dir / "volumes" / volume["name"]
+        if not path.exists():
+            path.mkdir(parents=True)
+            fs_group = (self.pod["spec"].get("securityContext") or {}).get("fsGroup")
+            if fs_group is not None and volumes.desired_files(volume, self.pod, self.agent.stores) is None:
+                shutil.chown(path, group=fs_group)
+                path.chmod(0o2777 if "emptyDir" in volume else 0o2775)
+            elif "emptyDir" in volume:
+                path.chmod(0o777)
+        return path
+
+    def sync_volumes(self) -> None:
+        fs_group = (self.pod["spec"].get("securityContext") or {}).get("fsGroup")
+        for volume in self.pod["spec"].get("volumes", []):
+            try:
+                files = volumes.desired_files(volume, {**self.pod, "status": self.status_base()}, self.agent.stores)
+            except volumes.MissingSource as err:
+                self.failure = str(err)
+                continue
+            if files is not None:
+                volumes.write_atomic(self.volume_dir(volume), files, volumes.default_mode(volume), fs_group)
+        self.agent.write_hosts(self)
+
+    # --- probes and handlers
+    def probe(self, container: Container, now_s: float) -> None:
+        started = container.process.started if container.process else now_s
+        if container.started_probe and not container.started_probe.ok:
+            probe = container.started_probe
+            if probe.due(now_s, started):
+                probe.record(self.handler(container, probe.spec, probe.spec.get("timeoutSeconds", 1))[0])
+                if probe.failures >= probe.spec.get("failureThreshold", 3):
+                    self.restart_unhealthy(container, "startup")
+            return
+        for probe in (container.ready_probe, container.live_probe):
+            if probe and probe.due(now_s, started):
+                probe.record(self.handler(container, probe.spec, probe.spec.get("timeoutSeconds", 1))[0])
+                if probe.kind == "liveness" and probe.failures >= probe.spec.get("failureThreshold", 3):
+                    self.restart_unhealthy(container, "liveness")
+
+    def restart_unhealthy(self, container: Container, which: str) -> None:
+        self.agent.log.info("pod %s: %s probe of %s failed; killing it", self.key, which, container.name)
+        if container.process:
+            container.process.signal(signal.SIGKILL)
+
+    def handler(self, container: Container, spec: Obj, timeout: float) -> tuple[bool, str]:
+        """Run an exec, httpGet or tcpSocket handler (probe or lifecycle hook)."""
+        try:
+            if "exec" in spec:
+                pid = container.process.init_pid() if container.process else None
+                if pid is None:
+                    return False, "not running"
+                sc = {
+                    **(self.pod["spec"].get("securityContext") or {}),
+                    **(container.spec.get("securityContext") or {}),
+                }
+                uid = int(sc.get("runAsUser", 0))
+                gid = int(sc.get("runAsGroup", self.agent.primary_gid(uid)))
+                done = runtime.exec_in(pid, spec["exec"]["command"], uid, gid, timeout)
+                return done.returncode == 0, (done.stdout + done.stderr).strip()
+            port = self.port(container, (spec.get("httpGet") or spec.get("tcpSocket"))["port"])
+            if "httpGet" in spec:
+                get = spec["httpGet"]
+                headers = {h["name"]: h["value"] for h in get.get("httpHeaders", [])}
+                answer = requests.get(f"http://{self.address}:{port}{get.get('path', '/')}", headers=headers,
+                                      timeout=max(timeout, 1))  # fmt: skip
+                return 200 <= answer.status_code < 400, str(answer.status_code)
+            with _connect(self.address, port, timeout):
+                return True, "open"
+        except (OSError, requests.RequestException, subprocess.TimeoutExpired) as err:
+            return False, str(err)
+
+    def port(self, container: Container, port: int | str) -> int:
+        if isinstance(port, int) or str(port).isdigit():
+            return int(port)
+        for c in self.pod["spec"]["containers"] + self.pod["spec"].get("initContainers", []):
+            for p in c.get("ports") or []:
+                if p.get("name") == port:
+                    return int(p["containerPort"])
+        raise ValueError(f"no port named {port!r} in {container.name}")
+
+    # --- status
+    def status_base(self) -> Obj:
+        return {"podIP": self.address, "hostIP": str(runtime.GATEWAY), "podIPs": [{"ip": self.address}]}
+
+    def status(self) -> Obj:
+        init = [c for c in self.containers if c.init]
+        main = [c for c in self.containers if not c.init]
+        initialized = all(c.ready if not c.sidecar else c.started for c in init)
+        running = initialized and all(c.process and c.process.exit_code() is None for c in main)
+        ready = running and all(c.ready for c in main) and all(c.ready for c in init if c.sidecar)
+        phase = "Running" if running or any(c.process for c in main) else "Pending"
+        conditions = [
+            ("PodReadyToStartContainers", True), ("Initialized", initialized), ("Ready", ready),
+            ("ContainersReady", ready), ("PodScheduled", True),
+        ]  # fmt: skip
+        return {
+            **self.status_base(),
+            "phase": phase,
+            "startTime": self.start_time,
+            "qosClass": "BestEffort",
+            "conditions": [{"type": t, "status": "True" if ok else "False"} for t, ok in conditions],
+            "initContainerStatuses": [self.container_status(c) for c in init],
+            "containerStatuses": [self.container_status(c) for c in main],
+        }
+
+    def container_status(self, c: Container) -> Obj:
+        if c.process and c.process.exit_code() is None:
+            state: Obj = {"running": {"startedAt": _iso(c.process.started)}}
+        elif c.terminated:
+            state = {"terminated": c.terminated}
+        else:
+            state = {
+                "waiting": {
+                    "reason": c.waiting or "ContainerCreating",
+                    **({"message": c.waiting_message} if c.waiting_message else {}),
+                }
+            }
+        out = {"name": c.name, "image": c.spec.get("image", ""), "imageID": "", "ready": c.ready,
+               "started": c.started, "restartCount": c.restarts, "state": state,
+               "containerID": f"lab://{self.dir.name}/{c.name}/{c.restarts}"}  # fmt: skip
+        if c.last_exit and c.restarts:
+            out["lastState"] = {"terminated": c.last_exit}
+        return out
+
+    def write_status(self) -> None:
+        status = self.status()
+        if status == self.last_status:
+            return
+        old = {k: v for k, v in (self.pod.get("status") or {}).items()}
+        merged = {**old, **status}
+        # keep each condition's transition time while its status stays
+        previous = {c["type"]: c for c in old.get("conditions", [])}
+        for cond in merged["conditions"]:
+            prev = previous.get(cond["type"])
+            cond["lastTransitionTime"] = (
+                prev.get("lastTransitionTime", now()) if prev and prev["status"] == cond["status"] else now()
+            )
+            cond["lastProbeTime"] = None
+        extra = [c for c in old.get("conditions", []) if c["type"] not in {x["type"] for x in merged["conditions"]}]
+        merged["conditions"] += extra
+        try:
+            self.pod = self.agent.client.update_status(kube.PODS, {**self.pod, "status": merged})
+            self.last_status = status
+        except kube.ApiError as err:
+            if err.status == 404:
+                self.stop.set()
+            # a conflict: the next pass writes again from the fresh pod
+
+
+def _iso(ts: float) -> str:
+    return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _expand(text: str, env: dict[str, str]) -> str:
+    """Kubernetes' $(VAR) expansion ($$ escapes, unknown references kept as written)."""
+
+    def one(match: re.Match[str]) -> str:
+        if match[0] == "$$":
+            return "$"
+        return env.get(match[1], match[0])
+
+    return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)", one, text)
+
+
+def _connect(address: str, port: int, timeout: float) -> Any:
+    import socket
+
+    return socket.create_connection((address, port), timeout=timeout)
+
+
+# ---------------------------------------------------------------- the agent
+
+
+class Agent:
+    """Nodes, scheduling and every pod of the lab's nodes."""
+
+    def __init__(self, client: kube.Client, lab_dir: Path, rootfs: str, nodes: int = 6,
+                 log: logging.Logger | None = None) -> None:  # fmt: skip
+        self.client = client
+        self.lab_dir = lab_dir.resolve()
+        self.rootfs = rootfs
+        self.node_names = [f"lab-node-{i}" for i in range(1, nodes + 1)]
+        self.log = log or logging.getLogger("lab.agent")
+        self.workers: dict[str, PodWorker] = {}
+        self.threads: dict[str, threading.Thread] = {}
+        self.stores: dict[str, volumes.Store] = {"Secret": {}, "ConfigMap": {}}
+        self.services: list[Obj] = []
+        self.pods: list[Obj] = []
+        self.addresses = (str(a) for a in runtime.SUBNET.hosts() if a > ipaddress.ip_address("10.77.0.9"))
+        self.passwd = _passwd(Path(rootfs))
+
+    def primary_gid(self, uid: int) -> int:
+        return self.passwd.get(uid, 0)
+
+    def run(self, stop: threading.Event) -> None:
+        runtime.ensure_bridge()
+        self.ensure_nodes()
+        while not stop.is_set():
+            try:
+                self.sync()
+            except (kube.ApiError, requests.RequestException) as err:
+                self.log.warning("agent pass failed: %s", err)
+            stop.wait(0.5)
+        for worker in self.workers.values():
+            worker.stop.set()
+        for thread in self.threads.values():
+            thread.join(timeout=15)
+
+    def ensure_nodes(self) -> None:
+        for name in self.node_names:
+            if self.client.get(kube.NODES, None, name) is None:
+                node = self.client.create(kube.NODES, lab_node(name))
+                self.client.update_status(kube.NODES, {**node, "status": lab_node(name)["status"]})
+
+    def sync(self) -> None:
+        self.pods = self.client.list(kube.PODS)
+        self.services = self.client.list(kube.SERVICES)
+        for kind, res in (("Secret", kube.SECRETS), ("ConfigMap", kube.CONFIGMAPS)):
+            self.stores[kind] = {
+                f"{o['metadata']['namespace']}/{o['metadata']['name']}": o for o in self.client.list(res)
+            }
+        self.schedule()
+        self.write_host_hosts()
+        seen = set()
+        for pod in self.pods:
+            if pod["spec"].get("nodeName") not in self.node_names:
+                continue
+            key = f"{pod_key(pod)}/{pod['metadata']['uid']}"
+            seen.add(key)
+            worker = self.workers.get(key)
+            if worker is None:
+                if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+                    continue
+                self.start_worker(key, pod)
+            else:
+                worker.pod = pod
+        for key in list(self.workers):
+            if key not in seen:  # deleted with grace 0 by someone else: stop at once
+                self.workers[key].stop.set()
+                self.threads[key].join(timeout=15)
+                self.cleanup(self.workers.pop(key))
+                self.threads.pop(key)
+
+    def start_worker(self, key: str, pod: Obj) -> None:
+        short = pod["metadata"]["uid"].replace("-", "")[:10]
+        worker = PodWorker(self, pod, next(self.addresses), self.lab_dir / "pods" / short)
+        worker.dir.mkdir(parents=True, exist_ok=True)
+        (worker.dir / "pod").write_text(f"{pod_key(pod)}\n")  # hack/cluster/exec.sh finds pods by this
+        default = (pod["metadata"].get("annotations") or {}).get("kubectl.kubernetes.io/default-container")
+        (worker.dir / "default-container").write_text(f"{default or pod['spec']['containers'][0]['name']}\n")
+        self.workers[key] = worker
+        self.threads[key] = threading.Thread(target=worker.run, name=f"pod {key}", daemon=True)
+        self.threads[key].start()
+        self.log.info("pod %s: admitted on %s at %s", pod_key(pod), pod["spec"]["nodeName"], worker.address)
+
+    def schedule(self) -> None:
+        nodes = [n for n in self.client.list(kube.NODES) if n["metadata"]["name"] in self.node_names]
+        for pod in self.pods:
+            spec = pod["spec"]
+            if spec.get("nodeName") or pod["metadata"].get("deletionTimestamp"):
+                continue
+            if spec.get("schedulerName", "default-scheduler") != "default-scheduler":
+                continue
+            for node in nodes:
+                on_node = [p for p in self.pods if p["spec"].get("nodeName") == node["metadata"]["name"]]
+                if node_fits(pod, node, on_node):
+                    self.bind(pod, node["metadata"]["name"])
+                    spec["nodeName"] = node["metadata"]["name"]
+                    break
+
+    def bind(self, pod: Obj, node: str) -> None:
+        meta = pod["metadata"]
+        binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": meta["name"], "uid": meta["uid"]},
+                   "target": {"apiVersion": "v1", "kind": "Node", "name": node}}  # fmt: skip
+        try:
+            self.client.request("POST", kube.PODS.path(meta["namespace"], meta["name"], "binding"), binding)
+            self.log.info("pod %s: bound to %s", pod_key(pod), node)
+        except kube.ApiError as err:
+            self.log.info("pod %s: binding failed: %s", pod_key(pod), err)
+
+    def write_hosts(self, worker: PodWorker) -> None:
+        text = hosts_file(worker.pod, worker.address, self.services, self.pods)
+        path = worker.dir / "hosts"
+        if not path.exists() or path.read_text() != text:
+            with open(path, "w") as out:  # same inode: the containers' bind mounts see it
+                out.write(text)
+
+    def write_host_hosts(self) -> None:
+        """The hosts file of the lab's own host processes (slurm_sync): the host's, then every Service."""
+        own = Path("/etc/hosts").read_text()
+        services = hosts_file({"metadata": {"namespace": ""}, "spec": {"hostname": "localhost"}}, "127.0.0.1",
+                              self.services, self.pods).splitlines()[3:]  # fmt: skip
+        text = own.rstrip("\n") + "\n# cluster lab Services\n" + "".join(line + "\n" for line in services)
+        path = self.lab_dir / "hosts"
+        if not path.exists() or path.read_text() != text:
+            with open(path, "w") as out:  # same inode: slurm_sync's bind mount sees it
+                out.write(text)
+
+    def finish_deletion(self, worker: PodWorker) -> None:
+        meta = worker.pod["metadata"]
+        try:
+            self.client.delete(kube.PODS, meta["namespace"], meta["name"], grace=0, uid=meta["uid"])
+            self.log.info("pod %s: deleted", worker.key)
+        except kube.ApiError as err:
+            self.log.warning("pod %s: final delete failed: %s", worker.key, err)
+
+    def cleanup(self, worker: PodWorker) -> None:
+        shutil.rmtree(worker.dir, ignore_errors=True)
+
+
+def _passwd(rootfs: Path) -> dict[int, int]:
+    out = {}
+    for line in (rootfs / "etc/passwd").read_text().splitlines():
+        parts = line.split(":")
+        if len(parts) > 3:
+            out[int(parts[2])] = int(parts[3])
+    return out

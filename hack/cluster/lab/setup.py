@@ -1,0 +1,156 @@
+"""What `make cluster-up` applies before anything runs: CRDs, the CompositeControllers, the cluster's CRs.
+
+- The project's CRDs (crds/) and Metacontroller's (hack/cluster/metacontroller-crds.yaml), then the
+  project's CompositeControllers (compositecontrollers/) with each `webhook.service` replaced by
+  `url: <hooks URL><path>`, so the stand-in and a real Metacontroller call the lab's hook server alike.
+- The cluster of examples/crs/ in namespace slurm, with real random keys in place of the example
+  Secrets' placeholders, plus the MariaDB the Accounting names (hack/cluster/mariadb.yaml), and what a
+  user on a host without a cgroup v2 hierarchy must set (hack/cluster/lab-patches.yaml): nothing else.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
+
+from lab import kube
+
+Obj = dict[str, Any]
+REPO = Path(__file__).resolve().parents[3]
+HERE = Path(__file__).resolve().parent.parent
+CRDS = kube.Resource("apiextensions.k8s.io/v1", "customresourcedefinitions")
+COMPOSITE = kube.Resource("metacontroller.k8s.io/v1alpha1", "compositecontrollers")
+NAMESPACE = "slurm"
+
+
+def load(path: Path) -> list[Obj]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def resource_of(obj: Obj) -> kube.Resource:
+    """The plural of the kinds the lab applies."""
+    kind = obj["kind"]
+    plural = {"PersistentVolumeClaim": "persistentvolumeclaims", "Deployment": "deployments",
+              "StatefulSet": "statefulsets", "ConfigMap": "configmaps", "Secret": "secrets",
+              "Service": "services", "Namespace": "namespaces", "RestApi": "restapis",
+              "CustomResourceDefinition": "customresourcedefinitions",
+              "CompositeController": "compositecontrollers", "DecoratorController": "decoratorcontrollers"}  # fmt: skip
+    return kube.Resource(obj["apiVersion"], plural.get(kind, kind.lower() + "s"))
+
+
+def apply(client: kube.Client, obj: Obj) -> None:
+    """Create, or replace the spec/data of what exists (keeping its resourceVersion)."""
+    res = resource_of(obj)
+    meta = obj["metadata"]
+    current = client.get(res, meta.get("namespace"), meta["name"])
+    if current is None:
+        client.create(res, obj)
+        return
+    merged = {**current, **{k: v for k, v in obj.items() if k not in ("metadata", "status")}}
+    merged["metadata"] = {**current["metadata"], **{k: v for k, v in meta.items() if k in ("labels", "annotations")}}
+    if merged != current:
+        client.update(res, merged)
+
+
+def with_url_webhooks(cc: Obj, hooks_url: str) -> Obj:
+    out = copy.deepcopy(cc)
+    for hook in (out["spec"].get("hooks") or {}).values():
+        webhook = hook.get("webhook") or {}
+        if "service" in webhook:
+            del webhook["service"]
+            webhook["url"] = hooks_url.rstrip("/") + webhook.pop("path")
+    return out
+
+
+def wait_established(client: kube.Client, names: list[str], timeout: float = 60) -> None:
+    deadline = time.time() + timeout
+    for name in names:
+        while True:
+            crd = client.get(CRDS, None, name) or {}
+            conditions = {c["type"]: c["status"] for c in crd.get("status", {}).get("conditions", [])}
+            if conditions.get("Established") == "True":
+                break
+            if time.time() > deadline:
+                raise TimeoutError(f"CRD {name} not Established within {timeout:.0f} s")
+            time.sleep(0.2)
+
+
+def lab_secrets(examples: list[Obj]) -> list[Obj]:
+    """The example Secrets with real random values (auth/slurm and JWT keys, the database password)."""
+    values = {"slurm.key": base64.b64encode(secrets.token_bytes(1024)).decode(), "jwt.key": secrets.token_hex(32),
+              "password": secrets.token_hex(16)}  # fmt: skip
+    out = []
+    for secret in (d for d in examples if d["kind"] == "Secret"):
+        secret = copy.deepcopy(secret)
+        for key in secret.get("stringData", {}):
+            if key in values:
+                secret["stringData"][key] = values[key]
+        out.append(secret)
+    return out
+
+
+def patched(obj: Obj, patches: list[Obj]) -> Obj:
+    """An example CR with the lab's patches (merge by kind/name) applied."""
+    out = copy.deepcopy(obj)
+    for patch in patches:
+        if patch["kind"] == obj["kind"] and patch["metadata"]["name"] == obj["metadata"]["name"]:
+            _merge(out, patch)
+    return out
+
+
+def _merge(base: Obj, patch: Obj) -> None:
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = copy.deepcopy(value)
+
+
+def login_key(lab_dir: Path) -> str:
+    """The lab's ssh key pair (lab_dir/ssh/id_ed25519), made once; returns the public key line."""
+    private = lab_dir / "ssh" / "id_ed25519"
+    if not private.exists():
+        key = ed25519.Ed25519PrivateKey.generate()
+        private.parent.mkdir(parents=True, exist_ok=True)
+        private.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+                                              serialization.NoEncryption()))  # fmt: skip
+        private.chmod(0o600)
+        public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        private.with_suffix(".pub").write_text(public.decode() + " cluster-lab\n")
+    return private.with_suffix(".pub").read_text()
+
+
+def setup(client: kube.Client, hooks_url: str, lab_dir: Path, with_composite: bool = True) -> None:
+    crds = [d for p in sorted((REPO / "crds").glob("*.yaml")) for d in load(p)] + load(
+        HERE / "metacontroller-crds.yaml"
+    )
+    for crd in crds:
+        apply(client, crd)
+    wait_established(client, [c["metadata"]["name"] for c in crds])
+    if with_composite:
+        for path in sorted((REPO / "compositecontrollers").glob("*.yaml")):
+            for cc in load(path):
+                if cc["kind"] == "CompositeController":
+                    apply(client, with_url_webhooks(cc, hooks_url))
+    apply(client, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    examples = [d for p in sorted((REPO / "examples" / "crs").glob("*.yaml")) for d in load(p)]
+    patches = load(HERE / "lab-patches.yaml")
+    # the example's placeholder key replaced by the lab's, so tests can log in as a user would
+    patches.append({"kind": "LoginSet", "metadata": {"name": "slurm-login-slinky"},
+                    "spec": {"rootSshAuthorizedKeys": login_key(lab_dir)}})  # fmt: skip
+    for secret in lab_secrets(examples):
+        if client.get(kube.SECRETS, NAMESPACE, secret["metadata"]["name"]) is None:  # keys never rotate under a cluster
+            client.create(kube.SECRETS, secret)
+    for obj in load(HERE / "mariadb.yaml") + [p for p in patches if p["kind"] in ("ConfigMap",)]:
+        apply(client, obj)
+    for obj in examples:
+        if obj["kind"] != "Secret":
+            apply(client, patched(obj, patches))

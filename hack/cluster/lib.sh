@@ -1,0 +1,24 @@
+# shellcheck shell=bash
+# Shared by the cluster lab's up.sh and down.sh (sourced, never run).
+CLUSTER_HACK_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$CLUSTER_HACK_DIR/../.." && pwd)
+# shellcheck source=../lib/proc.sh
+. "$REPO/hack/lib/proc.sh"
+LAB_NAME=cluster-lab
+LAB=$REPO/.cluster-lab                # env, logs, pods (one directory each), claims, the API server's state
+ENV_FILE=$LAB/env
+ERROR_FILE=$LAB/error
+RUN=$LAB/run
+DAEMONS="hooks lab slurm-sync"        # start order (the API server is hack/kube's, in $LAB/kube)
+ROOTFS=${CLUSTER_LAB_ROOTFS:-/var/cache/slinky-mc/cluster-sid}
+API_PORT=${CLUSTER_LAB_API_PORT:-17443}
+ETCD_PORT=${CLUSTER_LAB_ETCD_PORT:-17379}
+HOOKS_PORT=${CLUSTER_LAB_HOOKS_PORT:-18080}
+SYNC_PORT=${CLUSTER_LAB_SYNC_PORT:-18081}
+PY=$REPO/.venv/bin/python
+# the API server lab of hack/kube, on the cluster lab's own ports and directory
+kube_lab() {
+  KUBE_LAB_DIR=$LAB/kube KUBE_LAB_PORT=$API_PORT KUBE_LAB_ETCD_PORT=$ETCD_PORT \
+    KUBE_LAB_SERVER_ARGS=--graceful-pod-deletion "$REPO/hack/kube/$1.sh" "${@:2}"
+}
+record_pid() { mkdir -p "$RUN/pids" && echo "$2 $(proc_starttime "$2")" >"$RUN/pids/$1"; }

@@ -1,0 +1,114 @@
+#!/bin/bash
+# up.sh - the cluster lab: a whole Slurm cluster on this machine, from its custom resources.
+#
+# A development and test tool (docs/cluster-lab.md), not a way to run production. Real: the API server
+# (hack/kube's, with graceful pod deletion), the hook server (gunicorn, as `make run`), slurm_sync
+# (operator, leader election on) and every daemon the pods run (the Debian sid packages of
+# hack/cluster/rootfs.sh: slurmctld, slurmd, slurmrestd, slurmdbd, sackd, sshd, MariaDB). Stand-ins,
+# all in `python -m lab` (hack/cluster/lab/): Metacontroller (unless METACONTROLLER=/path/to/binary is
+# given), the StatefulSet/Deployment/PVC controllers, and kube-scheduler plus the kubelets of the lab
+# Nodes, which run each container as a process tree in the pod's network namespace.
+#
+# Applies examples/crs/ (namespace slurm) with real keys, a MariaDB and hack/cluster/lab-patches.yaml,
+# waits until every custom resource is Ready, prints the time taken, and writes .cluster-lab/env
+# (sourceable: KUBECONFIG, the URLs, CLUSTER_LAB_*). On failure: exit 1, one line in
+# .cluster-lab/error, and what was started is stopped. Stop with down.sh.
+#
+# Settings (environment): CLUSTER_LAB_ROOTFS, CLUSTER_LAB_API_PORT (17443), CLUSTER_LAB_ETCD_PORT (17379),
+# CLUSTER_LAB_HOOKS_PORT (18080), CLUSTER_LAB_SYNC_PORT (18081), CLUSTER_LAB_TIMEOUT (300 s to Ready),
+# CLUSTER_LAB_NODES (6), METACONTROLLER (a metacontroller binary to use instead of the stand-in).
+set -Eeuo pipefail
+# shellcheck source=lib.sh
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
+LOG_TAG=up
+TIMEOUT=${CLUSTER_LAB_TIMEOUT:-300}
+NODES=${CLUSTER_LAB_NODES:-6}
+METACONTROLLER=${METACONTROLLER:-}
+KUBECTL=$REPO/.cache/bin/kubectl
+mkdir -p "$LAB/logs" "$RUN"
+LOG_FILE=$LAB/up.log
+echo "=== up.sh $(date -u +%FT%TZ)" >>"$LOG_FILE"
+rm -f "$ERROR_FILE" "$ENV_FILE"
+
+STARTED=0
+ERR_AT=""
+fail() { echo "$*" >"$ERROR_FILE"; log "ERROR: $*"; exit 1; }
+on_exit() {
+  local rc=$?
+  [ "$rc" = 0 ] && return 0
+  [ -s "$ERROR_FILE" ] || echo "hack/cluster/up.sh failed (exit $rc) at ${ERR_AT:-an unknown step}; see $LOG_FILE" >"$ERROR_FILE"
+  if [ "$STARTED" = 1 ]; then log "stopping what was started (logs stay in $LAB/logs/)"; "$CLUSTER_HACK_DIR/down.sh" || true; fi
+}
+trap 'ERR_AT="line $LINENO: $BASH_COMMAND"' ERR
+trap on_exit EXIT
+
+[ "$(id -u)" = 0 ] || fail "the cluster lab needs root (network namespaces, mounts, chroot): run 'sudo make cluster-up'"
+for tool in ip nsenter unshare chroot mount setsid curl; do
+  command -v "$tool" >/dev/null || fail "$tool is missing on this host (iproute2, util-linux, coreutils, curl)"
+done
+[ -x "$PY" ] || fail "no project venv at $REPO/.venv: run 'make cluster-up' (it makes one)"
+[ -x "$KUBECTL" ] || fail "no kubectl at $KUBECTL: run 'make cluster-up' (it installs one)"
+if [ -n "$METACONTROLLER" ] && [ ! -x "$METACONTROLLER" ]; then fail "METACONTROLLER=$METACONTROLLER is not an executable"; fi
+if all_daemons_live; then log "already up; nothing to do (down.sh first to start afresh)"; exit 0; fi
+
+t0=$SECONDS
+"$CLUSTER_HACK_DIR/rootfs.sh" 2>&1 | tee -a "$LOG_FILE" >&2 || fail "the cluster lab's root filesystem could not be built; see $LOG_FILE"
+STARTED=1
+"$CLUSTER_HACK_DIR/down.sh" >/dev/null 2>&1 || true   # leftovers of an earlier run
+rm -rf "$LAB/pvc" "$LAB/pods" "$LAB/logs/pods"
+kube_lab up 2>&1 | tee -a "$LOG_FILE" >&2 || fail "the API server did not start: $(cat "$LAB/kube/error" 2>/dev/null)"
+export KUBECONFIG=$LAB/kube/kubeconfig
+mkdir -p "$LAB/logs"
+
+log "starting the hook server on 127.0.0.1:$HOOKS_PORT"
+(cd "$REPO" && HOOKS_BIND=127.0.0.1:$HOOKS_PORT exec setsid "$REPO/.venv/bin/gunicorn" -c hooks/gunicorn_conf.py \
+   'hooks.app:create_app()' </dev/null >>"$LAB/logs/hooks.log" 2>&1) &
+record_pid hooks $!
+for _ in $(seq 100); do curl -sf "http://127.0.0.1:$HOOKS_PORT/readyz" >/dev/null && break; sleep 0.2; done
+curl -sf "http://127.0.0.1:$HOOKS_PORT/readyz" >/dev/null || fail "the hook server did not answer /readyz; see $LAB/logs/hooks.log"
+
+log "applying CRDs, CompositeControllers and the cluster's resources"
+PYTHONPATH=$REPO/hack/cluster "$PY" -m lab setup --kubeconfig "$KUBECONFIG" --hooks-url "http://127.0.0.1:$HOOKS_PORT" --lab-dir "$LAB" \
+  >>"$LAB/logs/setup.log" 2>&1 || fail "applying the cluster's resources failed: $(tail -n 1 "$LAB/logs/setup.log")"
+
+log "starting the stand-ins (${METACONTROLLER:+real Metacontroller, }$NODES lab nodes)"
+(cd "$REPO" && PYTHONPATH=$REPO:$REPO/hack/cluster exec setsid "$PY" -m lab run --kubeconfig "$KUBECONFIG" \
+   --lab-dir "$LAB" --rootfs "$ROOTFS" --nodes "$NODES" ${METACONTROLLER:+--no-driver} \
+   </dev/null >>"$LAB/logs/lab.log" 2>&1) &
+record_pid lab $!
+if [ -n "$METACONTROLLER" ]; then
+  (exec setsid "$METACONTROLLER" --client-config-path="$KUBECONFIG" --health-probe-bind-address=127.0.0.1:18082 \
+     --metrics-address=127.0.0.1:18083 </dev/null >>"$LAB/logs/metacontroller.log" 2>&1) &
+  record_pid metacontroller $!
+fi
+for _ in $(seq 50); do [ -s "$LAB/hosts" ] && break; sleep 0.2; done
+[ -s "$LAB/hosts" ] || fail "the node agent wrote no $LAB/hosts; see $LAB/logs/lab.log"
+
+log "starting slurm_sync (operator, leader election on)"
+# Names resolve as in a pod: the lab's hosts file over /etc/hosts, in a mount namespace of its own.
+(cd "$REPO" && exec setsid unshare --mount --propagation private -- /bin/sh -c \
+   'mount --bind "$0" /etc/hosts && exec "$@"' "$LAB/hosts" "$PY" -m slurm_sync --kubeconfig "$KUBECONFIG" \
+   --mode operator --bind "127.0.0.1:$SYNC_PORT" --lease-namespace slurm --log-format text \
+   </dev/null >>"$LAB/logs/slurm-sync.log" 2>&1) &
+record_pid slurm-sync $!
+
+log "waiting for every custom resource to be Ready (up to $TIMEOUT s)"
+kinds="controllers nodesets restapis accountings loginsets tokens"
+deadline=$((SECONDS + TIMEOUT))
+for kind in $kinds; do
+  left=$((deadline - SECONDS))
+  [ "$left" -gt 0 ] || left=1
+  "$KUBECTL" wait -n slurm --for=condition=Ready "$kind" --all --timeout="${left}s" >>"$LAB/logs/wait.log" 2>&1 \
+    || fail "$kind not Ready within $TIMEOUT s: $("$KUBECTL" get -n slurm "$kind" -o jsonpath='{range .items[*]}{.metadata.name}: {range .status.conditions[?(@.type=="Ready")]}{.reason} {.message}{end}; {end}' 2>&1 | head -c 600)"
+done
+{
+  echo "# written by hack/cluster/up.sh; the lab runs until hack/cluster/down.sh. Source it: . .cluster-lab/env"
+  echo "export KUBECONFIG='$KUBECONFIG'"
+  echo "export CLUSTER_LAB_DIR='$LAB'"
+  echo "export CLUSTER_LAB_HOOKS_URL='http://127.0.0.1:$HOOKS_PORT'"
+  echo "export CLUSTER_LAB_SYNC_URL='http://127.0.0.1:$SYNC_PORT'"
+  echo "export CLUSTER_LAB_ROOTFS='$ROOTFS'"
+  echo "export CLUSTER_LAB_METACONTROLLER='${METACONTROLLER:-stand-in}'"
+  echo "export CLUSTER_LAB_UP_SECONDS='$((SECONDS - t0))'"
+} >"$ENV_FILE"
+log "up in $((SECONDS - t0)) s: every custom resource Ready; env in $ENV_FILE"
