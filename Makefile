@@ -41,15 +41,17 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 ## Lint first (a finding fails it before any lab starts), then start the real Slurm and the real
-## Kubernetes API server, run every test, stop both; non-zero on any failure. An API server that
-## cannot be built is reported in one line and its tests are skipped.
+## Kubernetes API server, run every test, stop both; then the cluster lab's tests on the cluster lab
+## (hack/cluster/test.sh); non-zero on any failure. A lab that cannot be built or started is reported
+## in one line and its tests are skipped.
 test: lint $(STAMP) $(HELM) $(KUBECTL)
 	@rc=0; hack/slurm/up.sh || rc=$$?; \
 	hack/kube/up.sh || echo "make test: the Kubernetes API server lab did not start: $$(cat .kube-lab/error 2>/dev/null); its tests are skipped" >&2; \
-	if [ $$rc -eq 0 ]; then $(PY) -m pytest $(PYTEST_ARGS) || rc=$$?; \
+	if [ $$rc -eq 0 ]; then $(PY) -m pytest -m "not cluster" $(PYTEST_ARGS) || rc=$$?; \
 	else echo "make test: the Slurm harness did not start (exit $$rc); running the suite anyway so the Slurm tests say why" >&2; \
-	  $(PY) -m pytest $(PYTEST_ARGS); rc=1; fi; \
-	hack/kube/down.sh || true; hack/slurm/down.sh || true; exit $$rc
+	  $(PY) -m pytest -m "not cluster" $(PYTEST_ARGS); rc=1; fi; \
+	hack/kube/down.sh || true; hack/slurm/down.sh || true; \
+	hack/cluster/test.sh $(PYTEST_ARGS) || rc=1; exit $$rc
 
 ## Build $(IMAGE_REPOSITORY):$(IMAGE_TAG) with docker, podman or buildah (IMAGE_ENGINE= picks one).
 image:

@@ -77,7 +77,7 @@ log "starting the stand-ins (${METACONTROLLER:+real Metacontroller, }$NODES lab 
    </dev/null >>"$LAB/logs/lab.log" 2>&1) &
 record_pid lab $!
 if [ -n "$METACONTROLLER" ]; then
-  (exec setsid "$METACONTROLLER" --client-config-path="$KUBECONFIG" --health-probe-bind-address=127.0.0.1:18082 \
+  (exec setsid "$METACONTROLLER" --kubeconfig="$KUBECONFIG" --health-probe-bind-address=127.0.0.1:18082 \
      --metrics-address=127.0.0.1:18083 </dev/null >>"$LAB/logs/metacontroller.log" 2>&1) &
   record_pid metacontroller $!
 fi

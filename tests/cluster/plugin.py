@@ -31,9 +31,9 @@ class ClusterLab:
     kubeconfig: Path
     sync_url: str
 
-    def kubectl(self, *args: str, timeout: float = 60) -> str:
+    def kubectl(self, *args: str, timeout: float = 240, input_text: str | None = None) -> str:
         done = subprocess.run([str(KUBECTL), "--kubeconfig", str(self.kubeconfig), *args], capture_output=True,
-                              text=True, timeout=timeout)  # fmt: skip
+                              text=True, timeout=timeout, input=input_text)  # fmt: skip
         assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr.strip()}"
         return done.stdout
 

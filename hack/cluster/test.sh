@@ -1,0 +1,22 @@
+#!/bin/bash
+# test.sh - the cluster lab's part of `make test`: start the lab, run the selected tests marked
+# `cluster`, stop it, and print how long each step took. Exit non-zero when a test failed; a lab that
+# could not start is reported in one line and its tests are skipped with that reason.
+#   hack/cluster/test.sh [PYTEST ARGS...]
+set -uo pipefail
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+PY=$REPO/.venv/bin/python
+cd "$REPO" || exit 1
+selected=$("$PY" -m pytest -q --collect-only -m cluster "$@" 2>/dev/null | grep -c '::' || true)
+if [ "${selected:-0}" -eq 0 ]; then
+  echo "make test: no cluster lab test selected; the cluster lab is not started" >&2
+  exit 0
+fi
+t0=$SECONDS
+hack/cluster/up.sh || echo "make test: the cluster lab did not start: $(cat .cluster-lab/error 2>/dev/null); its tests are skipped" >&2
+up=$((SECONDS - t0))
+rc=0
+"$PY" -m pytest -m cluster "$@" || rc=$?
+hack/cluster/down.sh || true
+echo "make test: cluster lab part: $((SECONDS - t0)) s ($selected tests; start $up s, tests and stop $((SECONDS - t0 - up)) s)" >&2
+exit "$rc"
