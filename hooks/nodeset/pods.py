@@ -29,9 +29,9 @@ JSON = dict[str, Any]
 
 SSH_CONFIG_KEY = "sshd_config"
 PRESTOP_COMMAND = "scontrol update nodename=$(hostname) state=down reason='slurm-operator: Pod is terminating';"
-# ` Topology=<the pod's topology>` only when SLINKY_TOPOLOGY is set and not empty (shell `${VAR:+word}`),
-# spliced into conf_argument's single-quoted word; Features always precedes it, so the space separates.
-POD_TOPOLOGY = "'\"${SLINKY_TOPOLOGY:+ Topology=$SLINKY_TOPOLOGY}\"'"
+# The slurmd image adds `Topology=<value>` to the --conf word when this env var is not empty (Slinky's
+# images 25.11 and later); the kubelet resolves it from the pod's topology annotation at container start.
+POD_TOPOLOGY_ENV = "POD_TOPOLOGY"
 TOPOLOGY_WAIT_CONTAINER = "topology-wait"
 TOPOLOGY_VOLUME = "pod-topology"
 TOPOLOGY_DIR = "/run/slinky/pod-topology"
@@ -106,11 +106,13 @@ def slurm_nodeset_name(spec: NodeSetSpec) -> str:
 
 
 def conf_argument(spec: NodeSetSpec) -> str:
-    """The slurmd `--conf` value, a shell word: features, topology, gres and the user's extraConf, sorted.
+    """The slurmd `--conf` value, one single-quoted shell word: features, gres and the user's extraConf, sorted.
 
-    No key is ever rendered without a value: slurmd would take the next key as its value (an empty
-    `Topology=` turned `Weight=7` into a topology and left the node INVALID_REG). So an empty extraConf
-    value drops its key, and the pod's topology is written only when SLINKY_TOPOLOGY is not empty.
+    Slinky's slurmd images split the args into words, strip every quote from the `--conf` word and quote it
+    again to add CoreSpecCount, MemSpecLimit and the pod's topology (POD_TOPOLOGY) before a shell evaluates
+    them, so the word holds no quote or expansion of its own: a spliced `'"$VAR"'` came out of that with an
+    unmatched quote and slurmd never started. No key is ever rendered without a value either: slurmd takes
+    the next key as the value of an empty one (`Topology= Weight=7` left the node INVALID_REG).
     """
     items = parse_extra_conf(spec.extra_conf)
     features = {slurm_nodeset_name(spec)}
@@ -120,10 +122,7 @@ def conf_argument(spec: NodeSetSpec) -> str:
     gres = node_gres(items.pop("Gres", None), spec.slurmd, spec.template_spec, f"NodeSet {spec.name!r}")
     conf = {key: ",".join(v for v in values if v) for key, values in items.items()}
     conf.update(Features=",".join(sorted(features)), Gres=gres or "")
-    if not conf.get("Topology"):
-        conf["Topology"] = POD_TOPOLOGY  # the pod's own, resolved by the shell that starts slurmd
-    words = (value if value is POD_TOPOLOGY else f" {key}={value}" for key, value in sorted(conf.items()) if value)
-    return "'" + "".join(words).lstrip() + "'"
+    return "'" + " ".join(f"{key}={value}" for key, value in sorted(conf.items()) if value) + "'"
 
 
 def parse_extra_conf(extra_conf: str) -> dict[str, list[str]]:
@@ -337,13 +336,12 @@ def _slurmd_container(spec: NodeSetSpec, controller: Controller) -> JSON:
             {"name": "ssh-config", "mountPath": "/etc/ssh/sshd_config", "subPath": SSH_CONFIG_KEY, "readOnly": True},
             {"name": "sssd-conf", "mountPath": "/etc/sssd/sssd.conf", "subPath": "sssd.conf", "readOnly": True},
         ]
-    topology_ref = f"metadata.annotations['{names.ANNOTATION_TOPOLOGY_SPEC}']"
     base = {
         "name": "slurmd",
         "image": cluster.default_image("slurmd"),
         "args": ["-Z", "--conf-server", controller.conf_server, "--conf", conf_argument(spec)],
         "env": [
-            {"name": "SLINKY_TOPOLOGY", "valueFrom": {"fieldRef": {"fieldPath": topology_ref}}},
+            *topology_env(spec),
             {"name": "POD_CPUS", "value": str(cpus)},
             {"name": "POD_MEMORY", "value": str(memory_mib)},
         ],
@@ -358,6 +356,15 @@ def _slurmd_container(spec: NodeSetSpec, controller: Controller) -> JSON:
     return merge_container(base, spec.slurmd)
 
 
+def topology_env(spec: NodeSetSpec) -> list[JSON]:
+    """The pod's topology annotation as POD_TOPOLOGY (what the image reads) and SLINKY_TOPOLOGY (Slinky's name
+    for it, kept for scripts written against Slinky); none when extraConf sets `Topology=` itself, which wins."""
+    if "Topology" in parse_extra_conf(spec.extra_conf):
+        return []
+    ref = {"fieldRef": {"fieldPath": f"metadata.annotations['{names.ANNOTATION_TOPOLOGY_SPEC}']"}}
+    return [{"name": name, "valueFrom": ref} for name in (POD_TOPOLOGY_ENV, "SLINKY_TOPOLOGY")]
+
+
 def waits_for_topology(spec: NodeSetSpec) -> bool:
     """A wait is asked for and slurmd takes its topology from the pod (not from an extraConf `Topology=`)."""
     return spec.topology_wait > 0 and "Topology" not in parse_extra_conf(spec.extra_conf)
@@ -366,7 +373,7 @@ def waits_for_topology(spec: NodeSetSpec) -> bool:
 def _topology_wait_container(spec: NodeSetSpec, image: str) -> JSON:
     """Holds slurmd back until the pod carries its Node's topology, for at most `spec.topology_wait` seconds.
 
-    The kubelet resolves slurmd's SLINKY_TOPOLOGY from the pod's annotations when it creates the slurmd
+    The kubelet resolves slurmd's POD_TOPOLOGY from the pod's annotations when it creates the slurmd
     container, after every init container has finished; this one watches the same annotation through a
     downwardAPI file, which the kubelet refreshes while the pod runs (docs/architecture.md §4.7). It always
     exits 0: after the bound slurmd starts without topology and slurm_sync sets it in Slurm afterwards.

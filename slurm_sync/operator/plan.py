@@ -32,8 +32,8 @@ from slurm_sync.operator.view import JSON, ClusterView, ControllerPodView, KubeN
 from slurm_sync.slurm.types import Job, Node, NodeUpdate, PingResult
 
 MAX_REASON = 256
-# What a topology spec may hold ("topo-switch:s2,topo-block:b2"): it becomes SLINKY_TOPOLOGY in the
-# slurmd --conf string, so nothing that could end the Topology= item (spaces, quotes) is copied.
+# What a topology spec may hold ("topo-switch:s2,topo-block:b2"): it becomes POD_TOPOLOGY, which the
+# slurmd image adds to its --conf string, so nothing that could end the Topology= item (spaces, quotes) is copied.
 _TOPOLOGY = re.compile(r"[A-Za-z0-9._:,-]+")
 _FEATURE = re.compile(r"[A-Za-z0-9._:=+/-]+")
 _WHITESPACE_CONTROLS = str.maketrans({"\t": " ", "\r": " ", "\n": " "})
@@ -443,7 +443,7 @@ def plan_pod(
         and not pod.terminating
         and (kube_node.topology is None or topology_spec(kube_node) is not None)
     ):
-        # the Node's topology on the pod (SLINKY_TOPOLOGY at its next start); an unsafe one is not copied
+        # the Node's topology on the pod (POD_TOPOLOGY at its next start); an unsafe one is not copied
         annotations[names.ANNOTATION_TOPOLOGY_SPEC] = topology_spec(kube_node)
     meta = metadata_patch(pod, {names.LABEL_POD_PROTECT: _flag(protect)}, annotations)
     if meta is not None:

@@ -7,7 +7,7 @@ import pytest
 from hooks import names
 from hooks.cluster import InvalidSpec
 from hooks.gres import gres_types
-from hooks.nodeset.pods import POD_TOPOLOGY, conf_argument
+from hooks.nodeset.pods import conf_argument
 from hooks.nodeset.spec import parse_nodeset
 from tests.hooks.test_cluster import cr, related
 from tests.hooks.test_cluster import request as controller_request
@@ -23,18 +23,18 @@ def conf(**spec) -> str:
 @pytest.mark.parametrize(
     ("spec", "expected"),
     [
-        ({}, f"'Features=gpu{POD_TOPOLOGY}'"),
-        ({"slurmd": {"resources": {"limits": {"nvidia.com/gpu": 4}}}}, f"'Features=gpu Gres=gpu:4{POD_TOPOLOGY}'"),
-        ({"slurmd": {"resources": {"requests": {"amd.com/gpu": "2"}}}}, f"'Features=gpu Gres=gpu:2{POD_TOPOLOGY}'"),
-        ({"slurmd": {"resources": {"limits": {"nvidia.com/gpu": "0", "cpu": "4"}}}}, f"'Features=gpu{POD_TOPOLOGY}'"),
+        ({}, "'Features=gpu'"),
+        ({"slurmd": {"resources": {"limits": {"nvidia.com/gpu": 4}}}}, "'Features=gpu Gres=gpu:4'"),
+        ({"slurmd": {"resources": {"requests": {"amd.com/gpu": "2"}}}}, "'Features=gpu Gres=gpu:2'"),
+        ({"slurmd": {"resources": {"limits": {"nvidia.com/gpu": "0", "cpu": "4"}}}}, "'Features=gpu'"),
         ({"template": {"spec": {"containers": [{"name": "slurmd", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}},
-         f"'Features=gpu Gres=gpu:1{POD_TOPOLOGY}'"),
+         "'Features=gpu Gres=gpu:1'"),
         ({"template": {"spec": {"containers": [{"name": "sidecar", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}},
-         f"'Features=gpu{POD_TOPOLOGY}'"),
+         "'Features=gpu'"),
         # The user's own Gres= (Slinky's place for it: extraConf) wins over what the limits say.
         ({"extraConf": "Gres=gpu:h100:8", "slurmd": {"resources": {"limits": {"nvidia.com/gpu": 8}}}},
-         f"'Features=gpu Gres=gpu:h100:8{POD_TOPOLOGY}'"),
-        ({"extraConf": "gres=shard:16 Weight=5"}, f"'Features=gpu Gres=shard:16{POD_TOPOLOGY} Weight=5'"),
+         "'Features=gpu Gres=gpu:h100:8'"),
+        ({"extraConf": "gres=shard:16 Weight=5"}, "'Features=gpu Gres=shard:16 Weight=5'"),
     ],
 )  # fmt: skip
 def test_slurmd_registers_the_gpus_of_its_container_or_the_users_gres(spec, expected):

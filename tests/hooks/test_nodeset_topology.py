@@ -35,9 +35,18 @@ def test_the_pod_waits_for_its_topology_annotation_before_slurmd_starts(client):
         {"path": "topology", "fieldRef": {"apiVersion": "v1", "fieldPath": TOPOLOGY_REF}}
     ]
     assert wait["volumeMounts"] == [{"name": "pod-topology", "mountPath": "/run/slinky/pod-topology", "readOnly": True}]
-    # slurmd's SLINKY_TOPOLOGY is resolved by the kubelet when slurmd is created, after the wait
+    # slurmd's POD_TOPOLOGY (the image's) and SLINKY_TOPOLOGY (Slinky's name) are resolved by the kubelet
+    # when slurmd is created, after the wait
     env = {e["name"]: e for e in slurmd(pod)["env"]}
-    assert env["SLINKY_TOPOLOGY"]["valueFrom"]["fieldRef"]["fieldPath"] == TOPOLOGY_REF
+    for name in ("POD_TOPOLOGY", "SLINKY_TOPOLOGY"):
+        assert env[name]["valueFrom"]["fieldRef"]["fieldPath"] == TOPOLOGY_REF
+
+
+def test_a_topology_in_extraconf_wins_over_the_pods(client):  # noqa: F811 - the imported fixture
+    pod = pod_of(client, nodeset(replicas=1, extraConf="Topology=topo-block:b1"))
+    names = {e["name"] for e in slurmd(pod)["env"]}
+    assert not names & {"POD_TOPOLOGY", "SLINKY_TOPOLOGY"}
+    assert "Topology=topo-block:b1" in slurmd(pod)["args"][-1]
 
 
 @pytest.mark.parametrize("parent", [

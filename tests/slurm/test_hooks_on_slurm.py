@@ -164,7 +164,7 @@ def slurmd_command(pod: dict, cluster: SecondCluster) -> str:
     (slurmd,) = [c for c in pod["spec"]["containers"] if c["name"] == "slurmd"]
     args = list(slurmd["args"])
     args[args.index("--conf-server") + 1] = f"127.0.0.1:{cluster.ctld_port}"
-    conf_at = args.index("--conf") + 1  # already written for a shell: single quotes and "$SLINKY_TOPOLOGY"
+    conf_at = args.index("--conf") + 1  # one single-quoted shell word
     words = [arg if i == conf_at else shlex.quote(arg) for i, arg in enumerate(args)]
     return f"exec slurmd -D -N {shlex.quote(pod['spec']['hostname'])} {' '.join(words)}"
 

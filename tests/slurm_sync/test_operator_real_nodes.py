@@ -107,7 +107,7 @@ def topology_refusals(rig: Rig) -> tuple[float, float]:
 def test_topology_reaches_the_pod_and_slurm_refuses_it_without_a_topology_plugin(rig: Rig) -> None:
     """REST v0.0.45 takes topology_str (the client checks the schema); slurmctld with topology/flat
     answers 'Requested topology configuration is not available' (error 2178). The pod annotation
-    (SLINKY_TOPOLOGY at the pod's next start) is still written; the refusal is reported once (log
+    (POD_TOPOLOGY at the pod's next start) is still written; the refusal is reported once (log
     and metric, not a failed pass) and the same update is not sent again on the next pass; a
     changed annotation is a new update, sent (and refused) once."""
     with SlurmClient(rig.lab.rest_url, lambda: rig.lab.token) as client:

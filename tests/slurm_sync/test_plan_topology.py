@@ -165,7 +165,7 @@ def test_node_without_topology_removes_the_pod_annotation_and_never_clears_slurm
 
 @pytest.mark.parametrize("value", ['topo-switch:"s1" State=Down', "a b", "x;y"])
 def test_an_unsafe_topology_is_neither_copied_nor_pushed(value: str) -> None:
-    """It would end the Topology= item of slurmd's --conf through SLINKY_TOPOLOGY."""
+    """It would end the Topology= item of slurmd's --conf through POD_TOPOLOGY."""
     c = cluster(
         pod("gpu-0", annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO}, **IDLE_POD),
         nodes=[knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: value})],
