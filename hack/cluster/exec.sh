@@ -12,17 +12,16 @@ shift 2
 if [ "$1" = --container ] || [ "$1" = -c ]; then container=$2; shift 2; fi
 [ "$1" = -- ] || usage
 shift
-dir=""
-for f in "$LAB"/pods/*/pod; do
-  [ -e "$f" ] && [ "$(cat "$f")" = "$ns/$pod" ] && dir=$(dirname "$f")
+pid=""
+for f in "$LAB"/pods/*/pod; do   # an earlier pod of the same name may have left its directory
+  [ -e "$f" ] && [ "$(cat "$f")" = "$ns/$pod" ] || continue
+  dir=$(dirname "$f")
+  name=${container:-$(cat "$dir/default-container")}
+  outer=$(cat "$dir/containers/$name/pid" 2>/dev/null) || continue
+  pid=$(awk '{print $1}' "/proc/$outer/task/$outer/children" 2>/dev/null || true)
+  [ -z "$pid" ] || break
 done
-[ -n "$dir" ] || { echo "exec.sh: no pod $ns/$pod runs in the cluster lab" >&2; exit 1; }
-container=${container:-$(cat "$dir/default-container")}
-pidfile=$dir/containers/$container/pid
-[ -s "$pidfile" ] || { echo "exec.sh: container $container of $ns/$pod has not started" >&2; exit 1; }
-outer=$(cat "$pidfile")
-pid=$(awk '{print $1}' "/proc/$outer/task/$outer/children" 2>/dev/null || true)
-[ -n "$pid" ] || { echo "exec.sh: container $container of $ns/$pod is not running" >&2; exit 1; }
+[ -n "$pid" ] || { echo "exec.sh: no running container ${container:-(default)} of pod $ns/$pod in the cluster lab" >&2; exit 1; }
 uid=$(awk '/^Uid:/ {print $2}' "/proc/$pid/status")
 gid=$(awk '/^Gid:/ {print $2}' "/proc/$pid/status")
 mapfile -d '' environ <"/proc/$pid/environ"

@@ -78,6 +78,9 @@ def statefulset(parent: JSON, spec: ControllerSpec, pod_annotations: dict[str, s
     }
     if claim_templates:
         sts_spec["volumeClaimTemplates"] = claim_templates
+    policy = _pod_management_policy(spec, observed)
+    if policy:
+        sts_spec["podManagementPolicy"] = policy
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -89,6 +92,18 @@ def statefulset(parent: JSON, spec: ControllerSpec, pod_annotations: dict[str, s
         ),
         "spec": sts_spec,
     }
+
+
+def _pod_management_policy(spec: ControllerSpec, observed: JSON | None) -> str | None:
+    """Parallel for a new StatefulSet with backups; an existing one keeps its own (the field is immutable).
+
+    Every slurmctld resolves every SlurmctldHost at start and waits until it can: under OrderedReady the
+    first pod waits for the name of a pod that is only made once the first is Ready, and never starts
+    (seen on the cluster lab, at creation and whenever every slurmctld pod is gone at once).
+    """
+    if observed is not None:
+        return (observed.get("spec") or {}).get("podManagementPolicy")
+    return "Parallel" if spec.ha else None
 
 
 def _pod_spec(spec: ControllerSpec, has_claim_template: bool) -> JSON:

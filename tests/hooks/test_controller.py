@@ -411,6 +411,19 @@ def test_ha_runs_backups_on_a_shared_claim_and_routes_to_the_active_controller(c
     assert all(validate_builtin(c) == [] for c in resp["children"])
 
 
+def test_ha_starts_every_slurmctld_at_once_and_an_existing_statefulset_keeps_its_policy(client):
+    """Each slurmctld resolves every SlurmctldHost at start: under OrderedReady the first waited forever for
+    the name of a pod made only once it is Ready (cluster lab). The field is immutable, so it is pinned."""
+    parent = controller(ha={"enabled": True, "backups": 1}, persistence={"enabled": True, "existingClaim": "rwx"})
+    first = sync(client, parent, rel=related(*keys()))
+    assert by_kind(first)[STS]["spec"]["podManagementPolicy"] == "Parallel"
+    assert "podManagementPolicy" not in by_kind(sync(client, controller(), rel=related(*keys())))[STS]["spec"]
+    observed = as_observed(first["children"])
+    observed["StatefulSet.apps/v1"][f"{NS}/slurm-controller"]["spec"]["podManagementPolicy"] = "OrderedReady"
+    again = by_kind(sync(client, parent, children=observed, rel=related(*keys())))[STS]
+    assert again["spec"]["podManagementPolicy"] == "OrderedReady"
+
+
 # --- reconfigure ---------------------------------------------------------------------------------
 
 

@@ -664,6 +664,7 @@ class Agent:
             }
         self.schedule()
         self.write_host_hosts()
+        self.release_claims({(c["metadata"]["namespace"], c["metadata"]["name"]) for c in self.client.list(kube.PVCS)})
         seen = set()
         for pod in self.pods:
             if pod["spec"].get("nodeName") not in self.node_names:
@@ -728,6 +729,16 @@ class Agent:
             with open(path, "w") as out:  # same inode: the containers' bind mounts see it
                 out.write(text)
 
+    def release_claims(self, claims: set[tuple[str, str]]) -> None:
+        """A deleted claim's directory goes with it, as a dynamically provisioned volume's (reclaim policy Delete)."""
+        for path in self.lab_dir.glob("pvc/*/*"):
+            if (path.parent.name, path.name) not in claims and not any(
+                w.pod["metadata"]["namespace"] == path.parent.name and _claims(w.pod) & {path.name}
+                for w in self.workers.values()
+            ):
+                shutil.rmtree(path, ignore_errors=True)
+                self.log.info("claim %s/%s: deleted, its directory removed", path.parent.name, path.name)
+
     def write_host_hosts(self) -> None:
         """The hosts file of the lab's own host processes (slurm_sync): the host's, then every Service."""
         own = Path("/etc/hosts").read_text()
@@ -749,6 +760,12 @@ class Agent:
 
     def cleanup(self, worker: PodWorker) -> None:
         shutil.rmtree(worker.dir, ignore_errors=True)
+
+
+def _claims(pod: Obj) -> set[str]:
+    return {
+        v["persistentVolumeClaim"]["claimName"] for v in pod["spec"].get("volumes", []) if "persistentVolumeClaim" in v
+    }
 
 
 def _passwd(rootfs: Path) -> dict[int, int]:
