@@ -101,8 +101,8 @@ def _pod_management_policy(spec: ControllerSpec, observed: JSON | None) -> str |
     first pod waits for the name of a pod that is only made once the first is Ready, and never starts
     (seen on the cluster lab, at creation and whenever every slurmctld pod is gone at once).
     """
-    if observed is not None:
-        return (observed.get("spec") or {}).get("podManagementPolicy")
+    if observed is not None:  # rendered only when not the server's default, so the apply stays a fixed point
+        return "Parallel" if (observed.get("spec") or {}).get("podManagementPolicy") == "Parallel" else None
     return "Parallel" if spec.ha else None
 
 
