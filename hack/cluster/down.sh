@@ -11,9 +11,13 @@ LOG_FILE=$LAB/up.log
 rm -f "$ENV_FILE"
 DAEMONS="$DAEMONS metacontroller"
 stop_daemons
-# any container process the stand-in could not stop (its root is under the lab's pods)
+# any container the stand-in could not stop: killing the PID 1 of its PID namespace (the child of the
+# `unshare` that runs this checkout's container.sh) ends every process in it
 for p in /proc/[0-9]*; do
-  case $(readlink "$p/root" 2>/dev/null) in "$LAB"/pods/*) kill -KILL "${p#/proc/}" 2>/dev/null || true ;; esac
+  pid=${p#/proc/}
+  grep -qF "$CLUSTER_HACK_DIR/container.sh" "$p/cmdline" 2>/dev/null || continue
+  for child in $(cat "$p/task/$pid/children" 2>/dev/null); do kill -KILL "$child" 2>/dev/null || true; done
+  kill -KILL "$pid" 2>/dev/null || true
 done
 for ns in $(ip netns list 2>/dev/null | awk '$1 ~ /^cl-/ {print $1}'); do ip netns del "$ns" || true; done
 for link in $(ip -o link show 2>/dev/null | awk -F': ' '$2 ~ /^cv/ {sub(/@.*/, "", $2); print $2}'); do ip link del "$link" 2>/dev/null || true; done
