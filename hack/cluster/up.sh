@@ -43,8 +43,19 @@ trap 'ERR_AT="line $LINENO: $BASH_COMMAND"' ERR
 trap on_exit EXIT
 
 [ "$(id -u)" = 0 ] || fail "the cluster lab needs root (network namespaces, mounts, chroot): run 'sudo make cluster-up'"
-for tool in ip nsenter unshare chroot mount setsid curl; do
-  command -v "$tool" >/dev/null || fail "$tool is missing on this host (iproute2, util-linux, coreutils, curl)"
+# The host tools the lab and its tests use (ssh logs in to the login pod), installed from Debian when missing.
+missing=""
+for pair in ip:iproute2 nsenter:util-linux unshare:util-linux curl:curl ssh:openssh-client ssh-keygen:openssh-client; do
+  command -v "${pair%%:*}" >/dev/null || missing="$missing ${pair#*:}"
+done
+if [ -n "$missing" ]; then
+  log "installing on the host:$missing"
+  { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing \
+    || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing; }
+  } >"$LAB/apt.log" 2>&1 || fail "apt-get could not install$missing; see $LAB/apt.log"
+fi
+for tool in ip nsenter unshare chroot mount setsid curl ssh ssh-keygen; do
+  command -v "$tool" >/dev/null || fail "$tool is missing on this host"
 done
 [ -x "$PY" ] || fail "no project venv at $REPO/.venv: run 'make cluster-up' (it makes one)"
 [ -x "$KUBECTL" ] || fail "no kubectl at $KUBECTL: run 'make cluster-up' (it installs one)"
@@ -68,7 +79,7 @@ for _ in $(seq 100); do curl -sf "http://127.0.0.1:$HOOKS_PORT/readyz" >/dev/nul
 curl -sf "http://127.0.0.1:$HOOKS_PORT/readyz" >/dev/null || fail "the hook server did not answer /readyz; see $LAB/logs/hooks.log"
 
 log "applying CRDs, CompositeControllers and the cluster's resources"
-PYTHONPATH=$REPO/hack/cluster "$PY" -m lab setup --kubeconfig "$KUBECONFIG" --hooks-url "http://127.0.0.1:$HOOKS_PORT" --lab-dir "$LAB" \
+PYTHONPATH=$REPO:$REPO/hack/cluster "$PY" -m lab setup --kubeconfig "$KUBECONFIG" --hooks-url "http://127.0.0.1:$HOOKS_PORT" --lab-dir "$LAB" \
   >>"$LAB/logs/setup.log" 2>&1 || fail "applying the cluster's resources failed: $(tail -n 1 "$LAB/logs/setup.log")"
 
 log "starting the stand-ins (${METACONTROLLER:+real Metacontroller, }$NODES lab nodes)"

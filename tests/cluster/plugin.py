@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.fixtures.slurm import read_env_file
+from tests.fixtures.slurm import read_env_file, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 LAB = REPO / ".cluster-lab"
@@ -52,6 +52,11 @@ class ClusterLab:
 
     def pods(self, selector: str) -> list[dict]:
         return [p for p in self.get("pods", "-l", selector)["items"] if not p["metadata"].get("deletionTimestamp")]
+
+
+def eventually(what: str, probe: Callable[[], Any], timeout: float = 60, interval: float = 0.5) -> Any:
+    """probe() until it gives something truthy (tests.fixtures.slurm.wait_for, argument order of these tests)."""
+    return wait_for(probe, bool, timeout=timeout, interval=interval, what=what)
 
 
 def _why_not_up() -> str:

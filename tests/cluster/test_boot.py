@@ -25,9 +25,12 @@ def quantity_mib(text: str) -> int:
     return int(int(number) * units[unit or ""])
 
 
-def scontrol_node(lab: ClusterLab, node: str) -> dict[str, str]:
-    out = lab.exec(CONTROLLER_POD, ["scontrol", "show", "node", node, "--oneliner"]).stdout
-    return dict(re.findall(r"(\w+)=(\S*)", out))
+def scontrol_node(lab: ClusterLab, node: str, check: bool = True) -> dict[str, str]:
+    """The node's `scontrol show node` fields; unchecked, a failed command (slurmctld restarting) gives its error."""
+    done = lab.exec(CONTROLLER_POD, ["scontrol", "show", "node", node, "--oneliner"], check=check)
+    if done.returncode != 0:
+        return {"error": done.stderr.strip()}
+    return dict(re.findall(r"(\w+)=(\S*)", done.stdout))
 
 
 def test_slurmctld_answers_scontrol_ping_in_its_pod(cluster_lab: ClusterLab) -> None:

@@ -15,7 +15,6 @@ import base64
 import json
 import logging
 import secrets
-import sys
 import threading
 import time
 import urllib.request
@@ -26,34 +25,23 @@ from typing import Any
 
 import pytest
 import yaml
+from lab import driver, kube
 from werkzeug.serving import make_server
 
 from hooks.app import create_app
+from tests.cluster.plugin import eventually
 from tests.kube.kubeapi import stand_in_crd
 from tests.kube.plugin import KubeLab
 from tests.support.metacontroller_apply import LAST_APPLIED
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "hack" / "cluster"))
 
-from lab import driver, kube  # noqa: E402
 
 CRDS = kube.Resource("apiextensions.k8s.io/v1", "customresourcedefinitions")
 TOKENS = kube.Resource("slinky.slurm.net/v1beta1", "tokens")
 CONTROLLERS = kube.Resource("slinky.slurm.net/v1beta1", "controllers")
 SERVICES, CONFIGMAPS, STATEFULSETS = kube.SERVICES, kube.CONFIGMAPS, kube.STATEFULSETS
 Obj = dict[str, Any]
-
-
-def wait_for(what: str, probe: Callable[[], Any], timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.2)
 
 
 # --- pure helpers (no server) ---------------------------------------------------------------------
@@ -167,7 +155,7 @@ def crds(client: kube.Client) -> None:
         if client.get(CRDS, None, crd["metadata"]["name"]) is None:
             client.create(CRDS, crd)
     for crd in wanted:
-        wait_for(f"{crd['metadata']['name']} Established", lambda n=crd["metadata"]["name"]: _established(client, n))
+        eventually(f"{crd['metadata']['name']} Established", lambda n=crd["metadata"]["name"]: _established(client, n))
 
 
 def _established(client: kube.Client, name: str) -> bool:
@@ -356,18 +344,18 @@ def test_driver_runs_token_and_controller(client: kube.Client, namespace: str, h
 
         # Token -> its Secret, owned as Metacontroller owns children; the status through /status.
         token = client.get(TOKENS, namespace, "slurm-token-slurm")
-        secret = wait_for("the Token's Secret", lambda: client.get(kube.SECRETS, namespace, "slurm-token-slurm"))
+        secret = eventually("the Token's Secret", lambda: client.get(kube.SECRETS, namespace, "slurm-token-slurm"))
         assert_controlled(secret, token)
         assert secret["data"]["SLURM_JWT"]
-        token = wait_for("Token status", lambda: _with_status(client.get(TOKENS, namespace, "slurm-token-slurm")))
+        token = eventually("Token status", lambda: _with_status(client.get(TOKENS, namespace, "slurm-token-slurm")))
         assert token["status"]["observedGeneration"] == token["metadata"]["generation"]
 
         # Controller -> StatefulSet, Services, ConfigMap; our finalizer because it has a finalize hook.
         controller = client.get(CONTROLLERS, namespace, "slurm")
         for res in (STATEFULSETS, SERVICES, CONFIGMAPS):
-            for child in wait_for(f"the Controller's {res.plural}", lambda r=res: owned_by(client, r, controller)):
+            for child in eventually(f"the Controller's {res.plural}", lambda r=res: owned_by(client, r, controller)):
                 assert_controlled(child, controller)
-        controller = wait_for("Controller status", lambda: _with_status(client.get(CONTROLLERS, namespace, "slurm")))
+        controller = eventually("Controller status", lambda: _with_status(client.get(CONTROLLERS, namespace, "slurm")))
         assert controller["status"]["observedGeneration"] == controller["metadata"]["generation"]
         assert (
             f"metacontroller.io/compositecontroller-{controller_cc['metadata']['name']}"
@@ -385,7 +373,7 @@ def test_driver_runs_token_and_controller(client: kube.Client, namespace: str, h
 
         # Deleting the Controller: finalize is called (finalizing, with its children), then the finalizer goes.
         client.delete(CONTROLLERS, namespace, "slurm")
-        wait_for("the Controller gone", lambda: client.get(CONTROLLERS, namespace, "slurm") is None)
+        eventually("the Controller gone", lambda: client.get(CONTROLLERS, namespace, "slurm") is None)
         assert len(stub.requests) >= 2
         assert all(r["finalizing"] is True for r in stub.requests)
         assert stub.requests[0]["children"]["StatefulSet.apps/v1"], "finalize saw no StatefulSet"
@@ -404,7 +392,7 @@ def test_failing_hook_writes_nothing(client: kube.Client, namespace: str, hooks_
         client.create(TOKENS, example("token", namespace))
         with caplog.at_level(logging.WARNING, logger="lab.driver"):
             lab = run_driver([cc])
-            wait_for("two failed calls", lambda: lab.stats()["hook_calls"].get("/fail/sync", {}).get("500", 0) >= 2)
+            eventually("two failed calls", lambda: lab.stats()["hook_calls"].get("/fail/sync", {}).get("500", 0) >= 2)
         assert client.get(kube.SECRETS, namespace, "slurm-token-slurm") is None
         assert "status" not in client.get(TOKENS, namespace, "slurm-token-slurm")
         assert lab.stats()["writes"] == {}, lab.stats()
@@ -444,7 +432,7 @@ def test_update_strategies_adoption_and_deletion(client: kube.Client, namespace:
                          child("ServiceAccount", "sa"), child("ConfigMap", "orphan", data={"o": "1"})]  # fmt: skip
         run_driver([cc])
         first = {
-            (res.plural, name): wait_for(
+            (res.plural, name): eventually(
                 f"{name} owned", lambda r=res, n=name: _owned(client.get(r, namespace, n), uid)
             )
             for res, name in ((CONFIGMAPS, "cm"), (kube.SECRETS, "sec"), (SA, "sa"), (CONFIGMAPS, "orphan"))
@@ -453,11 +441,13 @@ def test_update_strategies_adoption_and_deletion(client: kube.Client, namespace:
 
         stub.children = [child("ConfigMap", "cm", data={"a": "2"}), child("Secret", "sec", stringData={"x": "2"}),
                          child("ServiceAccount", "sa", automountServiceAccountToken=False)]  # fmt: skip
-        cm = wait_for("cm updated", lambda: _where(client.get(CONFIGMAPS, namespace, "cm"), data={"a": "2"}))
+        cm = eventually("cm updated", lambda: _where(client.get(CONFIGMAPS, namespace, "cm"), data={"a": "2"}))
         assert cm["metadata"]["uid"] == first[("configmaps", "cm")]["metadata"]["uid"]
-        sec = wait_for("sec recreated", lambda: _owned(client.get(kube.SECRETS, namespace, "sec"), uid, renewed=first))
+        sec = eventually(
+            "sec recreated", lambda: _owned(client.get(kube.SECRETS, namespace, "sec"), uid, renewed=first)
+        )
         assert base64.b64decode(sec["data"]["x"]) == b"2"
-        wait_for("orphan deleted", lambda: client.get(CONFIGMAPS, namespace, "orphan") is None)
+        eventually("orphan deleted", lambda: client.get(CONFIGMAPS, namespace, "orphan") is None)
         sa = client.get(SA, namespace, "sa")
         assert sa["metadata"]["resourceVersion"] == first[("serviceaccounts", "sa")]["metadata"]["resourceVersion"]
         assert "automountServiceAccountToken" not in sa

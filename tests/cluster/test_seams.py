@@ -10,32 +10,16 @@ Each test makes its own objects and deletes them at the end, leaving the example
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 
-from tests.cluster.plugin import NAMESPACE, ClusterLab
+from tests.cluster.plugin import NAMESPACE, ClusterLab, eventually
 from tests.cluster.test_boot import CONTROLLER_POD, scontrol_node
+from tests.fixtures.slurm import wait_for
 
 pytestmark = pytest.mark.cluster
 SEAM = "slurm-worker-seam"
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 180, every: float = 1) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except AssertionError as err:
-            last = err
-        else:
-            if last:
-                return last
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last: {last}")
 
 
 def apply(lab: ClusterLab, obj: dict) -> None:
@@ -68,10 +52,11 @@ def seam_pod(lab: ClusterLab) -> dict | None:
     return ready[0] if len(pods) == 1 and ready else None
 
 
-def idle_node(lab: ClusterLab, node: str) -> dict[str, str]:
-    fields = scontrol_node(lab, node)
-    assert fields.get("State", "").split("+")[0] == "IDLE", fields.get("State")
-    return fields
+def idle_node(lab: ClusterLab, node: str, what: str) -> dict[str, str]:
+    """The node's scontrol fields once it is IDLE (the last ones are in the failure message). A new partition
+    rolls slurmctld, so the command may fail for a while."""
+    return wait_for(lambda: scontrol_node(lab, node, check=False), lambda f: f.get("State", "").split("+")[0] == "IDLE",
+                    timeout=180, interval=1, what=what)  # fmt: skip
 
 
 @pytest.fixture
@@ -82,17 +67,17 @@ def seam_nodeset(cluster_lab: ClusterLab) -> Iterator[None]:
 
 
 def test_a_nodeset_with_weight_then_a_rolling_update_of_its_sizes(cluster_lab: ClusterLab, seam_nodeset: None) -> None:
-    pod = wait_for("the seam NodeSet's pod Ready", lambda: seam_pod(cluster_lab))
+    pod = eventually("the seam NodeSet's pod Ready", lambda: seam_pod(cluster_lab), timeout=180)
     node = pod["spec"]["hostname"]
-    fields = wait_for(f"node {node} IDLE", lambda: idle_node(cluster_lab, node))
+    fields = idle_node(cluster_lab, node, f"node {node} IDLE")
     assert fields["Weight"] == "7" and "INVALID_REG" not in fields["State"], fields
     assert (int(fields["CPUEfctv"]), int(fields["RealMemory"]) - int(fields.get("MemSpecLimit", "0"))) == (2, 4096)
 
     apply(cluster_lab, nodeset("1", "2Gi"))  # a rolling update: drain, delete, a new pod with new limits
-    new = wait_for("the replacement pod Ready", lambda: (p := seam_pod(cluster_lab)) and p["metadata"]["uid"] !=
+    new = eventually("the replacement pod Ready", lambda: (p := seam_pod(cluster_lab)) and p["metadata"]["uid"] !=
                    pod["metadata"]["uid"] and p, timeout=240)  # fmt: skip
     assert new["spec"]["hostname"] == node  # same ordinal, same Slurm node name
-    fields = wait_for(f"node {node} IDLE again", lambda: idle_node(cluster_lab, node))
+    fields = idle_node(cluster_lab, node, f"node {node} IDLE again")
     assert (int(fields["CPUEfctv"]), int(fields["RealMemory"]) - int(fields.get("MemSpecLimit", "0"))) == (1, 2048)
     out = cluster_lab.exec(CONTROLLER_POD, ["srun", "-p", SEAM.removeprefix("slurm-worker-"), "-N1", "-c1",
                                             "--mem=2000", "sh", "-c", "hostname"]).stdout  # fmt: skip

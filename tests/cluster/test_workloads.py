@@ -12,22 +12,18 @@ from __future__ import annotations
 import contextlib
 import datetime
 import re
-import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import requests
+from lab import kube, workloads
 
+from tests.cluster.plugin import eventually
 from tests.kube.plugin import KubeLab
-
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "hack" / "cluster"))
-from lab import kube, workloads  # noqa: E402
 
 Obj = dict[str, Any]
 SCHEDULER = "workloads-test"
@@ -104,17 +100,6 @@ class Kubelet:
                 {"type": "Ready", "status": "True", "lastTransitionTime": _now()},
                 {"type": "ContainersReady", "status": "True", "lastTransitionTime": _now()}]}  # fmt: skip
             self.client.update_status(kube.PODS, pod)
-
-
-def _wait(what: str, check: Callable[[], Any], timeout: float = 20) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.1)
 
 
 @pytest.fixture(scope="module")
@@ -194,7 +179,7 @@ def test_statefulset_comes_up_in_order_with_bound_claims_then_rolls_from_the_hig
     client, namespace, _, kubelet = lab
     kubelet.expected["web"] = 3
     client.create(kube.STATEFULSETS, _statefulset(namespace))
-    sts = _wait("web's 3 pods Ready", lambda: _sts_settled(client, namespace))
+    sts = eventually("web's 3 pods Ready", lambda: _sts_settled(client, namespace))
 
     status = sts["status"]
     revision = status["updateRevision"]
@@ -230,7 +215,7 @@ def test_statefulset_comes_up_in_order_with_bound_claims_then_rolls_from_the_hig
         kubelet.most_unavailable["web"] = 0
     patch = {"spec": {"template": {"metadata": {"annotations": {"version": "2"}}}}}
     client.merge_patch(kube.STATEFULSETS, namespace, "web", patch)
-    sts = _wait("web rolled to its new template", lambda: _sts_settled(client, namespace, revision))
+    sts = eventually("web rolled to its new template", lambda: _sts_settled(client, namespace, revision))
     new_revision = sts["status"]["updateRevision"]
     with kubelet.lock:
         assert [name for name in kubelet.gone if name.startswith("web-")] == ["web-2", "web-1", "web-0"]
@@ -277,7 +262,7 @@ def test_deployment_comes_up_then_rolls_to_a_new_replicaset(lab: tuple) -> None:
     client, namespace, _, kubelet = lab
     kubelet.expected["api"] = 2
     client.create(kube.DEPLOYMENTS, _deployment(namespace))
-    d = _wait("api's 2 pods available", lambda: _deployment_settled(client, namespace, 1))
+    d = eventually("api's 2 pods available", lambda: _deployment_settled(client, namespace, 1))
     first = _check_replicaset(client, namespace, d, "1", "1")
     conditions = {c["type"]: (c["status"], c["reason"]) for c in d["status"]["conditions"]}
     assert conditions == {"Available": ("True", "MinimumReplicasAvailable"),
@@ -288,7 +273,7 @@ def test_deployment_comes_up_then_rolls_to_a_new_replicaset(lab: tuple) -> None:
         kubelet.most_active["api"] = kubelet.most_unavailable["api"] = 0
     patch = {"spec": {"template": {"metadata": {"annotations": {"version": "2"}}}}}
     client.merge_patch(kube.DEPLOYMENTS, namespace, "api", patch)
-    d = _wait("api rolled to a new ReplicaSet", lambda: _deployment_settled(client, namespace, 2))
+    d = eventually("api rolled to a new ReplicaSet", lambda: _deployment_settled(client, namespace, 2))
     assert _check_replicaset(client, namespace, d, "2", "2") != first
     with kubelet.lock:  # the defaults, 25% of 2: one pod of surge, none unavailable
         assert (kubelet.most_active["api"], kubelet.most_unavailable["api"]) == (3, 0)

@@ -33,6 +33,7 @@ from typing import Any
 JSON = dict[str, Any]
 
 LAST_APPLIED = "metacontroller.k8s.io/last-applied-configuration"
+SELECTOR_LABEL = "controller-uid"  # generateSelector's label: <parent uid> on every child
 KNOWN_MERGE_KEYS = ("containerPort", "port", "mountPath", "name", "uid", "ip", "path")
 # Read-only, system-populated ObjectMeta fields that Metacontroller reverts to the observed values.
 SYSTEM_METADATA = (
@@ -74,7 +75,7 @@ def prepare_child(child: JSON, parent: JSON, generate_selector: bool) -> JSON:
         meta["namespace"] = parent["metadata"]["namespace"]
     if generate_selector:
         labels = meta.get("labels") or {}
-        labels.setdefault("controller-uid", parent["metadata"]["uid"])
+        labels.setdefault(SELECTOR_LABEL, parent["metadata"]["uid"])
         meta["labels"] = labels
     return out
 

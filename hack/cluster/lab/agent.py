@@ -19,6 +19,7 @@ import logging
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -28,6 +29,7 @@ from typing import Any
 
 import requests
 
+from hooks import names
 from lab import images, kube, runtime, volumes
 
 Obj = dict[str, Any]
@@ -256,6 +258,7 @@ class PodWorker:
     last_status: Obj | None = None
     failure: str = ""
     start_time: str = field(default_factory=now)
+    ran: bool = False
 
     @property
     def key(self) -> str:
@@ -507,7 +510,7 @@ class PodWorker:
                 answer = requests.get(f"http://{self.address}:{port}{get.get('path', '/')}", headers=headers,
                                       timeout=max(timeout, 1))  # fmt: skip
                 return 200 <= answer.status_code < 400, str(answer.status_code)
-            with _connect(self.address, port, timeout):
+            with socket.create_connection((self.address, port), timeout=timeout):
                 return True, "open"
         except (OSError, requests.RequestException, subprocess.TimeoutExpired) as err:
             return False, str(err)
@@ -531,7 +534,9 @@ class PodWorker:
         initialized = all(c.ready if not c.sidecar else c.started for c in init)
         running = initialized and all(c.process and c.process.exit_code() is None for c in main)
         ready = running and all(c.ready for c in main) and all(c.ready for c in init if c.sidecar)
-        phase = "Running" if running or any(c.process for c in main) else "Pending"
+        # Running once a container of the pod has run; a crashed one waits in back-off, the pod stays Running
+        self.ran = self.ran or any(c.process for c in main)
+        phase = "Running" if self.ran else "Pending"
         conditions = [
             ("PodReadyToStartContainers", True), ("Initialized", initialized), ("Ready", ready),
             ("ContainersReady", ready), ("PodScheduled", True),
@@ -603,12 +608,6 @@ def _expand(text: str, env: dict[str, str]) -> str:
         return env.get(match[1], match[0])
 
     return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)", one, text)
-
-
-def _connect(address: str, port: int, timeout: float) -> Any:
-    import socket
-
-    return socket.create_connection((address, port), timeout=timeout)
 
 
 # ---------------------------------------------------------------- the agent
@@ -690,7 +689,7 @@ class Agent:
         worker = PodWorker(self, pod, next(self.addresses), self.lab_dir / "pods" / short)
         worker.dir.mkdir(parents=True, exist_ok=True)
         (worker.dir / "pod").write_text(f"{pod_key(pod)}\n")  # hack/cluster/exec.sh finds pods by this
-        default = (pod["metadata"].get("annotations") or {}).get("kubectl.kubernetes.io/default-container")
+        default = (pod["metadata"].get("annotations") or {}).get(names.ANNOTATION_DEFAULT_CONTAINER)
         (worker.dir / "default-container").write_text(f"{default or pod['spec']['containers'][0]['name']}\n")
         self.workers[key] = worker
         self.threads[key] = threading.Thread(target=worker.run, name=f"pod {key}", daemon=True)

@@ -473,7 +473,7 @@ class Driver:
     def _selector(self, cc: Composite, parent: Obj) -> Obj:
         """makeSelector: controller-uid=<uid> with generateSelector, else the parent's spec.selector."""
         if cc.generate_selector:
-            return {"matchLabels": {"controller-uid": meta(parent)["uid"]}}
+            return {"matchLabels": {apply.SELECTOR_LABEL: meta(parent)["uid"]}}
         selector = (parent.get("spec") or {}).get("selector")
         if not isinstance(selector, dict) or not (selector.get("matchLabels") or selector.get("matchExpressions")):
             raise DriverError(".spec.selector must have either matchLabels, matchExpressions, or both")
