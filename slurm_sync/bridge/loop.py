@@ -24,6 +24,7 @@ pod (ANNOTATION_SUBMIT_ERROR); it does not make the service unready.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import logging
@@ -556,11 +557,17 @@ class BridgeLoop:
                 refused="node_refused",
             )
         for delete in actions.deletes:
-            if self._slurm_write(tally, f"delete node {delete.name}", partial(self.slurm.delete_node, delete.name)):
+            if self._slurm_write(tally, f"delete node {delete.name}", partial(self._delete_node, delete.name)):
                 self._deleted_nodes.add(delete.name)
+                self._nodes.relist()  # slurmctld does not date a deletion: "not modified since" would hide it
         for mark in actions.marks:
             body = {"metadata": {"annotations": {names.ANNOTATION_EXTERNAL_NODE_REGISTERED: mark.value}}}
             self._kube(tally, f"mark node {mark.node.name}", partial(self.kube.patch_node, mark.node, body))
+
+    def _delete_node(self, name: str) -> None:
+        """DELETE the node record; one Slurm says it no longer has counts as deleted."""
+        with contextlib.suppress(SlurmNotFound):
+            self.slurm.delete_node(name)
 
     # --- plumbing ---------------------------------------------------------------------------
 

@@ -428,6 +428,7 @@ class OperatorLoop:
     def _forget_plans(self) -> None:
         """The periodic full re-plan: every view made again, every pod planned again."""
         self._replan_at = self._clock() + self.full_replan_interval
+        self._relist()  # bounds what Slurm's "not modified since" can hide (a deletion by anyone else)
         self._views = ClusterViews()
         self._quiet = {}
         self._hashes = None
@@ -650,6 +651,17 @@ class OperatorLoop:
         for notice in notices:
             self.events.notify(pod_ref(pod.namespace, pod.name, pod.uid), notice)
 
+    def delete_slurm_node(self, node: str) -> None:
+        """DELETE node record ``node``; one Slurm says it no longer has counts as deleted. Its leaving the
+        listing is expected, and the next listing is read whole: slurmctld does not advance the node
+        listing's ``last_update`` for a deletion (docs/architecture.md §4.2)."""
+        try:
+            self.slurm.delete_node(node)
+        except SlurmNotFound:
+            log.info("cluster %s: Slurm node %s was already deleted", self.name, node)
+        self.deleted_nodes.add(node)
+        self._relist()
+
     def delete_record(
         self, node: str, namespace: str, pod: str, tally: Tally, why: str, about: ObjectRef, reason: str
     ) -> str:
@@ -662,7 +674,7 @@ class OperatorLoop:
         if not gone:
             return ""  # the pod exists (not labelled as ours, or just created), or nobody knows
         try:
-            self.slurm.delete_node(node)
+            self.delete_slurm_node(node)
         except SlurmError as exc:  # e.g. a job is still allocated on it: Slurm refuses
             self._slurm_error(tally, f"delete node {node}", exc)
             self.events.warn(
@@ -672,7 +684,6 @@ class OperatorLoop:
                 "DeleteNode",
             )
             return f"delete node {node}: {exc}"
-        self.deleted_nodes.add(node)  # its leaving the listing is expected
         tally.slurm_writes += 1
         self.metrics.slurm_writes.labels(self.name, "delete").inc()
         log.info("cluster %s: Slurm node %s deleted: %s", self.name, node, why)

@@ -111,14 +111,13 @@ def remove(loop: OperatorLoop, delete: RecordDelete, tally: Tally) -> None:
     pod = delete.pod
     about = pod_ref(pod.namespace, pod.name, pod.uid)
     try:
-        loop.slurm.delete_node(delete.node)
+        loop.delete_slurm_node(delete.node)
     except SlurmError as exc:  # e.g. a job was allocated meanwhile: Slurm refuses
         loop._slurm_error(tally, f"delete node {delete.node}", exc)
         loop.events.warn(
             about, "SlurmNodeDeleteFailed", f"Slurm did not delete node record {delete.node}: {exc}", "DeleteNode"
         )
         return
-    loop.deleted_nodes.add(delete.node)  # its leaving the listing is expected
     tally.slurm_writes += 1
     loop.metrics.slurm_writes.labels(loop.name, "delete").inc()
     why = f"drained and idle; its pod goes ({delete.why}) and the next slurmd registers anew"

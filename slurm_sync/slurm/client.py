@@ -264,6 +264,9 @@ class SlurmClient:
         self._call("POST", self._path("node", name), body=body, retry=update.idempotent)
 
     def delete_node(self, name: str) -> None:
+        """Delete a dynamic node's record (``SlurmNotFound`` when Slurm has no such node). slurmctld does
+        not advance the node listing's ``last_update`` for a deletion: a caller that keeps an incremental
+        listing lists it whole afterwards (docs/architecture.md §4.2)."""
         self._call("DELETE", self._path("node", name), retry=False)
 
     def create_node(self, node_conf: str) -> None:

@@ -141,7 +141,10 @@ class FakeSlurm:
     asked: list[str] = field(default_factory=list)  # per-node questions (GET node/<name>)
     jobs: dict[int, Job] = field(default_factory=dict)
     job_writes: list[tuple[str, Any, dict]] = field(default_factory=list)  # updates, cancels and node deletes
-    relists: int = 0  # how often the loop asked for the whole node listing next (it lists whole anyway)
+    relists: int = 0  # how often the loop asked for the whole node listing next
+    # slurmctld (26.05) does not date a node deletion: until a whole listing, "unchanged since" keeps the node
+    undated_deletes: bool = False
+    ghosts: dict[str, Node] = field(default_factory=dict)  # deleted, still in the incremental view
 
     def node_watch(self) -> FakeSlurm:
         return self
@@ -153,7 +156,7 @@ class FakeSlurm:
         ``guard`` sees it against the previous one, as ListingWatch does."""
         if self.fail:
             raise self.fail
-        listed = {k: v for k, v in self.nodes.items() if k not in self.unlisted}
+        listed = {k: v for k, v in self.nodes.items() if k not in self.unlisted} | self.ghosts
         if guard is not None:
             guard(self.previous, listed)
         self.previous = listed
@@ -161,6 +164,7 @@ class FakeSlurm:
 
     def relist(self) -> None:
         self.relists += 1
+        self.ghosts.clear()
 
     def get_node(self, name: str) -> Node:
         """Slurm's per-object answer: from ``nodes`` (the listing may omit a node, Slurm still has it)."""
@@ -206,6 +210,10 @@ class FakeSlurm:
 
     def delete_node(self, name: str) -> None:
         self.job_writes.append(("delete node", name, {}))
+        if name not in self.nodes:
+            raise SlurmNotFound(f"DELETE node/{name}: HTTP 422: Invalid node name specified", status=422)
+        if self.undated_deletes:
+            self.ghosts[name] = self.nodes[name]
         del self.nodes[name]
 
 

@@ -121,6 +121,22 @@ def test_the_loop_ends_pending_jobs_on_purpose_and_removes_records_once_pods_are
     assert len(kube.writes) == writes  # written only on change
 
 
+def test_a_record_slurm_already_deleted_ends_the_deletion_without_an_error(httpserver: HTTPServer) -> None:
+    """Seen on the cluster lab: the view still listed a node Slurm had deleted (slurmctld does not date a
+    deletion, so "unchanged since" kept it), and each pass's DELETE failed with Slurm's "Invalid node name
+    specified": the NodeSet's deletion never ended. Not found is the end the DELETE was for."""
+    drained = node("gpu-0", "IDLE", "DRAIN", reason="slurm-operator: nodeset deleted", comment=COMMENT)
+    slurm = FakeSlurm({}, ghosts={"gpu-0": drained})
+    kube = FakeKube()
+    kube.add("nodesets", deleting_nodeset())
+    looper = loop_rig(httpserver, slurm, kube)
+    assert looper.run_pass().ok
+    assert slurm.job_writes == [("delete node", "gpu-0", {})] and slurm.relists >= 1
+    assert looper.run_pass().ok
+    assert report(kube) == {"pendingJobs": [], "cancelAt": None, "nodesLeft": [], "error": ""}
+    assert slurm.job_writes == [("delete node", "gpu-0", {})]
+
+
 def test_a_reported_job_the_listing_omits_stays_until_slurm_says_so(httpserver: HTTPServer) -> None:
     slurm = FakeSlurm({})
     slurm.jobs = {7: job(7, "PENDING")}

@@ -57,6 +57,19 @@ def test_a_flagged_drained_idle_node_is_deleted_then_its_pod_marked_absent(https
     assert slurm.job_writes.count(DELETE) == 1
 
 
+def test_a_deletion_slurm_leaves_undated_is_seen_through_a_whole_listing(httpserver: HTTPServer) -> None:
+    """slurmctld does not advance the node listing's last_update for a deletion: "unchanged since" would
+    keep the deleted record in the view for as long as no other node changes, and the pod never absent."""
+    slurm, kube, loop = rig(httpserver)
+    slurm.undated_deletes = True
+    loop.run_pass()
+    assert DELETE in slurm.job_writes and slurm.ghosts == {}  # the next listing is asked whole
+    loop.run_pass()
+    loop.run_pass()
+    assert annotations(kube)[names.ANNOTATION_SLURM_NODE_ABSENT] == "true"
+    assert slurm.job_writes.count(DELETE) == 1
+
+
 def test_a_down_node_without_a_job_is_deleted(httpserver: HTTPServer) -> None:
     slurm, _kube, loop = rig(httpserver, states=("DOWN", "NOT_RESPONDING"))
     loop.run_pass()

@@ -304,7 +304,7 @@ class PodWorker:
     def run_container(self, container: Container) -> None:
         now_s = time.time()
         if container.process is None:
-            if now_s >= container.restart_at:
+            if now_s >= container.restart_at and not self.held(container):
                 self.start(container)
             return
         code = container.process.exit_code()
@@ -328,6 +328,11 @@ class PodWorker:
         container.restart_at = now_s + backoff
         container.waiting, container.waiting_message = "CrashLoopBackOff", f"back-off {backoff:.0f}s restarting"
         self.agent.log.info("pod %s: container %s exited %s; restart in %.0fs", self.key, container.name, code, backoff)
+
+    def held(self, container: Container) -> bool:
+        """A test's way to keep a container down, as a node whose runtime cannot start it would: while the
+        file containers/<name>/hold exists in the pod's directory, the container is not (re)started."""
+        return (self.dir / "containers" / container.name / "hold").exists()
 
     def start(self, container: Container) -> None:
         try:

@@ -1,0 +1,151 @@
+"""slurmctld high availability on the cluster lab: the backup takes control when the primary dies, no job is lost.
+
+A second cluster "ha": a Controller with `ha: {enabled: true, backups: 1}` on a shared claim (and a short
+SlurmctldTimeout, as a user who wants a fast takeover sets it) and a one-pod NodeSet. The primary's
+slurmctld is killed and held down (the lab's agent leaves a held container stopped) until the backup
+answers for a job that was running; then it starts again and takes control back. Deleted at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.plugin import LAB, NAMESPACE, ClusterLab, eventually
+
+pytestmark = pytest.mark.cluster
+TIMEOUT = 10  # SlurmctldTimeout for this test
+SELECTOR = "app.kubernetes.io/name=slurmctld,app.kubernetes.io/instance=ha"
+PRIMARY, BACKUP = "ha-controller-0", "ha-controller-1"
+SHARED = "slurm-statesave-shared"
+SLINKY = "slinky.slurm.net/v1beta1"
+FINAL = ("COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL", "TIMEOUT")
+
+
+def container_dir(namespace: str, pod: str, container: str) -> Path:
+    """The running container's directory in the lab (hack/cluster/exec.sh finds containers the same way)."""
+    for marker in (LAB / "pods").glob("*/pod"):
+        with contextlib.suppress(OSError):
+            if marker.read_text().strip() == f"{namespace}/{pod}":
+                state = marker.parent / "containers" / container
+                outer = (state / "pid").read_text().strip()
+                if Path(f"/proc/{outer}/task/{outer}/children").read_text().split():
+                    return state
+    raise AssertionError(f"no running container {container} of {namespace}/{pod}")
+
+
+def kill_and_hold(state: Path) -> None:
+    """Kill the container and keep it down (the lab's node agent starts no container marked held)."""
+    (state / "hold").touch()
+    outer = (state / "pid").read_text().strip()
+    (pid,) = Path(f"/proc/{outer}/task/{outer}/children").read_text().split()
+    os.kill(int(pid), signal.SIGKILL)
+
+
+def ping(lab: ClusterLab, pod: str) -> str:
+    return lab.exec(pod, ["scontrol", "ping"], check=False).stdout
+
+
+def both_up(lab: ClusterLab) -> str:
+    out = ping(lab, BACKUP)
+    return out if out.count(" is UP") == 2 else ""
+
+
+def job_state(lab: ClusterLab, job: str) -> str:
+    return lab.exec(BACKUP, ["squeue", "-h", "-j", job, "-o", "%T"], check=False).stdout.strip()
+
+
+def final_state(lab: ClusterLab, job: str) -> str:
+    """The job's state once it has ended, "" before (this cluster has no accounting: scontrol keeps an ended
+    job for MinJobAge)."""
+    state = re.search(r"JobState=(\S+)", lab.exec(BACKUP, ["scontrol", "show", "job", job], check=False).stdout)
+    return state[1] if state and state[1] in FINAL else ""
+
+
+def saved_since(moment: float) -> bool:
+    """Whether slurmctld has written its job and node state to the shared claim since ``moment``: it
+    batches writes for up to 5 s (SAVE_MAX_WAIT), and a controller killed before that loses them, as on
+    any HA pair (the backup would requeue a job whose start it never read)."""
+    state = LAB / "pvc" / NAMESPACE / SHARED
+    with contextlib.suppress(OSError):
+        return all((state / name).stat().st_mtime > moment for name in ("job_state", "node_state"))
+    return False
+
+
+def ready_pods(lab: ClusterLab) -> list[str]:
+    pods = lab.pods(SELECTOR)
+    return sorted(p["metadata"]["name"] for p in pods if any(
+        c["type"] == "Ready" and c["status"] == "True" for c in p.get("status", {}).get("conditions", [])))  # fmt: skip
+
+
+@pytest.fixture
+def ha_cluster(cluster_lab: ClusterLab) -> Iterator[None]:
+    """A second cluster, "ha": HA asks for an existing ReadWriteMany claim at creation (it is immutable)."""
+    lab_conf = cluster_lab.get("controller", "slurm")["spec"]
+    objects = [
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": SHARED, "namespace": NAMESPACE},
+         "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}},
+        {"apiVersion": SLINKY, "kind": "Controller", "metadata": {"name": "ha", "namespace": NAMESPACE},
+         "spec": {"clusterName": "ha", "slurmKeyRef": lab_conf["slurmKeyRef"], "jwtKeyRef": lab_conf["jwtKeyRef"],
+                  "configFileRefs": lab_conf["configFileRefs"], "ha": {"enabled": True, "backups": 1},
+                  "persistence": {"enabled": True, "existingClaim": SHARED},
+                  "extraConf": lab_conf["extraConf"] + f"SlurmctldTimeout={TIMEOUT}\n"}},
+        # slurm_sync learns through slurmrestd which slurmctld is in control and labels it for the main Service
+        {"apiVersion": SLINKY, "kind": "RestApi", "metadata": {"name": "ha", "namespace": NAMESPACE},
+         "spec": {"controllerRef": {"name": "ha"}, "replicas": 1}},
+        {"apiVersion": SLINKY, "kind": "NodeSet", "metadata": {"name": "ha-worker", "namespace": NAMESPACE},
+         "spec": {"controllerRef": {"name": "ha"}, "replicas": 1, "partition": {"enabled": True},
+                  "slurmd": {"resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}}},
+    ]  # fmt: skip
+    for obj in objects:
+        cluster_lab.kubectl("apply", "-f", "-", input_text=json.dumps(obj))
+    yield
+    # no job left in its partition, then the NodeSet: its finalizer waits for slurm_sync to drain it
+    cluster_lab.exec(BACKUP, ["scancel", "-p", "ha-worker"], check=False)
+    cluster_lab.kubectl("delete", "-n", NAMESPACE, "nodeset/ha-worker", "--wait=true", "--timeout=180s")
+    cluster_lab.kubectl("delete", "-n", NAMESPACE, "restapi/ha", "controller/ha", f"pvc/{SHARED}", "--wait=true",
+                        "--timeout=180s")  # fmt: skip
+
+
+def test_the_backup_takes_control_when_the_primary_dies_and_a_running_job_completes(
+    cluster_lab: ClusterLab, ha_cluster: None
+) -> None:
+    both = [PRIMARY, BACKUP]
+    eventually("two slurmctld pods Ready", lambda: ready_pods(cluster_lab) == both, timeout=300)
+    up = eventually("primary and backup both UP", lambda: both_up(cluster_lab), timeout=120)
+    primary = re.search(r"Slurmctld\(primary\) at (\S+) is UP", up)
+    assert primary and primary[1] == PRIMARY, up
+    # clients reach slurmctld through the main Service, which follows the pod slurm_sync labels active
+    eventually("sinfo through the main Service", lambda: cluster_lab.exec(BACKUP, ["sinfo", "-h"], check=False)
+               .returncode == 0, timeout=120)  # fmt: skip
+    submit = ["sbatch", "--parsable", "-p", "ha-worker", "-N1", "--chdir=/tmp", "-o", "/dev/null"]
+    job = cluster_lab.exec(BACKUP, [*submit, "--wrap", f"sleep {6 * TIMEOUT}"]).stdout.strip()
+    eventually(f"job {job} running", lambda: job_state(cluster_lab, job) == "RUNNING", timeout=120)
+    running = time.time()
+    eventually("the running job in the saved state", lambda: saved_since(running), timeout=30)
+
+    primary_dir = container_dir(NAMESPACE, PRIMARY, "slurmctld")
+    kill_and_hold(primary_dir)  # killed, and not restarted until the backup has answered for the job
+    try:
+        eventually("the primary DOWN", lambda: re.search(r"primary\) at \S+ is DOWN", ping(cluster_lab, BACKUP)),
+                   timeout=6 * TIMEOUT)  # fmt: skip
+        answer = eventually("the backup answering", lambda: job_state(cluster_lab, job), timeout=12 * TIMEOUT)
+        assert answer == "RUNNING", f"job {job} after the take-over: {answer}"
+        assert re.search(r"backup\d*\) at \S+ is UP", ping(cluster_lab, BACKUP))
+    finally:
+        (primary_dir / "hold").unlink()
+
+    state = eventually(f"job {job} ended", lambda: final_state(cluster_lab, job), timeout=180)
+    assert state == "COMPLETED"
+    # the primary, started again, takes control back, and the cluster still runs jobs
+    eventually("primary and backup both UP again", lambda: both_up(cluster_lab), timeout=120)
+    after = cluster_lab.exec(BACKUP, ["srun", "-p", "ha-worker", "-N1", "hostname"], timeout=120)
+    assert after.stdout.strip(), after
