@@ -8,7 +8,10 @@ answering is a failure.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,6 +27,7 @@ LAB = REPO / ".cluster-lab"
 KUBECTL = REPO / ".cache" / "bin" / "kubectl"
 EXEC = REPO / "hack" / "cluster" / "exec.sh"
 NAMESPACE = "slurm"
+SUMMARIES: list[str] = []  # lines a test leaves for the end of the run (the lifecycle's figures)
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,40 @@ class ClusterLab:
     def pods(self, selector: str) -> list[dict]:
         return [p for p in self.get("pods", "-l", selector)["items"] if not p["metadata"].get("deletionTimestamp")]
 
+    def kill(self, pod: str, container: str, hold: bool = False) -> Path:
+        """SIGKILL a running container's process, as a crash would; the node agent restarts it unless
+        ``hold`` (its ``hold`` file, removed by the caller, keeps it down). The container's directory."""
+        state = container_dir(NAMESPACE, pod, container)
+        if hold:
+            (state / "hold").touch()
+        os.kill(container_pid(state), signal.SIGKILL)
+        return state
+
+
+def ready(obj: dict) -> bool:
+    """Whether a pod or one of our custom resources has condition Ready=True."""
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in obj.get("status", {}).get("conditions", []))
+
+
+def container_pid(state: Path) -> int:
+    """The container's own process (the child of the lab's container.sh), 0 when it is not running."""
+    with contextlib.suppress(OSError, ValueError):
+        outer = (state / "pid").read_text().strip()
+        children = Path(f"/proc/{outer}/task/{outer}/children").read_text().split()
+        return int(children[0]) if children else 0
+    return 0
+
+
+def container_dir(namespace: str, pod: str, container: str) -> Path:
+    """A running container's directory in the lab (hack/cluster/exec.sh finds containers the same way)."""
+    for marker in (LAB / "pods").glob("*/pod"):
+        with contextlib.suppress(OSError):
+            if marker.read_text().strip() == f"{namespace}/{pod}":
+                state = marker.parent / "containers" / container
+                if container_pid(state):
+                    return state
+    raise AssertionError(f"no running container {container} of {namespace}/{pod}")
+
 
 def eventually(what: str, probe: Callable[[], Any], timeout: float = 60, interval: float = 0.5) -> Any:
     """probe() until it gives something truthy (tests.fixtures.slurm.wait_for, argument order of these tests)."""
@@ -76,3 +114,10 @@ def cluster_lab() -> ClusterLab:
     lab = ClusterLab(Path(env["KUBECONFIG"]), env["CLUSTER_LAB_SYNC_URL"])
     lab.kubectl("get", "--raw", "/readyz", timeout=10)
     return lab
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
+    if SUMMARIES:
+        terminalreporter.write_sep("-", "cluster lab")
+        for line in SUMMARIES:
+            terminalreporter.write_line(line)

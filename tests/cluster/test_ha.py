@@ -10,44 +10,20 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
-import signal
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.cluster.plugin import LAB, NAMESPACE, ClusterLab, eventually
+from tests.cluster.plugin import LAB, NAMESPACE, ClusterLab, eventually, ready
 
 pytestmark = pytest.mark.cluster
 TIMEOUT = 10  # SlurmctldTimeout for this test
 SELECTOR = "app.kubernetes.io/name=slurmctld,app.kubernetes.io/instance=ha"
-PRIMARY, BACKUP = "ha-controller-0", "ha-controller-1"
+PRIMARY, BACKUP, WORKER = "ha-controller-0", "ha-controller-1", "ha-worker-0"
 SHARED = "slurm-statesave-shared"
 SLINKY = "slinky.slurm.net/v1beta1"
 FINAL = ("COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL", "TIMEOUT")
-
-
-def container_dir(namespace: str, pod: str, container: str) -> Path:
-    """The running container's directory in the lab (hack/cluster/exec.sh finds containers the same way)."""
-    for marker in (LAB / "pods").glob("*/pod"):
-        with contextlib.suppress(OSError):
-            if marker.read_text().strip() == f"{namespace}/{pod}":
-                state = marker.parent / "containers" / container
-                outer = (state / "pid").read_text().strip()
-                if Path(f"/proc/{outer}/task/{outer}/children").read_text().split():
-                    return state
-    raise AssertionError(f"no running container {container} of {namespace}/{pod}")
-
-
-def kill_and_hold(state: Path) -> None:
-    """Kill the container and keep it down (the lab's node agent starts no container marked held)."""
-    (state / "hold").touch()
-    outer = (state / "pid").read_text().strip()
-    (pid,) = Path(f"/proc/{outer}/task/{outer}/children").read_text().split()
-    os.kill(int(pid), signal.SIGKILL)
 
 
 def ping(lab: ClusterLab, pod: str) -> str:
@@ -70,20 +46,19 @@ def final_state(lab: ClusterLab, job: str) -> str:
     return state[1] if state and state[1] in FINAL else ""
 
 
-def saved_since(moment: float) -> bool:
-    """Whether slurmctld has written its job and node state to the shared claim since ``moment``: it
-    batches writes for up to 5 s (SAVE_MAX_WAIT), and a controller killed before that loses them, as on
-    any HA pair (the backup would requeue a job whose start it never read)."""
+def saved_running(node: str) -> bool:
+    """Whether slurmctld's state on the shared claim holds what the backup needs to keep a job running on
+    ``node``: the job state written since the job started there (it names the node once allocated) and the
+    dynamic node itself in the node state. slurmctld batches these writes for up to 5 s; one killed sooner
+    loses them, as on any HA pair (the backup requeued the job: seen on the first try)."""
     state = LAB / "pvc" / NAMESPACE / SHARED
     with contextlib.suppress(OSError):
-        return all((state / name).stat().st_mtime > moment for name in ("job_state", "node_state"))
+        return all(node.encode() in (state / name).read_bytes() for name in ("job_state", "node_state"))
     return False
 
 
 def ready_pods(lab: ClusterLab) -> list[str]:
-    pods = lab.pods(SELECTOR)
-    return sorted(p["metadata"]["name"] for p in pods if any(
-        c["type"] == "Ready" and c["status"] == "True" for c in p.get("status", {}).get("conditions", [])))  # fmt: skip
+    return sorted(p["metadata"]["name"] for p in lab.pods(SELECTOR) if ready(p))
 
 
 @pytest.fixture
@@ -129,11 +104,9 @@ def test_the_backup_takes_control_when_the_primary_dies_and_a_running_job_comple
     submit = ["sbatch", "--parsable", "-p", "ha-worker", "-N1", "--chdir=/tmp", "-o", "/dev/null"]
     job = cluster_lab.exec(BACKUP, [*submit, "--wrap", f"sleep {6 * TIMEOUT}"]).stdout.strip()
     eventually(f"job {job} running", lambda: job_state(cluster_lab, job) == "RUNNING", timeout=120)
-    running = time.time()
-    eventually("the running job in the saved state", lambda: saved_since(running), timeout=30)
+    eventually("the running job in the saved state", lambda: saved_running(WORKER), timeout=30)
 
-    primary_dir = container_dir(NAMESPACE, PRIMARY, "slurmctld")
-    kill_and_hold(primary_dir)  # killed, and not restarted until the backup has answered for the job
+    primary_dir = cluster_lab.kill(PRIMARY, "slurmctld", hold=True)  # not restarted until the backup answered
     try:
         eventually("the primary DOWN", lambda: re.search(r"primary\) at \S+ is DOWN", ping(cluster_lab, BACKUP)),
                    timeout=6 * TIMEOUT)  # fmt: skip

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.cluster.plugin import NAMESPACE, ClusterLab, eventually
+from tests.cluster.plugin import NAMESPACE, ClusterLab, eventually, ready
 from tests.cluster.test_boot import CONTROLLER_POD, scontrol_node
 from tests.fixtures.slurm import wait_for
 
@@ -47,9 +47,7 @@ def nodeset(cpu: str, memory: str) -> dict:
 
 def seam_pod(lab: ClusterLab) -> dict | None:
     pods = lab.pods(f"app.kubernetes.io/instance={SEAM}")
-    ready = [p for p in pods if any(c["type"] == "Ready" and c["status"] == "True"
-                                    for c in p.get("status", {}).get("conditions", []))]  # fmt: skip
-    return ready[0] if len(pods) == 1 and ready else None
+    return pods[0] if len(pods) == 1 and ready(pods[0]) else None
 
 
 def idle_node(lab: ClusterLab, node: str, what: str) -> dict[str, str]:

@@ -1,0 +1,347 @@
+"""A NodeSet's lifecycle on the cluster lab with jobs in flight, and the invariants checked after each step.
+
+One NodeSet, `slurm-worker-life` (partition `life`, nodes `life-<ordinal>`), in the example cluster. Each
+operation is done as a user or the platform would (kubectl, a process killed, an annotation), then the
+cluster is waited for to settle, then the invariants are checked:
+
+- no job ended by anything but its own end or the test's own scancel (sacct, every instance of every job
+  this run submitted: a requeue, a NODE_FAIL or a cancel we did not ask for is a lost job);
+- slurmctld not restarted by us (its BOOT_TIME moves only when the test restarts its pod);
+- no node of the NodeSet left drained or down with the operator's reason once the rollout settled;
+- the NodeSet and the Controller Ready again.
+
+`Lifecycle.step` runs one named operation; `run` draws operations from a seeded random generator, so
+a failing run is repeated from its seed, and each failure names the seed and the step.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from hooks import names
+from tests.cluster.plugin import LAB, NAMESPACE, ClusterLab, eventually, ready
+from tests.cluster.test_boot import CONTROLLER_POD
+
+NODESET = "slurm-worker-life"
+PARTITION = "life"
+SELECTOR = f"app.kubernetes.io/instance={NODESET}"
+IMAGE = "ghcr.io/slinkyproject/slurmd:25.05-ubuntu24.04"
+SETTLE = 240  # s: a rollout waits for running jobs (at most JOB_SECONDS) before it replaces a pod
+JOB_SECONDS = (3, 25)
+LOST_STATES = ("FAILED", "NODE_FAIL", "REQUEUED", "BOOT_FAIL", "PREEMPTED", "DEADLINE", "OUT_OF_MEMORY",
+               "TIMEOUT", "CANCELLED")  # fmt: skip
+
+
+@dataclass
+class Shape:
+    """What the test sets on the NodeSet; each change of cpu, memory or features is a rolling update."""
+
+    replicas: int = 2
+    cpu: str = "1"
+    memory: str = "1Gi"
+    features: str = "life"
+    max_unavailable: int = 1
+
+    def body(self) -> dict:
+        return {
+            "apiVersion": "slinky.slurm.net/v1beta1",
+            "kind": "NodeSet",
+            "metadata": {"name": NODESET, "namespace": NAMESPACE},
+            "spec": {
+                "controllerRef": {"name": "slurm"},
+                "replicas": self.replicas,
+                "slurmd": {"image": IMAGE, "resources": {"limits": {"cpu": self.cpu, "memory": self.memory}}},
+                "template": {"spec": {"hostname": "life-"}},
+                "extraConf": f"Features={self.features}",
+                "partition": {"enabled": True, "config": "State=UP MaxTime=UNLIMITED"},
+                "updateStrategy": {"type": "RollingUpdate",
+                                   "rollingUpdate": {"maxUnavailable": self.max_unavailable}},
+            },
+        }  # fmt: skip
+
+
+@dataclass
+class Lifecycle:
+    lab: ClusterLab
+    seed: int = 0
+    shape: Shape = field(default_factory=Shape)
+    jobs: dict[str, str] = field(default_factory=dict)  # job id -> how it was submitted
+    cancelled: set[str] = field(default_factory=set)  # ended by the test's own scancel
+    timings: dict[str, list[float]] = field(default_factory=dict)  # operation -> seconds to settle
+    done: list[str] = field(default_factory=list)
+    boot_time: str = ""
+
+    # --- the cluster ---------------------------------------------------------------------------
+
+    def slurm(self, *command: str, check: bool = True) -> str:
+        done = self.lab.exec(CONTROLLER_POD, list(command), check=False, timeout=90)
+        if check and done.returncode != 0:
+            raise AssertionError(f"{' '.join(command)}: exit {done.returncode}: {done.stderr.strip()}")
+        return done.stdout
+
+    def apply(self) -> None:
+        self.lab.kubectl("apply", "-f", "-", input_text=json.dumps(self.shape.body()))
+
+    def pods(self) -> list[dict]:
+        return sorted(self.lab.pods(SELECTOR), key=lambda p: p["metadata"]["name"])
+
+    def nodes(self) -> dict[str, dict[str, str]]:
+        """`scontrol show node` of the partition's nodes: name -> fields ({} while slurmctld cannot answer)."""
+        done = self.lab.exec(CONTROLLER_POD, ["scontrol", "show", "node", "--oneliner"], check=False)
+        if done.returncode != 0:
+            return {}
+        nodes = (dict(re.findall(r"(\w+)=(\S*)", line)) for line in done.stdout.splitlines() if line.strip())
+        return {n["NodeName"]: n for n in nodes if PARTITION in n.get("Partitions", "").split(",")}
+
+    def wait_running(self, job: str) -> None:
+        eventually(f"job {job} running", lambda: self.slurm("squeue", "-h", "-j", job, "-o", "%T").strip() == "RUNNING")
+
+    def partition_state(self) -> str:
+        """ "present", "absent" (slurmctld says so), or "" while it cannot answer."""
+        done = self.lab.exec(CONTROLLER_POD, ["scontrol", "show", "partition", PARTITION], check=False)
+        if done.returncode == 0:
+            return "present"
+        return "absent" if f"Partition {PARTITION} not found" in done.stderr + done.stdout else ""
+
+    def current_boot_time(self) -> str:
+        match = re.search(r"BOOT_TIME\s*=\s*(\S+)", self.slurm("scontrol", "show", "config", check=False))
+        return match[1] if match else ""
+
+    # --- settling and the invariants -----------------------------------------------------------
+
+    def unsettled(self) -> str:
+        """Why the NodeSet has not settled yet, "" once it has."""
+        obj = self.lab.get("nodeset", NODESET)
+        status = obj.get("status", {})
+        if obj["metadata"].get("generation") != status.get("observedGeneration"):
+            return "status not observed"
+        want = self.shape.replicas
+        counts = tuple(status.get(k, 0) for k in ("replicas", "readyReplicas", "updatedReplicas"))
+        if counts != (want, want, want):
+            return f"replicas/ready/updated {counts}, want {want}"
+        pods = self.pods()
+        if len(pods) != want or not all(ready(p) for p in pods):
+            return f"{len(pods)} pods, {sum(map(ready, pods))} ready"
+        nodes = self.nodes()
+        for pod in pods:
+            node = nodes.get(pod["spec"]["hostname"])
+            if node is None:
+                return f"node {pod['spec']['hostname']} not in partition {PARTITION}"
+            state = node["State"]
+            if any(s in state for s in ("DRAIN", "DOWN", "NOT_RESPONDING", "INVALID_REG", "FUTURE")):
+                return f"node {node['NodeName']} {state} ({node.get('Reason', '')})"
+        for kind, name in (("nodeset", NODESET), ("controller", "slurm")):
+            if not self.ready(kind, name):
+                return f"{kind} {name} not Ready"
+        return ""
+
+    def settle(self, what: str, started: float) -> None:
+        eventually(f"the NodeSet settled after {what}", lambda: not self.unsettled(), timeout=SETTLE, interval=1)
+        self.timings.setdefault(what, []).append(time.monotonic() - started)
+        self.check()
+
+    def check(self) -> None:
+        lost = self.lost_jobs()
+        assert not lost, f"jobs lost: {lost}"
+        drained = {n: f["State"] for n, f in self.nodes().items()
+                   if ("DRAIN" in f["State"] or "DOWN" in f["State"])
+                   and f.get("Reason", "").startswith(names.DRAIN_REASON_PREFIX)}  # fmt: skip
+        assert not drained, f"nodes left drained or down by the operator: {drained}"
+        boot = self.current_boot_time()
+        assert boot == self.boot_time, f"slurmctld restarted ({self.boot_time} -> {boot}) by nobody in the test"
+        for kind, name in (("nodeset", NODESET), ("controller", "slurm")):
+            assert self.ready(kind, name), f"{kind} {name} not Ready: {self.lab.get(kind, name).get('status')}"
+
+    def ready(self, kind: str, name: str) -> bool:
+        return ready(self.lab.get(kind, name))
+
+    def lost_jobs(self) -> dict[str, str]:
+        """Each job of this run with an instance that ended otherwise than by itself or our scancel."""
+        if not self.jobs:
+            return {}
+        out = self.slurm("sacct", "-X", "-D", "-n", "-P", "-o", "JobID,State", "-j", ",".join(self.jobs))
+        lost = {}
+        for line in out.splitlines():
+            job, _, state = line.partition("|")
+            state = state.split()[0] if state else ""
+            if state in LOST_STATES and not (state == "CANCELLED" and job in self.cancelled):
+                lost[job] = f"{state} ({self.jobs.get(job, '?')})"
+        return lost
+
+    # --- operations ----------------------------------------------------------------------------
+
+    def submit(self, rng: random.Random) -> str:
+        seconds = rng.randint(*JOB_SECONDS)
+        nodes = rng.choice((1, 1, 2)) if self.shape.replicas >= 2 else 1
+        job = self.slurm("sbatch", "--parsable", "-p", PARTITION, f"-N{nodes}", "-t", "5", "--chdir=/tmp",
+                         "-o", "/dev/null", "--wrap", f"sleep {seconds}").strip()  # fmt: skip
+        self.jobs[job] = f"-N{nodes} sleep {seconds}"
+        return f"submit job {job} (-N{nodes}, {seconds} s)"
+
+    def scale(self, replicas: int) -> str:
+        if self.shape.replicas > replicas:
+            self.cancel_unrunnable(replicas)
+        self.shape.replicas = replicas
+        self.apply()
+        return f"scale to {replicas}"
+
+    def cancel_unrunnable(self, replicas: int) -> None:
+        """Jobs asking for more nodes than the NodeSet will have would pend for good: the test cancels them
+        (a documented end), so a scale-in is never blocked by them."""
+        out = self.slurm("squeue", "-h", "-p", PARTITION, "-t", "PD", "-o", "%i %D")
+        for line in out.splitlines():
+            job, count = line.split()
+            if int(count) > replicas:
+                self.cancelled.add(job)
+                self.slurm("scancel", job)
+
+    def resize(self, rng: random.Random) -> str:
+        sizes = [("1", "1Gi"), ("2", "2Gi"), ("1", "2Gi")]
+        self.shape.cpu, self.shape.memory = rng.choice([s for s in sizes if s != (self.shape.cpu, self.shape.memory)])
+        self.apply()
+        return f"rolling update to {self.shape.cpu} CPU, {self.shape.memory}"
+
+    def refeature(self, rng: random.Random) -> str:
+        self.shape.features = rng.choice([f for f in ("life", "life,blue", "life,green") if f != self.shape.features])
+        self.apply()
+        return f"rolling update to Features={self.shape.features}"
+
+    def kill_slurmd(self, rng: random.Random) -> str:
+        pods = self.pods()
+        if not pods:
+            return "kill slurmd: no pod"
+        pod = rng.choice(pods)["metadata"]["name"]
+        before = self.restarts(pod)
+        self.lab.kill(pod, "slurmd")
+        eventually(f"slurmd of {pod} restarted", lambda: self.restarts(pod) > before, timeout=60)
+        return f"kill slurmd of {pod}"
+
+    def restarts(self, pod: str) -> int:
+        statuses = self.lab.get("pod", pod).get("status", {}).get("containerStatuses", [])
+        return sum(c.get("restartCount", 0) for c in statuses if c["name"] == "slurmd")
+
+    def delete_pod(self, rng: random.Random) -> str:
+        pods = self.pods()
+        if not pods:
+            return "delete pod: no pod"
+        pod = rng.choice(pods)["metadata"]["name"]
+        self.lab.kubectl("delete", "-n", NAMESPACE, "pod", pod, "--wait=false")
+        return f"delete pod {pod}"
+
+    def cordon_requested(self, rng: random.Random) -> str:
+        """Slinky 1.3.0's pod-cordon-requested: the node drains, the pod says so, lifted when the annotation goes."""
+        pods = self.pods()
+        if not pods:
+            return "cordon requested: no pod"
+        pod = rng.choice(pods)
+        name, node = pod["metadata"]["name"], pod["spec"]["hostname"]
+        key = names.ANNOTATION_POD_CORDON_REQUESTED
+        self.lab.kubectl("annotate", "-n", NAMESPACE, "pod", name, f"{key}=true", "--overwrite")
+        eventually(f"{node} draining on {key}", lambda: "DRAIN" in self.nodes().get(node, {}).get("State", ""),
+                   timeout=60, interval=1)  # fmt: skip
+        self.lab.kubectl("annotate", "-n", NAMESPACE, "pod", name, f"{key}-")
+        return f"cordon requested on {name}, then lifted"
+
+    def restart_controller(self) -> str:
+        self.lab.kubectl("delete", "-n", NAMESPACE, "pod", CONTROLLER_POD, "--wait=false")
+        eventually("slurmctld back", lambda: "is UP" in self.slurm("scontrol", "ping", check=False), timeout=180)
+        self.boot_time = eventually(
+            "slurmctld's new BOOT_TIME", lambda: (b := self.current_boot_time()) != self.boot_time and b
+        )
+        return "restart the Controller's pod"
+
+    def operations(self) -> dict[str, Callable[[random.Random], str]]:
+        """Each operation with its weight in a random run."""
+        return {
+            "submit": self.submit,
+            "scale": lambda rng: self.scale(rng.choice([n for n in (0, 1, 1, 2, 2, 3, 3) if n != self.shape.replicas])),
+            "resize": self.resize,
+            "refeature": self.refeature,
+            "kill slurmd": self.kill_slurmd,
+            "delete pod": self.delete_pod,
+            "cordon requested": self.cordon_requested,
+            "restart controller": lambda rng: self.restart_controller(),
+        }
+
+    WEIGHTS: ClassVar[dict[str, float]] = {
+        "submit": 6, "scale": 3, "resize": 2, "refeature": 1, "kill slurmd": 2, "delete pod": 1,
+        "cordon requested": 1, "restart controller": 0.25,
+    }  # fmt: skip
+
+    NEEDS_PODS: ClassVar[frozenset[str]] = frozenset({"kill slurmd", "delete pod", "cordon requested"})
+
+    # --- runs ----------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Create the NodeSet. Its new partition changes slurm.conf, so slurmctld restarts once (without
+        `inplaceReconfigure`, as in Slinky): the run's BOOT_TIME is taken after that."""
+        self.apply()
+        eventually(f"slurmctld with partition {PARTITION}", lambda: self.partition_state() == "present", timeout=SETTLE)
+        eventually("the NodeSet settled after create", lambda: not self.unsettled(), timeout=SETTLE, interval=1)
+        self.boot_time = self.current_boot_time()
+        self.check()
+
+    def step(self, kind: str, rng: random.Random) -> None:
+        started = time.monotonic()
+        what = kind
+        try:
+            what = self.operations()[kind](rng)
+            self.done.append(what)
+            if kind != "submit":
+                self.settle(kind, started)
+            else:
+                self.check()
+        except AssertionError as exc:
+            self.log(f"step {len(self.done)}: {what}: FAILED: {exc}")
+            raise AssertionError(f"lifecycle seed {self.seed}, step {len(self.done)} ({what}): {exc}") from exc
+        self.log(f"step {len(self.done)}: {what}: settled in {time.monotonic() - started:.1f} s")
+
+    def log(self, line: str) -> None:
+        """One line per step in .cluster-lab/logs/lifecycle.log, to follow a run or read a failed one."""
+        with open(LAB / "logs" / "lifecycle.log", "a") as out:
+            out.write(f"{time.strftime('%H:%M:%S')} seed {self.seed} {line}\n")
+
+    def run(self, count: int) -> None:
+        rng = random.Random(self.seed)
+        for _ in range(count):
+            kinds = [k for k in self.WEIGHTS if self.shape.replicas or k not in self.NEEDS_PODS]
+            self.step(rng.choices(kinds, weights=[self.WEIGHTS[k] for k in kinds])[0], rng)
+
+    def finish(self) -> None:
+        """Every job of the run ended, none lost (the NodeSet scaled back out first if it was at 0)."""
+        if not self.shape.replicas:
+            self.step("scale", random.Random(self.seed))
+        self.cancel_unrunnable(self.shape.replicas)
+        eventually("every job of the run ended",
+                   lambda: not self.slurm("squeue", "-h", "-p", PARTITION, check=False).strip(),
+                   timeout=SETTLE, interval=2)  # fmt: skip
+        eventually("every job in accounting", lambda: self.accounted(), timeout=60, interval=2)
+        self.check()
+
+    def accounted(self) -> bool:
+        out = self.slurm("sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j", ",".join(self.jobs)) if self.jobs else ""
+        ended = {
+            line.split("|")[0] for line in out.splitlines() if line and "RUNNING" not in line and "PENDING" not in line
+        }
+        return ended >= set(self.jobs)
+
+    def summary(self) -> str:
+        drained = sum(1 for f in self.nodes().values() if "DRAIN" in f["State"])
+        lost = len(self.lost_jobs())
+        times = "; ".join(
+            f"{k} p50 {statistics.median(v):.0f} s, max {max(v):.0f} s" for k, v in sorted(self.timings.items())
+        )
+        return (f"lifecycle: {len(self.done)} operations, jobs lost: {lost}, nodes left drained: {drained} "
+                f"(seed {self.seed}, {len(self.jobs)} jobs; settle {times})")  # fmt: skip
+
+    def delete(self) -> None:
+        self.slurm("scancel", "-p", PARTITION, check=False)
+        self.lab.kubectl("delete", "-n", NAMESPACE, "nodeset", NODESET, "--ignore-not-found", "--wait=true",
+                         "--timeout=240s")  # fmt: skip
