@@ -1,6 +1,6 @@
 """No job lost across a NodeSet's lifecycle on the cluster lab (tests/cluster/lifecycle.py says what is
 checked after every step). The scenarios of Slinky's lifecycle bugs first, then a seeded random run:
-`LIFECYCLE_OPS` operations (default 100) from `LIFECYCLE_SEED` (default: drawn, and printed)."""
+`LIFECYCLE_OPS` operations (default 40 for now) from `LIFECYCLE_SEED` (default: drawn, and printed)."""
 
 from __future__ import annotations
 
@@ -126,5 +126,5 @@ def deletion_report(life: Lifecycle) -> dict | None:
 
 
 def test_a_seeded_run_of_lifecycle_operations_loses_no_job(life: Lifecycle) -> None:
-    life.run(int(os.environ.get("LIFECYCLE_OPS", "100")))
+    life.run(int(os.environ.get("LIFECYCLE_OPS", "40")))
     life.finish()
