@@ -118,6 +118,8 @@ def test_the_backup_takes_control_when_the_primary_dies_and_a_running_job_comple
 
     state = eventually(f"job {job} ended", lambda: final_state(cluster_lab, job), timeout=180)
     assert state == "COMPLETED"
+    shown = cluster_lab.exec(BACKUP, ["scontrol", "show", "job", job]).stdout
+    assert re.search(r"\bRestarts=0\b", shown), f"job {job} ran again after a requeue: {shown}"
     # the primary, started again, takes control back, and the cluster still runs jobs
     eventually("primary and backup both UP again", lambda: both_up(cluster_lab), timeout=120)
     after = cluster_lab.exec(BACKUP, ["srun", "-p", "ha-worker", "-N1", "hostname"], timeout=120)
