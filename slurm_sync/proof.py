@@ -97,3 +97,9 @@ class AbsenceProof(Generic[K]):
 
     def pending(self) -> frozenset[K]:
         return frozenset(self._first)
+
+    def due(self) -> float | None:
+        """Seconds until the earliest evidence still too young to confirm will be old enough; None when none is."""
+        now = self.clock()
+        waits = [t + self.confirm_after - now for _, t in self._first.values() if t + self.confirm_after > now]
+        return min(waits, default=None)

@@ -286,6 +286,8 @@ class Service:
             result.slurm_writes,
             "; " + "; ".join(result.errors) if result.errors else "",
         )
+        if result.follow_up is not None:
+            self.wakeup.set_after(result.follow_up)
         self._report_wrong_cluster(handle, result)
         self._report_unreachable(handle, result)
         return result.ready, result.ok, f"Slurm cluster {handle.ref.cluster_name}: " + "; ".join(result.unready)

@@ -6,6 +6,10 @@ starts a pass within a fraction of a second instead of at the next poll. Slurm i
 by every pass (its conditional listing costs one small answer while nothing changed), so a pass never
 acts on an old picture of Slurm. A burst of changes becomes one pass: a pass waits ``SETTLE``
 seconds after the first change, and passes are at least ``MIN_GAP`` apart.
+
+A pass can also ask for the next one at a given time (``set_after``): after it wrote to Slurm (the next
+pass sees the effect and takes the step that follows, a drained node's record deleted, say) and when
+absence evidence becomes confirmable. Without it each step of a drain waited for the poll interval.
 """
 
 from __future__ import annotations
@@ -25,18 +29,31 @@ class Wakeup:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._pending = False
+        self._due: float | None = None  # when a pass asked for the next one (monotonic)
 
     def set(self) -> None:
         with self._cond:
             self._pending = True
             self._cond.notify_all()
 
+    def set_after(self, delay: float) -> None:
+        """Set the latch ``delay`` seconds from now (the earliest such request wins)."""
+        due = time.monotonic() + max(delay, 0.0)
+        with self._cond:
+            if self._due is None or due < self._due:
+                self._due = due
+                self._cond.notify_all()
+
     def wait(self, timeout: float, stop: threading.Event) -> bool:
-        """Until set (True), ``timeout`` passes or ``stop`` is set (False); clears the latch."""
+        """Until set or due (True), ``timeout`` passes or ``stop`` is set (False); clears the latch."""
         deadline = time.monotonic() + timeout
         with self._cond:
             while not self._pending and not stop.is_set():
-                left = deadline - time.monotonic()
+                now = time.monotonic()
+                if self._due is not None and now >= self._due:
+                    self._pending, self._due = True, None
+                    break
+                left = min(deadline, self._due if self._due is not None else deadline) - now
                 if left <= 0:
                     break
                 self._cond.wait(min(left, STOP_CHECK))

@@ -91,6 +91,8 @@ _UPDATE_FIELDS = {
     "topology_str": ("topology",),
 }
 FULL_REPLAN_INTERVAL = 300.0  # seconds between passes that plan every pod, whatever changed
+FOLLOW_UP = 1.0  # seconds after a pass that wrote to Slurm until the next looks at the effect
+CONFIRM_MARGIN = 0.05  # seconds past the time absence evidence may be confirmed, for the pass that does it
 
 
 def utc_now() -> str:
@@ -107,6 +109,7 @@ class PassResult:
     kube_ok: bool = True  # the cluster's Kubernetes objects could be read
     unready: tuple[str, ...] = ()  # why the cluster is not ready: failed reads, wrong cluster, failing writes
     wrong_cluster: str | None = None  # the slurmrestd reached serves another Slurm cluster: why
+    follow_up: float | None = None  # seconds until this loop expects work: a write's effect, evidence to confirm
 
     @property
     def ok(self) -> bool:
@@ -285,6 +288,7 @@ class OperatorLoop:
         self.deleted_nodes: set[str] = set()  # node records we deleted ourselves (their loss is expected)
         self.job_absence: AbsenceProof[int] = AbsenceProof(absence_confirm_seconds, clock)  # jobs of deleting NodeSets
         self.reservation_absence: AbsenceProof[str] = AbsenceProof(absence_confirm_seconds, clock)  # ScheduledUpdate
+        self.leftover_pods: AbsenceProof[str] = AbsenceProof(absence_confirm_seconds, clock)  # leftover records
         self.deletion_grace = deletion_grace
         # What makes a pass cost what changed (docs/architecture.md §4.8), all dropped at each full re-plan:
         self.full_replan_interval = full_replan_interval
@@ -372,7 +376,18 @@ class OperatorLoop:
             kube_ok,
             tuple(tally.unready),
             tally.wrong_cluster,
+            self._follow_up(tally),
         )
+
+    def _follow_up(self, tally: Tally) -> float | None:
+        """When the next pass has work (docs/architecture.md §4.8): FOLLOW_UP after a Slurm write (its
+        effect: a drained node's record to delete, a deleted one to prove absent), and as soon as the
+        youngest absence evidence is old enough to confirm."""
+        proofs = (self._absence, self.job_absence, self.reservation_absence, self.leftover_pods)
+        dues = [d + CONFIRM_MARGIN for proof in proofs if (d := proof.due()) is not None]
+        if tally.slurm_writes:
+            dues.append(FOLLOW_UP)
+        return min(dues, default=None)
 
     def _execute(self, cluster: ClusterView, slurm: SlurmView, tally: Tally) -> None:
         now = self._now()

@@ -14,20 +14,28 @@ one that names a node gone at slurmctld's next start is killed, as slurm-bridge#
 must carry no busy evidence (pod-protect, a pod-deadline not yet cleared). The delete
 is then sent only after a second answer, a GET of that very node, says the same; Slurm itself refuses
 to delete a node with a job.
+
+A leftover record (§4.1) is the record of a live NodeSet's pod that is gone without the NodeSet asking:
+deleted by hand or evicted while an ordinal below it was free, so its replacement took that lower
+ordinal and another name, and nothing would ever register under the old one. It goes on the same
+evidence about the node, once the apiserver has said NotFound for the pod named in the node's comment
+on two passes and no listed pod carries the node's name.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hooks import names, slurmstate
-from slurm_sync.events import pod_ref
+from slurm_sync.events import nodeset_ref, pod_ref
 from slurm_sync.hostlist import expand_hostlist
-from slurm_sync.operator.plan import SlurmView
-from slurm_sync.operator.view import ClusterView, PodView
+from slurm_sync.kube import pod_gone
+from slurm_sync.operator.plan import SlurmView, pod_info
+from slurm_sync.operator.view import ClusterView, NodeSetView, PodView
 from slurm_sync.slurm.errors import SlurmError, SlurmNotFound
 from slurm_sync.slurm.types import Job, Node
 
@@ -42,6 +50,16 @@ class RecordDelete:
     pod: PodView
     node: str
     why: str  # the drain intent's reason
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """A node record whose comment names a gone pod of a live NodeSet."""
+
+    node: str
+    namespace: str
+    pod: str
+    nodeset: NodeSetView
 
 
 def idle_for_good(node: Node, deadlines: Mapping[str, int | None]) -> bool:
@@ -88,21 +106,84 @@ def record_deletes(cluster: ClusterView, slurm: SlurmView) -> Iterator[RecordDel
             yield RecordDelete(pod, node.name, nodeset.intents.get(pod.name, ""))
 
 
+def leftovers(cluster: ClusterView, slurm: SlurmView) -> Iterator[Leftover]:
+    """Records of a live NodeSet (same namespace, name and uid) whose comment names a pod the pass does
+    not list, that no listed pod's hostname claims while the NodeSet has all its replicas' pods (so no
+    replacement is still to come under that name), and that run no job and will start none, by this
+    pass's listings. DaemonSet NodeSets are left to their own pruning setting (Slinky's
+    pruneSlurmNodeRecords); a record without our comment is nobody's to delete."""
+    if slurm.nodes is None or slurm.deadlines is None or slurm.jobs is None:
+        return  # Slurm's state unknown: nothing
+    wanted = asked_for(slurm.jobs.values())
+    if wanted is None:
+        return
+    claimed = {p.slurm_node for p in cluster.pods}
+    listed = {(p.namespace, p.name) for p in cluster.pods}
+    serving = Counter(p.nodeset for p in cluster.pods if not p.terminating)
+    for node in slurm.nodes.values():
+        info = pod_info(node.comment)
+        if info is None or not info["podName"] or node.name in claimed or node.name in wanted:
+            continue
+        nodeset = cluster.nodesets.get(info["nodeSetName"])
+        if nodeset is None or nodeset.deleting or nodeset.scaling_mode == "DaemonSet":
+            continue  # a deleting NodeSet's records go by slurm_sync/operator/deletion.py
+        if (nodeset.namespace, nodeset.uid) != (info["namespace"], info["nodeSetUID"]):
+            continue  # another NodeSet of that name, or one made again: not proof the record is its own
+        if nodeset.replicas is None or serving[nodeset.name] < nodeset.replicas:
+            continue  # a replacement may still come under the old name: the record waits for it
+        if (info["namespace"], info["podName"]) not in listed and idle_for_good(node, slurm.deadlines):
+            yield Leftover(node.name, info["namespace"], info["podName"], nodeset)
+
+
 def execute(loop: OperatorLoop, cluster: ClusterView, slurm: SlurmView, tally: Tally) -> None:
-    """Delete each record the listings allow, once a GET of that node confirms it."""
+    """Delete each record the listings allow, once a GET of that node confirms it; then the leftovers."""
     for delete in record_deletes(cluster, slurm):
-        if confirmed(loop, delete, tally):
+        if confirmed(loop, delete.node, tally):
             remove(loop, delete, tally)
+    remove_leftovers(loop, cluster, slurm, tally)
 
 
-def confirmed(loop: OperatorLoop, delete: RecordDelete, tally: Tally) -> bool:
+def remove_leftovers(loop: OperatorLoop, cluster: ClusterView, slurm: SlurmView, tally: Tally) -> None:
+    """Each leftover goes once its pod's NotFound held on an earlier pass too, and Slurm, asked about the
+    node, still says released (delete_record asks the apiserver a last time)."""
+    proof = loop.leftover_pods
+    proof.next_pass()
+    seen = []
+    for leftover in leftovers(cluster, slurm):
+        seen.append(leftover.node)
+        gone, unknown = pod_gone(loop.kube, leftover.namespace, leftover.pod)
+        if unknown:
+            tally.errors.append(unknown)
+        if not gone:
+            proof.found(leftover.node)
+            continue
+        if not proof.not_found(leftover.node) or not confirmed(loop, leftover.node, tally):
+            continue
+        nodeset = leftover.nodeset
+        why = (
+            f"its pod {leftover.namespace}/{leftover.pod} is gone without a scale-in (deleted or evicted), "
+            "its replacement took another name, and no job runs there"
+        )
+        loop.delete_record(
+            leftover.node,
+            leftover.namespace,
+            leftover.pod,
+            tally,
+            why,
+            nodeset_ref(nodeset.namespace, nodeset.name, nodeset.uid),
+            "SlurmNodeDeleted",
+        )
+    proof.forget_except(seen)
+
+
+def confirmed(loop: OperatorLoop, name: str, tally: Tally) -> bool:
     """Slurm's second answer, about that very node: still released and no job listed on it then."""
     try:
-        node = loop.slurm.get_node(delete.node)
+        node = loop.slurm.get_node(name)
     except SlurmNotFound:
         return False  # already gone: the absence proof takes it from here
     except SlurmError as exc:
-        loop._slurm_error(tally, f"get node {delete.node}", exc)
+        loop._slurm_error(tally, f"get node {name}", exc)
         return False
     return slurmstate.is_released(node.state)
 

@@ -73,6 +73,7 @@ class NodeSetView:
     reservation_report: str | None = None  # our ANNOTATION_RESERVATION_OBSERVED
     partition: str | None = None  # its Slurm partition (spec.partition.enabled), as slurm.conf names it
     deletion_report: str | None = None  # our ANNOTATION_DELETION_OBSERVED
+    replicas: int | None = None  # spec.replicas; None when unreadable
 
     @property
     def prunes_defunct_nodes(self) -> bool:
@@ -146,6 +147,10 @@ def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 def _nodeset_owner(meta: JSON) -> str | None:
     for ref in meta.get("ownerReferences") or []:
         if isinstance(ref, Mapping) and ref.get("kind") == "NodeSet" and ref.get("controller") is True:
@@ -208,6 +213,7 @@ def read_nodeset(obj: JSON) -> NodeSetView:
         reservation_report=_map(meta.get("annotations")).get(names.ANNOTATION_RESERVATION_OBSERVED),
         partition=_partition(obj),
         deletion_report=_map(meta.get("annotations")).get(names.ANNOTATION_DELETION_OBSERVED),
+        replicas=_count(spec.get("replicas")),
     )
 
 

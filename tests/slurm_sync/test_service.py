@@ -18,6 +18,7 @@ from slurm_sync import logs
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
 from slurm_sync.operator.discovery import TokenSource, plan_clusters
+from slurm_sync.operator.loop import OperatorLoop, PassResult
 from slurm_sync.service import Config, Health, Service, health_server
 from slurm_sync.slurm.errors import SlurmNoToken
 from tests.slurm_sync.fakekube import FakeKube
@@ -160,6 +161,19 @@ def test_a_failing_cluster_does_not_stop_the_others(httpserver: HTTPServer) -> N
     assert service.health.ready()[0] is False
     (event,) = [body for *_, body in kube.writes]  # nothing but a Warning on the Controller that could not be read
     assert (event["type"], event["reason"], event["regarding"]["name"]) == ("Warning", "SlurmUnreadable", "good")
+
+
+def test_a_pass_that_expects_work_wakes_the_next_one(httpserver: HTTPServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cluster's pass that asks for a follow-up (it wrote to Slurm) sets the service's wake-up for then,
+    so the next pass does not wait for the poll interval."""
+    _kube_with_two_clusters(httpserver)
+    monkeypatch.setattr(OperatorLoop, "run_pass", lambda self: PassResult(self.name, True, (), 0, 1, follow_up=0.1))
+    service = Service(Config(namespaces=(NS,)), Kube(api_client(httpserver.url_for("/"))), Metrics())
+    try:
+        service.run_pass()
+        assert service.wakeup.wait(60, threading.Event()), "no follow-up: the wait lasted the whole minute"
+    finally:
+        service.close()
 
 
 def test_once_exit_code(httpserver: HTTPServer, monkeypatch: pytest.MonkeyPatch) -> None:
