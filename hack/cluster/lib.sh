@@ -9,12 +9,13 @@ LAB=$REPO/.cluster-lab                # env, logs, pods (one directory each), cl
 ENV_FILE=$LAB/env
 ERROR_FILE=$LAB/error
 RUN=$LAB/run
-DAEMONS="hooks lab slurm-sync"        # start order (the API server is hack/kube's, in $LAB/kube)
+DAEMONS="hooks lab slurm-sync slurm-sync-b"  # start order (the API server is hack/kube's, in $LAB/kube)
 ROOTFS=${CLUSTER_LAB_ROOTFS:-/var/cache/slinky-mc/cluster-sid}
 API_PORT=${CLUSTER_LAB_API_PORT:-17443}
 ETCD_PORT=${CLUSTER_LAB_ETCD_PORT:-17379}
 HOOKS_PORT=${CLUSTER_LAB_HOOKS_PORT:-18080}
 SYNC_PORT=${CLUSTER_LAB_SYNC_PORT:-18081}
+SYNC_PORT_B=${CLUSTER_LAB_SYNC_PORT_B:-18084}
 PY=$REPO/.venv/bin/python
 # the API server lab of hack/kube, on the cluster lab's own ports and directory
 kube_lab() {

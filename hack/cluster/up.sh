@@ -3,7 +3,7 @@
 #
 # A development and test tool (docs/cluster-lab.md), not a way to run production. Real: the API server
 # (hack/kube's, with graceful pod deletion), the hook server (gunicorn, as `make run`), slurm_sync
-# (operator, leader election on) and every daemon the pods run (the Debian sid packages of
+# (operator, two replicas under leader election) and every daemon the pods run (the Debian sid packages of
 # hack/cluster/rootfs.sh: slurmctld, slurmd, slurmrestd, slurmdbd, sackd, sshd, MariaDB). Stand-ins,
 # all in `python -m lab` (hack/cluster/lab/): Metacontroller (unless METACONTROLLER=/path/to/binary is
 # given), the StatefulSet/Deployment/PVC controllers, and kube-scheduler plus the kubelets of the lab
@@ -15,8 +15,9 @@
 # .cluster-lab/error, and what was started is stopped. Stop with down.sh.
 #
 # Settings (environment): CLUSTER_LAB_ROOTFS, CLUSTER_LAB_API_PORT (17443), CLUSTER_LAB_ETCD_PORT (17379),
-# CLUSTER_LAB_HOOKS_PORT (18080), CLUSTER_LAB_SYNC_PORT (18081), CLUSTER_LAB_TIMEOUT (300 s to Ready),
-# CLUSTER_LAB_NODES (6), METACONTROLLER (a metacontroller binary to use instead of the stand-in).
+# CLUSTER_LAB_HOOKS_PORT (18080), CLUSTER_LAB_SYNC_PORT (18081) and CLUSTER_LAB_SYNC_PORT_B (18084) for
+# the two slurm_sync replicas, CLUSTER_LAB_TIMEOUT (300 s to Ready), CLUSTER_LAB_NODES (6),
+# METACONTROLLER (a metacontroller binary to use instead of the stand-in).
 set -Eeuo pipefail
 # shellcheck source=lib.sh
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
@@ -95,13 +96,18 @@ fi
 for _ in $(seq 50); do [ -s "$LAB/hosts" ] && break; sleep 0.2; done
 [ -s "$LAB/hosts" ] || fail "the node agent wrote no $LAB/hosts; see $LAB/logs/lab.log"
 
-log "starting slurm_sync (operator, leader election on)"
-# Names resolve as in a pod: the lab's hosts file over /etc/hosts, in a mount namespace of its own.
-(cd "$REPO" && exec setsid unshare --mount --propagation private -- /bin/sh -c \
-   'mount --bind "$0" /etc/hosts && exec "$@"' "$LAB/hosts" "$PY" -m slurm_sync --kubeconfig "$KUBECONFIG" \
-   --mode operator --bind "127.0.0.1:$SYNC_PORT" --lease-namespace slurm --log-format text \
-   </dev/null >>"$LAB/logs/slurm-sync.log" 2>&1) &
-record_pid slurm-sync $!
+log "starting slurm_sync (operator, two replicas under leader election)"
+# As a Deployment of two would run it: each replica restarted when its process ends, the Lease deciding
+# which one writes; names resolve as in a pod (hack/cluster/replica.sh, in a mount namespace of its own).
+for replica in "slurm-sync $SYNC_PORT" "slurm-sync-b $SYNC_PORT_B"; do
+  # shellcheck disable=SC2086 # two words: the replica's name and port
+  set -- $replica
+  (cd "$REPO" && HOSTNAME=$1 exec setsid unshare --mount --propagation private -- /bin/sh \
+     "$CLUSTER_HACK_DIR/replica.sh" "$LAB/hosts" "$PY" -m slurm_sync --kubeconfig "$KUBECONFIG" \
+     --mode operator --bind "127.0.0.1:$2" --lease-namespace slurm --log-format text \
+     </dev/null >>"$LAB/logs/$1.log" 2>&1) &
+  record_pid "$1" $!
+done
 
 log "waiting for every custom resource to be Ready (up to $TIMEOUT s)"
 kinds="controllers nodesets restapis accountings loginsets tokens"
@@ -118,6 +124,7 @@ done
   echo "export CLUSTER_LAB_DIR='$LAB'"
   echo "export CLUSTER_LAB_HOOKS_URL='http://127.0.0.1:$HOOKS_PORT'"
   echo "export CLUSTER_LAB_SYNC_URL='http://127.0.0.1:$SYNC_PORT'"
+  echo "export CLUSTER_LAB_SYNC_REPLICAS='slurm-sync=http://127.0.0.1:$SYNC_PORT slurm-sync-b=http://127.0.0.1:$SYNC_PORT_B'"
   echo "export CLUSTER_LAB_ROOTFS='$ROOTFS'"
   echo "export CLUSTER_LAB_METACONTROLLER='${METACONTROLLER:-stand-in}'"
   echo "export CLUSTER_LAB_UP_SECONDS='$((SECONDS - t0))'"

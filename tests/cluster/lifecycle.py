@@ -7,8 +7,11 @@ cluster is waited for to settle, then the invariants are checked:
 - no job ended by anything but its own end or the test's own scancel (sacct, every instance of every job
   this run submitted: a requeue, a NODE_FAIL or a cancel we did not ask for is a lost job);
 - slurmctld not restarted by us (its BOOT_TIME moves only when the test restarts its pod);
-- no node of the NodeSet left drained or down with the operator's reason once the rollout settled;
-- the NodeSet and the Controller Ready again.
+- no node of the NodeSet left drained or down with the operator's reason once the rollout settled, and
+  no node record of the partition without a pod;
+- every pod deleted within BOUND seconds of its node being drained by us and idle, and every slurmd
+  start followed by its node in service within BOUND seconds (`PodClock`, polled while settling);
+- the NodeSet and the Controller Ready again, and of the two slurm_sync replicas one leads, one stands by.
 
 `Lifecycle.step` runs one named operation; `run` draws operations from a seeded random generator, so
 a failing run is repeated from its seed, and each failure names the seed and the step.
@@ -16,6 +19,7 @@ a failing run is repeated from its seed, and each failure names the seed and the
 
 from __future__ import annotations
 
+import datetime
 import json
 import random
 import re
@@ -33,21 +37,26 @@ NODESET = "slurm-worker-life"
 PARTITION = "life"
 SELECTOR = f"app.kubernetes.io/instance={NODESET}"
 IMAGE = "ghcr.io/slinkyproject/slurmd:25.05-ubuntu24.04"
+IMAGES = (IMAGE, "ghcr.io/slinkyproject/slurmd:25.11-ubuntu24.04")  # the lab runs its own slurmd for either
 SETTLE = 240  # s: a rollout waits for running jobs (at most JOB_SECONDS) before it replaces a pod
-JOB_SECONDS = (3, 25)
+JOB_SECONDS = (2, 12)
+BOUND = 30.0  # s: drained and idle -> pod deleted; slurmd started -> node in service
+OUT_OF_SERVICE = ("DRAIN", "DOWN", "NOT_RESPONDING", "INVALID_REG", "FUTURE")
 LOST_STATES = ("FAILED", "NODE_FAIL", "REQUEUED", "BOOT_FAIL", "PREEMPTED", "DEADLINE", "OUT_OF_MEMORY",
                "TIMEOUT", "CANCELLED")  # fmt: skip
 
 
 @dataclass
 class Shape:
-    """What the test sets on the NodeSet; each change of cpu, memory or features is a rolling update."""
+    """What the test sets on the NodeSet; each change of cpu, memory, features or image is a rolling update
+    (the image alone keeps each node's record: it is not part of what slurmd registers with)."""
 
     replicas: int = 2
     cpu: str = "1"
     memory: str = "1Gi"
     features: str = "life"
     max_unavailable: int = 1
+    image: str = IMAGE
 
     def body(self) -> dict:
         return {
@@ -57,7 +66,7 @@ class Shape:
             "spec": {
                 "controllerRef": {"name": "slurm"},
                 "replicas": self.replicas,
-                "slurmd": {"image": IMAGE, "resources": {"limits": {"cpu": self.cpu, "memory": self.memory}}},
+                "slurmd": {"image": self.image, "resources": {"limits": {"cpu": self.cpu, "memory": self.memory}}},
                 "template": {"spec": {"hostname": "life-"}},
                 "extraConf": f"Features={self.features}",
                 "partition": {"enabled": True, "config": "State=UP MaxTime=UNLIMITED"},
@@ -65,6 +74,107 @@ class Shape:
                                    "rollingUpdate": {"maxUnavailable": self.max_unavailable}},
             },
         }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One look at the NodeSet, its pods (not being deleted) and its partition's Slurm nodes."""
+
+    at: float  # time.time(): comparable with the lab agent's startedAt
+    nodeset: dict
+    pods: list[dict]
+    nodes: dict[str, dict[str, str]]
+
+
+def drained_by_us(node: dict[str, str]) -> bool:
+    return "DRAIN" in node.get("State", "") and node.get("Reason", "").startswith(names.DRAIN_REASON_PREFIX)
+
+
+def idle(node: dict[str, str]) -> bool:
+    return not any(s in node.get("State", "") for s in ("ALLOCATED", "MIXED", "COMPLETING"))
+
+
+def in_service(node: dict[str, str]) -> bool:
+    return not any(s in node.get("State", "") for s in OUT_OF_SERVICE)
+
+
+def slurmd_started(pod: dict) -> float | None:
+    """When the pod's slurmd container last started (the lab agent's startedAt, whole seconds)."""
+    for status in pod.get("status", {}).get("containerStatuses", []):
+        started = status.get("state", {}).get("running", {}).get("startedAt") if status["name"] == "slurmd" else None
+        if started:
+            return datetime.datetime.fromisoformat(started.replace("Z", "+00:00")).timestamp()
+    return None
+
+
+ROLLING_UPDATES = frozenset({"resize", "refeature", "reimage", "kill leader"})
+
+
+@dataclass
+class PodClock:
+    """Per-pod times seen in the samples taken while settling (sampling adds up to a poll, about a
+    second, to each): the two bounds (drained and idle -> the pod deleted; slurmd started -> its node in
+    service) and the run's figures (an idle pod: scale-in asked -> deleted; a rolling update: node drained
+    -> its replacement's node in service)."""
+
+    since: float = field(default_factory=time.time)  # slurmd starts before this are not measured
+    drained_idle: dict[str, float] = field(default_factory=dict)  # pod uid -> first sample drained by us, idle
+    starts: set[tuple[str, float]] = field(default_factory=set)  # (pod uid, startedAt) already measured
+    deleted: list[float] = field(default_factory=list)
+    served: list[float] = field(default_factory=list)
+    operation: str = ""  # the step under way
+    operation_at: float = 0.0
+    idle_at_start: frozenset[str] = frozenset()  # pods idle when a scale step began (uids)
+    drained_at: dict[str, tuple[str, float]] = field(default_factory=dict)  # hostname -> (drained pod uid, when)
+    scale_in: list[float] = field(default_factory=list)
+    replaced: list[float] = field(default_factory=list)
+
+    def begin(self, operation: str, sample: Sample | None) -> None:
+        """A step starts (``sample`` taken just before, for a scale step)."""
+        self.operation, self.operation_at = operation, time.time()
+        self.drained_at.clear()
+        self.idle_at_start = frozenset(
+            p["metadata"]["uid"] for p in sample.pods if idle(sample.nodes.get(p["spec"]["hostname"], {}))
+        ) if sample else frozenset()  # fmt: skip
+
+    def observe(self, sample: Sample) -> None:
+        present = {p["metadata"]["uid"] for p in sample.pods}
+        for uid in [u for u in self.drained_idle if u not in present]:
+            self.deleted.append(sample.at - self.drained_idle.pop(uid))
+        self.scale_in += [sample.at - self.operation_at] * len(self.idle_at_start - present)
+        self.idle_at_start &= present
+        for pod in sample.pods:
+            self.observe_pod(pod, sample)
+
+    def observe_pod(self, pod: dict, sample: Sample) -> None:
+        uid, host = pod["metadata"]["uid"], pod["spec"]["hostname"]
+        node = sample.nodes.get(host)
+        if node is not None and drained_by_us(node) and idle(node):
+            self.drained_idle.setdefault(uid, sample.at)
+        elif node is not None:
+            self.drained_idle.pop(uid, None)  # the drain was lifted: not a condemnation
+        if node is not None and drained_by_us(node) and self.operation in ROLLING_UPDATES:
+            self.drained_at.setdefault(host, (uid, sample.at))
+        if node is not None and in_service(node) and host in self.drained_at:
+            drained_uid, drained = self.drained_at.pop(host)
+            if drained_uid != uid:
+                self.replaced.append(sample.at - drained)
+        started = slurmd_started(pod)
+        start = (uid, started or 0.0)
+        if node and in_service(node) and started and started >= self.since and start not in self.starts:
+            self.starts.add(start)
+            self.served.append(sample.at - started)
+
+    def over(self) -> list[str]:
+        """Each figure past BOUND."""
+        return [f"pod deleted {s:.0f} s after its node was drained and idle" for s in self.deleted if s > BOUND] + [
+            f"node in service {s:.0f} s after slurmd started" for s in self.served if s > BOUND
+        ]
+
+    def figures(self) -> str:
+        return (f"idle pod scale-in -> deleted {percentiles(self.scale_in)}; drained -> replacement in service "
+                f"{percentiles(self.replaced)}; drained and idle -> pod deleted {percentiles(self.deleted)}; "
+                f"slurmd started -> node in service {percentiles(self.served)}")  # fmt: skip
 
 
 @dataclass
@@ -77,6 +187,7 @@ class Lifecycle:
     timings: dict[str, list[float]] = field(default_factory=dict)  # operation -> seconds to settle
     done: list[str] = field(default_factory=list)
     boot_time: str = ""
+    clock: PodClock = field(default_factory=PodClock)
 
     # --- the cluster ---------------------------------------------------------------------------
 
@@ -116,27 +227,32 @@ class Lifecycle:
 
     # --- settling and the invariants -----------------------------------------------------------
 
+    def sample(self) -> Sample:
+        return Sample(time.time(), self.lab.get("nodeset", NODESET), self.pods(), self.nodes())
+
     def unsettled(self) -> str:
-        """Why the NodeSet has not settled yet, "" once it has."""
-        obj = self.lab.get("nodeset", NODESET)
-        status = obj.get("status", {})
-        if obj["metadata"].get("generation") != status.get("observedGeneration"):
+        """Why the NodeSet has not settled yet, "" once it has (each look also feeds the pod clock)."""
+        sample = self.sample()
+        self.clock.observe(sample)
+        status = sample.nodeset.get("status", {})
+        if sample.nodeset["metadata"].get("generation") != status.get("observedGeneration"):
             return "status not observed"
         want = self.shape.replicas
         counts = tuple(status.get(k, 0) for k in ("replicas", "readyReplicas", "updatedReplicas"))
         if counts != (want, want, want):
             return f"replicas/ready/updated {counts}, want {want}"
-        pods = self.pods()
+        pods, nodes = sample.pods, sample.nodes
         if len(pods) != want or not all(ready(p) for p in pods):
             return f"{len(pods)} pods, {sum(map(ready, pods))} ready"
-        nodes = self.nodes()
         for pod in pods:
             node = nodes.get(pod["spec"]["hostname"])
             if node is None:
                 return f"node {pod['spec']['hostname']} not in partition {PARTITION}"
-            state = node["State"]
-            if any(s in state for s in ("DRAIN", "DOWN", "NOT_RESPONDING", "INVALID_REG", "FUTURE")):
-                return f"node {node['NodeName']} {state} ({node.get('Reason', '')})"
+            if not in_service(node):
+                return f"node {node['NodeName']} {node['State']} ({node.get('Reason', '')})"
+        leftover = sorted(set(nodes) - {p["spec"]["hostname"] for p in pods})
+        if leftover:
+            return f"node records without a pod: {leftover}"
         for kind, name in (("nodeset", NODESET), ("controller", "slurm")):
             if not self.ready(kind, name):
                 return f"{kind} {name} not Ready"
@@ -146,6 +262,8 @@ class Lifecycle:
         eventually(f"the NodeSet settled after {what}", lambda: not self.unsettled(), timeout=SETTLE, interval=1)
         self.timings.setdefault(what, []).append(time.monotonic() - started)
         self.check()
+        over = self.clock.over()
+        assert not over, f"past the {BOUND:.0f} s bounds: {over}"
 
     def check(self) -> None:
         lost = self.lost_jobs()
@@ -158,6 +276,16 @@ class Lifecycle:
         assert boot == self.boot_time, f"slurmctld restarted ({self.boot_time} -> {boot}) by nobody in the test"
         for kind, name in (("nodeset", NODESET), ("controller", "slurm")):
             assert self.ready(kind, name), f"{kind} {name} not Ready: {self.lab.get(kind, name).get('status')}"
+        if self.lab.sync_replicas:
+            roles = eventually("one slurm_sync leader, the other replica a standby", self.one_leader, timeout=60)
+            assert roles, roles
+
+    def one_leader(self) -> dict[str, str]:
+        """The replicas' /readyz lines once exactly one leads and every one answers Ready, else {}."""
+        roles = self.lab.sync_roles()
+        leaders = [r for r in roles.values() if r.startswith("leader ") and r.endswith(": ok")]
+        standbys = [r for r in roles.values() if r.startswith("standby ")]
+        return roles if len(leaders) == 1 and len(leaders) + len(standbys) == len(roles) else {}
 
     def ready(self, kind: str, name: str) -> bool:
         return ready(self.lab.get(kind, name))
@@ -213,6 +341,11 @@ class Lifecycle:
         self.apply()
         return f"rolling update to Features={self.shape.features}"
 
+    def reimage(self) -> str:
+        self.shape.image = next(i for i in IMAGES if i != self.shape.image)
+        self.apply()
+        return f"rolling update to image {self.shape.image}"
+
     def idle_pods(self) -> list[dict]:
         """Pods whose node runs no job: a container killed or a pod deleted by hand ends the jobs on it (its
         processes die with it, as under a real kubelet), which no invariant could excuse."""
@@ -234,19 +367,18 @@ class Lifecycle:
         return sum(c.get("restartCount", 0) for c in statuses if c["name"] == "slurmd")
 
     def delete_pod(self, rng: random.Random) -> str:
-        """An idle pod deleted by hand whose replacement takes its name. Not yet: a pod above an ordinal gap
-        (left by a scale-in), whose replacement takes the lowest free ordinal: its node record stays DOWN
-        with the preStop's reason for good (open in issue 24)."""
-        present = {ordinal(p) for p in self.pods()}
-        pods = [p for p in self.idle_pods() if all(o in present for o in range(ordinal(p)))]
+        """An idle pod deleted by hand. Its replacement takes the lowest free ordinal: its own name, or a
+        lower one when a scale-in left a gap, and then the old node record must go (a leftover, which
+        `unsettled` waits for)."""
+        pods = self.idle_pods()
         if not pods:
-            return "delete pod: no idle pod without a gap below it"
+            return "delete pod: no idle pod"
         chosen = rng.choice(pods)
         pod, uid = chosen["metadata"]["name"], chosen["metadata"]["uid"]
+        gap = any(o not in {ordinal(p) for p in self.pods()} for o in range(ordinal(chosen)))
         self.lab.kubectl("delete", "-n", NAMESPACE, "pod", pod, "--wait=false")
-        eventually(f"{pod} replaced", lambda: any(p["metadata"]["name"] == pod and p["metadata"]["uid"] != uid
-                                                  for p in self.pods()), timeout=120)  # fmt: skip
-        return f"delete pod {pod}"
+        eventually(f"{pod} gone", lambda: all(p["metadata"]["uid"] != uid for p in self.pods()), timeout=120)
+        return f"delete pod {pod}" + (" (a free ordinal below it)" if gap else "")
 
     def cordon_requested(self, rng: random.Random) -> str:
         """Slinky 1.3.0's pod-cordon-requested: the node drains, the pod says so, lifted when the annotation goes."""
@@ -261,6 +393,25 @@ class Lifecycle:
                    timeout=60, interval=1)  # fmt: skip
         self.lab.kubectl("annotate", "-n", NAMESPACE, "pod", name, f"{key}-")
         return f"cordon requested on {name}, then lifted"
+
+    def drained_node(self) -> str:
+        return next((name for name, fields in self.nodes().items() if drained_by_us(fields)), "")
+
+    def leader(self) -> str:
+        """The slurm_sync replica that leads, "" while none or both say so."""
+        leaders = [name for name, role in self.lab.sync_roles().items() if role.startswith("leader ")]
+        return leaders[0] if len(leaders) == 1 else ""
+
+    def kill_leader(self, rng: random.Random) -> str:
+        """The slurm_sync leader SIGKILLed while a drain is in flight: a rolling update over a running job,
+        the leader killed once a node is drained by us and its pod not yet replaced. The other replica
+        takes the Lease when it expires, the killed one comes back as a standby; the drain carries on."""
+        self.submit(rng)
+        update = self.refeature(rng)
+        node = eventually("a node drained by us", self.drained_node, timeout=120)
+        leader = eventually("the slurm_sync leader", self.leader, timeout=60)
+        self.lab.kill_sync(leader)
+        return f"kill the slurm_sync leader ({leader}) while {node} drains, {update}"
 
     def restart_controller(self) -> str:
         self.lab.kubectl("delete", "-n", NAMESPACE, "pod", CONTROLLER_POD, "--wait=false")
@@ -277,18 +428,20 @@ class Lifecycle:
             "scale": lambda rng: self.scale(rng.choice([n for n in (0, 1, 1, 2, 2, 3, 3) if n != self.shape.replicas])),
             "resize": self.resize,
             "refeature": self.refeature,
+            "reimage": lambda rng: self.reimage(),
             "kill slurmd": self.kill_slurmd,
             "delete pod": self.delete_pod,
             "cordon requested": self.cordon_requested,
             "restart controller": lambda rng: self.restart_controller(),
+            "kill leader": self.kill_leader,
         }
 
     WEIGHTS: ClassVar[dict[str, float]] = {
-        "submit": 6, "scale": 3, "resize": 2, "refeature": 1, "kill slurmd": 2, "delete pod": 1,
-        "cordon requested": 1, "restart controller": 0.25,
+        "submit": 6, "scale": 3, "resize": 2, "refeature": 1, "reimage": 1, "kill slurmd": 2, "delete pod": 1,
+        "cordon requested": 1, "restart controller": 0.25, "kill leader": 0.5,
     }  # fmt: skip
 
-    NEEDS_PODS: ClassVar[frozenset[str]] = frozenset({"kill slurmd", "delete pod", "cordon requested"})
+    NEEDS_PODS: ClassVar[frozenset[str]] = frozenset({"kill slurmd", "delete pod", "cordon requested", "kill leader"})
 
     # --- runs ----------------------------------------------------------------------------------
 
@@ -300,10 +453,12 @@ class Lifecycle:
         eventually("the NodeSet settled after create", lambda: not self.unsettled(), timeout=SETTLE, interval=1)
         self.boot_time = self.current_boot_time()
         self.check()
+        self.clock = PodClock()  # the figures leave out the creation, which restarts slurmctld by design
 
     def step(self, kind: str, rng: random.Random) -> None:
         started = time.monotonic()
         what = kind
+        self.clock.begin(kind, self.sample() if kind == "scale" else None)
         try:
             what = self.operations()[kind](rng)
             self.done.append(what)
@@ -352,12 +507,21 @@ class Lifecycle:
             f"{k} p50 {statistics.median(v):.0f} s, max {max(v):.0f} s" for k, v in sorted(self.timings.items())
         )
         return (f"lifecycle: {len(self.done)} operations, jobs lost: {lost}, nodes left drained: {drained} "
-                f"(seed {self.seed}, {len(self.jobs)} jobs; settle {times})")  # fmt: skip
+                f"(seed {self.seed}, {len(self.jobs)} jobs; {self.clock.figures()}; settle {times})")  # fmt: skip
 
     def delete(self) -> None:
         self.slurm("scancel", "-p", PARTITION, check=False)
         self.lab.kubectl("delete", "-n", NAMESPACE, "nodeset", NODESET, "--ignore-not-found", "--wait=true",
                          "--timeout=240s")  # fmt: skip
+
+
+def percentiles(values: list[float]) -> str:
+    """p50 and p95 of a figure, with how many were measured."""
+    if not values:
+        return "not measured"
+    ordered = sorted(values)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return f"p50 {statistics.median(ordered):.1f} s, p95 {p95:.1f} s (n={len(ordered)})"
 
 
 def ordinal(pod: dict) -> int:

@@ -13,6 +13,8 @@ import json
 import os
 import signal
 import subprocess
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +36,7 @@ SUMMARIES: list[str] = []  # lines a test leaves for the end of the run (the lif
 class ClusterLab:
     kubeconfig: Path
     sync_url: str
+    sync_replicas: tuple[tuple[str, str], ...] = ()  # slurm_sync replicas: (name, URL of its /readyz server)
 
     def kubectl(self, *args: str, timeout: float = 240, input_text: str | None = None) -> str:
         done = subprocess.run([str(KUBECTL), "--kubeconfig", str(self.kubeconfig), *args], capture_output=True,
@@ -65,6 +68,28 @@ class ClusterLab:
             (state / "hold").touch()
         os.kill(container_pid(state), signal.SIGKILL)
         return state
+
+    def sync_roles(self) -> dict[str, str]:
+        """Each slurm_sync replica's /readyz line ("leader <identity>: ok", "standby …"), "" when it
+        does not answer (restarting)."""
+        roles = {}
+        for name, url in self.sync_replicas:
+            try:
+                with urllib.request.urlopen(f"{url}/readyz", timeout=5) as answer:
+                    roles[name] = answer.read().decode().strip()
+            except urllib.error.HTTPError as exc:
+                roles[name] = exc.read().decode().strip()
+            except OSError:
+                roles[name] = ""
+        return roles
+
+    def kill_sync(self, name: str) -> int:
+        """SIGKILL a slurm_sync replica's process (hack/cluster/replica.sh starts it again a second
+        later, as the kubelet would); its PID."""
+        wrapper = (LAB / "run" / "pids" / name).read_text().split()[0]
+        (child,) = Path(f"/proc/{wrapper}/task/{wrapper}/children").read_text().split()
+        os.kill(int(child), signal.SIGKILL)
+        return int(child)
 
 
 def ready(obj: dict) -> bool:
@@ -111,7 +136,10 @@ def cluster_lab() -> ClusterLab:
     if not env_file.is_file():
         pytest.skip(f"the cluster lab is not up: {_why_not_up()}")
     env = read_env_file(env_file)
-    lab = ClusterLab(Path(env["KUBECONFIG"]), env["CLUSTER_LAB_SYNC_URL"])
+    replicas = tuple(
+        (n, url) for n, _, url in (r.partition("=") for r in env.get("CLUSTER_LAB_SYNC_REPLICAS", "").split())
+    )
+    lab = ClusterLab(Path(env["KUBECONFIG"]), env["CLUSTER_LAB_SYNC_URL"], replicas)
     lab.kubectl("get", "--raw", "/readyz", timeout=10)
     return lab
 

@@ -1,6 +1,6 @@
 """No job lost across a NodeSet's lifecycle on the cluster lab (tests/cluster/lifecycle.py says what is
 checked after every step). The scenarios of Slinky's lifecycle bugs first, then a seeded random run:
-`LIFECYCLE_OPS` operations (default 40 for now) from `LIFECYCLE_SEED` (default: drawn, and printed)."""
+`LIFECYCLE_OPS` operations (default 100) from `LIFECYCLE_SEED` (default: drawn, and printed)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from hooks import names
 from tests.cluster.lifecycle import NODESET, PARTITION, Lifecycle
 from tests.cluster.plugin import NAMESPACE, SUMMARIES, ClusterLab, eventually, ready
 
@@ -88,6 +89,28 @@ def out_of_service(life: Lifecycle) -> int:
     return count
 
 
+def test_a_pod_deleted_above_a_gap_leaves_no_node_record_behind(life: Lifecycle) -> None:
+    """A scale-in that took a middle pod leaves a free ordinal; the highest pod deleted by hand is replaced
+    at that lower ordinal, under another name, and its old Slurm node record (DOWN by its preStop) must go
+    (docs/architecture.md §4.1, a leftover record) with an Event on the NodeSet saying why."""
+    life.scale(3)
+    life.settle("scale", time.monotonic())
+    key = names.ANNOTATION_POD_DELETION_COST
+    life.lab.kubectl("annotate", "-n", NAMESPACE, "pod", f"{NODESET}-1", f"{key}=-100", "--overwrite")
+    life.scale(2)  # the cheapest pod goes: ordinals 0 and 2 are left
+    life.settle("scale", time.monotonic())
+    assert sorted(p["metadata"]["name"] for p in life.pods()) == [f"{NODESET}-0", f"{NODESET}-2"]
+    started = time.monotonic()
+    life.lab.kubectl("delete", "-n", NAMESPACE, "pod", f"{NODESET}-2", "--wait=false")
+    life.settle("delete pod", started)  # waits until no node record of the partition is without a pod
+    assert sorted(p["metadata"]["name"] for p in life.pods()) == [f"{NODESET}-0", f"{NODESET}-1"]
+    assert "life-2" not in life.nodes()
+    notes = [e.get("note", "") for e in life.lab.get("events.events.k8s.io")["items"]
+             if e.get("reason") == "SlurmNodeDeleted" and e["regarding"].get("name") == NODESET]  # fmt: skip
+    assert any("life-2" in n and "is gone without a scale-in" in n for n in notes), notes
+    life.done.append("delete the pod above a free ordinal")
+
+
 def test_deleting_a_nodeset_with_running_and_pending_jobs(life: Lifecycle) -> None:
     """Slinky #138: deleting a NodeSet crash-looped slurmctld. Here: slurmctld keeps running, the running
     job completes, the pending one is reported with its deadline and the deletion waits for it; the
@@ -118,13 +141,11 @@ def test_deleting_a_nodeset_with_running_and_pending_jobs(life: Lifecycle) -> No
 
 
 def deletion_report(life: Lifecycle) -> dict | None:
-    from hooks import names
-
     text = life.lab.get("nodeset", NODESET)["metadata"].get("annotations", {}).get(names.ANNOTATION_DELETION_OBSERVED)
     report = json.loads(text) if text else None
     return report if report and report.get("pendingJobs") else None
 
 
 def test_a_seeded_run_of_lifecycle_operations_loses_no_job(life: Lifecycle) -> None:
-    life.run(int(os.environ.get("LIFECYCLE_OPS", "40")))
+    life.run(int(os.environ.get("LIFECYCLE_OPS", "100")))
     life.finish()
