@@ -221,6 +221,15 @@ class Lifecycle:
             return "present"
         return "absent" if f"Partition {PARTITION} not found" in done.stderr + done.stdout else ""
 
+    def controller_rolled_out(self) -> bool:
+        """slurmctld's StatefulSet runs its latest revision, ready: the last slurm.conf change took effect
+        (a pod that started while the ConfigMap already had it may answer before its restart comes)."""
+        sts = self.lab.get("statefulset", "slurm-controller")
+        status = sts.get("status", {})
+        return (status.get("observedGeneration") == sts["metadata"].get("generation")
+                and status.get("currentRevision") == status.get("updateRevision")
+                and status.get("readyReplicas", 0) == sts["spec"].get("replicas", 1))  # fmt: skip
+
     def current_boot_time(self) -> str:
         match = re.search(r"BOOT_TIME\s*=\s*(\S+)", self.slurm("scontrol", "show", "config", check=False))
         return match[1] if match else ""
@@ -451,6 +460,8 @@ class Lifecycle:
         self.apply()
         eventually(f"slurmctld with partition {PARTITION}", lambda: self.partition_state() == "present", timeout=SETTLE)
         eventually("the NodeSet settled after create", lambda: not self.unsettled(), timeout=SETTLE, interval=1)
+        eventually("slurmctld on the new slurm.conf", self.controller_rolled_out, timeout=SETTLE, interval=1)
+        eventually("the NodeSet settled after create", lambda: not self.unsettled(), timeout=SETTLE, interval=1)
         self.boot_time = self.current_boot_time()
         self.check()
         self.clock = PodClock()  # the figures leave out the creation, which restarts slurmctld by design
@@ -513,6 +524,7 @@ class Lifecycle:
         self.slurm("scancel", "-p", PARTITION, check=False)
         self.lab.kubectl("delete", "-n", NAMESPACE, "nodeset", NODESET, "--ignore-not-found", "--wait=true",
                          "--timeout=240s")  # fmt: skip
+        eventually("slurmctld on the new slurm.conf", self.controller_rolled_out, timeout=SETTLE, interval=1)
 
 
 def percentiles(values: list[float]) -> str:

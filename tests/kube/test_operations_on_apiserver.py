@@ -41,7 +41,14 @@ from tests.test_operations_docs import PLACEHOLDERS, Command, sections
 
 REPO = Path(__file__).resolve().parents[2]
 REQUESTS = REPO / "examples" / "requests"
-ORDER = ("Install", "Upgrade", "Troubleshooting by symptom", "Draining a worker without deleting it", "Uninstall")
+ORDER = (
+    "Install",
+    "Upgrade",
+    "Troubleshooting by symptom",
+    "Draining a worker without deleting it",
+    "Deleting a worker pod by hand",
+    "Uninstall",
+)
 NEEDS_KUBELET = {("kubectl", "logs"), ("kubectl", "port-forward"), ("curl", "-s")}
 ELSEWHERE = {"make manifests", "kubectl apply -f dist/install.yaml", "kubectl apply -f dist/install-bridge.yaml"}
 NAMESPACES = ("slurm-bridge", "slurm-bridge-system", "slurm", "slinky")
