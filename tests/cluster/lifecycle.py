@@ -184,6 +184,10 @@ class Lifecycle:
     shape: Shape = field(default_factory=Shape)
     jobs: dict[str, str] = field(default_factory=dict)  # job id -> how it was submitted
     cancelled: set[str] = field(default_factory=set)  # ended by the test's own scancel
+    # on a node whose slurmd the test killed or whose pod it deleted by hand: a pending job may start there
+    # between the idle check and the kill, and such a job ends with it (docs/operations.md, "Deleting a
+    # worker pod by hand"), as under any kubelet
+    ended_by_test: set[str] = field(default_factory=set)
     timings: dict[str, list[float]] = field(default_factory=dict)  # operation -> seconds to settle
     done: list[str] = field(default_factory=list)
     boot_time: str = ""
@@ -308,7 +312,11 @@ class Lifecycle:
         for line in out.splitlines():
             job, _, state = line.partition("|")
             state = state.split()[0] if state else ""
-            if state in LOST_STATES and not (state == "CANCELLED" and job in self.cancelled):
+            if (
+                state in LOST_STATES
+                and not (state == "CANCELLED" and job in self.cancelled)
+                and job not in self.ended_by_test
+            ):
                 lost[job] = f"{state} ({self.jobs.get(job, '?')})"
         return lost
 
@@ -361,14 +369,22 @@ class Lifecycle:
         nodes = self.nodes()
         return [p for p in self.pods() if nodes.get(p["spec"]["hostname"], {}).get("State", "").startswith("IDLE")]
 
+    def excuse_jobs_on(self, node: str, since: float) -> None:
+        """Every job Slurm ran on ``node`` since ``since`` (the race an idle check cannot close)."""
+        start = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(since - 2))
+        out = self.slurm("sacct", "-X", "-D", "-n", "-P", "-N", node, "-S", start, "-o", "JobID", check=False)
+        self.ended_by_test.update(j for j in out.split() if j.isdigit())
+
     def kill_slurmd(self, rng: random.Random) -> str:
         pods = self.idle_pods()
         if not pods:
             return "kill slurmd: no idle pod"
-        pod = rng.choice(pods)["metadata"]["name"]
+        chosen = rng.choice(pods)
+        pod, since = chosen["metadata"]["name"], time.time()
         before = self.restarts(pod)
         self.lab.kill(pod, "slurmd")
         eventually(f"slurmd of {pod} restarted", lambda: self.restarts(pod) > before, timeout=60)
+        self.excuse_jobs_on(chosen["spec"]["hostname"], since)
         return f"kill slurmd of {pod}"
 
     def restarts(self, pod: str) -> int:
@@ -385,8 +401,10 @@ class Lifecycle:
         chosen = rng.choice(pods)
         pod, uid = chosen["metadata"]["name"], chosen["metadata"]["uid"]
         gap = any(o not in {ordinal(p) for p in self.pods()} for o in range(ordinal(chosen)))
+        since = time.time()
         self.lab.kubectl("delete", "-n", NAMESPACE, "pod", pod, "--wait=false")
         eventually(f"{pod} gone", lambda: all(p["metadata"]["uid"] != uid for p in self.pods()), timeout=120)
+        self.excuse_jobs_on(chosen["spec"]["hostname"], since)
         return f"delete pod {pod}" + (" (a free ordinal below it)" if gap else "")
 
     def cordon_requested(self, rng: random.Random) -> str:
