@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from hooks import names
-from tests.cluster.lifecycle import NODESET, PARTITION, Lifecycle
+from tests.cluster.lifecycle import NODESET, PARTITION, Lifecycle, drained_by_us
 from tests.cluster.plugin import NAMESPACE, SUMMARIES, ClusterLab, eventually, ready
 
 pytestmark = pytest.mark.cluster
@@ -84,7 +84,7 @@ def out_of_service(life: Lifecycle) -> int:
     count = 0
     for pod in pods:
         node = nodes.get(pod["spec"].get("hostname", ""), {})
-        drained = "DRAIN" in node.get("State", "") and node.get("Reason", "").startswith("slurm-operator:")
+        drained = drained_by_us(node)
         count += bool(pod["metadata"].get("deletionTimestamp") or not ready(pod) or drained)
     return count
 
