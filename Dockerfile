@@ -18,9 +18,10 @@ COPY requirements.lock ./
 RUN pip install --no-deps -r requirements.lock
 
 COPY hooks/ hooks/
+COPY slinky_common/ slinky_common/
 COPY slurm_sync/ slurm_sync/
 # Byte-compile at build time: the root filesystem is read-only at run time.
-RUN python -m compileall -q hooks slurm_sync
+RUN python -m compileall -q hooks slinky_common slurm_sync
 
 USER 65532:65532
 EXPOSE 8080 8081

@@ -50,9 +50,9 @@ from kubernetes import client as kclient
 
 from bench import apistatus
 from bench.measure import Budget, Report, fmt_ns, fmt_ratio
-from hooks import names
 from hooks.bridge import pod as pod_hook
 from hooks.contract import DecoratorRequest
+from slinky_common import names
 
 JSON = dict[str, Any]
 TITLE = "bridge loop on the real Slurm lab: pod-to-binding latency, cost per pod with 10 vs 2,000 jobs queued"

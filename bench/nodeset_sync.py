@@ -52,7 +52,7 @@ from bench.measure import (
     gc_paused,
     paired_ratio,
 )
-from hooks import names
+from slinky_common import names
 
 JSON = dict[str, Any]
 

@@ -71,7 +71,7 @@ from bench.slurm_sync_fakes import (
     slurm_node,
     touch_slurm,
 )
-from hooks import names
+from slinky_common import names
 
 if TYPE_CHECKING:  # slurm_sync is imported where used, as in the other suites
     from slurm_sync.operator.loop import OperatorLoop

@@ -37,7 +37,7 @@ import httpx
 import orjson
 
 from bench import apistatus
-from hooks import names
+from slinky_common import names
 
 # The apiserver's merge of pod metadata and conditions, as the tests' fake does it.
 from tests.slurm_sync.fakekube import merge_conditions, merge_metadata

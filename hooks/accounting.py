@@ -15,13 +15,18 @@ import base64
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from hooks import cluster, contract, names, slurmconf
+from hooks import cluster, contract
 from hooks.applied import Child, kept
-from hooks.cluster import JSON, InvalidSpec, KeyRef, Missing
+from hooks.cluster import Missing
 from hooks.contract import CompositeRequest, CustomizeRequest
-from hooks.objects import child_metadata, component_labels, content_hash, selector_labels, service
+from hooks.objects import child_metadata, content_hash, service
 from hooks.podtemplate import apply_pod_template, merge_container
 from hooks.status import condition, ready_condition, workload_ready
+from slinky_common import fields, names, nodesetconf, wellknown
+from slinky_common.errors import InvalidSpec
+from slinky_common.fields import KeyRef
+from slinky_common.jsontypes import JSON
+from slinky_common.wellknown import component_labels, selector_labels
 
 APP = "slurmdbd"
 COMPONENT = "accounting"
@@ -71,61 +76,61 @@ class AccountingSpec:
 
 
 def parse(parent: JSON) -> AccountingSpec:
-    spec = cluster.spec_of(parent)
-    external = cluster.opt_bool(spec, "external", False)
-    ext = cluster.opt_obj(spec, "externalConfig")
+    spec = fields.spec_of(parent)
+    external = fields.opt_bool(spec, "external", False)
+    ext = fields.opt_obj(spec, "externalConfig")
     storage = None
     if not external:
-        storage = _parse_storage(cluster.opt_obj(spec, "storageConfig"))
-        if cluster.key_ref(spec, "slurmKeyRef") is None:
+        storage = _parse_storage(fields.opt_obj(spec, "storageConfig"))
+        if fields.key_ref(spec, "slurmKeyRef") is None:
             raise InvalidSpec("spec.slurmKeyRef is required unless spec.external is true")
-        if cluster.jwt_key_ref(spec) is None:
+        if fields.jwt_key_ref(spec) is None:
             raise InvalidSpec("spec.jwtKeyRef (or spec.jwtHs256KeyRef) is required unless spec.external is true")
     return AccountingSpec(
         name=parent["metadata"]["name"],
-        namespace=cluster.namespace_of(parent),
+        namespace=fields.namespace_of(parent),
         external=external,
-        external_host=cluster.opt_str(ext, "host", where="spec.externalConfig"),
-        external_port=cluster.opt_int(ext, "port", 0, where="spec.externalConfig"),
-        slurm_key=cluster.key_ref(spec, "slurmKeyRef"),
-        jwt_key=cluster.jwt_key_ref(spec),
-        jwks=cluster.key_ref(spec, "jwksKeyRef"),
+        external_host=fields.opt_str(ext, "host", where="spec.externalConfig"),
+        external_port=fields.opt_int(ext, "port", 0, where="spec.externalConfig"),
+        slurm_key=fields.key_ref(spec, "slurmKeyRef"),
+        jwt_key=fields.jwt_key_ref(spec),
+        jwks=fields.key_ref(spec, "jwksKeyRef"),
         storage=storage,
-        extra_conf=slurmconf.check_extra_conf(cluster.opt_str(spec, "extraConf"), "spec.extraConf"),
-        slurmdbd=cluster.container_override(spec, "slurmdbd"),
-        template=cluster.opt_obj(spec, "template"),
-        service=cluster.service_override(spec),
+        extra_conf=nodesetconf.check_extra_conf(fields.opt_str(spec, "extraConf"), "spec.extraConf"),
+        slurmdbd=fields.container_override(spec, "slurmdbd"),
+        template=fields.opt_obj(spec, "template"),
+        service=fields.service_override(spec),
     )
 
 
 def _parse_storage(storage: JSON) -> Storage:
     where = "spec.storageConfig"
-    host = cluster.opt_str(storage, "host", where=where)
+    host = fields.opt_str(storage, "host", where=where)
     if not host:
         raise InvalidSpec(f"{where}.host is required")
-    password = cluster.key_ref(storage, "passwordKeyRef", where)
+    password = fields.key_ref(storage, "passwordKeyRef", where)
     if password is None:
         raise InvalidSpec(f"{where}.passwordKeyRef is required")
     return Storage(
         host=cluster.conf_field(host, f"{where}.host"),
-        port=cluster.opt_int(storage, "port", 3306, where, minimum=1),
-        database=cluster.conf_field(cluster.opt_str(storage, "database", "slurm_acct_db", where), f"{where}.database"),
-        username=cluster.conf_field(cluster.opt_str(storage, "username", where=where), f"{where}.username"),
+        port=fields.opt_int(storage, "port", 3306, where, minimum=1),
+        database=cluster.conf_field(fields.opt_str(storage, "database", "slurm_acct_db", where), f"{where}.database"),
+        username=cluster.conf_field(fields.opt_str(storage, "username", where=where), f"{where}.username"),
         password=password,
     )
 
 
 def customize(req: CustomizeRequest) -> JSON:
     """The password and key Secrets; each reference on its own, so one invalid field leaves the others."""
-    ns, spec = cluster.namespace_of(req.parent), cluster.spec_of(req.parent)
+    ns, spec = fields.namespace_of(req.parent), fields.spec_of(req.parent)
 
     def name(read: Callable[[], KeyRef | None]) -> Callable[[], list[str]]:
-        return lambda: [] if cluster.opt_bool(spec, "external", False) or (ref := read()) is None else [ref.name]
+        return lambda: [] if fields.opt_bool(spec, "external", False) or (ref := read()) is None else [ref.name]
 
     secrets = cluster.derivable(
-        name(lambda: cluster.key_ref(cluster.opt_obj(spec, "storageConfig"), "passwordKeyRef", "spec.storageConfig")),
-        name(lambda: cluster.key_ref(spec, "slurmKeyRef")),
-        name(lambda: cluster.jwt_key_ref(spec)),
+        name(lambda: fields.key_ref(fields.opt_obj(spec, "storageConfig"), "passwordKeyRef", "spec.storageConfig")),
+        name(lambda: fields.key_ref(spec, "slurmKeyRef")),
+        name(lambda: fields.jwt_key_ref(spec)),
     )
     return {"relatedResources": [cluster.secret_rule(ns, secrets)] if secrets else []}
 
@@ -206,7 +211,7 @@ def slurmdbd_conf(spec: AccountingSpec, password: str) -> str:
     lines = [
         "#", "### GENERAL ###",
         f"DbdHost={spec.child_name}-0",
-        f"DbdPort={cluster.SLURMDBD_PORT}",
+        f"DbdPort={wellknown.SLURMDBD_PORT}",
         f"SlurmUser={cluster.SLURM_USER}",
         "#", "### PLUGINS & PARAMETERS ###",
         "AuthType=auth/slurm",
@@ -238,7 +243,7 @@ def _service(parent: JSON, spec: AccountingSpec) -> JSON:
         component_labels(APP, spec.name, COMPONENT),
         selector_labels(APP, spec.name),
         APP,
-        cluster.SLURMDBD_PORT,
+        wellknown.SLURMDBD_PORT,
         spec.service,
     )
 
@@ -267,7 +272,7 @@ def _statefulset(parent: JSON, spec: AccountingSpec, hashes: dict[str, str]) -> 
         {
             "name": APP,
             "image": cluster.default_image(APP),
-            "ports": [{"name": APP, "containerPort": cluster.SLURMDBD_PORT, "protocol": "TCP"}],
+            "ports": [{"name": APP, "containerPort": wellknown.SLURMDBD_PORT, "protocol": "TCP"}],
             "readinessProbe": {"tcpSocket": {"port": APP}},
             "volumeMounts": [
                 {"name": "slurm-etc", "mountPath": "/etc/slurm", "readOnly": True},

@@ -37,9 +37,10 @@ from werkzeug.exceptions import HTTPException, InternalServerError, MethodNotAll
 from werkzeug.wrappers import Request
 
 from hooks import applied, contract, metrics
-from hooks.gcpause import collector_paused
 from hooks.routes import Handler, Route, route_table
 from hooks.serve import setting
+from slinky_common.errors import BadHookRequest
+from slinky_common.gcpause import collector_paused
 
 if TYPE_CHECKING:
     from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
@@ -181,7 +182,7 @@ def _answer(route: Route, body: bytes) -> Response:
     for attempt, load in enumerate(loads, start=1):
         try:
             return _computed(route, load(body))
-        except contract.BadHookRequest as err:
+        except BadHookRequest as err:
             return _error(400, str(err))
         except RecursionError:  # only input can nest that deep: the parsers accept ~1,000 levels
             return _error(400, f"the request nests deeper than {route.path} can walk (Python's recursion limit)")

@@ -22,8 +22,8 @@ from typing import Any, Final, NamedTuple
 
 import orjson
 
-from hooks import names
-from hooks.errors import BadHookRequest
+from slinky_common import names
+from slinky_common.errors import BadHookRequest
 
 JSON = dict[str, Any]
 

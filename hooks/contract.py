@@ -14,9 +14,9 @@ from typing import Any
 
 import orjson
 
-from hooks import names, shapes
 from hooks.applied import Kept, check_depth
-from hooks.errors import BadHookRequest
+from slinky_common import names, shapes
+from slinky_common.errors import BadHookRequest
 
 JSON = dict[str, Any]
 ObjectMap = dict[str, dict[str, JSON]]  # {"Pod.v1": {"ns/name" or "name": object}}

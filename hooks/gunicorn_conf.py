@@ -5,7 +5,7 @@ Hooks are CPU-bound pure functions (one worker per core by default). The workers
 (hooks/worker.py): a slow or stalled client costs a greenlet, not a worker; its headers must arrive
 within HOOKS_READ_TIMEOUT and its body within as long again. The worker timeout sits well above
 Metacontroller's default 10 s webhook timeout. Logs (gunicorn's
-own lines too) are JSON lines, or text with HOOKS_LOG_FORMAT=text (hooks/logs.py). Nothing is
+own lines too) are JSON lines, or text with HOOKS_LOG_FORMAT=text (slinky_common/logs.py). Nothing is
 written outside /tmp (and PROMETHEUS_MULTIPROC_DIR when the environment names one), so the server
 runs on a read-only root filesystem.
 """
@@ -15,8 +15,9 @@ import multiprocessing
 import os
 import tempfile
 
-from hooks import logs
+from hooks import gunicorn_logger
 from hooks.serve import read_timeout, setting
+from slinky_common import logs
 
 bind = setting("HOOKS_BIND")
 workers = int(setting("HOOKS_WORKERS") or multiprocessing.cpu_count())
@@ -31,7 +32,7 @@ graceful_timeout = 10
 accesslog = setting("HOOKS_ACCESS_LOG") or None
 errorlog = "-"
 loglevel = setting("HOOKS_LOG_LEVEL")
-logger_class = logs.GunicornLogger
+logger_class = gunicorn_logger.GunicornLogger
 # The hook code's own loggers (hooks.*) write through the root logger, in the same format.
 logs.configure(loglevel, kind=setting("HOOKS_LOG_FORMAT"))
 # gunicorn's control socket (for gunicornc) lives under $HOME by default, which a read-only root

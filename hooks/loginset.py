@@ -15,14 +15,19 @@ from dataclasses import dataclass
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
-from hooks import cluster, contract, names
+from hooks import cluster, contract
 from hooks.applied import Child, kept
-from hooks.cluster import JSON, InvalidSpec, KeyRef, Missing
+from hooks.cluster import Missing
 from hooks.contract import CompositeRequest, CustomizeRequest
 from hooks.controller.model import Controller, controller_ref_name, controller_rule, find_controller
-from hooks.objects import child_metadata, component_labels, content_hash, selector_labels, service
+from hooks.objects import child_metadata, content_hash, service
 from hooks.podtemplate import apply_pod_template, merge_container
 from hooks.status import workload_ready
+from slinky_common import fields, names
+from slinky_common.errors import InvalidSpec
+from slinky_common.fields import KeyRef
+from slinky_common.jsontypes import JSON
+from slinky_common.wellknown import component_labels, selector_labels
 
 APP = "login"
 COMPONENT = "login"
@@ -69,26 +74,26 @@ class LoginSetSpec:
 
 
 def parse(parent: JSON) -> LoginSetSpec:
-    spec = cluster.spec_of(parent)
+    spec = fields.spec_of(parent)
     sssd = _sssd_ref(spec)
     return LoginSetSpec(
         name=parent["metadata"]["name"],
-        namespace=cluster.namespace_of(parent),
+        namespace=fields.namespace_of(parent),
         controller=controller_ref_name(spec),
-        replicas=cluster.opt_int(spec, "replicas", 1),
-        login=cluster.container_override(spec, "login"),
-        initconf=cluster.container_override(spec, "initconf"),
-        template=cluster.opt_obj(spec, "template"),
-        service=cluster.service_override(spec),
-        strategy=cluster.opt_obj(spec, "strategy"),
+        replicas=fields.opt_int(spec, "replicas", 1),
+        login=fields.container_override(spec, "login"),
+        initconf=fields.container_override(spec, "initconf"),
+        template=fields.opt_obj(spec, "template"),
+        service=fields.service_override(spec),
+        strategy=fields.opt_obj(spec, "strategy"),
         sssd=sssd,
-        authorized_keys=cluster.opt_str(spec, "rootSshAuthorizedKeys"),
-        extra_sshd_config=cluster.opt_str(spec, "extraSshdConfig"),
+        authorized_keys=fields.opt_str(spec, "rootSshAuthorizedKeys"),
+        extra_sshd_config=fields.opt_str(spec, "extraSshdConfig"),
     )
 
 
 def _sssd_ref(spec: JSON) -> KeyRef:
-    sssd = cluster.key_ref(spec, "sssdConfRef")
+    sssd = fields.key_ref(spec, "sssdConfRef")
     if sssd is None:
         raise InvalidSpec("spec.sssdConfRef is required")
     return sssd
@@ -96,7 +101,7 @@ def _sssd_ref(spec: JSON) -> KeyRef:
 
 def customize(req: CustomizeRequest) -> JSON:
     """The Controller (conf server, slurm.key, worker domain) and the sssd.conf Secret."""
-    ns, spec = cluster.namespace_of(req.parent), cluster.spec_of(req.parent)
+    ns, spec = fields.namespace_of(req.parent), fields.spec_of(req.parent)
     return {
         "relatedResources": cluster.derivable(
             lambda: [controller_rule(ns, controller_ref_name(spec))],

@@ -10,34 +10,12 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from hooks import names
 from hooks.podtemplate import merge_service_spec
 
 JSON = dict[str, Any]
 
 # Parent annotations that describe the parent object itself and must not spread to children.
 _NOT_PROPAGATED_PREFIXES = ("kubectl.kubernetes.io/", "metacontroller.k8s.io/")
-
-
-def dict_field(obj: Mapping[str, Any], key: str) -> JSON:
-    """``obj[key]`` when it is a JSON object, else ``{}``: an observed object may hold any JSON type anywhere."""
-    value = obj.get(key)
-    return value if isinstance(value, dict) else {}
-
-
-def list_field(obj: Mapping[str, Any], key: str) -> list[Any]:
-    """``obj[key]`` when it is a JSON array, else ``[]`` (see dict_field)."""
-    value = obj.get(key)
-    return value if isinstance(value, list) else []
-
-
-def selector_labels(app_name: str, instance: str) -> dict[str, str]:
-    """The labels Services and PDBs select on (name + instance, as Slinky)."""
-    return {names.LABEL_NAME: app_name, names.LABEL_INSTANCE: instance}
-
-
-def component_labels(app_name: str, instance: str, component: str) -> dict[str, str]:
-    return {**selector_labels(app_name, instance), names.LABEL_COMPONENT: component}
 
 
 def child_metadata(

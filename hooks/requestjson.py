@@ -20,7 +20,7 @@ the decoder stops. Corners judged differently, each pinned by tests/hooks/test_r
 * An integer beyond 64 bits is read exactly; orjson, like Go, reads a float (or refuses one beyond
   the double range). An API server can send one: Go writes a float64 below 1e21 without exponent,
   and our CRDs keep unknown fields in places. So the shape checks count such an integer as "not an
-  integer", as they do the float (hooks/shapes.py), and a request whose answer fails on the shaped
+  integer", as they do the float (slinky_common/shapes.py), and a request whose answer fails on the shaped
   decode, as orjson refuses to write such an integer, is answered from the strict parse
   (hooks/app.py). What is left: a hook that reads such a number where it judges a spec says so in
   its own words (e.g. an InvalidSpec condition, where orjson's float or refusal gives another).
@@ -31,13 +31,11 @@ the decoder stops. Corners judged differently, each pinned by tests/hooks/test_r
 
 from __future__ import annotations
 
-import codecs
-from collections.abc import Callable
-from typing import Any, TypedDict, TypeVar, cast
+from typing import Any, TypedDict, cast
 
-import msgspec
-
-from hooks.contract import JSON, load_json_object
+from hooks.contract import load_json_object
+from slinky_common.decode import shaped
+from slinky_common.jsontypes import JSON
 
 
 class _Metadata(TypedDict, total=False):
@@ -90,27 +88,6 @@ class _Composite(TypedDict, total=False):
 OBSERVED_FIELDS = frozenset(_Observed.__annotations__)
 METADATA_FIELDS = frozenset(_Metadata.__annotations__)
 COMPOSITE_FIELDS = frozenset(_Composite.__annotations__)
-_UTF8_CHUNK = 1 << 16
-
-
-Body = TypeVar("Body", bound=bytes | bytearray)
-
-
-def shaped(shape: Any, strict: Callable[[Body], Any]) -> Callable[[Body], Any]:
-    """A decoder of JSON of ``shape`` (skipping what it leaves out); ``strict`` decodes, and judges,
-    whatever the shape does not fit, what is not valid UTF-8 and what nests past the recursion limit.
-    slurm_sync decodes its large listings this way too (slurm_sync/shapes.py)."""
-    decoder = msgspec.json.Decoder(shape)
-
-    def decode(body: Body) -> Any:
-        if not _is_utf8(body):
-            return strict(body)
-        try:
-            return decoder.decode(body)
-        except (msgspec.DecodeError, RecursionError):  # a ValidationError too: the shape does not fit
-            return strict(body)
-
-    return decode
 
 
 _composite = shaped(_Composite, load_json_object)
@@ -119,19 +96,3 @@ _composite = shaped(_Composite, load_json_object)
 def load_composite_request(body: bytes) -> JSON:
     """A CompositeController request without observed objects' managedFields (see the module docstring)."""
     return cast(JSON, _composite(body))  # a TypedDict is a plain dict
-
-
-def _is_utf8(body: bytes | bytearray) -> bool:
-    """Strict UTF-8 (surrogates refused, as orjson refuses them), checked in pieces: one accented
-    letter in a 15 MB request must not cost a 15 MB copy."""
-    if body.isascii():
-        return True
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    view = memoryview(body)
-    try:
-        for start in range(0, len(body), _UTF8_CHUNK):
-            decoder.decode(view[start : start + _UTF8_CHUNK])
-        decoder.decode(b"", final=True)
-    except UnicodeDecodeError:
-        return False
-    return True

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hooks import cluster, contract, names
+from hooks import cluster, contract
 from hooks.applied import Child, kept
-from hooks.cluster import JSON, Missing
+from hooks.cluster import Missing
 from hooks.contract import CompositeRequest, CustomizeRequest
 from hooks.controller.model import Controller, controller_ref_name, controller_rule, find_controller
-from hooks.objects import child_metadata, component_labels, selector_labels, service
+from hooks.objects import child_metadata, service
 from hooks.podtemplate import apply_pod_template, merge_container
 from hooks.status import workload_ready
+from slinky_common import fields, names, wellknown
+from slinky_common.jsontypes import JSON
+from slinky_common.wellknown import component_labels, selector_labels
 
 APP = "slurmrestd"
 COMPONENT = "restapi"
@@ -43,23 +46,23 @@ class RestApiSpec:
 
 
 def parse(parent: JSON) -> RestApiSpec:
-    spec = cluster.spec_of(parent)
+    spec = fields.spec_of(parent)
     return RestApiSpec(
         name=parent["metadata"]["name"],
-        namespace=cluster.namespace_of(parent),
+        namespace=fields.namespace_of(parent),
         controller=controller_ref_name(spec),
-        replicas=cluster.opt_int(spec, "replicas", 1),
-        slurmrestd={k: v for k, v in cluster.container_override(spec, "slurmrestd").items() if k != "args"},
-        args=cluster.str_list(cluster.opt_obj(spec, "slurmrestd"), "args", "spec.slurmrestd"),
-        template=cluster.opt_obj(spec, "template"),
-        service=cluster.service_override(spec),
+        replicas=fields.opt_int(spec, "replicas", 1),
+        slurmrestd={k: v for k, v in fields.container_override(spec, "slurmrestd").items() if k != "args"},
+        args=fields.str_list(fields.opt_obj(spec, "slurmrestd"), "args", "spec.slurmrestd"),
+        template=fields.opt_obj(spec, "template"),
+        service=fields.service_override(spec),
     )
 
 
 def customize(req: CustomizeRequest) -> JSON:
     """The Controller: its accountingRef, config map and slurm.key name shape the Deployment."""
-    ns = cluster.namespace_of(req.parent)
-    controller = cluster.derivable(lambda: [controller_ref_name(cluster.spec_of(req.parent))])
+    ns = fields.namespace_of(req.parent)
+    controller = cluster.derivable(lambda: [controller_ref_name(fields.spec_of(req.parent))])
     return {"relatedResources": [controller_rule(ns, name) for name in controller]}
 
 
@@ -99,7 +102,7 @@ def build_service(parent: JSON, spec: RestApiSpec) -> JSON:
         component_labels(APP, spec.name, COMPONENT),
         selector_labels(APP, spec.name),
         APP,
-        cluster.SLURMRESTD_PORT,
+        wellknown.SLURMRESTD_PORT,
         spec.service,
     )
 
@@ -107,7 +110,7 @@ def build_service(parent: JSON, spec: RestApiSpec) -> JSON:
 def slurmrestd_args(spec: RestApiSpec, controller: Controller) -> list[str]:
     """Without accounting slurmrestd must not load the slurmdbd plugins; the listen address goes last."""
     base = [] if controller.accounting else ["-s", "openapi/slurmctld"]
-    return [*base, *spec.args, f"0.0.0.0:{cluster.SLURMRESTD_PORT}"]
+    return [*base, *spec.args, f"0.0.0.0:{wellknown.SLURMRESTD_PORT}"]
 
 
 def build_deployment(parent: JSON, spec: RestApiSpec, controller: Controller) -> JSON:
@@ -121,7 +124,7 @@ def build_deployment(parent: JSON, spec: RestApiSpec, controller: Controller) ->
                 {"name": "SLURM_JWT", "value": "daemon"},
                 {"name": "SLURMRESTD_SECURITY", "value": "disable_unshare_files,disable_unshare_sysv"},
             ],
-            "ports": [{"name": APP, "containerPort": cluster.SLURMRESTD_PORT, "protocol": "TCP"}],
+            "ports": [{"name": APP, "containerPort": wellknown.SLURMRESTD_PORT, "protocol": "TCP"}],
             "startupProbe": {**tcp, "failureThreshold": 6, "periodSeconds": 10},
             "livenessProbe": {**tcp, "failureThreshold": 6, "periodSeconds": 10},
             "readinessProbe": dict(tcp),

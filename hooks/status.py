@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hooks.names import CONDITION_READY
+from slinky_common.names import CONDITION_READY
 
 JSON = dict[str, Any]
 

@@ -24,10 +24,14 @@ import jwt
 
 from hooks import cluster, contract
 from hooks.applied import kept
-from hooks.cluster import JSON, InvalidSpec, KeyRef, Missing
+from hooks.cluster import Missing
 from hooks.contract import CompositeRequest, CustomizeRequest
 from hooks.objects import child_metadata
 from hooks.status import Problem, ready_condition, unmet
+from slinky_common import fields
+from slinky_common.errors import InvalidSpec
+from slinky_common.fields import KeyRef
+from slinky_common.jsontypes import JSON
 
 DEFAULT_LIFETIME = "15m"
 DEFAULT_USERNAME = "nobody"
@@ -75,36 +79,36 @@ def parse_duration(text: str, field: str) -> Decimal:
 
 
 def parse(parent: JSON) -> TokenSpec:
-    spec = cluster.spec_of(parent)
+    spec = fields.spec_of(parent)
     name = parent["metadata"]["name"]
     key = _key_ref(spec)
-    username = cluster.opt_str(spec, "username") or DEFAULT_USERNAME
-    lifetime = int(parse_duration(cluster.opt_str(spec, "lifetime", DEFAULT_LIFETIME), "spec.lifetime"))
+    username = fields.opt_str(spec, "username") or DEFAULT_USERNAME
+    lifetime = int(parse_duration(fields.opt_str(spec, "lifetime", DEFAULT_LIFETIME), "spec.lifetime"))
     if lifetime < 1:
         raise InvalidSpec("spec.lifetime must be at least 1s")
-    secret_ref = cluster.opt_obj(spec, "secretRef")
+    secret_ref = fields.opt_obj(spec, "secretRef")
     return TokenSpec(
         name=name,
-        namespace=cluster.namespace_of(parent),
+        namespace=fields.namespace_of(parent),
         key=key,
         username=username,
         lifetime=min(lifetime, MAX_LIFETIME_SECONDS),
-        refresh=cluster.opt_bool(spec, "refresh", True),
-        secret_name=cluster.opt_str(secret_ref, "name", where="spec.secretRef") or f"{name}-jwt-{username}",
-        secret_key=cluster.opt_str(secret_ref, "key", where="spec.secretRef") or DEFAULT_SECRET_KEY,
+        refresh=fields.opt_bool(spec, "refresh", True),
+        secret_name=fields.opt_str(secret_ref, "name", where="spec.secretRef") or f"{name}-jwt-{username}",
+        secret_key=fields.opt_str(secret_ref, "key", where="spec.secretRef") or DEFAULT_SECRET_KEY,
     )
 
 
 def _key_ref(spec: JSON) -> KeyRef:
-    key = cluster.jwt_key_ref(spec)
+    key = fields.jwt_key_ref(spec)
     if key is None:
         raise InvalidSpec("spec.jwtKeyRef (or the deprecated spec.jwtHs256KeyRef) is required")
     return key
 
 
 def customize(req: CustomizeRequest) -> JSON:
-    ns = cluster.namespace_of(req.parent)
-    key = cluster.derivable(lambda: [_key_ref(cluster.spec_of(req.parent)).name])
+    ns = fields.namespace_of(req.parent)
+    key = cluster.derivable(lambda: [_key_ref(fields.spec_of(req.parent)).name])
     return {"relatedResources": [cluster.secret_rule(ns, key)] if key else []}
 
 

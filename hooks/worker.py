@@ -9,7 +9,7 @@ between reads. The request line and headers must arrive within HOOKS_READ_TIMEOU
 keep-alive wait, which also ends an idle kept-alive connection), and the body within as long again
 once they have: past it, reading the body raises TimeoutError, which the app answers with 408, and
 the connection closes. The app reads the body itself, after checking the bearer token, and before it
-pauses the collector (hooks/gcpause.py).
+pauses the collector (slinky_common/gcpause.py).
 """
 
 from __future__ import annotations

@@ -14,8 +14,7 @@ from typing import overload
 
 from kubernetes import client, config
 
-from hooks import names
-from slurm_sync import logs
+from slinky_common import logs, names
 from slurm_sync.bridge.kube import BridgeKube
 from slurm_sync.bridge.loop import BridgeLoop, token_file
 from slurm_sync.cache import IDLE_SECONDS, CachedKube, KubeCache

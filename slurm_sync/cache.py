@@ -26,8 +26,8 @@ from typing import Any, Generic, TypeVar
 import orjson
 from kubernetes import client
 
-from hooks import names
-from hooks.requestjson import shaped
+from slinky_common import names
+from slinky_common.decode import shaped
 from slurm_sync.informer import Collection, Informer, Lister, Watcher
 from slurm_sync.kube import Kube, WriteCounter, selector
 from slurm_sync.shapes import record

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hooks import names
+from slinky_common import names
 from slurm_sync.kube import Kube, describe_error
 
 log = logging.getLogger(__name__)

@@ -30,7 +30,7 @@ import urllib3
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from hooks import names
+from slinky_common import names
 from slurm_sync.inflight import InFlight
 from slurm_sync.shapes import Decode  # a listing page's bytes -> its JSON (the cache's decodes only what it keeps)
 

@@ -30,7 +30,8 @@ from slurm_sync.kube import Kube, describe_error
 from slurm_sync.metrics import Metrics
 from slurm_sync.operator.deletion import DEFAULT_GRACE
 from slurm_sync.operator.discovery import ClusterHandle, Clusters, KeyUnusable, plan_clusters
-from slurm_sync.operator.loop import FULL_REPLAN_INTERVAL, PassResult, Tally, release_retained_claims
+from slurm_sync.operator.loop import FULL_REPLAN_INTERVAL, PassResult, release_retained_claims
+from slurm_sync.operator.steps import Tally
 from slurm_sync.operator.view import read_nodeset
 from slurm_sync.runner import Outcome, Runner, overdue_after
 from slurm_sync.slurm.client import WriteBudget

@@ -1,14 +1,23 @@
-"""The layout shows the architecture: packages per resource and loop, no prefixed siblings, no import cycles."""
+"""The layout shows the architecture: packages per resource and loop, no prefixed siblings, no import cycles,
+and the two halves (hooks, slurm_sync) sharing only slinky_common."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-PACKAGES = ("hooks", "slurm_sync")
+PACKAGES = ("hooks", "slinky_common", "slurm_sync")
+# Which top-level packages each may import; TYPE_CHECKING imports count (an annotation is a dependency too).
+ALLOWED = {
+    "hooks": {"hooks", "slinky_common"},
+    "slurm_sync": {"slurm_sync", "slinky_common"},
+    "slinky_common": {"slinky_common"},
+}
 
 
 def modules() -> dict[str, Path]:
@@ -22,17 +31,14 @@ def modules() -> dict[str, Path]:
     return found
 
 
-def runtime_imports(path: Path, name: str, known: set[str]) -> set[str]:
-    """Project modules `name` imports when it runs (imports under `if TYPE_CHECKING:` only annotate)."""
+def project_imports(path: Path, name: str, known: set[str]) -> set[str]:
+    """Project modules `name` imports, those under `if TYPE_CHECKING:` included: a module that annotates with
+    another's types depends on it as much as one that calls it."""
     tree = ast.parse(path.read_text(), str(path))
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out: set[str] = set()
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for child in node.orelse:
-                visit(child)
-            return
         if isinstance(node, ast.Import):
             out.update(alias.name for alias in node.names if alias.name in known)
         elif isinstance(node, ast.ImportFrom):
@@ -91,7 +97,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def import_graph() -> dict[str, set[str]]:
     mods = modules()
     known = set(mods)
-    return {name: runtime_imports(path, name, known) for name, path in mods.items()}
+    return {name: project_imports(path, name, known) for name, path in mods.items()}
 
 
 def test_no_import_cycles() -> None:
@@ -102,14 +108,20 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-def test_hooks_never_import_slurm_sync() -> None:
+def test_the_halves_share_only_slinky_common() -> None:
+    """hooks and slurm_sync never import each other; slinky_common imports neither (docs/architecture.md §1)."""
     graph = import_graph()
     offenders = {
-        name: sorted(t for t in targets if t.startswith("slurm_sync"))
+        name: sorted(t for t in targets if t.split(".")[0] not in ALLOWED[name.split(".")[0]])
         for name, targets in graph.items()
-        if name.startswith("hooks")
     }
     assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_the_import_reader_sees_annotation_only_imports(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from hooks.names import GROUP\n")
+    assert project_imports(module, "slinky_common.m", {"hooks.names"}) == {"hooks.names"}
 
 
 @pytest.mark.parametrize("folder", sorted({p.parent for package in PACKAGES for p in (REPO / package).rglob("*.py")}))
@@ -132,3 +144,10 @@ def test_each_resource_with_several_modules_and_each_loop_is_a_package() -> None
         "slurm_sync/bridge",
     ):
         assert (REPO / package / "__init__.py").exists(), package
+
+
+def test_starting_slurm_sync_loads_no_hook_module() -> None:
+    """What slurm_sync needs of the hooks' vocabulary comes from slinky_common, not from loading the hook server."""
+    code = "import slurm_sync.__main__, sys; print(sorted(m for m in sys.modules if m.split('.')[0] == 'hooks'))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

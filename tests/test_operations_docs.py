@@ -2,7 +2,7 @@
 
 helm commands render with the real helm (same chart, namespace and values); kubectl commands name
 only kinds, objects, labels, annotations, fields and conditions that exist in the CRDs, the
-rendered charts and hooks/names.py; make targets exist; curl asks a port the page forwarded, for a
+rendered charts and slinky_common/names.py; make targets exist; curl asks a port the page forwarded, for a
 path the process serves. A command of any other program fails the test, so none goes unchecked.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from hooks import names, slurmstate
+from slinky_common import names, slurmstate
 from slurm_sync import __main__ as slurm_sync_cli
 from tests.charts import helm
 
@@ -245,7 +245,7 @@ def test_kubectl_names_what_exists(command: Command) -> None:
     if verb == "annotate":  # kind, object, then key=value (set) or key- (remove) each
         for change in words[2:]:
             key = change.split("=", 1)[0].removesuffix("-")
-            assert key in name_values(), f"{command.line}: {key} is not defined in hooks/names.py"
+            assert key in name_values(), f"{command.line}: {key} is not defined in slinky_common/names.py"
         words = words[:2]
     if verb == "apply":
         path = command.option("-f")
@@ -278,7 +278,7 @@ def _check_field(command: Command, kind: str, path: list[str]) -> None:
     if path[0] == "items":  # a list: the fields of its items
         path = path[1:]
     if path[:2] in (["metadata", "annotations"], ["metadata", "labels"]):
-        assert path[2] in name_values(), f"{command.line}: {path[2]} is not defined in hooks/names.py"
+        assert path[2] in name_values(), f"{command.line}: {path[2]} is not defined in slinky_common/names.py"
     elif kind in crds() and path[0] in ("status", "spec"):
         schema = crds()[kind]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
         for part in path:

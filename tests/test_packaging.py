@@ -10,6 +10,7 @@ from importlib.metadata import packages_distributions
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("hooks", "slinky_common", "slurm_sync")  # what the image ships
 
 
 def _pins(name: str) -> dict[str, str]:
@@ -37,12 +38,12 @@ def test_shipped_code_imports_only_runtime_packages():
     runtime = _pins("requirements.lock")
     distributions = packages_distributions()
     imported: set[str] = set()
-    for path in [*ROOT.glob("hooks/**/*.py"), *ROOT.glob("slurm_sync/**/*.py")]:
+    for path in [path for package in PACKAGES for path in ROOT.glob(f"{package}/**/*.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 imported |= {alias.name.split(".")[0] for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 imported.add(node.module.split(".")[0])
-    third_party = {m for m in imported if m not in sys.stdlib_module_names and m not in ("hooks", "slurm_sync")}
+    third_party = {m for m in imported if m not in sys.stdlib_module_names and m not in PACKAGES}
     missing = {m for m in third_party if not {_norm(d) for d in distributions.get(m, [m])} & runtime.keys()}
-    assert not missing, f"imported by hooks/ or slurm_sync/ but not in requirements.lock: {sorted(missing)}"
+    assert not missing, f"imported by our packages but not in requirements.lock: {sorted(missing)}"

@@ -33,9 +33,9 @@ sys.path.insert(0, str(ROOT))
 
 import yaml  # noqa: E402 - after the sys.path insert that makes the repo importable
 
-from hooks import names as n  # noqa: E402 - after the sys.path insert that makes the repo importable
 from hooks.cluster import IMAGE_TAG  # noqa: E402 - after the sys.path insert that makes the repo importable
 from hooks.nodeset.pods import revision_hash  # noqa: E402 - after the sys.path insert that makes the repo importable
+from slinky_common import names as n  # noqa: E402 - after the sys.path insert that makes the repo importable
 
 OUT = Path(__file__).resolve().parent
 MANIFESTS = ROOT / "compositecontrollers"

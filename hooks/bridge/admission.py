@@ -38,9 +38,9 @@ from dataclasses import dataclass
 
 import orjson
 
-from hooks import names
-from hooks.bridge import quantity, resources
-from hooks.contract import JSON, AdmissionRequest
+from hooks.contract import AdmissionRequest
+from slinky_common import names, quantity, resources
+from slinky_common.jsontypes import JSON
 
 DEFAULT_SCHEDULER = "default-scheduler"
 _KINDS = ("requests", "limits")

@@ -13,8 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from hooks import names
-from hooks.bridge import quantity
+from slinky_common import names, quantity
 
 _INT32 = re.compile(r"[+-]?[0-9]+")
 STRING_KEYS = ("account", "constraints", "gres", "group-id", "job-name", "licenses", "partition", "qos",

@@ -16,10 +16,10 @@ from typing import Any
 
 import orjson
 
-from hooks.bridge import resources
 from hooks.bridge.annotations import JobAnnotations
 from hooks.bridge.settings import BridgeSettings
 from hooks.bridge.workload import Group
+from slinky_common import resources
 
 JSON = dict[str, Any]
 # Annotation -> job field for the strings passed verbatim.

@@ -35,9 +35,10 @@ import re
 
 import orjson
 
-from hooks import names
-from hooks.bridge import quantity, settings
-from hooks.contract import JSON, DecoratorRequest
+from hooks.bridge import settings
+from hooks.contract import DecoratorRequest
+from slinky_common import names, quantity
+from slinky_common.jsontypes import JSON
 
 # Slurm reads node_conf as space-separated Key=Value words: no blanks, quotes, '=' or '#' inside.
 _PARTITION = re.compile(r"[A-Za-z0-9._-]+")

@@ -37,10 +37,11 @@ Contract with slurm_sync (all on the pod; `names.*` spell the keys):
 
 from __future__ import annotations
 
-from hooks import names
 from hooks.bridge import annotations as job_annotations
-from hooks.bridge import job, quantity, resources, settings, workload
-from hooks.contract import JSON, CustomizeRequest, DecoratorRequest
+from hooks.bridge import job, settings, workload
+from hooks.contract import CustomizeRequest, DecoratorRequest
+from slinky_common import names, quantity, resources
+from slinky_common.jsontypes import JSON
 
 
 def sync(req: DecoratorRequest) -> JSON:

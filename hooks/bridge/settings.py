@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hooks import names
-from hooks.contract import JSON
+from slinky_common import names
+from slinky_common.jsontypes import JSON
 
 DEFAULT_PARTITION = "slurm-bridge"
 DEFAULT_MCS_LABEL = "kubernetes"

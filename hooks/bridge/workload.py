@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from hooks import names
-from hooks.bridge import quantity
-from hooks.contract import JSON, DecoratorRequest
+from hooks.contract import DecoratorRequest
+from slinky_common import names, quantity
+from slinky_common.jsontypes import JSON
 
 
 @dataclass(frozen=True)

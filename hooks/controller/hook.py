@@ -25,13 +25,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, TypeGuard
 
-from hooks import cluster, contract, names, slurmconf
+from hooks import cluster, contract, slurmconf
 from hooks.contract import CompositeRequest, CustomizeRequest
-from hooks.controller.model import SLURMCTLD_PORT, Endpoint
+from hooks.controller.model import Endpoint
 from hooks.controller.pod import APP_NAME, COMPONENT, statefulset
 from hooks.controller.spec import NODESET, ControllerSpec, Resolved, parse_spec, referenced_configmaps, resolve
-from hooks.objects import child_metadata, component_labels, content_hash, selector_labels, service
+from hooks.objects import child_metadata, content_hash, service
 from hooks.status import condition, ready_condition, replica_count, unmet, workload_ready
+from slinky_common import fields, names, nodesetconf, wellknown
+from slinky_common.wellknown import SLURMCTLD_PORT, component_labels, selector_labels
 
 JSON = dict[str, Any]
 
@@ -51,23 +53,21 @@ def customize(req: CustomizeRequest) -> JSON:
 
     Each rule is derived on its own, so an invalid value in one field still leaves the others.
     """
-    ns, spec = cluster.namespace_of(req.parent), cluster.spec_of(req.parent)
+    ns, spec = fields.namespace_of(req.parent), fields.spec_of(req.parent)
 
     def in_cluster() -> bool:  # slurm.conf for clients of an external slurmctld names only it and slurmdbd
-        return not cluster.opt_bool(spec, "external", False)
+        return not fields.opt_bool(spec, "external", False)
 
     def secrets() -> list[str]:
-        return [
-            ref.name for ref in (cluster.key_ref(spec, "slurmKeyRef"), cluster.jwt_key_ref(spec)) if ref is not None
-        ]
+        return [ref.name for ref in (fields.key_ref(spec, "slurmKeyRef"), fields.jwt_key_ref(spec)) if ref is not None]
 
     def configmaps() -> list[str]:
-        jwks = cluster.key_ref(spec, "jwksKeyRef")
+        jwks = fields.key_ref(spec, "jwksKeyRef")
         return [*referenced_configmaps(spec), *([jwks.name] if jwks else [])]
 
     return {
         "relatedResources": cluster.derivable(
-            lambda: _by_name(names.API_VERSION, "accountings", ns, [cluster.local_ref_name(spec, "accountingRef")]),
+            lambda: _by_name(names.API_VERSION, "accountings", ns, [fields.local_ref_name(spec, "accountingRef")]),
             lambda: (
                 [{"apiVersion": names.API_VERSION, "resource": "nodesets", "namespace": ns}] if in_cluster() else []
             ),
@@ -133,7 +133,7 @@ def _config_data(spec: ControllerSpec, refs: Resolved, observed: JSON | None) ->
         return dict(kept), True
     accounting = refs.accounting
     if spec.accounting and accounting is None:  # not created yet: the in-cluster default is the likely answer
-        accounting = Endpoint(f"{cluster.accounting_host(spec.accounting)}.{spec.namespace}", cluster.SLURMDBD_PORT)
+        accounting = Endpoint(f"{cluster.accounting_host(spec.accounting)}.{spec.namespace}", wellknown.SLURMDBD_PORT)
     if spec.external is not None:
         return {slurmconf.SLURM_CONF_FILE: slurmconf.render_external(spec.cluster_name, spec, accounting)}, False
     conf = slurmconf.SlurmConf(
@@ -158,7 +158,7 @@ def _scripts(spec: ControllerSpec, refs: Resolved) -> slurmconf.Scripts:
         return tuple(
             sorted(
                 {
-                    slurmconf.check_word(key, f"related[{CONFIGMAP!r}][{spec.namespace}/{name}].data key")
+                    nodesetconf.check_word(key, f"related[{CONFIGMAP!r}][{spec.namespace}/{name}].data key")
                     for name in spec.scripts[field]
                     for key in refs.configmaps.get(name, {})
                 }
@@ -240,7 +240,7 @@ def _worker_service(parent: JSON, spec: ControllerSpec) -> JSON:
         _worker_labels(spec),
         selector,
         WORKER_APP_NAME,
-        cluster.SLURMD_PORT,
+        wellknown.SLURMD_PORT,
         headless=True,
     )
 

@@ -17,9 +17,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from hooks import cluster, contract, names
-from hooks.cluster import InvalidSpec, KeyRef
+from hooks import cluster, contract
 from hooks.contract import CompositeRequest
+from slinky_common import fields, names
+from slinky_common.errors import InvalidSpec
+from slinky_common.fields import KeyRef
 
 JSON = dict[str, Any]
 
@@ -53,7 +55,7 @@ def check_port(value: Any, where: str) -> int:
 
 def external_endpoint(spec: JSON, where: str) -> Endpoint:
     """`externalConfig` of an external Controller or Accounting; `where` names the spec in messages."""
-    ext = cluster.opt_obj(spec, "externalConfig", where)
+    ext = fields.opt_obj(spec, "externalConfig", where)
     return Endpoint(
         check_host(ext.get("host"), f"{where}.externalConfig.host"),
         check_port(ext.get("port"), f"{where}.externalConfig.port"),
@@ -127,26 +129,26 @@ class Controller:
 
 def read_controller(obj: JSON, namespace: str, where: str) -> Controller:
     """A Controller CR's model; an unusable field raises InvalidSpec, `where` naming its spec in the message."""
-    spec = cluster.spec_of(obj)
-    external = cluster.opt_bool(spec, "external", False, where)
-    ha = cluster.opt_obj(spec, "ha", where)
-    ha_enabled = cluster.opt_bool(ha, "enabled", False, f"{where}.ha")
-    backups = cluster.opt_int(ha, "backups", 1, f"{where}.ha", minimum=1, maximum=MAX_BACKUPS)
+    spec = fields.spec_of(obj)
+    external = fields.opt_bool(spec, "external", False, where)
+    ha = fields.opt_obj(spec, "ha", where)
+    ha_enabled = fields.opt_bool(ha, "enabled", False, f"{where}.ha")
+    backups = fields.opt_int(ha, "backups", 1, f"{where}.ha", minimum=1, maximum=MAX_BACKUPS)
     return Controller(
         name=obj["metadata"]["name"],
         namespace=namespace,
         external=external_endpoint(spec, where) if external else None,
         backups=backups if ha_enabled and not external else 0,
-        slurm_key=cluster.key_ref(spec, "slurmKeyRef", where),
-        jwt_key=cluster.jwt_key_ref(spec, where),
-        accounting=cluster.local_ref_name(spec, "accountingRef", where),
+        slurm_key=fields.key_ref(spec, "slurmKeyRef", where),
+        jwt_key=fields.jwt_key_ref(spec, where),
+        accounting=fields.local_ref_name(spec, "accountingRef", where),
         deleting=bool(obj["metadata"].get("deletionTimestamp")),
     )
 
 
 def controller_ref_name(spec: JSON) -> str:
     """`spec.controllerRef.name` of a NodeSet, LoginSet or RestApi (the Controller is in the same namespace)."""
-    name = cluster.local_ref_name(spec, "controllerRef")
+    name = fields.local_ref_name(spec, "controllerRef")
     if not name:
         raise InvalidSpec("spec.controllerRef.name is required")
     return name

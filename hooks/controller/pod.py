@@ -12,13 +12,14 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from hooks import cluster, names, slurmconf
-from hooks.controller.model import SLURMCTLD_PORT
+from hooks import cluster, slurmconf
 from hooks.controller.spec import ControllerSpec
 
 # The same log FIFO sidecar as slurmd's (slurmctld writes its log into the FIFO it reads).
-from hooks.objects import child_metadata, component_labels, selector_labels
+from hooks.objects import child_metadata
 from hooks.podtemplate import apply_pod_template, merge_container
+from slinky_common import names
+from slinky_common.wellknown import SLURMCTLD_PORT, component_labels, selector_labels
 
 JSON = dict[str, Any]
 

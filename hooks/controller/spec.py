@@ -14,10 +14,12 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from hooks import cluster, contract, slurmconf
-from hooks.cluster import InvalidSpec, KeyRef
-from hooks.contract import BadHookRequest, CompositeRequest
+from hooks import cluster, contract
+from hooks.contract import CompositeRequest
 from hooks.controller.model import Controller, Endpoint, check_port, external_endpoint, read_controller
+from slinky_common import fields, nodesetconf, wellknown
+from slinky_common.errors import BadHookRequest, InvalidSpec
+from slinky_common.fields import KeyRef
 
 JSON = dict[str, Any]
 
@@ -93,41 +95,39 @@ class Resolved:
 
     secrets: dict[str, bytes]  # "<secret>/<key>" -> value, for the key hashes
     configmaps: dict[str, dict[str, str]]
-    nodesets: tuple[slurmconf.NodeSetConf, ...]
+    nodesets: tuple[nodesetconf.NodeSetConf, ...]
     accounting: Endpoint | None
     missing: tuple[str, ...] = ()  # one message per missing object or key
     config_inputs_missing: bool = False  # slurm.conf/cgroup.conf depend on a missing object
 
 
 def parse_spec(parent: JSON) -> ControllerSpec:
-    namespace = cluster.namespace_of(parent)
-    spec = cluster.spec_of(parent)
-    cluster_name = slurmconf.check_word(
-        cluster.opt_str(spec, "clusterName") or f"{namespace}_{parent['metadata']['name']}", "spec.clusterName"
-    )
+    namespace = fields.namespace_of(parent)
+    spec = fields.spec_of(parent)
+    cluster_name = wellknown.cluster_name(parent)
     controller = read_controller(parent, namespace, "spec")
-    persistence = _persistence(cluster.opt_obj(spec, "persistence"))
+    persistence = _persistence(fields.opt_obj(spec, "persistence"))
     if controller.ha and not (persistence.enabled and persistence.existing_claim):
         raise InvalidSpec(
             "spec.persistence.existingClaim is required (with persistence.enabled) when spec.ha.enabled: "
             "backups share StateSaveLocation through a ReadWriteMany claim"
         )
-    metrics = cluster.opt_obj(spec, "metrics")
-    metrics_enabled = cluster.opt_bool(metrics, "enabled", False, "spec.metrics")
+    metrics = fields.opt_obj(spec, "metrics")
+    metrics_enabled = fields.opt_bool(metrics, "enabled", False, "spec.metrics")
     return ControllerSpec(
         **{field.name: getattr(controller, field.name) for field in dataclasses.fields(Controller)},
         cluster_name=cluster_name,
-        jwks=cluster.key_ref(spec, "jwksKeyRef"),
-        inplace_reconfigure=cluster.opt_bool(spec, "inplaceReconfigure", False),
-        slurmctld=cluster.container_override(spec, "slurmctld"),
-        reconfigure=cluster.container_override(spec, "reconfigure"),
-        logfile=cluster.container_override(spec, "logfile"),
-        template=cluster.opt_obj(spec, "template"),
-        extra_conf=slurmconf.check_extra_conf(cluster.opt_str(spec, "extraConf"), "spec.extraConf"),
+        jwks=fields.key_ref(spec, "jwksKeyRef"),
+        inplace_reconfigure=fields.opt_bool(spec, "inplaceReconfigure", False),
+        slurmctld=fields.container_override(spec, "slurmctld"),
+        reconfigure=fields.container_override(spec, "reconfigure"),
+        logfile=fields.container_override(spec, "logfile"),
+        template=fields.opt_obj(spec, "template"),
+        extra_conf=nodesetconf.check_extra_conf(fields.opt_str(spec, "extraConf"), "spec.extraConf"),
         config_files=_local_refs(spec, "configFileRefs"),
         scripts={f: _local_refs(spec, f) for f in _SCRIPT_FIELDS},
         persistence=persistence,
-        service=cluster.service_override(spec),
+        service=fields.service_override(spec),
         metrics=metrics_enabled,
         service_monitor=_service_monitor(metrics) if metrics_enabled else None,
     )
@@ -167,7 +167,7 @@ def resolve(req: CompositeRequest, spec: ControllerSpec) -> Resolved:
         else:
             accounting = accounting_endpoint(found, f"related Accounting {spec.accounting!r}")
     nodesets = tuple(
-        slurmconf.nodeset_conf(ns, f"related NodeSet {ns['metadata']['name']!r}")
+        nodesetconf.nodeset_conf(ns, f"related NodeSet {ns['metadata']['name']!r}")
         for ns in req.related_of(NODESET)
         if ns["metadata"].get("namespace", spec.namespace) == spec.namespace
         and ((ns.get("spec") or {}).get("controllerRef") or {}).get("name") == spec.name
@@ -177,11 +177,11 @@ def resolve(req: CompositeRequest, spec: ControllerSpec) -> Resolved:
 
 def accounting_endpoint(accounting: JSON, where: str) -> Endpoint:
     """Where slurmctld reaches slurmdbd: the external host, or the Accounting's Service."""
-    spec = cluster.spec_of(accounting)
+    spec = fields.spec_of(accounting)
     if spec.get("external"):
         return external_endpoint(spec, f"{where} spec")
     meta = accounting["metadata"]
-    port = (spec.get("service") or {}).get("port") or cluster.SLURMDBD_PORT
+    port = (spec.get("service") or {}).get("port") or wellknown.SLURMDBD_PORT
     host = f"{cluster.accounting_host(meta['name'])}.{meta.get('namespace', '')}"
     return Endpoint(host, check_port(port, f"{where} spec.service.port"))
 
@@ -196,16 +196,16 @@ def _configmap_data(obj: JSON) -> dict[str, str]:
 def _persistence(p: JSON) -> Persistence:
     claim_spec = {k: p[k] for k in _CLAIM_FIELDS if p.get(k) is not None}
     return Persistence(
-        enabled=cluster.opt_bool(p, "enabled", True, "spec.persistence"),
-        existing_claim=cluster.opt_str(p, "existingClaim", where="spec.persistence"),
+        enabled=fields.opt_bool(p, "enabled", True, "spec.persistence"),
+        existing_claim=fields.opt_str(p, "existingClaim", where="spec.persistence"),
         claim_spec={**_CLAIM_DEFAULTS, **claim_spec},
     )
 
 
 def _service_monitor(metrics: JSON) -> ServiceMonitorSpec | None:
     where = "spec.metrics.serviceMonitor"
-    sm = cluster.opt_obj(metrics, "serviceMonitor", "spec.metrics")
-    if not cluster.opt_bool(sm, "enabled", False, where):
+    sm = fields.opt_obj(metrics, "serviceMonitor", "spec.metrics")
+    if not fields.opt_bool(sm, "enabled", False, where):
         return None
     endpoints = sm.get("endpoints") or []
     if not isinstance(endpoints, list) or not all(
@@ -215,8 +215,8 @@ def _service_monitor(metrics: JSON) -> ServiceMonitorSpec | None:
     return ServiceMonitorSpec(
         labels=_str_map(sm, "labels", where),
         annotations=_str_map(sm, "annotations", where),
-        interval=cluster.opt_str(sm, "interval", where=where),
-        scrape_timeout=cluster.opt_str(sm, "scrapeTimeout", where=where),
+        interval=fields.opt_str(sm, "interval", where=where),
+        scrape_timeout=fields.opt_str(sm, "scrapeTimeout", where=where),
         endpoints=tuple(endpoints),
     )
 

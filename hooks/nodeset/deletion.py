@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, TypeGuard
 
-from hooks import names
 from hooks.nodeset.observe import ObservedPod, still_wanted
 from hooks.status import condition
+from slinky_common import names
 
 JSON = dict[str, Any]
 

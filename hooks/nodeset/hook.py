@@ -51,9 +51,8 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from hooks import cluster, names
+from hooks import cluster
 from hooks.applied import Child, Kept, kept, kind_and_name, name_of
-from hooks.cluster import InvalidSpec
 from hooks.contract import ChildReader, CompositeRequest, CustomizeRequest
 from hooks.controller.model import Controller, controller_ref_name, controller_rule, find_controller
 from hooks.nodeset import deletion, reservation
@@ -85,8 +84,10 @@ from hooks.nodeset.spec import (
     related_nodes_selector,
     sssd_secret_name,
 )
-from hooks.objects import selector_labels
 from hooks.status import condition
+from slinky_common import fields, names
+from slinky_common.errors import InvalidSpec
+from slinky_common.wellknown import selector_labels
 
 JSON = dict[str, Any]
 
@@ -109,7 +110,7 @@ def customize(req: CustomizeRequest) -> JSON:
     namespace = parent["metadata"].get("namespace") or ""
 
     def controller() -> list[JSON]:
-        return [controller_rule(namespace, controller_ref_name(cluster.spec_of(parent)))]
+        return [controller_rule(namespace, controller_ref_name(fields.spec_of(parent)))]
 
     def nodes() -> list[JSON]:
         selector = related_nodes_selector(parent)
@@ -218,7 +219,7 @@ def _finalize_invalid(req: CompositeRequest, err: InvalidSpec) -> JSON:
     namespace = parent["metadata"].get("namespace") or ""
     pods = _observed_pods(req, parent["metadata"]["name"])
     try:
-        controller = find_controller(req, namespace, controller_ref_name(cluster.spec_of(parent)))
+        controller = find_controller(req, namespace, controller_ref_name(fields.spec_of(parent)))
     except InvalidSpec:
         controller = None
     mode, plan = _release_plan(parent, pods, controller)

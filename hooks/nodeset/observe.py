@@ -20,9 +20,9 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
 
-from hooks import names, slurmstate
 from hooks.applied import Kept, kept
-from hooks.objects import dict_field, list_field
+from slinky_common import names, slurmstate
+from slinky_common.jsontypes import dict_field, list_field
 
 JSON = dict[str, Any]
 
@@ -155,7 +155,8 @@ class ObservedPod:
 
 
 def observe_pod(obj: JSON, nodeset: str, parent_uid: str) -> ObservedPod:
-    """Read one observed pod, of the JSON types the contract checked (hooks/shapes.py); no value makes it raise."""
+    """Read one observed pod, of the JSON types the contract checked (slinky_common/shapes.py); no value
+    makes it raise."""
     meta = dict_field(obj, "metadata")
     name = str(meta.get("name") or "")
     # Only the string values of these maps count; look up the few keys read (a sync reads every

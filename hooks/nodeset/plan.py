@@ -15,11 +15,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hooks import names
 from hooks.nodeset.observe import ObservedPod, victim_order
 from hooks.nodeset.pods import PodSlot, daemonset_slot, statefulset_slot
-from hooks.nodeset.scheduling import Fit, node_fit, node_hostname
+from hooks.nodeset.scheduling import Fit, node_fit
 from hooks.nodeset.spec import ROLLING_UPDATE, SCHEDULED_UPDATE, NodeSetSpec
+from slinky_common import names
+from slinky_common.wellknown import node_hostname
 
 JSON = dict[str, Any]
 

@@ -17,13 +17,16 @@ from typing import Any
 
 import orjson
 
-from hooks import cluster, names
-from hooks.cluster import KeyRef
+from hooks import cluster
 from hooks.controller.model import Controller
-from hooks.gres import node_gres
 from hooks.nodeset.spec import NodeSetSpec
-from hooks.objects import child_metadata, component_labels, content_hash, selector_labels
+from hooks.objects import child_metadata, content_hash
 from hooks.podtemplate import apply_pod_template, merge_container
+from slinky_common import names, wellknown
+from slinky_common.fields import KeyRef
+from slinky_common.gres import node_gres
+from slinky_common.nodesetconf import parse_extra_conf
+from slinky_common.wellknown import component_labels, selector_labels
 
 JSON = dict[str, Any]
 
@@ -123,17 +126,6 @@ def conf_argument(spec: NodeSetSpec) -> str:
     conf = {key: ",".join(v for v in values if v) for key, values in items.items()}
     conf.update(Features=",".join(sorted(features)), Gres=gres or "")
     return "'" + " ".join(f"{key}={value}" for key, value in sorted(conf.items()) if value) + "'"
-
-
-def parse_extra_conf(extra_conf: str) -> dict[str, list[str]]:
-    """`Key=Value` tokens by capitalised key; a malformed string counts as empty (as Slinky)."""
-    items: dict[str, list[str]] = {}
-    for token in extra_conf.split():
-        key, sep, value = token.partition("=")
-        if not sep or not key:
-            return {}
-        items.setdefault(key[:1].upper() + key[1:], []).append(value)
-    return items
 
 
 def sshd_config(spec: NodeSetSpec) -> str:
@@ -325,7 +317,7 @@ def _worker_toleration() -> JSON:
 
 def _slurmd_container(spec: NodeSetSpec, controller: Controller) -> JSON:
     cpus, memory_mib = pod_limits(spec)
-    ports = [{"name": "slurmd", "containerPort": cluster.SLURMD_PORT, "protocol": "TCP"}]
+    ports = [{"name": "slurmd", "containerPort": wellknown.SLURMD_PORT, "protocol": "TCP"}]
     mounts = [
         {"name": "slurm-etc", "mountPath": "/etc/slurm", "readOnly": True},
         {"name": "slurm-logfile", "mountPath": cluster.LOG_DIR},

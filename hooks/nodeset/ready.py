@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
-from hooks import slurmstate
 from hooks.nodeset.observe import JSON, ObservedPod
 from hooks.status import Problem, ready_condition, unmet
+from slinky_common import slurmstate
 
 USABLE_BASE_STATES: Final = frozenset({"IDLE", "MIXED", "ALLOCATED"})
 # Flags that keep Slurm from starting jobs on a node, apart from DRAIN (judged by its reason).

@@ -24,10 +24,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from hooks import names
 from hooks.nodeset.observe import ObservedPod
 from hooks.nodeset.spec import NodeSetSpec
 from hooks.status import condition
+from slinky_common import names
 
 JSON = dict[str, Any]
 

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from hooks.objects import dict_field
+from slinky_common.jsontypes import dict_field
 
 JSON = dict[str, Any]
 
@@ -42,19 +42,6 @@ def node_fit(node: JSON, pod_spec: JSON) -> Fit:
     no_execute_ok = all(_tolerated(t, tolerations) for t in taints if t.get("effect") == "NoExecute")
     no_schedule_ok = all(_tolerated(t, tolerations) for t in taints if t.get("effect") == "NoSchedule")
     return Fit(should_run=selected and no_execute_ok and no_schedule_ok, should_continue=selected and no_execute_ok)
-
-
-def node_hostname(node: JSON, override_annotation: str) -> str:
-    """The Slurm node name for a Node: the override annotation, else the first DNS label."""
-    meta = dict_field(node, "metadata")
-    override = (meta.get("annotations") or {}).get(override_annotation)
-    if isinstance(override, str) and _is_dns_label(override):
-        return override
-    return str(meta.get("name") or "").split(".", 1)[0]
-
-
-def _is_dns_label(value: str) -> bool:
-    return bool(re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", value))
 
 
 def _matches_node_selector(labels: JSON, selector: JSON) -> bool:

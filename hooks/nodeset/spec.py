@@ -2,7 +2,7 @@
 
 Defaults follow Slinky v1beta1 (the CRD applies most of them, but a hook must not depend on
 that: a request built by hand or by an older CRD still gets the same answer). A value the hook
-cannot build pods from raises `cluster.InvalidSpec` naming the field: the hooks answer with every
+cannot build pods from raises `InvalidSpec` naming the field: the hooks answer with every
 child kept as last applied and an `InvalidSpec` condition (hooks/nodeset/hook.py), never with a 400,
 which would only leave a Metacontroller event behind.
 
@@ -18,10 +18,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from hooks import contract, names
-from hooks.cluster import InvalidSpec, KeyRef, container_override
+from hooks import contract
 from hooks.controller.model import controller_ref_name
-from hooks.objects import dict_field
+from slinky_common import names
+from slinky_common.errors import InvalidSpec
+from slinky_common.fields import KeyRef, container_override
+from slinky_common.jsontypes import dict_field
 
 JSON = dict[str, Any]
 

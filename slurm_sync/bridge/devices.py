@@ -28,8 +28,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from hooks import names
-from hooks.bridge import quantity, resources
+from slinky_common import names, quantity, resources
 from slurm_sync.hostlist import expand_hostlist
 from slurm_sync.slurm.types import NodeLayout
 

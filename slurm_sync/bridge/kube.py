@@ -14,7 +14,7 @@ import orjson
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from hooks import names
+from slinky_common import names
 from slurm_sync.bridge.view import BridgeNode, BridgePod
 from slurm_sync.kube import Kube, WriteCounter, released
 

@@ -38,7 +38,7 @@ import orjson
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import Counter
 
-from hooks import names
+from slinky_common import names
 from slurm_sync.bridge import nodes as bridge_nodes
 from slurm_sync.bridge import plan as bridge_plan
 from slurm_sync.bridge.claims import Claims

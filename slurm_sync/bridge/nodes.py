@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from hooks import names, slurmstate
+from slinky_common import names, slurmstate
 from slurm_sync.bridge.plan import Problem
 from slurm_sync.bridge.view import BridgeNode
 from slurm_sync.slurm.types import Node, NodeUpdate

@@ -29,7 +29,7 @@ from typing import TypeGuard
 
 import orjson
 
-from hooks import names
+from slinky_common import names
 from slurm_sync.bridge.view import ENDED_PHASES, BridgeNode, BridgePod
 from slurm_sync.hostlist import expand_hostlist
 from slurm_sync.slurm.types import Job

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hooks import names
+from slinky_common import names
 from slurm_sync.bridge.devices import ContainerRequest, PodClaimStatus, container_requests, read_claim_status
 
 JSON = Mapping[str, Any]

@@ -1,4 +1,4 @@
-"""slurm_sync's side of deleting a NodeSet in a safe order (the protocol is in hooks/names.py, next to
+"""slurm_sync's side of deleting a NodeSet in a safe order (the protocol is in slinky_common/names.py, next to
 ANNOTATION_DELETION_OBSERVED), as a pure plan: (deleting NodeSet, Slurm's jobs and nodes, its pods,
 the time) -> the report and the Slurm writes.
 
@@ -21,17 +21,14 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
 
-from hooks import names
+from slinky_common import names
 from slurm_sync.events import nodeset_ref
 from slurm_sync.operator.plan import SlurmView, pod_info, rfc3339
+from slurm_sync.operator.steps import StepContext, Tally
 from slurm_sync.operator.view import ClusterView, NodeSetView, PodView
 from slurm_sync.slurm.errors import ESLURM_ALREADY_DONE, SlurmError, SlurmNotFound, SlurmRejected
 from slurm_sync.slurm.types import Job, Node
-
-if TYPE_CHECKING:
-    from slurm_sync.operator.loop import OperatorLoop, Tally
 
 log = logging.getLogger(__name__)
 
@@ -181,39 +178,39 @@ def plan_deletion(
 # --- execution (the one call from the operator loop) ------------------------------------------
 
 
-def execute(loop: OperatorLoop, cluster: ClusterView, slurm: SlurmView, tally: Tally) -> None:
+def execute(ctx: StepContext, cluster: ClusterView, slurm: SlurmView, tally: Tally) -> None:
     """Report on each deleting NodeSet of the cluster and carry out what is due. Needs Slurm's node and
     job listings of this pass (a failed one is already a pass error)."""
     deleting = sorted((n for n in cluster.nodesets.values() if n.deleting), key=lambda n: n.name)
     if not deleting or slurm.nodes is None or slurm.jobs is None:
         return
-    now = parse_rfc3339(loop._now())
+    now = parse_rfc3339(ctx.now)
     if now is None:
-        tally.errors.append(f"nodeset deletion: unreadable clock {loop._now()!r}; nothing written")
+        tally.errors.append(f"nodeset deletion: unreadable clock {ctx.now!r}; nothing written")
         return
     jobs = slurm.jobs.values()
-    loop.job_absence.next_pass()
+    ctx.job_absence.next_pass()
     for nodeset in deleting:
-        pending, unknown = still_pending(loop, nodeset, jobs)
+        pending, unknown = still_pending(ctx, nodeset, jobs)
         if unknown:
-            loop._slurm_error(tally, f"nodeset {nodeset.name}: get job", unknown)
+            ctx.slurm_error(tally, f"nodeset {nodeset.name}: get job", unknown)
         plan = plan_deletion(
             nodeset,
             pending,
             slurm.nodes,
             cluster.pods,
             now,
-            loop.deletion_grace,
+            ctx.deletion_grace,
             f"asking Slurm about a job failed: {unknown}" if unknown else "",
         )
-        error = _end_jobs(loop, plan, tally) or _delete_nodes(loop, plan, tally) or plan.report.error
+        error = _end_jobs(ctx, plan, tally) or _delete_nodes(ctx, plan, tally) or plan.report.error
         value = Report(plan.report.pending_jobs, plan.report.cancel_at, plan.report.nodes_left, error).value()
         if value != nodeset.deletion_report:
-            loop._kube_write(
+            ctx.kube_write(
                 tally,
                 f"nodeset {nodeset.name} deletion report",
                 partial(
-                    loop.kube.annotate_nodeset,
+                    ctx.kube.annotate_nodeset,
                     nodeset.namespace,
                     nodeset.name,
                     names.ANNOTATION_DELETION_OBSERVED,
@@ -222,7 +219,7 @@ def execute(loop: OperatorLoop, cluster: ClusterView, slurm: SlurmView, tally: T
             )
 
 
-def still_pending(loop: OperatorLoop, nodeset: NodeSetView, jobs: Iterable[Job]) -> tuple[list[Job], SlurmError | None]:
+def still_pending(ctx: StepContext, nodeset: NodeSetView, jobs: Iterable[Job]) -> tuple[list[Job], SlurmError | None]:
     """Jobs pending in the partition: the listing's, plus every job of our last report that the listing
     no longer shows pending there until Slurm, asked about it by id, says it is not (or, confirmed,
     that it does not exist). A failed question keeps the job reported."""
@@ -231,16 +228,16 @@ def still_pending(loop: OperatorLoop, nodeset: NodeSetView, jobs: Iterable[Job])
     unknown: SlurmError | None = None
     for job_id in sorted(set(before.pending_jobs if before else ()) - set(listed)):
         try:
-            job = loop.slurm.get_job(job_id)
+            job = ctx.slurm.get_job(job_id)
         except SlurmNotFound:
-            if not loop.job_absence.not_found(job_id):
+            if not ctx.job_absence.not_found(job_id):
                 listed[job_id] = _placeholder(job_id, nodeset)
             continue
         except SlurmError as exc:
             unknown = exc
             listed[job_id] = _placeholder(job_id, nodeset)
             continue
-        loop.job_absence.found(job_id)
+        ctx.job_absence.found(job_id)
         if nodeset.partition and pending_here(job, nodeset.partition):
             listed[job_id] = job
     return [listed[i] for i in sorted(listed)], unknown
@@ -251,7 +248,7 @@ def _placeholder(job_id: int, nodeset: NodeSetView) -> Job:
     return Job(job_id, "", frozenset(), "", "", "", nodeset.partition or "", "", None, "", "", frozenset(), None, None)
 
 
-def _end_jobs(loop: OperatorLoop, plan: DeletionPlan, tally: Tally) -> str:
+def _end_jobs(ctx: StepContext, plan: DeletionPlan, tally: Tally) -> str:
     """Past the deadline: comment, then cancel (or drop this partition from the job's list). The last
     error, or ""."""
     error = ""
@@ -260,27 +257,27 @@ def _end_jobs(loop: OperatorLoop, plan: DeletionPlan, tally: Tally) -> str:
         what = f"job {end.job_id}"
         try:
             if end.partitions is None:
-                loop.slurm.update_job(end.job_id, {"comment": end.comment})
-                loop.slurm.cancel_job(end.job_id)
-                log.warning("cluster %s: cancelled pending %s: %s", loop.name, what, end.comment)
-                loop.events.warn(
+                ctx.slurm.update_job(end.job_id, {"comment": end.comment})
+                ctx.slurm.cancel_job(end.job_id)
+                log.warning("cluster %s: cancelled pending %s: %s", ctx.cluster, what, end.comment)
+                ctx.events.warn(
                     about,
                     "PendingJobCancelled",
                     f"Slurm job {end.job_id}, pending only in partition "
                     f"{plan.nodeset.partition}, was cancelled: the NodeSet is being deleted and the grace of "
-                    f"{int(loop.deletion_grace)}s passed (its comment says so).",
+                    f"{int(ctx.deletion_grace)}s passed (its comment says so).",
                     "CancelJob",
                 )
             else:
-                loop.slurm.update_job(end.job_id, {"partition": ",".join(end.partitions), "comment": end.comment})
+                ctx.slurm.update_job(end.job_id, {"partition": ",".join(end.partitions), "comment": end.comment})
                 log.warning(
                     "cluster %s: %s stays pending in %s only: %s",
-                    loop.name,
+                    ctx.cluster,
                     what,
                     ",".join(end.partitions),
                     end.comment,
                 )
-                loop.events.warn(
+                ctx.events.warn(
                     about,
                     "PendingJobPartitionRemoved",
                     f"Slurm job {end.job_id} no longer waits in "
@@ -291,25 +288,24 @@ def _end_jobs(loop: OperatorLoop, plan: DeletionPlan, tally: Tally) -> str:
         except SlurmRejected as exc:
             if isinstance(exc, SlurmNotFound) or ESLURM_ALREADY_DONE in exc.numbers:
                 continue  # ended meanwhile: the next pass asks Slurm about it
-            loop._slurm_error(tally, f"end {what}", exc)
+            ctx.slurm_error(tally, f"end {what}", exc)
             error = f"end {what}: {exc}"
             continue
         except SlurmError as exc:
-            loop._slurm_error(tally, f"end {what}", exc)
+            ctx.slurm_error(tally, f"end {what}", exc)
             error = f"end {what}: {exc}"
             continue
         tally.slurm_writes += 1
     return error
 
 
-def _delete_nodes(loop: OperatorLoop, plan: DeletionPlan, tally: Tally) -> str:
+def _delete_nodes(ctx: StepContext, plan: DeletionPlan, tally: Tally) -> str:
     """Delete each node record whose pod the apiserver says is gone (NotFound). The last error, or ""."""
     error = ""
     about = nodeset_ref(plan.nodeset.namespace, plan.nodeset.name, plan.nodeset.uid)
     for delete in plan.node_deletes:
         why = f"the NodeSet is being deleted, its pod {delete.namespace}/{delete.pod} is gone and no job runs there"
         error = (
-            loop.delete_record(delete.node, delete.namespace, delete.pod, tally, why, about, "SlurmNodeDeleted")
-            or error
+            ctx.delete_record(delete.node, delete.namespace, delete.pod, tally, why, about, "SlurmNodeDeleted") or error
         )
     return error

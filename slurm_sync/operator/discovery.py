@@ -19,10 +19,10 @@ from typing import Any
 
 import jwt
 
-from hooks.contract import BadHookRequest
-from hooks.controller.spec import parse_spec
+from slinky_common import fields, wellknown
+from slinky_common.errors import BadHookRequest, InvalidSpec
+from slinky_common.logs import register_secret
 from slurm_sync.kube import Kube
-from slurm_sync.logs import register_secret
 from slurm_sync.metrics import Metrics
 from slurm_sync.operator.deletion import DEFAULT_GRACE
 from slurm_sync.operator.loop import FULL_REPLAN_INTERVAL, OperatorLoop
@@ -31,7 +31,6 @@ from slurm_sync.slurm.errors import SlurmNoToken
 
 log = logging.getLogger(__name__)
 
-RESTAPI_PORT = 6820
 JSON = Mapping[str, Any]
 
 
@@ -51,19 +50,11 @@ class ClusterRef:
 
 
 def restapi_url(restapi: str, namespace: str) -> str:
-    return f"http://{restapi}-restapi.{namespace}:{RESTAPI_PORT}"
+    return f"http://{wellknown.restapi_service(restapi)}.{namespace}:{wellknown.SLURMRESTD_PORT}"
 
 
 def _meta(obj: JSON) -> JSON:
     return obj.get("metadata") or {}
-
-
-def _jwt_ref(spec: JSON) -> tuple[str, str] | None:
-    for field in ("jwtKeyRef", "jwtHs256KeyRef"):
-        ref = spec.get(field)
-        if isinstance(ref, Mapping) and ref.get("name") and ref.get("key"):
-            return str(ref["name"]), str(ref["key"])
-    return None
 
 
 def first_restapi(controller: JSON, restapis: Iterable[JSON]) -> str | None:
@@ -84,14 +75,18 @@ def plan_clusters(
     restapis = list(restapis)
     refs, problems = [], []
     for controller in controllers:
-        meta, spec = _meta(controller), controller.get("spec") or {}
+        meta = _meta(controller)
         where = f"Controller {meta.get('namespace')}/{meta.get('name')}"
-        key = _jwt_ref(spec)
         restapi = first_restapi(controller, restapis)
         try:
-            cluster_name = parse_spec(dict(controller)).cluster_name
+            cluster_name = wellknown.cluster_name(dict(controller))
         except (BadHookRequest, KeyError, TypeError) as exc:
             problems.append(f"{where}: cannot tell its Slurm cluster name ({exc}); nothing is synced for it")
+            continue
+        try:
+            key = fields.jwt_key_ref(fields.spec_of(dict(controller)))
+        except InvalidSpec as exc:
+            problems.append(f"{where}: {exc}; cannot mint a token")
             continue
         if key is None:
             problems.append(f"{where}: no jwtKeyRef, cannot mint a token")
@@ -99,11 +94,8 @@ def plan_clusters(
             problems.append(f"{where}: no RestApi, no slurmrestd to talk to")
         else:
             url = url_override or restapi_url(str(restapi), str(meta["namespace"]))
-            refs.append(
-                ClusterRef(
-                    str(meta["namespace"]), str(meta["name"]), url, *key, cluster_name, str(meta.get("uid") or "")
-                )
-            )
+            namespace, name, uid = str(meta["namespace"]), str(meta["name"]), str(meta.get("uid") or "")
+            refs.append(ClusterRef(namespace, name, url, key.name, key.key, cluster_name, uid))
     return refs, problems
 
 

@@ -34,9 +34,9 @@ from functools import partial
 
 from kubernetes.client.exceptions import ApiException
 
-from hooks import names
-from hooks.gcpause import collector_paused
-from hooks.objects import selector_labels
+from slinky_common import names
+from slinky_common.gcpause import collector_paused
+from slinky_common.wellknown import selector_labels
 from slurm_sync.cache import ViewMemo
 from slurm_sync.events import Events, Notice, ObjectRef, mark_notices, node_update_notice, nodeset_ref, pod_ref
 from slurm_sync.kube import Kube, describe_error, pod_gone
@@ -45,6 +45,7 @@ from slurm_sync.operator import deletion, records, reservations
 from slurm_sync.operator import plan as planning
 from slurm_sync.operator import topology as topology_copy
 from slurm_sync.operator.plan import PodPlan, PodState, SlurmView
+from slurm_sync.operator.steps import StepContext, Tally
 from slurm_sync.operator.view import (
     ClusterView,
     ControllerPodView,
@@ -236,17 +237,6 @@ def refusal_reason(exc: SlurmError) -> str:
     return "unsupported"
 
 
-@dataclass
-class Tally:
-    """What one pass did and what went wrong (mutable: filled in while executing)."""
-
-    errors: list[str] = field(default_factory=list)
-    kube_writes: int = 0
-    slurm_writes: int = 0
-    unready: list[str] = field(default_factory=list)  # reasons for readiness (failed reads and writes)
-    wrong_cluster: str | None = None
-
-
 class OperatorLoop:
     """The Slurm <-> Kubernetes loop for one cluster; keeps only the node watch between passes."""
 
@@ -424,9 +414,10 @@ class OperatorLoop:
                     touch.value,
                 ),
             )
-        reservations.execute(self, cluster, slurm, tally)  # ScheduledUpdate maintenance reservations
-        deletion.execute(self, cluster, slurm, tally)  # deleting NodeSets: pending jobs, node records
-        records.execute(self, cluster, slurm, tally)  # records of pods replaced with new resources or scaled in
+        steps = self.step_context(now)
+        reservations.execute(steps, cluster, slurm, tally)  # ScheduledUpdate maintenance reservations
+        deletion.execute(steps, cluster, slurm, tally)  # deleting NodeSets: pending jobs, node records
+        records.execute(steps, cluster, slurm, tally)  # records of pods replaced with new resources or scaled in
         for nodeset in sorted(cluster.nodesets.values(), key=lambda n: n.name):
             if nodeset.releases_claims:
                 release_retained_claims(self.kube, nodeset, tally, self.events)
@@ -665,6 +656,25 @@ class OperatorLoop:
     def _notify(self, pod: PodView, notices: list[Notice]) -> None:
         for notice in notices:
             self.events.notify(pod_ref(pod.namespace, pod.name, pod.uid), notice)
+
+    def step_context(self, now: str | None = None) -> StepContext:
+        """What the pass's later steps need of it (slurm_sync/operator/steps.py); ``now`` the pass's clock."""
+        return StepContext(
+            cluster=self.name,
+            now=self._now() if now is None else now,
+            slurm=self.slurm,
+            kube=self.kube,
+            events=self.events,
+            metrics=self.metrics,
+            kube_write=self._kube_write,
+            slurm_error=self._slurm_error,
+            delete_record=self.delete_record,
+            delete_slurm_node=self.delete_slurm_node,
+            job_absence=self.job_absence,
+            reservation_absence=self.reservation_absence,
+            leftover_pods=self.leftover_pods,
+            deletion_grace=self.deletion_grace,
+        )
 
     def delete_slurm_node(self, node: str) -> None:
         """DELETE node record ``node``; one Slurm says it no longer has counts as deleted. Its leaving the

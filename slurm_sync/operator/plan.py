@@ -26,7 +26,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hooks import names, slurmstate
+from slinky_common import names, slurmstate
 from slurm_sync.hostlist import expand_hostlist
 from slurm_sync.operator.view import JSON, ClusterView, ControllerPodView, KubeNodeView, NodeSetView, PodView
 from slurm_sync.slurm.types import Job, Node, NodeUpdate, PingResult

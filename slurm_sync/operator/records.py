@@ -8,7 +8,7 @@ would schedule what the new pod does not have. The NodeSet hook flags such a pod
 name meanwhile, so its replacement cannot start before the record is gone.
 
 The decision fails closed (§4.2): Slurm's node and job listings of this pass must both be known; the
-node must be released (drained, or DOWN, with no job: hooks/slurmstate.is_released), no job listed on
+node must be released (drained, or DOWN, with no job: slinky_common/slurmstate.is_released), no job listed on
 it, no pending job asking for it by name (`-w`: Slurm keeps such a job pending across the delete, but
 one that names a node gone at slurmctld's next start is killed, as slurm-bridge#43 saw), and the pod
 must carry no busy evidence (pod-protect, a pod-deadline not yet cleared). The delete
@@ -28,19 +28,16 @@ import logging
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from hooks import names, slurmstate
+from slinky_common import names, slurmstate
 from slurm_sync.events import nodeset_ref, pod_ref
 from slurm_sync.hostlist import expand_hostlist
 from slurm_sync.kube import pod_gone
 from slurm_sync.operator.plan import SlurmView, pod_info
+from slurm_sync.operator.steps import StepContext, Tally
 from slurm_sync.operator.view import ClusterView, NodeSetView, PodView
 from slurm_sync.slurm.errors import SlurmError, SlurmNotFound
 from slurm_sync.slurm.types import Job, Node
-
-if TYPE_CHECKING:
-    from slurm_sync.operator.loop import OperatorLoop, Tally
 
 log = logging.getLogger(__name__)
 
@@ -135,36 +132,36 @@ def leftovers(cluster: ClusterView, slurm: SlurmView) -> Iterator[Leftover]:
             yield Leftover(node.name, info["namespace"], info["podName"], nodeset)
 
 
-def execute(loop: OperatorLoop, cluster: ClusterView, slurm: SlurmView, tally: Tally) -> None:
+def execute(ctx: StepContext, cluster: ClusterView, slurm: SlurmView, tally: Tally) -> None:
     """Delete each record the listings allow, once a GET of that node confirms it; then the leftovers."""
     for delete in record_deletes(cluster, slurm):
-        if confirmed(loop, delete.node, tally):
-            remove(loop, delete, tally)
-    remove_leftovers(loop, cluster, slurm, tally)
+        if confirmed(ctx, delete.node, tally):
+            remove(ctx, delete, tally)
+    remove_leftovers(ctx, cluster, slurm, tally)
 
 
-def remove_leftovers(loop: OperatorLoop, cluster: ClusterView, slurm: SlurmView, tally: Tally) -> None:
+def remove_leftovers(ctx: StepContext, cluster: ClusterView, slurm: SlurmView, tally: Tally) -> None:
     """Each leftover goes once its pod's NotFound held on an earlier pass too, and Slurm, asked about the
     node, still says released (delete_record asks the apiserver a last time)."""
-    proof = loop.leftover_pods
+    proof = ctx.leftover_pods
     proof.next_pass()
     seen = []
     for leftover in leftovers(cluster, slurm):
         seen.append(leftover.node)
-        gone, unknown = pod_gone(loop.kube, leftover.namespace, leftover.pod)
+        gone, unknown = pod_gone(ctx.kube, leftover.namespace, leftover.pod)
         if unknown:
             tally.errors.append(unknown)
         if not gone:
             proof.found(leftover.node)
             continue
-        if not proof.not_found(leftover.node) or not confirmed(loop, leftover.node, tally):
+        if not proof.not_found(leftover.node) or not confirmed(ctx, leftover.node, tally):
             continue
         nodeset = leftover.nodeset
         why = (
             f"its pod {leftover.namespace}/{leftover.pod} is gone without a scale-in (deleted or evicted), "
             "its replacement took another name, and no job runs there"
         )
-        loop.delete_record(
+        ctx.delete_record(
             leftover.node,
             leftover.namespace,
             leftover.pod,
@@ -176,31 +173,31 @@ def remove_leftovers(loop: OperatorLoop, cluster: ClusterView, slurm: SlurmView,
     proof.forget_except(seen)
 
 
-def confirmed(loop: OperatorLoop, name: str, tally: Tally) -> bool:
+def confirmed(ctx: StepContext, name: str, tally: Tally) -> bool:
     """Slurm's second answer, about that very node: still released and no job listed on it then."""
     try:
-        node = loop.slurm.get_node(name)
+        node = ctx.slurm.get_node(name)
     except SlurmNotFound:
         return False  # already gone: the absence proof takes it from here
     except SlurmError as exc:
-        loop._slurm_error(tally, f"get node {name}", exc)
+        ctx.slurm_error(tally, f"get node {name}", exc)
         return False
     return slurmstate.is_released(node.state)
 
 
-def remove(loop: OperatorLoop, delete: RecordDelete, tally: Tally) -> None:
+def remove(ctx: StepContext, delete: RecordDelete, tally: Tally) -> None:
     pod = delete.pod
     about = pod_ref(pod.namespace, pod.name, pod.uid)
     try:
-        loop.delete_slurm_node(delete.node)
+        ctx.delete_slurm_node(delete.node)
     except SlurmError as exc:  # e.g. a job was allocated meanwhile: Slurm refuses
-        loop._slurm_error(tally, f"delete node {delete.node}", exc)
-        loop.events.warn(
+        ctx.slurm_error(tally, f"delete node {delete.node}", exc)
+        ctx.events.warn(
             about, "SlurmNodeDeleteFailed", f"Slurm did not delete node record {delete.node}: {exc}", "DeleteNode"
         )
         return
     tally.slurm_writes += 1
-    loop.metrics.slurm_writes.labels(loop.name, "delete").inc()
+    ctx.metrics.slurm_writes.labels(ctx.cluster, "delete").inc()
     why = f"drained and idle; its pod goes ({delete.why}) and the next slurmd registers anew"
-    log.info("cluster %s: Slurm node %s deleted: %s", loop.name, delete.node, why)
-    loop.events.normal(about, "SlurmNodeDeleted", f"Slurm node record {delete.node} deleted: {why}.", "DeleteNode")
+    log.info("cluster %s: Slurm node %s deleted: %s", ctx.cluster, delete.node, why)
+    ctx.events.normal(about, "SlurmNodeDeleted", f"Slurm node record {delete.node} deleted: {why}.", "DeleteNode")

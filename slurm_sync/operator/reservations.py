@@ -39,18 +39,16 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from hooks import names
+from slinky_common import names
 from slurm_sync.events import ObjectRef, controller_ref, nodeset_ref
 from slurm_sync.hostlist import expand_hostlist
+from slurm_sync.operator.plan import SlurmView
+from slurm_sync.operator.steps import StepContext, Tally
 from slurm_sync.operator.view import ClusterView, NodeSetView
 from slurm_sync.slurm.errors import SlurmError, SlurmNotFound
 from slurm_sync.slurm.types import Node, Reservation
-
-if TYPE_CHECKING:  # the loop imports this module; only its attributes are used
-    from slurm_sync.operator.loop import OperatorLoop, Tally
-    from slurm_sync.operator.plan import SlurmView
 
 log = logging.getLogger(__name__)
 
@@ -312,36 +310,36 @@ def _orphan(cluster: ClusterView, existing: Reservation) -> bool:
     return nodeset not in cluster.nodesets
 
 
-def execute(loop: OperatorLoop, cluster: ClusterView, slurm: SlurmView, tally: Tally) -> None:
+def execute(ctx: StepContext, cluster: ClusterView, slurm: SlurmView, tally: Tally) -> None:
     """Reconcile the cluster's reservations; report on each NodeSet in scope (the one call from the loop)."""
     scope = in_scope(cluster)
     if not scope or slurm.nodes is None:
         return
-    now = parse_time(loop._now())
+    now = parse_time(ctx.now)
     try:
-        listing = loop.slurm.list_reservations()
+        listing = ctx.slurm.list_reservations()
     except SlurmError as exc:
-        loop._slurm_error(tally, "list reservations", exc)
+        ctx.slurm_error(tally, "list reservations", exc)
         return
     if now is None:  # every window would look past or active: write nothing
-        tally.errors.append(f"reservations: unreadable clock {loop._now()!r}; nothing written")
-        log.warning("cluster %s: reservations skipped: unreadable clock", loop.name)
+        tally.errors.append(f"reservations: unreadable clock {ctx.now!r}; nothing written")
+        log.warning("cluster %s: reservations skipped: unreadable clock", ctx.cluster)
         return
     nodes = slurm.nodes
     plans, orphans = plan_cluster(cluster, listing.items, nodes, now)
     for action in orphans:
-        _write(loop, tally, action, controller_ref(cluster.namespace, cluster.controller))
-    loop.reservation_absence.next_pass()
+        _write(ctx, tally, action, controller_ref(cluster.namespace, cluster.controller))
+    ctx.reservation_absence.next_pass()
     unproven = [p.name for p in plans if _absence_unproven(p)]
-    loop.reservation_absence.forget_except(unproven)
+    ctx.reservation_absence.forget_except(unproven)
     for plan in plans:
-        if plan.name in unproven and not _proven_absent(loop, tally, plan.name):
+        if plan.name in unproven and not _proven_absent(ctx, tally, plan.name):
             continue  # the listing lacks it: the report stays as it is until Slurm says, twice, that it is gone
         exists = plan.exists_after
         error = plan.note
         for action in plan.actions:
             failure = _write(
-                loop, tally, action, nodeset_ref(plan.nodeset.namespace, plan.nodeset.name, plan.nodeset.uid)
+                ctx, tally, action, nodeset_ref(plan.nodeset.namespace, plan.nodeset.name, plan.nodeset.uid)
             )
             if failure is not None:
                 exists = _exists_after_failure(plan, action)
@@ -349,11 +347,11 @@ def execute(loop: OperatorLoop, cluster: ClusterView, slurm: SlurmView, tally: T
                 break
         value = report(plan, exists, nodes, error)
         if value != plan.nodeset.reservation_report:
-            loop._kube_write(
+            ctx.kube_write(
                 tally,
                 f"nodeset {plan.nodeset.name} reservation report",
                 partial(
-                    loop.kube.annotate_nodeset,
+                    ctx.kube.annotate_nodeset,
                     plan.nodeset.namespace,
                     plan.nodeset.name,
                     names.ANNOTATION_RESERVATION_OBSERVED,
@@ -370,22 +368,22 @@ def _absence_unproven(plan: NodeSetPlan) -> bool:
     )
 
 
-def _proven_absent(loop: OperatorLoop, tally: Tally, name: str) -> bool:
+def _proven_absent(ctx: StepContext, tally: Tally, name: str) -> bool:
     """Slurm, asked for the reservation by name, said it has none, on two passes (slurm_sync/proof.py)."""
     try:
-        loop.slurm.get_reservation(name)
+        ctx.slurm.get_reservation(name)
     except SlurmNotFound:
-        if loop.reservation_absence.not_found(name):
+        if ctx.reservation_absence.not_found(name):
             return True
-        log.info("cluster %s: Slurm says reservation %s does not exist; confirming on a later pass", loop.name, name)
+        log.info("cluster %s: Slurm says reservation %s does not exist; confirming on a later pass", ctx.cluster, name)
         return False
     except SlurmError as exc:
-        loop._slurm_error(tally, f"get reservation {name}", exc)
+        ctx.slurm_error(tally, f"get reservation {name}", exc)
         return False
-    loop.reservation_absence.found(name)
+    ctx.reservation_absence.found(name)
     log.warning(
         "cluster %s: reservation %s is missing from the listing but Slurm has it; its report is left as it is",
-        loop.name,
+        ctx.cluster,
         name,
     )
     return False
@@ -404,23 +402,23 @@ _WHY = {
 }
 
 
-def _write(loop: OperatorLoop, tally: Tally, action: Action, about: ObjectRef) -> str | None:
+def _write(ctx: StepContext, tally: Tally, action: Action, about: ObjectRef) -> str | None:
     """One Slurm write, told as an event on ``about``; the error text on failure (a delete of a
     reservation already gone succeeds)."""
     try:
         if action.verb == "create":
-            loop.slurm.create_reservation(action.body or {})
+            ctx.slurm.create_reservation(action.body or {})
         elif action.verb == "update":
-            loop.slurm.update_reservation(action.name, action.body or {})
+            ctx.slurm.update_reservation(action.name, action.body or {})
         else:
             try:
-                loop.slurm.delete_reservation(action.name)
+                ctx.slurm.delete_reservation(action.name)
             except SlurmNotFound:
-                log.info("cluster %s: reservation %s already gone", loop.name, action.name)
+                log.info("cluster %s: reservation %s already gone", ctx.cluster, action.name)
                 return None
     except SlurmError as exc:
-        loop._slurm_error(tally, f"{action.verb} reservation {action.name}", exc)
-        loop.events.warn(
+        ctx.slurm_error(tally, f"{action.verb} reservation {action.name}", exc)
+        ctx.events.warn(
             about,
             "ReservationFailed",
             f"Slurm did not {action.verb} reservation {action.name}: {exc}. Retried on the next pass.",
@@ -428,10 +426,10 @@ def _write(loop: OperatorLoop, tally: Tally, action: Action, about: ObjectRef) -
         )
         return str(exc)
     tally.slurm_writes += 1
-    loop.metrics.slurm_writes.labels(loop.name, f"reservation-{action.verb}").inc()
-    log.info("cluster %s: reservation %s: %s", loop.name, action.name, action.verb)
+    ctx.metrics.slurm_writes.labels(ctx.cluster, f"reservation-{action.verb}").inc()
+    log.info("cluster %s: reservation %s: %s", ctx.cluster, action.name, action.verb)
     nodes = f" on {','.join((action.body or {}).get('node_list') or [])}" if action.verb != "delete" else ""
-    loop.events.normal(
+    ctx.events.normal(
         about,
         _DONE[action.verb],
         f"Slurm reservation {action.name}{nodes} {action.verb}d: {_WHY[action.verb]}.",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from hooks import names
+from slinky_common import names
 from slurm_sync.operator import plan as planning
 from slurm_sync.operator.view import ClusterView, PodView
 

@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hooks import names, slurmstate
-from hooks.cluster import InvalidSpec
-from hooks.nodeset.scheduling import node_hostname
-from hooks.slurmconf import nodeset_conf
+from slinky_common import names, slurmstate
+from slinky_common.errors import InvalidSpec
+from slinky_common.nodesetconf import nodeset_conf
+from slinky_common.wellknown import node_hostname
 
 JSON = Mapping[str, Any]
 

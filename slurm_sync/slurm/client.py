@@ -40,7 +40,7 @@ import httpx
 import jwt
 import orjson
 
-from hooks.requestjson import shaped
+from slinky_common.decode import shaped
 from slurm_sync.inflight import InFlight
 from slurm_sync.shapes import Body, Decode, record
 from slurm_sync.slurm.errors import (

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from hooks import slurmstate
+from slinky_common import slurmstate
 from slurm_sync.slurm.errors import SlurmMalformed
 
 JSON = Mapping[str, Any]

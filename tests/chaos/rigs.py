@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 import httpx
 
-from hooks import names
+from slinky_common import names
 from slurm_sync.bridge.kube import BridgeKube
 from slurm_sync.bridge.loop import BridgeLoop, BridgeResult
 from slurm_sync.kube import Kube

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import orjson
 
-from hooks import names, slurmstate
+from slinky_common import names, slurmstate
 from tests.chaos.proxy import Request
 from tests.fixtures.slurm import SlurmLab
 

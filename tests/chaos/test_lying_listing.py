@@ -18,7 +18,7 @@ import httpx
 import pytest
 from pytest_httpserver import HTTPServer
 
-from hooks import names
+from slinky_common import names
 from slurm_sync.metrics import Metrics
 from slurm_sync.service import health_server
 from tests.chaos.faults import NodesGone

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from hooks import names
+from slinky_common import names
 
 REPO = Path(__file__).resolve().parents[2]
 TABLE_FILE = Path(__file__).with_name("rbac_table.yaml")
@@ -59,7 +59,7 @@ def _argument(call: ast.Call, index: int, keyword: str) -> ast.expr | None:
 
 
 def _literal(node: ast.expr | None) -> str | None:
-    """A string literal, or `names.X` resolved through hooks.names (the one place names are spelt)."""
+    """A string literal, or `names.X` resolved through slinky_common.names (the one place names are spelt)."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "names":

@@ -19,7 +19,7 @@ from tests.charts import helm
 
 REPO = Path(__file__).resolve().parents[2]
 OUR_CHARTS = ("slurm-operator", "slurm-bridge")
-# The calls that create files or directories; each one in hooks/ or slurm_sync/ must go through tempfile.
+# The calls that create files or directories; each one in our packages must go through tempfile.
 WRITING_CALLS = {
     "mkdtemp",
     "mkstemp",
@@ -50,7 +50,7 @@ def test_runs_as_the_non_root_uid_the_charts_declare() -> None:
 def test_installs_the_runtime_lock_and_nothing_else() -> None:
     ops = _instructions()
     copied = [arg.split()[0] for op, arg in ops if op == "COPY"]
-    assert copied == ["requirements.lock", "hooks/", "slurm_sync/"]
+    assert copied == ["requirements.lock", "hooks/", "slinky_common/", "slurm_sync/"]
     installs = [arg for op, arg in ops if op == "RUN" and "pip" in arg]
     assert installs == ["pip install --no-deps -r requirements.lock"]
 
@@ -63,7 +63,7 @@ def test_default_command_is_the_hook_server_the_charts_also_name() -> None:
 
 def _writing_calls() -> list[str]:
     found = []
-    for path in [*REPO.glob("hooks/**/*.py"), *REPO.glob("slurm_sync/**/*.py")]:
+    for path in [*REPO.glob("hooks/**/*.py"), *REPO.glob("slinky_common/**/*.py"), *REPO.glob("slurm_sync/**/*.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call):
                 name = getattr(node.func, "attr", getattr(node.func, "id", ""))
@@ -75,7 +75,7 @@ def _writing_calls() -> list[str]:
 
 def test_the_code_writes_only_temporary_files() -> None:
     """So the write paths are the temp dir and PROMETHEUS_MULTIPROC_DIR, which the next test mounts."""
-    assert _writing_calls() == ["hooks/gunicorn_conf.py:46:tempfile.mkdtemp"]
+    assert _writing_calls() == ["hooks/gunicorn_conf.py:47:tempfile.mkdtemp"]
 
 
 def _our_containers(chart: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:

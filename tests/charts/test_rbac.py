@@ -16,7 +16,7 @@ from tests.charts import helm, rbac
 from tests.charts.rbac import Rule
 
 Obj = dict[str, Any]
-HOOK_PACKAGES = ("hooks",)
+HOOK_PACKAGES = ("hooks", "slinky_common")  # what the hook server runs
 
 
 CLUSTER_SCOPED = {"nodes", "resourceslices"}  # the cluster-scoped resources slurm_sync touches
@@ -250,7 +250,7 @@ def test_hook_server_needs_no_kubernetes_api() -> None:
     # imports the Kubernetes client (docs/architecture.md §2: hooks do no network I/O).
     import ast
 
-    for path in sorted((rbac.REPO / "hooks").rglob("*.py")):
+    for path in sorted(p for package in HOOK_PACKAGES for p in (rbac.REPO / package).rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             modules = (
                 [a.name for a in node.names]

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from hooks import names
+from slinky_common import names
 from tests.cluster.plugin import LAB, NAMESPACE, ClusterLab, eventually, ready
 from tests.cluster.test_boot import CONTROLLER_POD
 

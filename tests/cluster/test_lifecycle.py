@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from hooks import names
+from slinky_common import names
 from tests.cluster.lifecycle import NODESET, PARTITION, Lifecycle, drained_by_us
 from tests.cluster.plugin import NAMESPACE, SUMMARIES, ClusterLab, eventually, ready
 

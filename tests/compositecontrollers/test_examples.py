@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from hooks import names
 from hooks.routes import route_table
+from slinky_common import names
 from tests.compositecontrollers.manifests import (
     CONTRACT_ROUTES,
     EXAMPLES_DIR,

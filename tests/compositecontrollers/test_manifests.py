@@ -9,7 +9,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from hooks import names
+from slinky_common import names
 from tests.compositecontrollers.manifests import (
     CONTRACT_ROUTES,
     CRD_DIR,

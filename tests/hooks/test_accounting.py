@@ -7,10 +7,11 @@ import json
 
 import pytest
 
-from hooks import accounting, names
+from hooks import accounting
 from hooks.app import create_app
 from hooks.contract import parse_composite
 from hooks.objects import content_hash
+from slinky_common import names
 from tests.hooks.test_cluster import (
     as_observed,
     assert_invalid_spec,

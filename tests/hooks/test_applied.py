@@ -9,9 +9,10 @@ from typing import Any
 import orjson
 import pytest
 
-from hooks import applied, names
+from hooks import applied
 from hooks.applied import Kept, kept
 from hooks.contract import BadHookResponse, check_composite_response
+from slinky_common import names
 from tests.hooks.test_cluster import as_observed
 
 LAST_APPLIED = names.ANNOTATION_LAST_APPLIED

@@ -14,8 +14,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from hooks import kubenames, names
+from hooks import kubenames
 from hooks.app import create_app
+from slinky_common import names
 from tests.support.kube import validate_builtin
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "requests"

@@ -12,8 +12,10 @@ from typing import Any
 import orjson
 import pytest
 
-from hooks import applied, cluster, contract, names
-from hooks.contract import BadHookRequest, parse_composite
+from hooks import applied, cluster, contract
+from hooks.contract import parse_composite
+from slinky_common import fields, names
+from slinky_common.errors import BadHookRequest, InvalidSpec
 
 NS = "slurm"
 CONTROLLER_KEY = contract.TYPE_CONTROLLER
@@ -132,9 +134,9 @@ def test_derived_names():
 
 def test_jwt_key_ref_prefers_jwt_key_ref_over_the_deprecated_alias():
     both = {"jwtKeyRef": {"name": "new", "key": "k"}, "jwtHs256KeyRef": {"name": "old", "key": "k"}}
-    assert cluster.jwt_key_ref(both) == cluster.KeyRef("new", "k")
-    assert cluster.jwt_key_ref({"jwtHs256KeyRef": {"name": "old", "key": "k"}}) == cluster.KeyRef("old", "k")
-    assert cluster.jwt_key_ref({}) is None
+    assert fields.jwt_key_ref(both) == fields.KeyRef("new", "k")
+    assert fields.jwt_key_ref({"jwtHs256KeyRef": {"name": "old", "key": "k"}}) == fields.KeyRef("old", "k")
+    assert fields.jwt_key_ref({}) is None
 
 
 @pytest.mark.parametrize(
@@ -147,14 +149,14 @@ def test_jwt_key_ref_prefers_jwt_key_ref_over_the_deprecated_alias():
 )
 def test_bad_key_refs_name_the_field(spec, needle):
     with pytest.raises(BadHookRequest, match=needle):
-        cluster.key_ref(spec, "slurmKeyRef")
+        fields.key_ref(spec, "slurmKeyRef")
 
 
 def test_secret_value_explains_what_is_missing_without_values():
     req = parse_composite(request(cr("Token", "t", {}), rel=related(secret("s", {"a": b"hunter2"}))), "Token")
-    assert cluster.secret_value(req, NS, cluster.KeyRef("s", "a")) == b"hunter2"
-    absent = cluster.secret_value(req, NS, cluster.KeyRef("nope", "a"))
-    no_key = cluster.secret_value(req, NS, cluster.KeyRef("s", "b"))
+    assert cluster.secret_value(req, NS, fields.KeyRef("s", "a")) == b"hunter2"
+    absent = cluster.secret_value(req, NS, fields.KeyRef("nope", "a"))
+    no_key = cluster.secret_value(req, NS, fields.KeyRef("s", "b"))
     assert isinstance(absent, cluster.Missing) and absent.reason == "SecretNotFound"
     assert isinstance(no_key, cluster.Missing) and no_key.reason == "SecretKeyNotFound"
     assert "hunter2" not in absent.message + no_key.message
@@ -217,7 +219,7 @@ def test_invalid_spec_keeps_children_status_and_other_conditions():
         ],
     }
     req = parse_composite(request(parent, as_observed([desired])), "RestApi")
-    resp = cluster.invalid_spec_response(req, cluster.InvalidSpec("spec.replicas must be an integer >= 0"))
+    resp = cluster.invalid_spec_response(req, InvalidSpec("spec.replicas must be an integer >= 0"))
     resp = orjson.loads(applied.serialise(resp))  # kept children are JSON text
     assert resp["children"] == [desired]
     assert resp["status"]["replicas"] == 2
@@ -229,12 +231,12 @@ def test_invalid_spec_keeps_children_status_and_other_conditions():
 
 
 def test_an_invalid_spec_is_still_a_400_for_hooks_that_do_not_report_it():
-    assert issubclass(cluster.InvalidSpec, BadHookRequest)
+    assert issubclass(InvalidSpec, BadHookRequest)
 
 
 def test_derivable_leaves_out_only_the_parts_an_invalid_value_prevents():
     def bad() -> list[str]:
-        raise cluster.InvalidSpec("spec.x")
+        raise InvalidSpec("spec.x")
 
     assert cluster.derivable(lambda: ["a"], bad, lambda: ["b"]) == ["a", "b"]
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hooks import names
 from hooks.app import create_app
+from slinky_common import names
 from tests.hooks.test_cluster import NS, as_observed, assert_invalid_spec, by_kind, condition_of, cr, related, secret
 from tests.support.kube import validate_builtin, validate_cr
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from hooks import loginset, names
+from hooks import loginset
 from hooks.app import create_app
-from hooks.contract import BadHookRequest, parse_composite
+from hooks.contract import parse_composite
 from hooks.controller.model import (
     Controller,
     Endpoint,
@@ -15,6 +15,8 @@ from hooks.controller.model import (
     find_controller,
     read_controller,
 )
+from slinky_common import names
+from slinky_common.errors import BadHookRequest
 from tests.hooks.test_cluster import CONTROLLER_KEY, NS, by_kind, condition_of, cr, related, request, secret
 
 KEYS = {"slurmKeyRef": {"name": "slurm-key", "key": "slurm.key"}, "jwtKeyRef": {"name": "jwt-key", "key": "jwt.key"}}

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from hooks import names
-from hooks.cluster import InvalidSpec
-from hooks.gres import gres_types
 from hooks.nodeset.pods import conf_argument
 from hooks.nodeset.spec import parse_nodeset
+from slinky_common import names
+from slinky_common.errors import InvalidSpec
+from slinky_common.gres import gres_types
 from tests.hooks.test_cluster import cr, related
 from tests.hooks.test_cluster import request as controller_request
 from tests.hooks.test_nodeset import client, clock, condition, nodeset, request, sync  # noqa: F401  (fixtures)

@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from hooks import cluster, names
+from hooks import cluster
 from hooks.app import create_app
+from slinky_common import names
 from tests.fixtures import busybox
 from tests.hooks import test_accounting, test_controller, test_loginset, test_nodeset, test_restapi
 from tests.hooks.test_cluster import by_kind, related

@@ -10,10 +10,11 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.hazmat.primitives.serialization import load_ssh_private_key, load_ssh_public_key
 
-from hooks import loginset, names
+from hooks import loginset
 from hooks.app import create_app
 from hooks.contract import parse_composite
 from hooks.objects import content_hash
+from slinky_common import names
 from tests.hooks.test_cluster import (
     NS,
     as_observed,

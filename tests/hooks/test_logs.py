@@ -1,4 +1,4 @@
-"""The one log format of both processes (hooks/logs.py)."""
+"""The one log format of both processes (slinky_common/logs.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from hooks import logs
+from slinky_common import logs
 
 
 def _emit(kind: str) -> str:

@@ -4,7 +4,7 @@ is a deliberate, visible break."""
 
 import pytest
 
-from hooks import names
+from slinky_common import names
 
 SLINKY_SPELLINGS = {
     "LABEL_CLUSTER": "slinky.slurm.net/cluster",

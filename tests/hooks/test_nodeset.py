@@ -12,10 +12,10 @@ import json
 import orjson
 import pytest
 
-from hooks import names
 from hooks.app import create_app
 from hooks.nodeset import hook as nodeset_hook
 from hooks.nodeset.observe import parse_time
+from slinky_common import names
 from tests.support.kube import validate_builtin, validate_cr
 
 NS = "slurm"
@@ -550,7 +550,7 @@ def test_deleting_the_nodeset_drains_every_pod_before_finalizing(client):
 def reported(
     parent: dict, pending: tuple = (), nodes: tuple = (), cancel_at: str | None = None, error: str = ""
 ) -> dict:
-    """`parent` with slurm_sync's deletion report (hooks/names.py ANNOTATION_DELETION_OBSERVED)."""
+    """`parent` with slurm_sync's deletion report (slinky_common/names.py ANNOTATION_DELETION_OBSERVED)."""
     report = {"pendingJobs": list(pending), "cancelAt": cancel_at, "nodesLeft": list(nodes), "error": error}
     parent["metadata"].setdefault("annotations", {})[names.ANNOTATION_DELETION_OBSERVED] = json.dumps(report)
     return parent

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from hooks import names
+from slinky_common import names
 from tests.hooks.test_nodeset import (  # noqa: F401  (client and clock are fixtures)
     T0,
     children,

@@ -8,9 +8,9 @@ import subprocess
 
 import pytest
 
-from hooks import names
 from hooks.nodeset.pods import conf_argument, parse_quantity, pod_limits
 from hooks.nodeset.spec import parse_nodeset
+from slinky_common import names
 from tests.hooks.test_nodeset import (  # noqa: F401  (client and clock are fixtures)
     children,
     client,

@@ -20,9 +20,9 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hooks import names
 from hooks.app import create_app
 from hooks.nodeset.observe import parse_time
+from slinky_common import names
 from tests.hooks.test_nodeset import NODESET_UID, T0, clock, controller_cr, node, nodeset, request  # noqa: F401 - clock is a fixture
 from tests.support.kube import validate_builtin, validate_cr
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from hooks import names
 from hooks.app import create_app
+from slinky_common import names
 from tests.hooks.test_nodeset import (  # noqa: F401  (client and clock are fixtures)
     children,
     client,

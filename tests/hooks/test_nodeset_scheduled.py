@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from hooks import names
+from slinky_common import names
 from tests.hooks.test_nodeset import (  # noqa: F401  (client and clock are fixtures)
     children,
     client,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hooks import names
 from hooks.nodeset.pods import revision_hash
+from slinky_common import names
 from tests.hooks.test_nodeset import children, client, clock, condition, nodeset, request, sync  # noqa: F401 - client and clock are fixtures
 from tests.hooks.test_nodeset_pods import slurmd
 

@@ -2,8 +2,9 @@
 
 import hashlib
 
-from hooks import names
-from hooks.objects import child_metadata, component_labels, content_hash, service
+from hooks.objects import child_metadata, content_hash, service
+from slinky_common import names
+from slinky_common.wellknown import component_labels
 
 PARENT = {
     "metadata": {

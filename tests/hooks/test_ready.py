@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from hooks import names
+from slinky_common import names
 from tests.hooks import test_accounting as accounting
 from tests.hooks import test_controller as controller
 from tests.hooks import test_loginset as loginset

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from hooks import contract, requestjson
 from hooks.app import create_app
+from slinky_common.errors import BadHookRequest
 from tests.support import kube
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,7 +60,7 @@ def _observed(obj: dict[str, Any]) -> dict[str, Any]:
 def outcome(load: Any, body: bytes) -> tuple[str, str]:
     try:
         data = load(body)
-    except contract.BadHookRequest as err:
+    except BadHookRequest as err:
         return "400", str(err)
     except (AttributeError, TypeError):  # reference(): not of the composite request's shape
         return "no view", ""
@@ -264,7 +265,7 @@ def test_an_integer_beyond_64_bits_gets_the_strict_parses_answer(
 
 def test_an_integer_beyond_the_double_range_that_a_hook_reads_is_judged_by_the_hook() -> None:
     body = with_number("nodeset-sync", ["parent", "spec", "replicas"], "1" + "0" * 400)
-    with pytest.raises(contract.BadHookRequest, match="infinity"):
+    with pytest.raises(BadHookRequest, match="infinity"):
         contract.load_json_object(body)
     answer = create_app().test_client().post("/nodeset/sync", data=body)
     assert answer.status_code == 200
@@ -275,7 +276,7 @@ def test_an_integer_beyond_the_double_range_that_a_hook_reads_is_judged_by_the_h
 def test_a_number_beyond_the_double_range_in_skipped_text_is_not_refused(where: str) -> None:
     skipped = b'"metadata": {"managedFields": [1e400]}' if where == "managedFields" else b'"rules": [1e400]'
     body = b'{"children": {"P": {"a": {' + skipped + b"}}}}"
-    with pytest.raises(contract.BadHookRequest, match="infinity"):
+    with pytest.raises(BadHookRequest, match="infinity"):
         contract.load_json_object(body)
     assert requestjson.load_composite_request(body) == {
         "children": {"P": {"a": {"metadata": {}} if where == "managedFields" else {}}}
@@ -284,7 +285,7 @@ def test_a_number_beyond_the_double_range_in_skipped_text_is_not_refused(where: 
 
 def test_nesting_deeper_than_orjsons_limit_is_not_refused_once_the_recursion_limit_was_raised() -> None:
     body = b'{"parent": ' + b"[" * 1030 + b"]" * 1030 + b"}"
-    with pytest.raises(contract.BadHookRequest, match="depth limit exceeded"):
+    with pytest.raises(BadHookRequest, match="depth limit exceeded"):
         contract.load_json_object(body)
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(2500)

@@ -1,4 +1,4 @@
-"""The compiled shape validators (hooks/shapes.py `conforms`) never pass an object `check_object` refuses.
+"""The compiled shape validators (slinky_common/shapes.py `conforms`) never pass an object `check_object` refuses.
 
 `conforms` is the fast path of every observed object's check; `check_object` is the authority that
 names the field. A False from `conforms` only costs time; a True for a malformed object would let
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hooks import shapes
+from slinky_common import shapes
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "requests"
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 
 from hooks import slurmconf
-from hooks.contract import BadHookRequest
 from hooks.controller.model import Controller, Endpoint
-from hooks.slurmconf import NodeSetConf, Scripts, SlurmConf
+from hooks.slurmconf import Scripts, SlurmConf
+from slinky_common import nodesetconf
+from slinky_common.errors import BadHookRequest
+from slinky_common.nodesetconf import NodeSetConf
 
 # Whole files, as a user gets them through the hook, are pinned by tests/hooks/golden/ (test_golden.py).
 
@@ -103,12 +105,12 @@ def nodeset(name: str, **spec) -> dict:
 
 
 def test_nodeset_conf_uses_trimmed_template_hostname_else_the_name():
-    assert slurmconf.nodeset_conf(nodeset("gpu"), "ns") == NodeSetConf("gpu")
+    assert nodesetconf.nodeset_conf(nodeset("gpu"), "ns") == NodeSetConf("gpu")
     hostname = nodeset(
         "gpu", template={"spec": {"hostname": "slinky-"}}, partition={"enabled": True, "config": " MaxTime=1 "}
     )
-    assert slurmconf.nodeset_conf(hostname, "ns") == NodeSetConf("slinky", "MaxTime=1")
-    assert slurmconf.nodeset_conf(nodeset("gpu", partition={"enabled": False, "config": "x"}), "ns") == NodeSetConf(
+    assert nodesetconf.nodeset_conf(hostname, "ns") == NodeSetConf("slinky", "MaxTime=1")
+    assert nodesetconf.nodeset_conf(nodeset("gpu", partition={"enabled": False, "config": "x"}), "ns") == NodeSetConf(
         "gpu"
     )
 
@@ -128,14 +130,14 @@ def test_nodeset_conf_uses_trimmed_template_hostname_else_the_name():
 )
 def test_nodeset_values_that_could_add_lines_are_rejected_naming_the_field(spec, field):
     with pytest.raises(BadHookRequest, match=f"NodeSet 'n' {field.replace('.', '[.]')}"):
-        slurmconf.nodeset_conf(nodeset("n", **spec), "NodeSet 'n'")
+        nodesetconf.nodeset_conf(nodeset("n", **spec), "NodeSet 'n'")
 
 
 @pytest.mark.parametrize("value", ["A=1\r\nB=2", "A=1\x00", "A=1 \\\n", "A=1 \\"])
 def test_extra_conf_that_would_break_the_following_lines_is_rejected(value):
     with pytest.raises(BadHookRequest, match=r"spec\.extraConf"):
-        slurmconf.check_extra_conf(value, "spec.extraConf")
+        nodesetconf.check_extra_conf(value, "spec.extraConf")
 
 
 def test_multi_line_extra_conf_with_inner_continuations_is_fine():
-    assert slurmconf.check_extra_conf("A=1 \\\n  B=2\nC=3\n", "spec.extraConf")
+    assert nodesetconf.check_extra_conf("A=1 \\\n  B=2\nC=3\n", "spec.extraConf")

@@ -1,4 +1,4 @@
-"""Slurm node-state semantics (hooks/slurmstate.py): pure functions, checked exhaustively."""
+"""Slurm node-state semantics (slinky_common/slurmstate.py): pure functions, checked exhaustively."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from hooks import slurmstate
-from hooks.names import CONDITION_SLURM_NODE_STATE_PREFIX, DRAIN_REASON_PREFIX
+from slinky_common import slurmstate
+from slinky_common.names import CONDITION_SLURM_NODE_STATE_PREFIX, DRAIN_REASON_PREFIX
 
 
 @pytest.mark.parametrize(

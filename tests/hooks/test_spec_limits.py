@@ -11,10 +11,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from hooks import names
 from hooks.app import create_app
 from hooks.controller.model import MAX_BACKUPS
 from hooks.nodeset.spec import MAX_REPLICAS
+from slinky_common import names
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "requests"
 

@@ -9,10 +9,11 @@ from decimal import Decimal
 import jwt
 import pytest
 
-from hooks import names, token
+from hooks import token
 from hooks.app import create_app
-from hooks.cluster import InvalidSpec
 from hooks.contract import parse_composite
+from slinky_common import names
+from slinky_common.errors import InvalidSpec
 from tests.hooks.test_cluster import as_observed, assert_invalid_spec, condition_of, cr, related, request, secret
 from tests.support.kube import validate_builtin
 

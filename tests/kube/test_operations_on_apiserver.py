@@ -31,8 +31,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from hooks import names
 from hooks.app import create_app
+from slinky_common import names
 from slurm_sync.leader import Fence, LeaseElector, LeaseSettings
 from tests.kube.cli import run
 from tests.kube.kubeapi import GROUP, VERSION

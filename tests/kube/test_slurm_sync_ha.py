@@ -28,7 +28,7 @@ import pytest
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
-from hooks import names
+from slinky_common import names
 from slurm_sync.leader import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD
 from slurm_sync.slurm.client import SlurmClient
 from tests.crds.test_crds import example

@@ -29,7 +29,7 @@ import httpx
 import pytest
 from kubernetes import client
 
-from hooks import names
+from slinky_common import names
 from slurm_sync.cache import CachedKube, KubeCache
 from slurm_sync.metrics import Metrics
 from slurm_sync.operator import discovery

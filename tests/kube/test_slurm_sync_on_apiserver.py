@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from hooks import names
+from slinky_common import names
 from slurm_sync.bridge.kube import BridgeKube, binding_body, label_body, release_body
 from slurm_sync.bridge.view import BridgePod, read_pod
 from slurm_sync.kube import Kube

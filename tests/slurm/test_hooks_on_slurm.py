@@ -28,8 +28,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from hooks import names
 from hooks.app import create_app
+from slinky_common import names
 from tests.fixtures.slurm import EXEC, SlurmLab, wait_for
 from tests.hooks.test_cluster import by_kind, cr, related, request, secret
 

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 from werkzeug import Request, Response
 
-from hooks import names
+from slinky_common import names
 from tests.slurm_sync.fakekube import FakeKube, _json, merge_metadata
 
 JSON = dict[str, Any]

@@ -10,7 +10,7 @@ from typing import Any
 
 from kubernetes import client
 
-from hooks import names, slurmstate
+from slinky_common import names, slurmstate
 from slurm_sync.events import Events, ObjectRef
 from slurm_sync.slurm.client import Snapshot
 from slurm_sync.slurm.errors import SlurmError, SlurmNotFound

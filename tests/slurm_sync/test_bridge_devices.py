@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from hooks import names
+from slinky_common import names
 from slurm_sync.bridge import devices
 from slurm_sync.bridge.devices import ContainerRequest, DeviceProblem, DeviceRef, RequestMapping
 from slurm_sync.slurm.types import parse_node_layout

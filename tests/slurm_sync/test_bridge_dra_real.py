@@ -20,9 +20,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from hooks import names
 from hooks.bridge import pod as pod_hook
 from hooks.contract import DecoratorRequest
+from slinky_common import names
 from slurm_sync.bridge import devices
 from slurm_sync.bridge.claims import Claims
 from slurm_sync.bridge.kube import BridgeKube

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from hooks import names
+from slinky_common import names
 from slurm_sync.bridge.kube import BridgeKube
 from slurm_sync.bridge.loop import BridgeLoop
 from slurm_sync.kube import Kube

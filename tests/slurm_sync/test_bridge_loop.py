@@ -15,8 +15,8 @@ import orjson
 import pytest
 from pytest_httpserver import HTTPServer
 
-from hooks import names
 from hooks.bridge import workload
+from slinky_common import names
 from slurm_sync.bridge.kube import BridgeKube
 from slurm_sync.bridge.loop import BridgeLoop
 from slurm_sync.inflight import InFlight

@@ -7,7 +7,7 @@ import datetime
 import orjson
 import pytest
 
-from hooks import names
+from slinky_common import names
 from slurm_sync.bridge import nodes as bridge_nodes
 from slurm_sync.bridge.kube import label_body, pod_group_scheduled_body
 from slurm_sync.bridge.nodes import CreateNode, DeleteNode, MarkRegistered, SlurmNodeChange, plan_nodes

@@ -16,7 +16,7 @@ import httpx
 import pytest
 from pytest_httpserver import HTTPServer
 
-from hooks import names
+from slinky_common import names
 from slurm_sync.bridge.kube import BridgeKube
 from slurm_sync.bridge.loop import BridgeLoop
 from slurm_sync.kube import Kube

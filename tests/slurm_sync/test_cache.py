@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from hooks import names
+from slinky_common import names
 from slurm_sync.bridge import view as bridge_view
 from slurm_sync.cache import ViewMemo, matters, trim_node, trim_pod
 from slurm_sync.metrics import Metrics

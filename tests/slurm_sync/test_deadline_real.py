@@ -18,9 +18,9 @@ from collections.abc import Iterator
 import pytest
 from pytest_httpserver import HTTPServer
 
-from hooks import names
 from hooks.contract import parse_composite
 from hooks.nodeset import hook as nodeset_hook
+from slinky_common import names
 from slurm_sync.slurm.client import SlurmClient
 from tests.fixtures.slurm import SlurmLab, wait_for
 from tests.hooks.test_nodeset import nodeset, observed, request

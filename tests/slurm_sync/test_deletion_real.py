@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from pytest_httpserver import HTTPServer
 
-from hooks import names
+from slinky_common import names
 from tests.fixtures.slurm import SlurmLab, _load_lab, wait_for
 from tests.slurm_sync.kubefixtures import NS
 from tests.slurm_sync.test_operator_real import Rig, rig_of

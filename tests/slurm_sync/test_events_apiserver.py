@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
-from hooks.names import API_VERSION
+from slinky_common.names import API_VERSION
 from slurm_sync.events import MAX_NOTE, REPORTING_CONTROLLER, Events, Notice, nodeset_ref, pod_ref
 from slurm_sync.kube import Kube
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from hooks import names
+from slinky_common import names
 from slurm_sync.events import REPORTING_CONTROLLER
 from tests.fixtures.slurm import wait_for
 from tests.slurm_sync.kubefixtures import NS

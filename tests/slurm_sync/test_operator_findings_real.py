@@ -10,7 +10,7 @@ import copy
 import httpx
 import pytest
 
-from hooks import names
+from slinky_common import names
 from tests.fixtures.slurm import SlurmLab, wait_for
 from tests.slurm_sync.inject import Injector, answer, slurm_meta
 from tests.slurm_sync.kubefixtures import NS, nodeset, pod

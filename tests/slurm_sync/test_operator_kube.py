@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pytest_httpserver import HTTPServer
 
-from hooks import names
+from slinky_common import names
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
 from slurm_sync.operator.loop import OperatorLoop

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from pytest_httpserver import HTTPServer
 
-from hooks import names
+from slinky_common import names
 from slurm_sync.slurm.client import SlurmClient
 from tests.fixtures.slurm import SlurmLab, _load_lab
 from tests.slurm_sync.kubefixtures import NODESET_UID, NS

@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 
-from hooks import names
+from slinky_common import names
 from slurm_sync.metrics import Metrics
 from slurm_sync.operator import plan
-from slurm_sync.operator.loop import OperatorLoop, Tally
+from slurm_sync.operator.loop import OperatorLoop
 from slurm_sync.operator.plan import SlurmView
+from slurm_sync.operator.steps import Tally
 from slurm_sync.operator.view import ClusterView, read_kube_node, read_nodeset, read_pod
 from slurm_sync.slurm.errors import SlurmMalformed, SlurmNotFound, SlurmRejected, SlurmUnavailable
 from slurm_sync.slurm.types import NodeUpdate

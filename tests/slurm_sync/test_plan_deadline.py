@@ -8,11 +8,12 @@ import datetime
 
 import pytest
 
-from hooks import names
+from slinky_common import names
 from slurm_sync.metrics import Metrics
 from slurm_sync.operator import plan
-from slurm_sync.operator.loop import OperatorLoop, Tally
+from slurm_sync.operator.loop import OperatorLoop
 from slurm_sync.operator.plan import SlurmView
+from slurm_sync.operator.steps import Tally
 from slurm_sync.slurm.errors import SlurmUnavailable
 from slurm_sync.slurm.types import Job, Node
 from tests.slurm_sync.kubefixtures import NOW, NS, FakeSlurm, node, ping, pod

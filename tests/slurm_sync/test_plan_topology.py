@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from hooks import names
+from slinky_common import names
 from slurm_sync.operator import plan
 from slurm_sync.operator.plan import PruneCandidate, SlurmView
 from slurm_sync.operator.view import ClusterView, read_kube_node, read_nodeset, read_pod
@@ -138,7 +138,7 @@ def test_topology_is_compared_with_what_was_last_applied_not_slurms_normalised_f
 
 def test_k8s_feature_prefix_is_a_shared_name() -> None:
     assert names.K8S_FEATURE_PREFIX == "k8s/"
-    assert not hasattr(plan, "K8S_FEATURE_PREFIX")  # one definition, in hooks/names.py
+    assert not hasattr(plan, "K8S_FEATURE_PREFIX")  # one definition, in slinky_common/names.py
     c = cluster(pod("gpu-0", **IDLE_POD), nodes=[knode(annotations={names.ANNOTATION_FEATURES_SPEC: "a100"})])
     assert updates(plan_one(c, snode(features=("gpu",)))) == [
         NodeUpdate(

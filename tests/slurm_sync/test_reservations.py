@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pytest_httpserver import HTTPServer
 
-from hooks import names
+from slinky_common import names
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
 from slurm_sync.operator.loop import OperatorLoop
@@ -548,12 +548,12 @@ def test_real_slurm_reservation_created_for_the_nodesets_nodes_and_removed_on_de
             now=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         )
         nodes = {n.name: n for n in client.list_nodes().items}
-        from slurm_sync.operator.loop import Tally
         from slurm_sync.operator.plan import SlurmView
+        from slurm_sync.operator.steps import Tally
 
         try:
             tally = Tally()
-            execute(looper, cluster_of(obj(False, None)), SlurmView(nodes=nodes, ping=None), tally)
+            execute(looper.step_context(), cluster_of(obj(False, None)), SlurmView(nodes=nodes, ping=None), tally)
             assert tally.errors == [] and tally.slurm_writes == 1
             (made,) = [r for r in client.list_reservations().items if r.name == name]
             assert {"MAINT", "IGNORE_JOBS"} <= made.flags and made.node_list == "n[3-4]" and "slurm" in made.users
@@ -562,10 +562,20 @@ def test_real_slurm_reservation_created_for_the_nodesets_nodes_and_removed_on_de
             created = ("Normal", "ReservationCreated", "NodeSet", "restest")
             assert looper.events.posted == [created]  # type: ignore[attr-defined]
             tally = Tally()  # unchanged: no write
-            execute(looper, cluster_of(obj(False, kube.annotations[-1])), SlurmView(nodes=nodes, ping=None), tally)
+            execute(
+                looper.step_context(),
+                cluster_of(obj(False, kube.annotations[-1])),
+                SlurmView(nodes=nodes, ping=None),
+                tally,
+            )
             assert tally.slurm_writes == 0 and len(kube.annotations) == 1
             tally = Tally()
-            execute(looper, cluster_of(obj(True, kube.annotations[-1])), SlurmView(nodes=nodes, ping=None), tally)
+            execute(
+                looper.step_context(),
+                cluster_of(obj(True, kube.annotations[-1])),
+                SlurmView(nodes=nodes, ping=None),
+                tally,
+            )
             assert tally.errors == [] and name not in {r.name for r in client.list_reservations().items}
             assert json.loads(kube.annotations[-1])["state"] == "Absent"
             deleted = ("Normal", "ReservationDeleted", "NodeSet", "restest")
@@ -633,8 +643,8 @@ def test_real_slurm_reservation_deleted_behind_our_back_is_absent_only_on_slurms
     """The report says Created; an administrator deletes the reservation (`scontrol delete`). A listing
     that merely lacks it changes nothing while Slurm, asked by name, still has it; once it is gone,
     the first not-found is confirmed on the next pass and only then is Absent reported."""
-    from slurm_sync.operator.loop import Tally
     from slurm_sync.operator.plan import SlurmView
+    from slurm_sync.operator.steps import Tally
 
     name = "SlurmOperatorMaint-gpu"
     created = nodeset()
@@ -669,14 +679,14 @@ def test_real_slurm_reservation_deleted_behind_our_back_is_absent_only_on_slurms
             client.list_reservations = wrong  # type: ignore[method-assign]
             for _ in range(2):  # a wrong listing: Slurm has it
                 tally = Tally()
-                execute(looper, cluster_of(created), view, tally)
+                execute(looper.step_context(), cluster_of(created), view, tally)
                 assert tally.errors == [] and kube.annotations == []
             slurm_lab.run("scontrol", "delete", f"reservationname={name}", check=True)
             client.list_reservations = listing  # type: ignore[method-assign]
             tally = Tally()
-            execute(looper, cluster_of(created), view, tally)
+            execute(looper.step_context(), cluster_of(created), view, tally)
             assert tally.errors == [] and kube.annotations == []  # a first not-found: confirmed later
-            execute(looper, cluster_of(created), view, tally)
+            execute(looper.step_context(), cluster_of(created), view, tally)
             assert tally.errors == [] and [json.loads(a)["state"] for a in kube.annotations] == ["Absent"]
         finally:
             slurm_lab.run("scontrol", "delete", f"reservationname={name}")

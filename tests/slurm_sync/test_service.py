@@ -13,8 +13,8 @@ import jwt
 import pytest
 from pytest_httpserver import HTTPServer
 
+from slinky_common import logs
 from slurm_sync import __main__ as cli
-from slurm_sync import logs
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
 from slurm_sync.operator.discovery import TokenSource, plan_clusters

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hooks import names
+from slinky_common import names
 from slurm_sync.operator import topology as topology_copy
 from slurm_sync.operator.plan import PodPlan, SlurmView
 from slurm_sync.operator.view import ClusterView

@@ -17,7 +17,7 @@ import httpx
 import pytest
 from pytest_httpserver import HTTPServer
 
-from hooks import gcpause
+from slinky_common import gcpause
 from slurm_sync import service as service_module
 from slurm_sync.cache import KubeCache
 from slurm_sync.informer import Collection

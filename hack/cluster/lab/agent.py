@@ -29,8 +29,8 @@ from typing import Any
 
 import requests
 
-from hooks import names
 from lab import images, kube, runtime, volumes
+from slinky_common import names
 
 Obj = dict[str, Any]
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

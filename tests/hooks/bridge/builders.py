@@ -6,8 +6,8 @@ import copy
 import json
 from typing import Any
 
-from hooks import names
 from hooks.contract import DecoratorRequest
+from slinky_common import names
 
 JSON = dict[str, Any]
 NS = "slurm-bridge"

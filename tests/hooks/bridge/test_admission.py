@@ -10,11 +10,11 @@ import json
 import jsonpatch
 import pytest
 
-from hooks import names
 from hooks.app import create_app
 from hooks.bridge import admission
 from hooks.bridge.admission import AdmissionSettings
 from hooks.contract import AdmissionRequest
+from slinky_common import names
 from tests.support.kube import validate_builtin
 
 MANAGED, OTHER = "slurm-bridge", "default"

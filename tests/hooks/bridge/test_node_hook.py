@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from hooks import names
 from hooks.app import create_app
+from slinky_common import names
 from tests.hooks.bridge.builders import body, request
 
 TAINT, DRAIN = names.ANNOTATION_DESIRED_TAINT, names.ANNOTATION_DRAIN_INTENT

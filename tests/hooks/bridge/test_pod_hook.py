@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from hooks import names
 from hooks.app import create_app
+from slinky_common import names
 from tests.hooks.bridge.builders import NS, body, container, obj, owner_ref, pod, request, slurmjob
 
 PLACEHOLDER, GROUP, ERROR = (

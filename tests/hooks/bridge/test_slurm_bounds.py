@@ -7,9 +7,8 @@ import json
 
 import pytest
 
-from hooks import names
 from hooks.app import create_app
-from hooks.bridge import quantity
+from slinky_common import names, quantity
 from tests.hooks.bridge.builders import body, container, obj, owner_ref, pod, request, slurmjob
 
 PLACEHOLDER, ERROR = names.ANNOTATION_PLACEHOLDER_JOB, names.ANNOTATION_JOB_ERROR

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from hooks import names
 from hooks.bridge import pod as pod_hook
+from slinky_common import names
 from tests.hooks.bridge.builders import (
     NS,
     container,

@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
 from bench import nodeset_sync as b  # noqa: E402 - the repository root goes on the path first
-from hooks import names  # noqa: E402
 from hooks.app import create_app  # noqa: E402
+from slinky_common import names  # noqa: E402
 
 JSON = dict[str, Any]
 REQUESTS = Path(__file__).with_name("requests")

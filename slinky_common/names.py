@@ -44,7 +44,7 @@ ANNOTATION_POD_CORDON_REQUESTED: Final = NODESET_PREFIX + "pod-cordon-requested"
 ANNOTATION_POD_DELETION_COST: Final = NODESET_PREFIX + "pod-deletion-cost"
 ANNOTATION_POD_DEADLINE: Final = NODESET_PREFIX + "pod-deadline"
 ANNOTATION_NODE_CORDON_REASON: Final = NODESET_PREFIX + "node-cordon-reason"
-# slurm_sync's word that Slurm runs no job on the pod's node and will start none (hooks/slurmstate.is_released).
+# slurm_sync's word that Slurm runs no job on the pod's node and will start none (slinky_common/slurmstate.is_released).
 ANNOTATION_DRAINED: Final = NODESET_PREFIX + "drained"
 ANNOTATION_SLURM_NODE_ABSENT: Final = NODESET_PREFIX + "slurm-node-absent"
 ANNOTATION_HOSTNAME_OVERRIDE: Final = NODESET_PREFIX + "hostname-override"

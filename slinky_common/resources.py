@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 
-from hooks.bridge import quantity
-from hooks.contract import JSON
+from slinky_common import quantity
+from slinky_common.jsontypes import JSON
 
 DEVICE_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
 DRA_CPU_CLASS = "dra.cpu"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Final
 
-from hooks.names import CONDITION_SLURM_NODE_STATE_PREFIX, DRAIN_REASON_PREFIX
+from slinky_common.names import CONDITION_SLURM_NODE_STATE_PREFIX, DRAIN_REASON_PREFIX
 
 # A node whose state holds several base words takes the first in this order (Slinky's order).
 BASE_STATES: Final = ("ALLOCATED", "DOWN", "ERROR", "FUTURE", "IDLE", "MIXED", "UNKNOWN")

@@ -16,10 +16,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from hooks.bridge import quantity
-from hooks.bridge.resources import DEVICE_PLUGIN_GPUS
-from hooks.cluster import InvalidSpec
-from hooks.contract import JSON
+from slinky_common import quantity
+from slinky_common.errors import InvalidSpec
+from slinky_common.jsontypes import JSON
+from slinky_common.resources import DEVICE_PLUGIN_GPUS
 
 GPU = "gpu"
 _NAME = re.compile(r"[A-Za-z0-9_]+")

@@ -1,0 +1,53 @@
+"""What the steps a pass runs after its pod plans (maintenance reservations, NodeSet deletion, leftover node
+records) need of that pass: the clients, the pass's clock, its accounting of writes and errors, and the
+absence evidence each step keeps between passes. The operator loop builds one per pass and the steps never
+see the loop, so they depend on this narrow surface alone (docs/architecture.md §4)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from slurm_sync.events import Events, ObjectRef
+from slurm_sync.kube import Kube
+from slurm_sync.metrics import Metrics
+from slurm_sync.proof import AbsenceProof
+from slurm_sync.slurm.client import SlurmClient
+from slurm_sync.slurm.errors import SlurmError
+
+
+@dataclass
+class Tally:
+    """What one pass did and what went wrong (mutable: filled in while executing)."""
+
+    errors: list[str] = field(default_factory=list)
+    kube_writes: int = 0
+    slurm_writes: int = 0
+    unready: list[str] = field(default_factory=list)  # reasons for readiness (failed reads and writes)
+    wrong_cluster: str | None = None
+
+
+KubeWrite = Callable[[Tally, str, Callable[[], object]], None]
+SlurmErrorReport = Callable[[Tally, str, SlurmError], None]
+# (node, pod namespace, pod name, tally, why, about, Event reason) -> Slurm's error, or ""
+DeleteRecord = Callable[[str, str, str, Tally, str, ObjectRef, str], str]
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """One pass's surface for its later steps."""
+
+    cluster: str  # the cluster's name in logs and metrics
+    now: str  # the pass's clock, RFC 3339
+    slurm: SlurmClient
+    kube: Kube
+    events: Events
+    metrics: Metrics
+    kube_write: KubeWrite  # one Kubernetes write, counted or reported in the tally
+    slurm_error: SlurmErrorReport  # a failed Slurm call: an error of the pass and a reason to be unready
+    delete_record: DeleteRecord  # delete a Slurm node record once its pod is confirmed gone
+    delete_slurm_node: Callable[[str], None]  # delete a node record (NotFound counts as deleted)
+    job_absence: AbsenceProof[int]  # jobs of deleting NodeSets that Slurm says are gone
+    reservation_absence: AbsenceProof[str]  # maintenance reservations Slurm says are gone
+    leftover_pods: AbsenceProof[str]  # pods of leftover node records the apiserver says are gone
+    deletion_grace: float  # seconds a deleting NodeSet's pending jobs may wait before they are ended
