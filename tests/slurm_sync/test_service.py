@@ -304,3 +304,14 @@ def test_discovery_binds_each_cluster_to_its_slurm_cluster_name() -> None:
     )
     assert [(r.controller, r.cluster_name) for r in refs] == [("a", "prod"), ("b", f"{NS}_b")]
     assert len(problems) == 1 and problems[0].startswith(f"Controller {NS}/c: cannot tell its Slurm cluster name")
+
+
+def test_a_controller_with_an_invalid_unrelated_field_is_still_synced() -> None:
+    """The hook refuses HA without persistence (InvalidSpec, children kept); the running cluster's pods still
+    need pod-protect and drains, so slurm_sync reads only what it needs: the cluster name and the key."""
+    ha = controller("ha")
+    ha["spec"]["ha"] = {"enabled": True}
+    bad_key = {**controller("k"), "spec": {"jwtKeyRef": {"name": "k-jwt"}}}
+    refs, problems = plan_clusters([ha, bad_key], [], "http://x")
+    assert [(r.controller, r.cluster_name, r.key_secret) for r in refs] == [("ha", f"{NS}_ha", "ha-jwt")]
+    assert problems == [f"Controller {NS}/k: spec.jwtKeyRef.key must be a non-empty string; cannot mint a token"]
