@@ -15,13 +15,13 @@ import base64
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from hooks import cluster, contract
+from hooks import cluster, conffile, contract, invalidspec, references
 from hooks.applied import Child, kept
-from hooks.cluster import Missing
 from hooks.contract import CompositeRequest, CustomizeRequest
 from hooks.objects import child_metadata, content_hash, service
 from hooks.podtemplate import apply_pod_template, merge_container
-from hooks.status import condition, ready_condition, workload_ready
+from hooks.references import Missing
+from hooks.status import available_condition, condition, ready_condition, workload_ready
 from slinky_common import fields, names, nodesetconf, wellknown
 from slinky_common.errors import InvalidSpec
 from slinky_common.fields import KeyRef
@@ -112,10 +112,10 @@ def _parse_storage(storage: JSON) -> Storage:
     if password is None:
         raise InvalidSpec(f"{where}.passwordKeyRef is required")
     return Storage(
-        host=cluster.conf_field(host, f"{where}.host"),
+        host=conffile.conf_field(host, f"{where}.host"),
         port=fields.opt_int(storage, "port", 3306, where, minimum=1),
-        database=cluster.conf_field(fields.opt_str(storage, "database", "slurm_acct_db", where), f"{where}.database"),
-        username=cluster.conf_field(fields.opt_str(storage, "username", where=where), f"{where}.username"),
+        database=conffile.conf_field(fields.opt_str(storage, "database", "slurm_acct_db", where), f"{where}.database"),
+        username=conffile.conf_field(fields.opt_str(storage, "username", where=where), f"{where}.username"),
         password=password,
     )
 
@@ -127,15 +127,15 @@ def customize(req: CustomizeRequest) -> JSON:
     def name(read: Callable[[], KeyRef | None]) -> Callable[[], list[str]]:
         return lambda: [] if fields.opt_bool(spec, "external", False) or (ref := read()) is None else [ref.name]
 
-    secrets = cluster.derivable(
+    secrets = invalidspec.derivable(
         name(lambda: fields.key_ref(fields.opt_obj(spec, "storageConfig"), "passwordKeyRef", "spec.storageConfig")),
         name(lambda: fields.key_ref(spec, "slurmKeyRef")),
         name(lambda: fields.jwt_key_ref(spec)),
     )
-    return {"relatedResources": [cluster.secret_rule(ns, secrets)] if secrets else []}
+    return {"relatedResources": [references.secret_rule(ns, secrets)] if secrets else []}
 
 
-@cluster.reports_invalid_spec
+@invalidspec.reports_invalid_spec
 def sync(req: CompositeRequest) -> JSON:
     spec = parse(req.parent)
     if spec.external:
@@ -152,17 +152,17 @@ def sync(req: CompositeRequest) -> JSON:
             "children": [],
         }
     assert spec.storage is not None and spec.slurm_key is not None and spec.jwt_key is not None  # parse() checked
-    values = {ref: cluster.secret_value(req, spec.namespace, ref) for ref in spec.secret_refs()}
+    values = {ref: references.secret_value(req, spec.namespace, ref) for ref in spec.secret_refs()}
     missing = [v for v in values.values() if isinstance(v, Missing)]
     present = {ref: v for ref, v in values.items() if isinstance(v, bytes)}
     password = _password(spec.storage.password, present.get(spec.storage.password))
     if isinstance(password, Missing):
         missing.append(password)
     children: list[Child] = [_service(req.parent, spec)]
-    observed_sts = cluster.observed(req, STATEFULSET_TYPE, spec.child_name)
+    observed_sts = references.observed(req, STATEFULSET_TYPE, spec.child_name)
     if missing or not isinstance(password, str):
         for type_key in (SECRET_TYPE, STATEFULSET_TYPE):
-            if (child := cluster.observed(req, type_key, spec.child_name)) is not None:
+            if (child := references.observed(req, type_key, spec.child_name)) is not None:
                 children.append(kept(child))
     else:
         conf = slurmdbd_conf(spec, password)
@@ -172,17 +172,17 @@ def sync(req: CompositeRequest) -> JSON:
             names.ANNOTATION_SLURMDBD_CONF_HASH: content_hash({CONF: conf}),
         }
         children += [_config_secret(req.parent, spec, conf), _statefulset(req.parent, spec, hashes)]
-    references = cluster.references_condition(req.parent, missing)
+    resolved = references.references_condition(req.parent, missing)
     status = {
         "conditions": [
-            workload_ready(req.parent, references, observed_sts, "StatefulSet", spec.child_name, 1, "slurmdbd"),
-            references,
-            cluster.available_condition(req.parent, observed_sts, 1),
+            workload_ready(req.parent, resolved, observed_sts, "StatefulSet", spec.child_name, 1, "slurmdbd"),
+            resolved,
+            available_condition(req.parent, observed_sts, 1),
         ]
     }
     response: JSON = {"status": status, "children": children}
     if missing:
-        response["resyncAfterSeconds"] = cluster.MISSING_REFERENCE_RESYNC_SECONDS
+        response["resyncAfterSeconds"] = references.MISSING_REFERENCE_RESYNC_SECONDS
     return response
 
 
@@ -191,7 +191,7 @@ def _password(ref: KeyRef, raw: bytes | None) -> str | Missing | None:
     if raw is None:
         return None
     try:
-        written = cluster.conf_value(raw.decode())
+        written = conffile.conf_value(raw.decode())
     except UnicodeDecodeError:
         written = None
     if written is None:
@@ -230,7 +230,7 @@ def slurmdbd_conf(spec: AccountingSpec, password: str) -> str:
     ]  # fmt: skip
     if spec.extra_conf:
         lines += ["#", "### EXTRA CONFIG ###", spec.extra_conf.rstrip("\n")]
-    merged = cluster.merged_config({"AuthAltParameters": alt_params, "AuthInfo": ["use_client_ids"]}, spec.extra_conf)
+    merged = conffile.merged_config({"AuthAltParameters": alt_params, "AuthInfo": ["use_client_ids"]}, spec.extra_conf)
     if merged:
         lines += ["#", "### MERGED CONFIG ###", *merged]
     return "\n".join(lines) + "\n"

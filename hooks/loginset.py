@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
-from hooks import cluster, contract
+from hooks import cluster, contract, invalidspec, references
 from hooks.applied import Child, kept
-from hooks.cluster import Missing
 from hooks.contract import CompositeRequest, CustomizeRequest
 from hooks.controller.model import Controller, controller_ref_name, controller_rule, find_controller
 from hooks.objects import child_metadata, content_hash, service
 from hooks.podtemplate import apply_pod_template, merge_container
-from hooks.status import workload_ready
+from hooks.references import Missing
+from hooks.status import available_condition, workload_ready
 from slinky_common import fields, names
 from slinky_common.errors import InvalidSpec
 from slinky_common.fields import KeyRef
@@ -103,25 +103,25 @@ def customize(req: CustomizeRequest) -> JSON:
     """The Controller (conf server, slurm.key, worker domain) and the sssd.conf Secret."""
     ns, spec = fields.namespace_of(req.parent), fields.spec_of(req.parent)
     return {
-        "relatedResources": cluster.derivable(
+        "relatedResources": invalidspec.derivable(
             lambda: [controller_rule(ns, controller_ref_name(spec))],
-            lambda: [cluster.secret_rule(ns, [_sssd_ref(spec).name])],
+            lambda: [references.secret_rule(ns, [_sssd_ref(spec).name])],
         )
     }
 
 
-@cluster.reports_invalid_spec
+@invalidspec.reports_invalid_spec
 def sync(req: CompositeRequest) -> JSON:
     spec = parse(req.parent)
     host_keys = _host_keys(req, spec)
     ssh_config = build_ssh_config(req.parent, spec)
     children: list[Child] = [host_keys, ssh_config, build_service(req.parent, spec)]
     controller = find_controller(req, spec.namespace, spec.controller)
-    sssd = cluster.secret_value(req, spec.namespace, spec.sssd)
+    sssd = references.secret_value(req, spec.namespace, spec.sssd)
     missing = [m for m in (sssd,) if isinstance(m, Missing)]
     if controller is None:
         missing.insert(0, Missing("ControllerNotFound", f"Controller {spec.controller!r} does not exist"))
-    observed = cluster.observed(req, DEPLOYMENT_TYPE, spec.name)
+    observed = references.observed(req, DEPLOYMENT_TYPE, spec.name)
     if controller is not None and isinstance(sssd, bytes):
         hashes = {
             names.ANNOTATION_SSH_HOST_KEYS_HASH: content_hash(_decoded(host_keys)),
@@ -133,7 +133,7 @@ def sync(req: CompositeRequest) -> JSON:
         children.append(kept(observed))
     response: JSON = {"status": _status(req.parent, spec, observed, missing), "children": children}
     if missing:
-        response["resyncAfterSeconds"] = cluster.MISSING_REFERENCE_RESYNC_SECONDS
+        response["resyncAfterSeconds"] = references.MISSING_REFERENCE_RESYNC_SECONDS
     return response
 
 
@@ -142,14 +142,14 @@ def _status(parent: JSON, spec: LoginSetSpec, deployment: JSON | None, missing: 
     replicas = ((deployment or {}).get("status") or {}).get("replicas") or 0
     selector = ((deployment or {}).get("spec") or {}).get("selector") or {}
     match = selector.get("matchLabels") or selector_labels(APP, spec.name)
-    references = cluster.references_condition(parent, missing)
+    resolved = references.references_condition(parent, missing)
     return {
         "replicas": replicas,
         "selector": ",".join(f"{k}={v}" for k, v in sorted(match.items())),
         "conditions": [
-            workload_ready(parent, references, deployment, "Deployment", spec.name, spec.replicas, "login"),
-            references,
-            cluster.available_condition(parent, deployment, spec.replicas),
+            workload_ready(parent, resolved, deployment, "Deployment", spec.name, spec.replicas, "login"),
+            resolved,
+            available_condition(parent, deployment, spec.replicas),
         ],
     }
 
@@ -180,7 +180,7 @@ def _host_keys(req: CompositeRequest, spec: LoginSetSpec) -> JSON:
 
     An observed Secret is kept even without usable data: it is immutable, so new keys could not be
     applied anyway, and answering fresh random keys each sync would roll the Deployment's hash."""
-    observed = cluster.observed(req, SECRET_TYPE, spec.host_keys_secret)
+    observed = references.observed(req, SECRET_TYPE, spec.host_keys_secret)
     data = (observed or {}).get("data")
     if observed is not None:
         encoded = {k: v for k, v in data.items() if isinstance(v, str)} if isinstance(data, dict) else {}

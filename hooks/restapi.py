@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hooks import cluster, contract
+from hooks import cluster, contract, invalidspec, references
 from hooks.applied import Child, kept
-from hooks.cluster import Missing
 from hooks.contract import CompositeRequest, CustomizeRequest
 from hooks.controller.model import Controller, controller_ref_name, controller_rule, find_controller
 from hooks.objects import child_metadata, service
 from hooks.podtemplate import apply_pod_template, merge_container
-from hooks.status import workload_ready
+from hooks.references import Missing
+from hooks.status import available_condition, workload_ready
 from slinky_common import fields, names, wellknown
 from slinky_common.jsontypes import JSON
 from slinky_common.wellknown import component_labels, selector_labels
@@ -62,36 +62,34 @@ def parse(parent: JSON) -> RestApiSpec:
 def customize(req: CustomizeRequest) -> JSON:
     """The Controller: its accountingRef, config map and slurm.key name shape the Deployment."""
     ns = fields.namespace_of(req.parent)
-    controller = cluster.derivable(lambda: [controller_ref_name(fields.spec_of(req.parent))])
+    controller = invalidspec.derivable(lambda: [controller_ref_name(fields.spec_of(req.parent))])
     return {"relatedResources": [controller_rule(ns, name) for name in controller]}
 
 
-@cluster.reports_invalid_spec
+@invalidspec.reports_invalid_spec
 def sync(req: CompositeRequest) -> JSON:
     spec = parse(req.parent)
     children: list[Child] = [build_service(req.parent, spec)]
     missing: list[Missing] = []
     controller = find_controller(req, spec.namespace, spec.controller)
-    observed = cluster.observed(req, DEPLOYMENT_TYPE, spec.child_name)
+    observed = references.observed(req, DEPLOYMENT_TYPE, spec.child_name)
     if controller is None:
         missing.append(Missing("ControllerNotFound", f"Controller {spec.controller!r} does not exist"))
         if observed is not None:
             children.append(kept(observed))
     else:
         children.append(build_deployment(req.parent, spec, controller))
-    references = cluster.references_condition(req.parent, missing)
+    resolved = references.references_condition(req.parent, missing)
     status = {
         "conditions": [
-            workload_ready(
-                req.parent, references, observed, "Deployment", spec.child_name, spec.replicas, "slurmrestd"
-            ),
-            references,
-            cluster.available_condition(req.parent, observed, spec.replicas),
+            workload_ready(req.parent, resolved, observed, "Deployment", spec.child_name, spec.replicas, "slurmrestd"),
+            resolved,
+            available_condition(req.parent, observed, spec.replicas),
         ]
     }
     response: JSON = {"status": status, "children": children}
     if missing:
-        response["resyncAfterSeconds"] = cluster.MISSING_REFERENCE_RESYNC_SECONDS
+        response["resyncAfterSeconds"] = references.MISSING_REFERENCE_RESYNC_SECONDS
     return response
 
 

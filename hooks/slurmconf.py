@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from hooks import cluster
+from hooks import conffile, logfile
 from slinky_common import gres, wellknown
 from slinky_common.nodesetconf import NodeSetConf
 
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 ETC_DIR = "/etc/slurm"
 STATE_SAVE_ROOT = "/var/spool/slurmctld"
-SLURMCTLD_LOG = f"{cluster.LOG_DIR}/slurmctld.log"
+SLURMCTLD_LOG = f"{logfile.LOG_DIR}/slurmctld.log"
 JWT_KEY_FILE = "jwt.key"
 SLURM_KEY_FILE = "slurm.key"
 JWKS_FILE = "jwks.json"
@@ -62,7 +62,7 @@ def render(conf: SlurmConf) -> str:
             [
                 f"SlurmctldLogFile={SLURMCTLD_LOG}",
                 f"SlurmSchedLogFile={SLURMCTLD_LOG}",
-                f"SlurmdLogFile={cluster.LOG_DIR}/slurmd.log",
+                f"SlurmdLogFile={logfile.LOG_DIR}/slurmd.log",
             ],
         ),
         ("PLUGINS & PARAMETERS", _plugins(conf)),
@@ -79,7 +79,7 @@ def render(conf: SlurmConf) -> str:
         ),
         ("NODESET & PARTITION", _nodeset_lines(conf.nodesets)),
         ("EXTRA CONFIG", [conf.extra_conf.rstrip("\n")] if conf.extra_conf.strip() else []),
-        ("MERGED CONFIG", cluster.merged_config(operator_parameters(conf.jwks, _gres_types(conf)), conf.extra_conf)),
+        ("MERGED CONFIG", conffile.merged_config(operator_parameters(conf.jwks, _gres_types(conf)), conf.extra_conf)),
     ]
     return _join(sections)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from slinky_common import names
 from slinky_common.names import CONDITION_READY
 
 JSON = dict[str, Any]
@@ -101,3 +102,14 @@ def replica_count(status: JSON, key: str) -> int:
     """A count from a workload's status; 0 when absent or not an integer (observed objects may be in any shape)."""
     value = status.get(key, 0)
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def available_condition(parent: JSON, workload: JSON | None, desired: int) -> JSON:
+    """Whether the observed Deployment/StatefulSet has as many ready pods as desired."""
+    if workload is None:
+        return condition(parent, names.CONDITION_AVAILABLE, False, "NotCreated", "the workload does not exist yet")
+    ready = (workload.get("status") or {}).get("readyReplicas") or 0
+    ok = ready >= desired
+    return condition(
+        parent, names.CONDITION_AVAILABLE, ok, "Ready" if ok else "NotReady", f"{ready}/{desired} pods ready"
+    )

@@ -22,11 +22,11 @@ from decimal import Decimal
 
 import jwt
 
-from hooks import cluster, contract
+from hooks import contract, invalidspec, references
 from hooks.applied import kept
-from hooks.cluster import Missing
 from hooks.contract import CompositeRequest, CustomizeRequest
 from hooks.objects import child_metadata
+from hooks.references import Missing
 from hooks.status import Problem, ready_condition, unmet
 from slinky_common import fields
 from slinky_common.errors import InvalidSpec
@@ -108,8 +108,8 @@ def _key_ref(spec: JSON) -> KeyRef:
 
 def customize(req: CustomizeRequest) -> JSON:
     ns = fields.namespace_of(req.parent)
-    key = cluster.derivable(lambda: [_key_ref(fields.spec_of(req.parent)).name])
-    return {"relatedResources": [cluster.secret_rule(ns, key)] if key else []}
+    key = invalidspec.derivable(lambda: [_key_ref(fields.spec_of(req.parent)).name])
+    return {"relatedResources": [references.secret_rule(ns, key)] if key else []}
 
 
 def claims_for(spec: TokenSpec, issued_at: int) -> JSON:
@@ -135,12 +135,12 @@ def reusable_claims(token: str, spec: TokenSpec, key: bytes) -> JSON | None:
     return claims if exp - iat == spec.lifetime else None
 
 
-@cluster.reports_invalid_spec
+@invalidspec.reports_invalid_spec
 def sync(req: CompositeRequest) -> JSON:
     spec = parse(req.parent)
-    secret = cluster.observed(req, SECRET_TYPE, spec.secret_name)
+    secret = references.observed(req, SECRET_TYPE, spec.secret_name)
     token = _token_in(secret, spec)
-    key = cluster.secret_value(req, spec.namespace, spec.key)
+    key = references.secret_value(req, spec.namespace, spec.key)
     missing = [key] if isinstance(key, Missing) else []
     response: JSON = {"children": []}
     if secret is not None and not spec.refresh:
@@ -149,7 +149,7 @@ def sync(req: CompositeRequest) -> JSON:
     elif isinstance(key, Missing):
         if secret is not None:
             response["children"].append(kept(secret))
-        response["resyncAfterSeconds"] = float(cluster.MISSING_REFERENCE_RESYNC_SECONDS)
+        response["resyncAfterSeconds"] = float(references.MISSING_REFERENCE_RESYNC_SECONDS)
     else:
         _check_key(key, spec.key)
         current = now()
@@ -214,14 +214,14 @@ def _status(parent: JSON, spec: TokenSpec, token: str | None, missing: list[Miss
 
     Ready once the observed Secret holds a token (so a client reading it after `kubectl wait` finds one).
     """
-    references = cluster.references_condition(parent, missing)
-    problems = unmet(references)
+    resolved = references.references_condition(parent, missing)
+    problems = unmet(resolved)
     if not stored:
         message = f"Secret {spec.secret_name} holds no token yet (key {spec.secret_key})"
         problems.append(Problem("SecretNotCreated", message))
     message = f"Secret {spec.secret_name} holds a token under key {spec.secret_key}"
     ready = ready_condition(parent, problems, "TokenIssued", message)
-    status: JSON = {"conditions": [ready, references]}
+    status: JSON = {"conditions": [ready, resolved]}
     try:
         iat = jwt.decode(token, options={"verify_signature": False}).get("iat") if token else None
     except jwt.InvalidTokenError:

@@ -51,7 +51,7 @@ def opt_int(
     if value is None:
         return default
     if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= maximum:
-        raise InvalidSpec(f"{where}.{field} must be an integer from {minimum} to {maximum}")
+        raise InvalidSpec(f"{where}.{field} must be an integer from {minimum} to {maximum}, got {value!r}")
     return value
 
 
@@ -61,6 +61,16 @@ def opt_bool(spec: JSON, field: str, default: bool, where: str = "spec") -> bool
         return default
     if not isinstance(value, bool):
         raise InvalidSpec(f"{where}.{field} must be a boolean")
+    return value
+
+
+def opt_enum(spec: JSON, field: str, default: str, allowed: tuple[str, ...], where: str = "spec") -> str:
+    """One of ``allowed``; absent or "" is ``default`` (Kubernetes' zero value of an enum string)."""
+    value = spec.get(field)
+    if value is None or value == "":
+        return default
+    if value not in allowed:
+        raise InvalidSpec(f"{where}.{field} must be one of {', '.join(allowed)}, got {value!r}")
     return value
 
 

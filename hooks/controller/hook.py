@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, TypeGuard
 
-from hooks import cluster, contract, slurmconf
+from hooks import cluster, contract, invalidspec, references, slurmconf
 from hooks.contract import CompositeRequest, CustomizeRequest
 from hooks.controller.model import Endpoint
 from hooks.controller.pod import APP_NAME, COMPONENT, statefulset
@@ -66,7 +66,7 @@ def customize(req: CustomizeRequest) -> JSON:
         return [*referenced_configmaps(spec), *([jwks.name] if jwks else [])]
 
     return {
-        "relatedResources": cluster.derivable(
+        "relatedResources": invalidspec.derivable(
             lambda: _by_name(names.API_VERSION, "accountings", ns, [fields.local_ref_name(spec, "accountingRef")]),
             lambda: (
                 [{"apiVersion": names.API_VERSION, "resource": "nodesets", "namespace": ns}] if in_cluster() else []
@@ -85,17 +85,17 @@ def _by_name(api_version: str, resource: str, namespace: str, wanted: list[str])
     )
 
 
-@cluster.reports_invalid_spec
+@invalidspec.reports_invalid_spec
 def sync(req: CompositeRequest) -> JSON:
     spec = parse_spec(req.parent)
     refs = resolve(req, spec)
-    observed_config = cluster.observed(req, CONFIGMAP, spec.config_map)
+    observed_config = references.observed(req, CONFIGMAP, spec.config_map)
     refs = _nodesets_unlisted(req, spec, refs, observed_config)
     data, frozen = _config_data(spec, refs, observed_config)
     children = [_config_map(req.parent, spec, data)]
     monitor_supported = _child_type_configured(req.controller, SERVICE_MONITOR_API, "servicemonitors")
     if spec.external is None:
-        observed_sts = cluster.observed(req, STATEFULSET, spec.service_name)
+        observed_sts = references.observed(req, STATEFULSET, spec.service_name)
         annotations = _pod_annotations(spec, refs, data, observed_sts)
         children = [
             _internal_service(req.parent, spec),
@@ -108,7 +108,7 @@ def sync(req: CompositeRequest) -> JSON:
     children += [_worker_service(req.parent, spec), _worker_pdb(req.parent, spec)]
     response: JSON = {"status": _status(req, spec, refs, frozen, monitor_supported), "children": children}
     if refs.missing:
-        response["resyncAfterSeconds"] = cluster.MISSING_REFERENCE_RESYNC_SECONDS
+        response["resyncAfterSeconds"] = references.MISSING_REFERENCE_RESYNC_SECONDS
     return response
 
 
@@ -288,21 +288,21 @@ def _status(req: CompositeRequest, spec: ControllerSpec, refs: Resolved, frozen:
     if refs.missing:
         message = "missing: " + "; ".join(refs.missing) + ". Existing children and pod hashes are kept"
         message += "; slurm.conf is kept as last written until they exist" if frozen else ""
-        references = condition(parent, names.CONDITION_REFERENCES_RESOLVED, False, "MissingReferences", message)
+        resolved = condition(parent, names.CONDITION_REFERENCES_RESOLVED, False, "MissingReferences", message)
     else:
         message = "every referenced object exists"
-        references = condition(parent, names.CONDITION_REFERENCES_RESOLVED, True, "AllFound", message)
+        resolved = condition(parent, names.CONDITION_REFERENCES_RESOLVED, True, "AllFound", message)
     if spec.external is not None:
         where = f"{spec.external.host}:{spec.external.port}"
         message = f"slurmctld runs outside Kubernetes at {where}; only its client slurm.conf is managed here"
         conditions = [
             condition(parent, names.CONDITION_EXTERNAL, True, "External", message),
-            ready_condition(parent, unmet(references), "External", message),
+            ready_condition(parent, unmet(resolved), "External", message),
         ]
     else:
-        sts = cluster.observed(req, STATEFULSET, spec.service_name)
-        conditions = _workload_conditions(parent, spec, sts, references)
-    conditions.append(references)
+        sts = references.observed(req, STATEFULSET, spec.service_name)
+        conditions = _workload_conditions(parent, spec, sts, resolved)
+    conditions.append(resolved)
     if spec.service_monitor is not None and spec.external is None:
         if monitor_supported:
             conditions.append(
@@ -323,10 +323,10 @@ def _status(req: CompositeRequest, spec: ControllerSpec, refs: Resolved, frozen:
     return {"conditions": conditions}
 
 
-def _workload_conditions(parent: JSON, spec: ControllerSpec, sts: JSON | None, references: JSON) -> list[JSON]:
+def _workload_conditions(parent: JSON, spec: ControllerSpec, sts: JSON | None, resolved: JSON) -> list[JSON]:
     """Ready: every reference exists and every slurmctld is up on the current template. Available: at least one is."""
     name = spec.service_name
-    ready_cond = workload_ready(parent, references, sts, "StatefulSet", name, spec.replicas, "slurmctld")
+    ready_cond = workload_ready(parent, resolved, sts, "StatefulSet", name, spec.replicas, "slurmctld")
     if sts is None:
         message = f"StatefulSet {name} does not exist yet"
         return [ready_cond, condition(parent, names.CONDITION_AVAILABLE, False, "StatefulSetMissing", message)]

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from hooks import cluster, contract
+from hooks import cluster, contract, references
 from hooks.contract import CompositeRequest
 from slinky_common import fields, names
 from slinky_common.errors import InvalidSpec
@@ -161,5 +161,5 @@ def controller_rule(namespace: str, name: str) -> JSON:
 
 def find_controller(req: CompositeRequest, namespace: str, name: str) -> Controller | None:
     """The related Controller's model, None while it is not observed; InvalidSpec names an unusable field of it."""
-    obj = cluster.find_related(req, contract.TYPE_CONTROLLER, namespace, name)
+    obj = references.find_related(req, contract.TYPE_CONTROLLER, namespace, name)
     return None if obj is None else read_controller(obj, namespace, f"related Controller {name!r} spec")

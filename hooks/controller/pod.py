@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from hooks import cluster, slurmconf
+from hooks import cluster, logfile, slurmconf
 from hooks.controller.spec import ControllerSpec
 
 # The same log FIFO sidecar as slurmd's (slurmctld writes its log into the FIFO it reads).
@@ -148,14 +148,14 @@ def _slurmctld_container(spec: ControllerSpec) -> JSON:
             {"name": "run", "mountPath": "/run"},
             {"name": STATESAVE_VOLUME, "mountPath": f"{slurmconf.STATE_SAVE_ROOT}/{spec.cluster_name}"},
             {"name": "slurm-authsocket", "mountPath": AUTHSOCKET_DIR},
-            {"name": "slurm-logfile", "mountPath": cluster.LOG_DIR},
+            {"name": "slurm-logfile", "mountPath": logfile.LOG_DIR},
         ],
     }
     return merge_container(base, spec.slurmctld)
 
 
 def _logfile_sidecar(spec: ControllerSpec) -> JSON:
-    return cluster.logfile_sidecar(slurmconf.SLURMCTLD_LOG, spec.logfile)
+    return logfile.logfile_sidecar(slurmconf.SLURMCTLD_LOG, spec.logfile)
 
 
 def _reconfigure_sidecar(spec: ControllerSpec) -> JSON:

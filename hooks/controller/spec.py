@@ -14,7 +14,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from hooks import cluster, contract
+from hooks import cluster, contract, references
 from hooks.contract import CompositeRequest
 from hooks.controller.model import Controller, Endpoint, check_port, external_endpoint, read_controller
 from slinky_common import fields, nodesetconf, wellknown
@@ -141,8 +141,8 @@ def resolve(req: CompositeRequest, spec: ControllerSpec) -> Resolved:
         for ref in (spec.slurm_key, spec.jwt_key):
             if ref is None:
                 continue
-            value = cluster.secret_value(req, spec.namespace, ref)
-            if isinstance(value, cluster.Missing):
+            value = references.secret_value(req, spec.namespace, ref)
+            if isinstance(value, references.Missing):
                 missing.append(value.message)
             else:
                 secrets[f"{ref.name}/{ref.key}"] = value
@@ -160,7 +160,7 @@ def resolve(req: CompositeRequest, spec: ControllerSpec) -> Resolved:
         missing += [f"ConfigMap {name!r} does not exist" for name in absent]
     accounting = None
     if spec.accounting:
-        found = cluster.find_related(req, ACCOUNTING, spec.namespace, spec.accounting)
+        found = references.find_related(req, ACCOUNTING, spec.namespace, spec.accounting)
         if found is None:
             config_missing = True
             missing.append(f"Accounting {spec.accounting!r} does not exist")

@@ -51,7 +51,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from hooks import cluster
+from hooks import invalidspec
 from hooks.applied import Child, Kept, kept, kind_and_name, name_of
 from hooks.contract import ChildReader, CompositeRequest, CustomizeRequest
 from hooks.controller.model import Controller, controller_ref_name, controller_rule, find_controller
@@ -120,10 +120,10 @@ def customize(req: CustomizeRequest) -> JSON:
         name = sssd_secret_name(parent)
         return [{"apiVersion": "v1", "resource": "secrets", "namespace": namespace, "names": [name]}] if name else []
 
-    return {"relatedResources": cluster.derivable(controller, nodes, sssd)}
+    return {"relatedResources": invalidspec.derivable(controller, nodes, sssd)}
 
 
-@cluster.reports_invalid_spec
+@invalidspec.reports_invalid_spec
 def sync(req: CompositeRequest) -> JSON:
     spec = parse_nodeset(req.parent)
     pods = _observed_pods(req, spec.name)

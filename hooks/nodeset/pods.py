@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from hooks import cluster
+from hooks import cluster, logfile
 from hooks.controller.model import Controller
 from hooks.nodeset.spec import NodeSetSpec
 from hooks.objects import child_metadata, content_hash
@@ -320,7 +320,7 @@ def _slurmd_container(spec: NodeSetSpec, controller: Controller) -> JSON:
     ports = [{"name": "slurmd", "containerPort": wellknown.SLURMD_PORT, "protocol": "TCP"}]
     mounts = [
         {"name": "slurm-etc", "mountPath": "/etc/slurm", "readOnly": True},
-        {"name": "slurm-logfile", "mountPath": cluster.LOG_DIR},
+        {"name": "slurm-logfile", "mountPath": logfile.LOG_DIR},
     ]
     if spec.ssh_enabled:
         ports.append({"name": "ssh", "containerPort": cluster.SSH_PORT, "protocol": "TCP"})
@@ -388,7 +388,7 @@ def _topology_volume() -> JSON:
 
 
 def _logfile_container(spec: NodeSetSpec) -> JSON:
-    return cluster.logfile_sidecar(f"{cluster.LOG_DIR}/slurmd.log", spec.logfile)
+    return logfile.logfile_sidecar(f"{logfile.LOG_DIR}/slurmd.log", spec.logfile)
 
 
 def _http_probe(path: str, failure_threshold: int | None = None, period: int | None = None) -> JSON:

@@ -20,7 +20,7 @@ from typing import Any
 
 from hooks import contract
 from hooks.controller.model import controller_ref_name
-from slinky_common import names
+from slinky_common import fields, names
 from slinky_common.errors import InvalidSpec
 from slinky_common.fields import KeyRef, container_override
 from slinky_common.jsontypes import dict_field
@@ -105,39 +105,39 @@ def parse_nodeset(parent: JSON) -> NodeSetSpec:
             f"metadata.name must be at most {MAX_LABEL_VALUE} characters: it is the {names.LABEL_INSTANCE} label of "
             "every child"
         )
-    strategy = _object(spec, "updateStrategy")
-    rolling = _object(strategy, "rollingUpdate", "updateStrategy.")
-    retention = _object(spec, "persistentVolumeClaimRetentionPolicy")
-    ssh = _object(spec, "ssh")
-    ssh_enabled = _bool(ssh, "enabled", False, "ssh.")
+    strategy = fields.opt_obj(spec, "updateStrategy")
+    rolling = fields.opt_obj(strategy, "rollingUpdate", "spec.updateStrategy")
+    retention = fields.opt_obj(spec, "persistentVolumeClaimRetentionPolicy")
+    ssh = fields.opt_obj(spec, "ssh")
+    ssh_enabled = fields.opt_bool(ssh, "enabled", False, "spec.ssh")
     return NodeSetSpec(
         name=meta["name"],
         namespace=meta.get("namespace") or "",
         controller_name=controller_ref_name(spec),
-        replicas=_int(spec, "replicas", 1, maximum=MAX_REPLICAS),
-        scaling_mode=_enum(spec, "scalingMode", STATEFULSET, (STATEFULSET, DAEMONSET)),
+        replicas=fields.opt_int(spec, "replicas", 1, maximum=MAX_REPLICAS),
+        scaling_mode=fields.opt_enum(spec, "scalingMode", STATEFULSET, (STATEFULSET, DAEMONSET)),
         slurmd=container_override(spec, "slurmd"),
         logfile=container_override(spec, "logfile"),
         template=_template(spec),
-        extra_conf=_string(spec, "extraConf"),
+        extra_conf=fields.opt_str(spec, "extraConf"),
         ssh_enabled=ssh_enabled,
-        extra_sshd_config=_string(ssh, "extraSshdConfig", "ssh."),
+        extra_sshd_config=fields.opt_str(ssh, "extraSshdConfig", where="spec.ssh"),
         sssd_conf_ref=_sssd_conf_ref(ssh, ssh_enabled),
         volume_claim_templates=_claim_templates(spec),
-        update_type=_enum(
-            strategy, "type", ROLLING_UPDATE, (ROLLING_UPDATE, ON_DELETE, SCHEDULED_UPDATE), "updateStrategy."
+        update_type=fields.opt_enum(
+            strategy, "type", ROLLING_UPDATE, (ROLLING_UPDATE, ON_DELETE, SCHEDULED_UPDATE), "spec.updateStrategy"
         ),
         max_unavailable=_max_unavailable(rolling),
-        pvc_when_deleted=_enum(
-            retention, "whenDeleted", RETAIN, (RETAIN, DELETE), "persistentVolumeClaimRetentionPolicy."
+        pvc_when_deleted=fields.opt_enum(
+            retention, "whenDeleted", RETAIN, (RETAIN, DELETE), "spec.persistentVolumeClaimRetentionPolicy"
         ),
-        pvc_when_scaled=_enum(
-            retention, "whenScaled", RETAIN, (RETAIN, DELETE), "persistentVolumeClaimRetentionPolicy."
+        pvc_when_scaled=fields.opt_enum(
+            retention, "whenScaled", RETAIN, (RETAIN, DELETE), "spec.persistentVolumeClaimRetentionPolicy"
         ),
-        min_ready_seconds=_int(spec, "minReadySeconds", 0),
-        ordinal_padding=_int(spec, "ordinalPadding", 0, maximum=_MAX_ORDINAL_PADDING),
-        pin_to_node=_bool(spec, "pinToNode", False),
-        oversubscribe_node=_bool(spec, "oversubscribeNode", False),
+        min_ready_seconds=fields.opt_int(spec, "minReadySeconds", 0),
+        ordinal_padding=fields.opt_int(spec, "ordinalPadding", 0, maximum=_MAX_ORDINAL_PADDING),
+        pin_to_node=fields.opt_bool(spec, "pinToNode", False),
+        oversubscribe_node=fields.opt_bool(spec, "oversubscribeNode", False),
         scheduled=_scheduled_update(strategy) if strategy.get("type") == SCHEDULED_UPDATE else None,
         topology_wait=topology_wait(parent),
     )
@@ -157,8 +157,8 @@ def topology_wait(parent: JSON) -> int:
 def related_nodes_selector(parent: JSON) -> JSON | None:
     """The Node label selector DaemonSet mode and pinToNode need; None when Nodes are not needed."""
     spec = parent.get("spec") or {}
-    mode = _enum(spec, "scalingMode", STATEFULSET, (STATEFULSET, DAEMONSET))
-    if mode != DAEMONSET and not _bool(spec, "pinToNode", False):
+    mode = fields.opt_enum(spec, "scalingMode", STATEFULSET, (STATEFULSET, DAEMONSET))
+    if mode != DAEMONSET and not fields.opt_bool(spec, "pinToNode", False):
         return None
     # A nodeSelector is a hard requirement, so Nodes failing it are never needed.
     return {"matchLabels": dict(_template(spec).get("spec", {}).get("nodeSelector") or {})}
@@ -166,8 +166,8 @@ def related_nodes_selector(parent: JSON) -> JSON | None:
 
 def sssd_secret_name(parent: JSON) -> str | None:
     spec = parent.get("spec") or {}
-    ssh = _object(spec, "ssh")
-    ref = _sssd_conf_ref(ssh, _bool(ssh, "enabled", False, "ssh."))
+    ssh = fields.opt_obj(spec, "ssh")
+    ref = _sssd_conf_ref(ssh, fields.opt_bool(ssh, "enabled", False, "spec.ssh"))
     return ref.name if ref else None
 
 
@@ -196,9 +196,9 @@ def check_pod_identity(name: str, hostname: str, source: str) -> None:
 
 
 def _template(spec: JSON) -> JSON:
-    template = _object(spec, "template")
-    _object(template, "metadata", "template.")
-    template_spec = _object(template, "spec", "template.")
+    template = fields.opt_obj(spec, "template")
+    fields.opt_obj(template, "metadata", "spec.template")
+    template_spec = fields.opt_obj(template, "spec", "spec.template")
     for key in ("containers", "initContainers", "volumes", "tolerations"):
         if template_spec.get(key) is not None and not isinstance(template_spec[key], list):
             raise InvalidSpec(f"spec.template.spec.{key} must be a list")
@@ -236,7 +236,7 @@ def go_duration_seconds(text: str) -> float | None:
 
 def _scheduled_update(strategy: JSON) -> ScheduledUpdate:
     """startTime (RFC 3339) and duration (Go duration, at least one minute) are required; flags are Slurm words."""
-    scheduled = _object(strategy, "scheduledUpdate", "updateStrategy.")
+    scheduled = fields.opt_obj(strategy, "scheduledUpdate", "spec.updateStrategy")
     field = "spec.updateStrategy.scheduledUpdate"
     start = scheduled.get("startTime")
     parsed = _rfc3339(start)
@@ -283,7 +283,7 @@ def _rfc3339(value: Any) -> float | None:
 
 
 def _sssd_conf_ref(ssh: JSON, enabled: bool) -> KeyRef | None:
-    ref = _object(ssh, "sssdConfRef", "ssh.")
+    ref = fields.opt_obj(ssh, "sssdConfRef", "spec.ssh")
     if not enabled:
         return None
     name, key = ref.get("name"), ref.get("key")
@@ -325,49 +325,4 @@ def _max_unavailable(rolling: JSON) -> int | str:
         value = int(value)
     if value in (0, "0%") or (isinstance(value, int) and value < 0):
         raise InvalidSpec(f"{field} must be positive (0 would never update a pod), got {value!r}")
-    return value
-
-
-def _object(obj: JSON, key: str, prefix: str = "") -> JSON:
-    value = obj.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise InvalidSpec(f"spec.{prefix}{key} must be an object")
-    return value
-
-
-def _string(obj: JSON, key: str, prefix: str = "") -> str:
-    value = obj.get(key)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise InvalidSpec(f"spec.{prefix}{key} must be a string")
-    return value
-
-
-def _bool(obj: JSON, key: str, default: bool, prefix: str = "") -> bool:
-    value = obj.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise InvalidSpec(f"spec.{prefix}{key} must be a boolean")
-    return value
-
-
-def _int(obj: JSON, key: str, default: int, maximum: int = 2**31 - 1) -> int:
-    value = obj.get(key)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= maximum:
-        raise InvalidSpec(f"spec.{key} must be an integer between 0 and {maximum}, got {value!r}")
-    return value
-
-
-def _enum(obj: JSON, key: str, default: str, allowed: tuple[str, ...], prefix: str = "") -> str:
-    value = obj.get(key)
-    if value is None or value == "":
-        return default
-    if value not in allowed:
-        raise InvalidSpec(f"spec.{prefix}{key} must be one of {', '.join(allowed)}, got {value!r}")
     return value

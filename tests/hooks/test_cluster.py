@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
-from hooks import applied, cluster, contract
+from hooks import applied, cluster, conffile, contract, invalidspec, references
 from hooks.contract import parse_composite
 from slinky_common import fields, names
 from slinky_common.errors import BadHookRequest, InvalidSpec
@@ -154,26 +154,26 @@ def test_bad_key_refs_name_the_field(spec, needle):
 
 def test_secret_value_explains_what_is_missing_without_values():
     req = parse_composite(request(cr("Token", "t", {}), rel=related(secret("s", {"a": b"hunter2"}))), "Token")
-    assert cluster.secret_value(req, NS, fields.KeyRef("s", "a")) == b"hunter2"
-    absent = cluster.secret_value(req, NS, fields.KeyRef("nope", "a"))
-    no_key = cluster.secret_value(req, NS, fields.KeyRef("s", "b"))
-    assert isinstance(absent, cluster.Missing) and absent.reason == "SecretNotFound"
-    assert isinstance(no_key, cluster.Missing) and no_key.reason == "SecretKeyNotFound"
+    assert references.secret_value(req, NS, fields.KeyRef("s", "a")) == b"hunter2"
+    absent = references.secret_value(req, NS, fields.KeyRef("nope", "a"))
+    no_key = references.secret_value(req, NS, fields.KeyRef("s", "b"))
+    assert isinstance(absent, references.Missing) and absent.reason == "SecretNotFound"
+    assert isinstance(no_key, references.Missing) and no_key.reason == "SecretKeyNotFound"
     assert "hunter2" not in absent.message + no_key.message
 
 
 def test_merged_config_unions_list_options_and_ours_win_on_key_collisions():
     ours = {"AuthAltParameters": ["jwt_key=/etc/slurm/jwt.key"], "AuthInfo": ["use_client_ids"]}
-    assert cluster.merged_config(ours, "") == []
-    assert cluster.merged_config(ours, "AuthInfo=Cred_Expire=70 # comment\nauthinfo=ttl=5,cred_expire=60") == [
+    assert conffile.merged_config(ours, "") == []
+    assert conffile.merged_config(ours, "AuthInfo=Cred_Expire=70 # comment\nauthinfo=ttl=5,cred_expire=60") == [
         "AuthInfo=cred_expire=60,ttl=5,use_client_ids"
     ]
-    assert cluster.merged_config(ours, "AuthAltParameters=jwt_key=/x,\\\n  disable_token_creation") == [
+    assert conffile.merged_config(ours, "AuthAltParameters=jwt_key=/x,\\\n  disable_token_creation") == [
         "AuthAltParameters=disable_token_creation,jwt_key=/etc/slurm/jwt.key"
     ]
     # option names are case-insensitive to Slurm, values (paths) are not
     ours = {"AuthAltParameters": ["jwt_key=/etc/slurm/jwt.key"]}
-    assert cluster.merged_config(ours, "AuthAltParameters=JWKS=/etc/slurm/JWKS.json") == [
+    assert conffile.merged_config(ours, "AuthAltParameters=JWKS=/etc/slurm/JWKS.json") == [
         "AuthAltParameters=jwks=/etc/slurm/JWKS.json,jwt_key=/etc/slurm/jwt.key"
     ]
 
@@ -193,7 +193,7 @@ def test_merged_config_unions_list_options_and_ours_win_on_key_collisions():
     ],
 )
 def test_conf_value_escapes_or_refuses(value, written):
-    assert cluster.conf_value(value) == written
+    assert conffile.conf_value(value) == written
 
 
 def test_invalid_spec_keeps_children_status_and_other_conditions():
@@ -219,7 +219,7 @@ def test_invalid_spec_keeps_children_status_and_other_conditions():
         ],
     }
     req = parse_composite(request(parent, as_observed([desired])), "RestApi")
-    resp = cluster.invalid_spec_response(req, InvalidSpec("spec.replicas must be an integer >= 0"))
+    resp = invalidspec.invalid_spec_response(req, InvalidSpec("spec.replicas must be an integer >= 0"))
     resp = orjson.loads(applied.serialise(resp))  # kept children are JSON text
     assert resp["children"] == [desired]
     assert resp["status"]["replicas"] == 2
@@ -238,12 +238,12 @@ def test_derivable_leaves_out_only_the_parts_an_invalid_value_prevents():
     def bad() -> list[str]:
         raise InvalidSpec("spec.x")
 
-    assert cluster.derivable(lambda: ["a"], bad, lambda: ["b"]) == ["a", "b"]
+    assert invalidspec.derivable(lambda: ["a"], bad, lambda: ["b"]) == ["a", "b"]
 
 
 def test_conf_field_names_the_field():
     with pytest.raises(BadHookRequest, match=r"spec\.storageConfig\.host cannot be written"):
-        cluster.conf_field("db\nPluginDir=/tmp", "spec.storageConfig.host")
+        conffile.conf_field("db\nPluginDir=/tmp", "spec.storageConfig.host")
 
 
 # --- status of every kind against its CRD -------------------------------------------------------------
