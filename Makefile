@@ -12,11 +12,18 @@ HOOKS_BIND ?= 127.0.0.1:8080
 HELM := .cache/bin/helm
 KUBECTL := .cache/bin/kubectl
 
-.PHONY: run test lint bench venv lock slurm-up slurm-down slurm-purge kube-up kube-down kube-purge cluster-up cluster-down crds clean image
+.PHONY: help run unit test lint bench venv lock slurm-up slurm-down slurm-purge kube-up kube-down kube-purge cluster-up cluster-down crds clean image
 
 # The image of both processes: the charts default to this repository and their appVersion as the tag.
 IMAGE_REPOSITORY ?= ghcr.io/slinky-metacontroller/slinky-metacontroller
 IMAGE_TAG ?= $(shell sed -n 's/^appVersion: *"*\([^"]*\)"*$$/\1/p' charts/slurm-operator/Chart.yaml)
+
+## List these targets with what each does.
+help:
+	@awk '/^## /{doc = doc substr($$0, 4) " "; next} \
+	  /^[a-z][a-z-]*:/{if (doc) {n = split(doc, w, " "); line = sprintf("  %-12s", substr($$1, 1, length($$1) - 1)); len = 14; \
+	    for (i = 1; i <= n; i++) {if (len + length(w[i]) > 108) {print line; line = sprintf("%14s", ""); len = 14} \
+	      line = line " " w[i]; len += length(w[i]) + 1} print line} doc = ""; next} {doc = ""}' $(MAKEFILE_LIST)
 
 venv: $(STAMP)
 
@@ -33,7 +40,12 @@ $(STAMP): $(VENV)/bin/python requirements.lock requirements-test.lock pyproject.
 run: $(STAMP)
 	HOOKS_BIND=$(HOOKS_BIND) exec $(VENV)/bin/gunicorn -c hooks/gunicorn_conf.py 'hooks.app:create_app()'
 
-## ruff (lint and format check) over the repository and mypy over hooks/ and slurm_sync/ (pyproject.toml
+## The fast loop: lint, then every test that needs no lab (no Slurm, no API server, no cluster lab) and
+## starts no gunicorn, on every core, each test stopped after 120 s; under a minute. `make test` runs all.
+unit: lint $(STAMP)
+	$(PY) -m pytest -m "not slurm and not cluster and not gunicorn" -n auto --timeout=120 -q $(PYTEST_ARGS)
+
+## ruff (lint and format check) over the repository and mypy over our three packages (pyproject.toml
 ## configures all three); non-zero on any finding.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

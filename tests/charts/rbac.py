@@ -202,14 +202,15 @@ def kubernetes_methods_called(paths: Iterable[Path]) -> set[str]:
     return found
 
 
-def derived_calls(component: str) -> list[Call]:
+@functools.cache  # the code does not change during a run; parsing it is most of these tests' time
+def derived_calls(component: str) -> tuple[Call, ...]:
     trees = {path: ast.parse(path.read_text(), str(path)) for path in component_files(component)}
     seen: set[int] = set()
-    return [call for path, tree in trees.items() for call in _calls_in(path, tree, tree, trees, seen)]
+    return tuple(call for path, tree in trees.items() for call in _calls_in(path, tree, tree, trees, seen))
 
 
-def derived_rules(component: str) -> set[Rule]:
-    return {call.rule for call in derived_calls(component)}
+def derived_rules(component: str) -> frozenset[Rule]:
+    return frozenset(call.rule for call in derived_calls(component))
 
 
 def planned_methods(component: str) -> list[str]:

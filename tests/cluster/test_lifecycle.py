@@ -147,6 +147,7 @@ def deletion_report(life: Lifecycle) -> dict | None:
     return report if report and report.get("pendingJobs") else None
 
 
+@pytest.mark.timeout(3600)  # 100 operations take 13 to 16 minutes here
 def test_a_seeded_run_of_lifecycle_operations_loses_no_job(life: Lifecycle) -> None:
     life.run(int(os.environ.get("LIFECYCLE_OPS", "100")))
     life.finish()

@@ -17,6 +17,8 @@ import pytest
 
 from hooks.routes import route_table
 
+pytestmark = pytest.mark.gunicorn  # each test starts the real hook server (make unit leaves them out)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import functools
 import os
 
 import pytest
@@ -30,20 +29,6 @@ from tests.support.kube import validate_builtin
 
 SSSD = {"name": "sssd", "key": "sssd.conf"}
 KEYS_NAME = "Secret/login-ssh-host-keys"
-
-
-_generate = loginset.generate_host_keys
-
-
-@functools.cache
-def _one_set_of_keys() -> tuple[tuple[str, bytes], ...]:
-    return tuple(_generate().items())
-
-
-@pytest.fixture()
-def fast_keys(monkeypatch):
-    """RSA-4096 generation is slow; most tests only need some valid keys."""
-    monkeypatch.setattr(loginset, "generate_host_keys", lambda: dict(_one_set_of_keys()))
 
 
 @pytest.fixture()
@@ -80,6 +65,7 @@ def pod_of(response: dict) -> dict:
     return by_kind(response)["Deployment/login"]["spec"]["template"]
 
 
+@pytest.mark.host_keys
 def test_host_keys_are_valid_openssh_keys_of_three_types(client):
     keys = by_kind(sync(client, loginset_cr()))[KEYS_NAME]
     data = {k: base64.b64decode(v) for k, v in keys["data"].items()}
@@ -93,6 +79,7 @@ def test_host_keys_are_valid_openssh_keys_of_three_types(client):
     assert load_ssh_private_key(data["ssh_host_rsa_key"], password=None).key_size == 4096
 
 
+@pytest.mark.host_keys
 def test_host_keys_are_generated_once_and_then_kept(client):
     first = sync(client, loginset_cr())
     other_first = sync(client, loginset_cr())
@@ -103,7 +90,6 @@ def test_host_keys_are_generated_once_and_then_kept(client):
         assert by_kind(again)[KEYS_NAME] == by_kind(first)[KEYS_NAME]
 
 
-@pytest.mark.usefixtures("fast_keys")
 def test_children_validate_strictly_and_feedback_is_a_fixed_point(client):
     parent = loginset_cr(
         replicas=2,
@@ -130,7 +116,6 @@ def test_children_validate_strictly_and_feedback_is_a_fixed_point(client):
     assert a.get_json()["status"]["replicas"] == 2
 
 
-@pytest.mark.usefixtures("fast_keys")
 def test_login_container_pod_and_hash_annotations(client):
     resp = sync(client, loginset_cr(login={"env": [{"name": "A", "value": "1"}]}))
     pod = pod_of(resp)
@@ -160,7 +145,6 @@ def test_login_container_pod_and_hash_annotations(client):
     assert annotations[names.ANNOTATION_SSSD_CONF_HASH] == content_hash({"sssd.conf": b"[sssd]\n"})
 
 
-@pytest.mark.usefixtures("fast_keys")
 def test_user_login_port_replaces_22(client):
     login = pod_of(sync(client, loginset_cr(login={"ports": [{"name": "login", "containerPort": 33}]})))["spec"][
         "containers"
@@ -168,7 +152,6 @@ def test_user_login_port_replaces_22(client):
     assert login["ports"] == [{"name": "login", "containerPort": 33, "protocol": "TCP"}]
 
 
-@pytest.mark.usefixtures("fast_keys")
 def test_ssh_config_and_service(client):
     resp = sync(
         client,
@@ -188,7 +171,6 @@ def test_ssh_config_and_service(client):
     }
 
 
-@pytest.mark.usefixtures("fast_keys")
 @pytest.mark.parametrize(
     ("rel", "reason"), [({"with_controller": False}, "ControllerNotFound"), ({"with_sssd": False}, "SecretNotFound")]
 )
@@ -203,7 +185,6 @@ def test_missing_reference_keeps_the_deployment_and_explains(client, rel, reason
     assert "Deployment/login" not in by_kind(fresh)
 
 
-@pytest.mark.usefixtures("fast_keys")
 def test_status_replicas_and_selector_come_from_the_observed_deployment(client):
     first = sync(client, loginset_cr(replicas=3))
     assert first["status"]["replicas"] == 0
@@ -233,12 +214,10 @@ def test_customize_asks_for_the_controller_and_the_sssd_secret(client):
         ({"strategy": "Recreate"}, "spec.strategy"),
     ],
 )
-@pytest.mark.usefixtures("fast_keys")
 def test_invalid_spec_is_a_condition_naming_the_field_and_changes_nothing(client, spec, needle):
     assert_invalid_spec(client, "loginset", loginset_cr(), loginset_cr(**spec), inputs(), needle)
 
 
-@pytest.mark.usefixtures("fast_keys")
 def test_pure_sync_once_keys_exist_matches_http(client):
     first = sync(client, loginset_cr())
     body = request(loginset_cr(), as_observed(first["children"]), inputs())
@@ -255,6 +234,7 @@ def test_host_keys_are_byte_identical_across_repeated_syncs_of_the_same_observed
     assert by_kind(answers[0].get_json())[KEYS_NAME]["data"] == by_kind(first)[KEYS_NAME]["data"]
 
 
+@pytest.mark.host_keys
 @pytest.mark.parametrize("data", [pytest.param({}, id="empty"), pytest.param(None, id="absent")])
 def test_an_existing_host_key_secret_is_never_replaced_by_fresh_keys(client, data):
     """The Secret is immutable and users pin its keys: an observed one without usable data is kept
@@ -272,7 +252,6 @@ def test_an_existing_host_key_secret_is_never_replaced_by_fresh_keys(client, dat
     assert pod_of(one) == pod_of(two)
 
 
-@pytest.mark.usefixtures("fast_keys")
 def test_an_external_controller_gives_sackd_its_host_and_port(client):
     """Seam bug 3 of issue 23: sackd was sent to `slurm-controller.slurm`, a Service an external Controller lacks."""
     external = cr(

@@ -19,7 +19,6 @@ from tests.hooks import test_nodeset as nodeset
 from tests.hooks import test_restapi as restapi
 from tests.hooks import test_token as token
 from tests.hooks.test_cluster import as_observed, related
-from tests.hooks.test_loginset import fast_keys  # noqa: F401  (fixture)
 from tests.hooks.test_nodeset import clock  # noqa: F401  (fixture, pins the NodeSet hook's clock)
 from tests.hooks.test_token import T0
 from tests.support.kube import validate_cr
@@ -104,7 +103,6 @@ def test_restapi_ready_and_without_its_controller(client):
     assert "Controller 'slurm' does not exist" in orphan["message"], orphan["message"]
 
 
-@pytest.mark.usefixtures("fast_keys")
 def test_loginset_ready_and_with_its_sssd_secret_missing(client):
     parent = loginset.loginset_cr(replicas=1)
     first = loginset.sync(client, parent)
