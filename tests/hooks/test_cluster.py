@@ -132,26 +132,6 @@ def test_derived_names():
     assert cluster.accounting_host("acct") == "acct-accounting"
 
 
-def test_jwt_key_ref_prefers_jwt_key_ref_over_the_deprecated_alias():
-    both = {"jwtKeyRef": {"name": "new", "key": "k"}, "jwtHs256KeyRef": {"name": "old", "key": "k"}}
-    assert fields.jwt_key_ref(both) == fields.KeyRef("new", "k")
-    assert fields.jwt_key_ref({"jwtHs256KeyRef": {"name": "old", "key": "k"}}) == fields.KeyRef("old", "k")
-    assert fields.jwt_key_ref({}) is None
-
-
-@pytest.mark.parametrize(
-    ("spec", "needle"),
-    [
-        ({"slurmKeyRef": "x"}, "spec.slurmKeyRef must be an object"),
-        ({"slurmKeyRef": {"key": "k"}}, "spec.slurmKeyRef.name"),
-        ({"slurmKeyRef": {"name": "n"}}, "spec.slurmKeyRef.key"),
-    ],
-)
-def test_bad_key_refs_name_the_field(spec, needle):
-    with pytest.raises(BadHookRequest, match=needle):
-        fields.key_ref(spec, "slurmKeyRef")
-
-
 def test_secret_value_explains_what_is_missing_without_values():
     req = parse_composite(request(cr("Token", "t", {}), rel=related(secret("s", {"a": b"hunter2"}))), "Token")
     assert references.secret_value(req, NS, fields.KeyRef("s", "a")) == b"hunter2"

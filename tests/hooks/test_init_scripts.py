@@ -22,7 +22,9 @@ from hooks import cluster
 from hooks.app import create_app
 from slinky_common import names
 from tests.fixtures import busybox
-from tests.hooks import test_accounting, test_controller, test_loginset, test_nodeset, test_restapi
+from tests.hooks import test_accounting, test_loginset, test_restapi
+from tests.hooks.controller import test_hook as test_controller
+from tests.hooks.nodeset import test_hook as test_nodeset
 from tests.hooks.test_cluster import by_kind, related
 
 JSON = dict[str, Any]

@@ -13,13 +13,13 @@ import pytest
 
 from slinky_common import names
 from tests.hooks import test_accounting as accounting
-from tests.hooks import test_controller as controller
 from tests.hooks import test_loginset as loginset
-from tests.hooks import test_nodeset as nodeset
 from tests.hooks import test_restapi as restapi
 from tests.hooks import test_token as token
+from tests.hooks.controller import test_hook as controller
+from tests.hooks.nodeset import test_hook as nodeset
+from tests.hooks.nodeset.fixtures import clock  # noqa: F401  (fixture, pins the NodeSet hook's clock)
 from tests.hooks.test_cluster import as_observed, related
-from tests.hooks.test_nodeset import clock  # noqa: F401  (fixture, pins the NodeSet hook's clock)
 from tests.hooks.test_token import T0
 from tests.support.kube import validate_cr
 

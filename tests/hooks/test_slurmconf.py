@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
 from hooks import slurmconf
 from hooks.controller.model import Controller, Endpoint
 from hooks.slurmconf import Scripts, SlurmConf
-from slinky_common import nodesetconf
-from slinky_common.errors import BadHookRequest
 from slinky_common.nodesetconf import NodeSetConf
 
 # Whole files, as a user gets them through the hook, are pinned by tests/hooks/golden/ (test_golden.py).
@@ -98,46 +94,3 @@ def test_external_minimal_conf_is_exact():
     assert with_acct.endswith(
         "AccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost=slurm-accounting.ns\nAccountingStoragePort=6819\n"
     )
-
-
-def nodeset(name: str, **spec) -> dict:
-    return {"metadata": {"name": name, "namespace": "slurm"}, "spec": {"controllerRef": {"name": "slurm"}, **spec}}
-
-
-def test_nodeset_conf_uses_trimmed_template_hostname_else_the_name():
-    assert nodesetconf.nodeset_conf(nodeset("gpu"), "ns") == NodeSetConf("gpu")
-    hostname = nodeset(
-        "gpu", template={"spec": {"hostname": "slinky-"}}, partition={"enabled": True, "config": " MaxTime=1 "}
-    )
-    assert nodesetconf.nodeset_conf(hostname, "ns") == NodeSetConf("slinky", "MaxTime=1")
-    assert nodesetconf.nodeset_conf(nodeset("gpu", partition={"enabled": False, "config": "x"}), "ns") == NodeSetConf(
-        "gpu"
-    )
-
-
-@pytest.mark.parametrize(
-    ("spec", "field"),
-    [
-        (
-            {"partition": {"enabled": True, "config": "MaxTime=1\nPartitionName=evil Nodes=ALL"}},
-            "spec.partition.config",
-        ),
-        ({"partition": {"enabled": True, "config": "MaxTime=1\rX=1"}}, "spec.partition.config"),
-        ({"partition": {"enabled": True, "config": ["MaxTime=1"]}}, "spec.partition.config"),
-        ({"template": {"spec": {"hostname": "a b"}}}, "spec.template.spec.hostname"),
-        ({"template": {"spec": {"hostname": "x\nNodeName=y"}}}, "spec.template.spec.hostname"),
-    ],
-)
-def test_nodeset_values_that_could_add_lines_are_rejected_naming_the_field(spec, field):
-    with pytest.raises(BadHookRequest, match=f"NodeSet 'n' {field.replace('.', '[.]')}"):
-        nodesetconf.nodeset_conf(nodeset("n", **spec), "NodeSet 'n'")
-
-
-@pytest.mark.parametrize("value", ["A=1\r\nB=2", "A=1\x00", "A=1 \\\n", "A=1 \\"])
-def test_extra_conf_that_would_break_the_following_lines_is_rejected(value):
-    with pytest.raises(BadHookRequest, match=r"spec\.extraConf"):
-        nodesetconf.check_extra_conf(value, "spec.extraConf")
-
-
-def test_multi_line_extra_conf_with_inner_continuations_is_fine():
-    assert nodesetconf.check_extra_conf("A=1 \\\n  B=2\nC=3\n", "spec.extraConf")

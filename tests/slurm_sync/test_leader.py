@@ -39,7 +39,7 @@ from slurm_sync.slurm.errors import SlurmNotLeader
 from slurm_sync.slurm.types import NodeUpdate
 from tests.fixtures.slurm import wait_for
 from tests.slurm_sync.kubefixtures import api_client
-from tests.slurm_sync.test_slurm_client import V, meta, node, nodes_body, spec
+from tests.slurm_sync.slurm.test_client import V, meta, node, nodes_body, spec
 
 
 class FakeClock:

@@ -12,10 +12,8 @@ import json
 import orjson
 import pytest
 
-from hooks.app import create_app
-from hooks.nodeset import hook as nodeset_hook
-from hooks.nodeset.observe import parse_time
 from slinky_common import names
+from tests.hooks.nodeset.fixtures import READY_AT
 from tests.support.kube import validate_builtin, validate_cr
 
 NS = "slurm"
@@ -134,34 +132,6 @@ def observed(
         ]
         obj["status"] = {"phase": phase, "conditions": conditions}
     return obj
-
-
-# The kubelet's Ready transition in `observed` pods; the pinned clock starts a minute later.
-READY_AT = parse_time("2025-01-01T00:01:00Z")
-T0 = READY_AT + 60
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-        self.reads = 0
-
-    def __call__(self) -> float:
-        self.reads += 1
-        return self.now
-
-
-@pytest.fixture(autouse=True)
-def clock(monkeypatch):
-    """Pins hooks.nodeset.hook.now() (the NodeSet hook's one clock read); set `clock.now` to move time."""
-    pinned = Clock()
-    monkeypatch.setattr(nodeset_hook, "now", pinned)
-    return pinned
-
-
-@pytest.fixture()
-def client(clock):
-    return create_app().test_client()
 
 
 def post(client, path: str, body: dict, status_parent: dict | None = None) -> dict:

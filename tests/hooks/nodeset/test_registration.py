@@ -9,15 +9,7 @@ import pytest
 
 from hooks.app import create_app
 from slinky_common import names
-from tests.hooks.test_nodeset import (  # noqa: F401  (client and clock are fixtures)
-    children,
-    client,
-    clock,
-    nodeset,
-    observed,
-    request,
-    sync,
-)
+from tests.hooks.nodeset.test_hook import children, nodeset, observed, request, sync
 
 UPDATE = {"rollingUpdate": {"maxUnavailable": 1}}
 SMALL = {"extraConf": "CPUs=4 RealMemory=500"}
@@ -51,14 +43,14 @@ def test_the_registration_hash_follows_what_slurmd_registers(before, after, chan
     assert (registration(pod_of(before)) != registration(pod_of(after))) is changes
 
 
-def rolled(client, old_spec: dict, new_spec: dict, **state) -> tuple[dict, dict]:  # noqa: F811
+def rolled(client, old_spec: dict, new_spec: dict, **state) -> tuple[dict, dict]:
     old = children(sync(client, request(nodeset(replicas=1, **old_spec))))["gpu-0"]
     spec = {"replicas": 1, "updateStrategy": UPDATE, **new_spec}
     resp = sync(client, request(nodeset(**spec), pods=[observed(old, **state)]))
     return old, resp
 
 
-def test_a_pod_resized_by_a_rolling_update_goes_only_once_its_node_record_is_gone(client):  # noqa: F811
+def test_a_pod_resized_by_a_rolling_update_goes_only_once_its_node_record_is_gone(client):
     old, resp = rolled(client, SMALL, RESIZED)
     assert intents(resp) == {"gpu-0": True}
     spec = {"replicas": 1, "updateStrategy": UPDATE, **RESIZED}
@@ -72,7 +64,7 @@ def test_a_pod_resized_by_a_rolling_update_goes_only_once_its_node_record_is_gon
     assert registration(new) != registration(old) and "CPUs=2 " in new["spec"]["containers"][0]["args"][4]
 
 
-def test_a_pod_replaced_for_its_image_keeps_its_node_record(client):  # noqa: F811
+def test_a_pod_replaced_for_its_image_keeps_its_node_record(client):
     old, resp = rolled(client, {"slurmd": {"image": "slurmd:1"}}, {"slurmd": {"image": "slurmd:2"}})
     assert intents(resp) == {"gpu-0": False}
     spec = {"replicas": 1, "updateStrategy": UPDATE, "slurmd": {"image": "slurmd:2"}}
@@ -80,7 +72,7 @@ def test_a_pod_replaced_for_its_image_keeps_its_node_record(client):  # noqa: F8
     assert children(sync(client, request(nodeset(status=resp["status"], **spec), pods=[drained]))) == {}
 
 
-def test_a_pod_made_before_the_hash_existed_keeps_its_node_record(client):  # noqa: F811
+def test_a_pod_made_before_the_hash_existed_keeps_its_node_record(client):
     """Unknown is no reason to act: without the annotation the old registration is unknown."""
     old = children(sync(client, request(nodeset(replicas=1, **SMALL))))["gpu-0"]
     del old["metadata"]["annotations"][names.ANNOTATION_REGISTRATION_HASH]

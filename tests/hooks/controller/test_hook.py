@@ -13,7 +13,7 @@ from slinky_common import names
 from tests.hooks.test_cluster import NS, as_observed, assert_invalid_spec, by_kind, condition_of, cr, related, secret
 from tests.support.kube import validate_builtin, validate_cr
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SLURM_KEY = {"name": "slurm-key", "key": "slurm.key"}
 JWT_KEY = {"name": "jwt-key", "key": "jwt.key"}
 STS = "StatefulSet/slurm-controller"

@@ -9,10 +9,11 @@ from hooks.nodeset.spec import parse_nodeset
 from slinky_common import names
 from slinky_common.errors import InvalidSpec
 from slinky_common.gres import gres_types
+from tests.hooks.nodeset.fixtures import client, clock  # noqa: F401  (fixtures)
+from tests.hooks.nodeset.test_hook import condition, nodeset, request, sync
+from tests.hooks.nodeset.test_pods import slurmd
 from tests.hooks.test_cluster import cr, related
 from tests.hooks.test_cluster import request as controller_request
-from tests.hooks.test_nodeset import client, clock, condition, nodeset, request, sync  # noqa: F401  (fixtures)
-from tests.hooks.test_nodeset_pods import slurmd
 
 
 def conf(**spec) -> str:

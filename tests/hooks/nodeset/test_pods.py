@@ -11,10 +11,8 @@ import pytest
 from hooks.nodeset.pods import conf_argument, parse_quantity, pod_limits
 from hooks.nodeset.spec import parse_nodeset
 from slinky_common import names
-from tests.hooks.test_nodeset import (  # noqa: F401  (client and clock are fixtures)
+from tests.hooks.nodeset.test_hook import (
     children,
-    client,
-    clock,
     condition,
     controller_cr,
     draining,
@@ -41,7 +39,7 @@ def env(container: dict) -> dict[str, str]:
     return {e["name"]: e.get("value") for e in container["env"]}
 
 
-def test_worker_pod_carries_slinky_identity_and_wiring(client):  # noqa: F811 - the imported fixture
+def test_worker_pod_carries_slinky_identity_and_wiring(client):
     parent = nodeset(replicas=1)
     parent["metadata"]["labels"] = {"team": "hpc"}
     pod = children(sync(client, request(parent)))["gpu-0"]
@@ -78,14 +76,14 @@ def test_worker_pod_carries_slinky_identity_and_wiring(client):  # noqa: F811 - 
     assert anti[0]["topologyKey"] == "kubernetes.io/hostname"
 
 
-def test_oversubscribe_drops_the_anti_affinity_and_external_controller_sets_conf_server(client):  # noqa: F811 - the imported fixture
+def test_oversubscribe_drops_the_anti_affinity_and_external_controller_sets_conf_server(client):
     external = controller_cr(external=True, externalConfig={"host": "ctld.example.com", "port": 7817})
     pod = children(sync(client, request(nodeset(replicas=1, oversubscribeNode=True), controller=external)))["gpu-0"]
     assert "affinity" not in pod["spec"]
     assert slurmd(pod)["args"][2] == "ctld.example.com:7817"
 
 
-def test_user_template_and_overrides_merge_without_losing_ours(client):  # noqa: F811 - the imported fixture
+def test_user_template_and_overrides_merge_without_losing_ours(client):
     spec = {
         "replicas": 1,
         "slurmd": {"image": "slurmd:test", "args": ["-vvv"], "env": [{"name": "EXTRA", "value": "1"}]},
@@ -154,7 +152,7 @@ def test_parse_quantity():
     assert parse_quantity("2Gi") == 2 * 2**30 and parse_quantity("1e3") == 1000 and parse_quantity("bogus") == 0
 
 
-def test_pvcs_follow_the_claim_templates_and_the_scale_retention_policy(client):  # noqa: F811 - the imported fixture
+def test_pvcs_follow_the_claim_templates_and_the_scale_retention_policy(client):
     spec = {"replicas": 2, "volumeClaimTemplates": [CLAIM]}
     resp = sync(client, request(nodeset(**spec)))
     claims = children(resp, "PersistentVolumeClaim")
@@ -181,7 +179,7 @@ def test_pvcs_follow_the_claim_templates_and_the_scale_retention_policy(client):
     assert sorted(children(replaced, "PersistentVolumeClaim")) == ["data-gpu-0", "data-gpu-1"]
 
 
-def test_finalize_drops_pvcs_with_their_pods_only_when_when_deleted_is_delete(client):  # noqa: F811 - the imported fixture
+def test_finalize_drops_pvcs_with_their_pods_only_when_when_deleted_is_delete(client):
     spec = {"replicas": 1, "volumeClaimTemplates": [CLAIM]}
     resp = sync(client, request(nodeset(**spec)))
     pvcs = [observed(c) for c in children(resp, "PersistentVolumeClaim").values()]
@@ -215,7 +213,7 @@ def test_finalize_drops_pvcs_with_their_pods_only_when_when_deleted_is_delete(cl
     assert list(children(kept, "PersistentVolumeClaim")) == ["data-gpu-0"]
 
 
-def test_ssh_adds_the_config_map_mounts_and_hashes(client):  # noqa: F811 - the imported fixture
+def test_ssh_adds_the_config_map_mounts_and_hashes(client):
     ssh = {"enabled": True, "extraSshdConfig": "MaxSessions 4", "sssdConfRef": {"name": "sssd", "key": "sssd.conf"}}
     secret = {
         "apiVersion": "v1",
@@ -246,7 +244,7 @@ def test_ssh_adds_the_config_map_mounts_and_hashes(client):  # noqa: F811 - the 
     assert children(sync(client, request(nodeset(replicas=1))), "ConfigMap") == {}
 
 
-def test_pin_to_node_remembers_where_an_ordinal_ran(client):  # noqa: F811 - the imported fixture
+def test_pin_to_node_remembers_where_an_ordinal_ran(client):
     fleet = [node("node-a"), node("node-b")]
     pods = children(sync(client, request(nodeset(replicas=2, pinToNode=True), nodes=fleet)))
     state = [observed(pods["gpu-0"], node_name="node-b"), observed(pods["gpu-1"], node_name="node-a")]
@@ -267,7 +265,7 @@ def test_pin_to_node_remembers_where_an_ordinal_ran(client):  # noqa: F811 - the
     assert "nodeAffinity" not in children(gone)["gpu-0"]["spec"]["affinity"]
 
 
-def test_customize_asks_for_the_controller_nodes_and_sssd_secret(client):  # noqa: F811 - the imported fixture
+def test_customize_asks_for_the_controller_nodes_and_sssd_secret(client):
     resp = post(client, "/nodeset/customize", {"controller": {}, "parent": nodeset(replicas=1)})
     assert resp["relatedResources"] == [
         {"apiVersion": names.API_VERSION, "resource": "controllers", "namespace": "slurm", "names": ["slurm"]}
@@ -282,7 +280,7 @@ def test_customize_asks_for_the_controller_nodes_and_sssd_secret(client):  # noq
     assert {"apiVersion": "v1", "resource": "secrets", "namespace": "slurm", "names": ["sssd"]} in rules
 
 
-def test_status_counts_slurm_states_and_exposes_the_selector(client):  # noqa: F811 - the imported fixture
+def test_status_counts_slurm_states_and_exposes_the_selector(client):
     pods = children(sync(client, request(nodeset(replicas=4))))
     state = [
         observed(pods["gpu-0"], slurm=("Idle",)),

@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 from hooks.app import create_app
 from hooks.nodeset.observe import parse_time
 from slinky_common import names
-from tests.hooks.test_nodeset import NODESET_UID, T0, clock, controller_cr, node, nodeset, request  # noqa: F401 - clock is a fixture
+from tests.hooks.nodeset.fixtures import T0
+from tests.hooks.nodeset.test_hook import NODESET_UID, controller_cr, node, nodeset, request
 from tests.support.kube import validate_builtin, validate_cr
 
 APP = create_app()
@@ -137,7 +138,7 @@ reports = st.sampled_from(
     nodes=st.sampled_from([[], ["node-a"], ["node-a", "node-b"]]),
 )
 def test_no_pod_with_busy_evidence_is_ever_left_out(
-    clock,  # noqa: F811 - the imported fixture
+    clock,
     spec,
     invalid,
     observed,

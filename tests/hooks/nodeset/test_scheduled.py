@@ -7,10 +7,8 @@ from __future__ import annotations
 import json
 
 from slinky_common import names
-from tests.hooks.test_nodeset import (  # noqa: F401  (client and clock are fixtures)
+from tests.hooks.nodeset.test_hook import (
     children,
-    client,
-    clock,
     condition,
     draining,
     nodeset,
@@ -52,7 +50,7 @@ def client_app():
     return create_app().test_client()
 
 
-def test_intent_is_published_once_slurm_counts_a_usable_node(client):  # noqa: F811 - the imported fixture
+def test_intent_is_published_once_slurm_counts_a_usable_node(client):
     parent = scheduled(replicas=2)
     pods = running(parent, slurm=("Down",))
     resp = sync(client, request(parent, pods=pods))
@@ -71,7 +69,7 @@ def test_intent_is_published_once_slurm_counts_a_usable_node(client):  # noqa: F
     assert created["status"] == "False" and created["reason"] == "Pending"
 
 
-def test_replicas_zero_or_other_strategies_publish_no_intent(client):  # noqa: F811 - the imported fixture
+def test_replicas_zero_or_other_strategies_publish_no_intent(client):
     resp = sync(client, request(scheduled(replicas=0)))
     assert names.STATUS_RESERVATION not in resp["status"]
     pods = running(nodeset(replicas=1))
@@ -80,7 +78,7 @@ def test_replicas_zero_or_other_strategies_publish_no_intent(client):  # noqa: F
     assert all(c["type"] != names.CONDITION_RESERVATION_CREATED for c in resp["status"]["conditions"])
 
 
-def test_created_report_sets_the_condition_and_keeps_the_intent_when_nodes_go_down(client):  # noqa: F811 - the imported fixture
+def test_created_report_sets_the_condition_and_keeps_the_intent_when_nodes_go_down(client):
     parent = scheduled(report(), replicas=1)
     pods = running(parent, slurm=("Down",))
     resp = sync(client, request(parent, pods=pods))
@@ -89,7 +87,7 @@ def test_created_report_sets_the_condition_and_keeps_the_intent_when_nodes_go_do
     assert created["status"] == "True" and created["lastTransitionTime"] == START
 
 
-def test_old_pods_are_condemned_only_when_in_maintenance_under_our_reservation_and_go_only_when_drained(client):  # noqa: F811 - the imported fixture
+def test_old_pods_are_condemned_only_when_in_maintenance_under_our_reservation_and_go_only_when_drained(client):
     old_parent = scheduled(replicas=2, template_env="1")
     old = [observed(p) for p in children(sync(client, request(old_parent))).values()]
     new_parent = scheduled(report(active=True, maintenance=["gpu-0"]), replicas=2, template_env="2")
@@ -114,7 +112,7 @@ def test_old_pods_are_condemned_only_when_in_maintenance_under_our_reservation_a
     assert sorted(children(sync(client, request(new_parent, pods=state)))) == ["gpu-1"]
 
 
-def test_no_condemnation_without_the_pod_condition_or_before_the_window(client):  # noqa: F811 - the imported fixture
+def test_no_condemnation_without_the_pod_condition_or_before_the_window(client):
     old_parent = scheduled(replicas=1, template_env="1")
     pod = children(sync(client, request(old_parent)))["gpu-0"]
     new_parent = scheduled(report(active=True, maintenance=["gpu-0"]), replicas=1, template_env="2")
@@ -126,7 +124,7 @@ def test_no_condemnation_without_the_pod_condition_or_before_the_window(client):
     assert draining(sync(client, request(new_parent, pods=[observed(current, slurm=("Idle", "Maintenance"))]))) == {}
 
 
-def test_finalize_drops_the_intent_and_waits_until_slurm_sync_reports_the_reservation_gone(client):  # noqa: F811 - the imported fixture
+def test_finalize_drops_the_intent_and_waits_until_slurm_sync_reports_the_reservation_gone(client):
     parent = reported(scheduled(report(), replicas=1))
     resp = post(client, "/nodeset/finalize", request(parent, finalizing=True))
     assert names.STATUS_RESERVATION not in resp["status"]
@@ -137,7 +135,7 @@ def test_finalize_drops_the_intent_and_waits_until_slurm_sync_reports_the_reserv
     assert resp["finalized"] is True
 
 
-def test_invalid_duration_is_reported_not_answered_400(client):  # noqa: F811 - the imported fixture
+def test_invalid_duration_is_reported_not_answered_400(client):
     parent = nodeset(
         replicas=1,
         updateStrategy={"type": "ScheduledUpdate", "scheduledUpdate": {"startTime": START, "duration": "30s"}},
@@ -147,7 +145,7 @@ def test_invalid_duration_is_reported_not_answered_400(client):  # noqa: F811 - 
     assert invalid["status"] == "True" and "scheduledUpdate.duration" in invalid["message"]
 
 
-def test_same_request_gives_the_same_bytes(client):  # noqa: F811 - the imported fixture
+def test_same_request_gives_the_same_bytes(client):
     parent = scheduled(report(active=True, maintenance=["gpu-0"]), replicas=2)
     body = request(parent, pods=running(parent))
     first = client.post("/nodeset/sync", json=body).data
@@ -166,7 +164,7 @@ PUBLISHED = {
 }
 
 
-def test_created_intent_is_kept_while_every_pod_terminates(client):  # noqa: F811 - the imported fixture
+def test_created_intent_is_kept_while_every_pod_terminates(client):
     """No pod with a hostname (all terminating) must not drop a reservation slurm_sync reported created."""
     parent = scheduled(report(active=True), replicas=2)
     pods = running(parent, terminating=True)
@@ -182,7 +180,7 @@ def test_created_intent_is_kept_while_every_pod_terminates(client):  # noqa: F81
     )
 
 
-def test_finalize_waits_unless_the_report_says_absent(client):  # noqa: F811 - the imported fixture
+def test_finalize_waits_unless_the_report_says_absent(client):
     # slurm_sync's deletion report is clear in every case: only the reservation can hold the deletion.
     published = reported(scheduled(replicas=1))  # an intent was published, slurm_sync has not reported yet
     published["status"] = {names.STATUS_RESERVATION: PUBLISHED}
@@ -200,7 +198,7 @@ def test_finalize_waits_unless_the_report_says_absent(client):  # noqa: F811 - t
     assert post(client, "/nodeset/finalize", request(published, finalizing=True, controller=False))["finalized"] is True
 
 
-def test_flags_that_do_not_round_trip_are_invalid_and_named(client):  # noqa: F811 - the imported fixture
+def test_flags_that_do_not_round_trip_are_invalid_and_named(client):
     for flag in ("SKIP", "no_maint", "STATIC_ALLOC", "weekday", "WEEKEND", "TIME_FLOAT"):
         strategy = {
             "type": "ScheduledUpdate",

@@ -6,8 +6,8 @@ import pytest
 
 from hooks.nodeset.pods import revision_hash
 from slinky_common import names
-from tests.hooks.test_nodeset import children, client, clock, condition, nodeset, request, sync  # noqa: F401 - client and clock are fixtures
-from tests.hooks.test_nodeset_pods import slurmd
+from tests.hooks.nodeset.test_hook import children, condition, nodeset, request, sync
+from tests.hooks.nodeset.test_pods import slurmd
 
 TOPOLOGY_REF = f"metadata.annotations['{names.ANNOTATION_TOPOLOGY_SPEC}']"
 
@@ -18,11 +18,11 @@ def waiting(wait: str, **spec) -> dict:
     return parent
 
 
-def pod_of(client, parent: dict) -> dict:  # noqa: F811 - the imported fixture
+def pod_of(client, parent: dict) -> dict:
     return children(sync(client, request(parent)))["gpu-0"]
 
 
-def test_the_pod_waits_for_its_topology_annotation_before_slurmd_starts(client):  # noqa: F811 - the imported fixture
+def test_the_pod_waits_for_its_topology_annotation_before_slurmd_starts(client):
     pod = pod_of(client, waiting("90"))
     spec = pod["spec"]
     assert [c["name"] for c in spec["initContainers"]] == ["logfile", "topology-wait"]
@@ -42,7 +42,7 @@ def test_the_pod_waits_for_its_topology_annotation_before_slurmd_starts(client):
         assert env[name]["valueFrom"]["fieldRef"]["fieldPath"] == TOPOLOGY_REF
 
 
-def test_a_topology_in_extraconf_wins_over_the_pods(client):  # noqa: F811 - the imported fixture
+def test_a_topology_in_extraconf_wins_over_the_pods(client):
     pod = pod_of(client, nodeset(replicas=1, extraConf="Topology=topo-block:b1"))
     names = {e["name"] for e in slurmd(pod)["env"]}
     assert not names & {"POD_TOPOLOGY", "SLINKY_TOPOLOGY"}
@@ -55,7 +55,7 @@ def test_a_topology_in_extraconf_wins_over_the_pods(client):  # noqa: F811 - the
     waiting(""),
     waiting("60", extraConf="Topology=topo-switch:s1"),  # slurmd does not take its topology from the pod
 ])  # fmt: skip
-def test_no_wait_unless_asked_for_and_used(client, parent):  # noqa: F811 - the imported fixture
+def test_no_wait_unless_asked_for_and_used(client, parent):
     spec = pod_of(client, parent)["spec"]
     assert [c["name"] for c in spec["initContainers"]] == ["logfile"]
     assert "pod-topology" not in [v["name"] for v in spec["volumes"]]
@@ -68,7 +68,7 @@ def test_the_wait_is_part_of_the_revision_only_when_set():
 
 
 @pytest.mark.parametrize("value", ["-1", "1.5", "ten", "601", " 5"])
-def test_an_unusable_wait_is_invalid_spec_naming_the_annotation(client, value):  # noqa: F811 - the imported fixture
+def test_an_unusable_wait_is_invalid_spec_naming_the_annotation(client, value):
     resp = sync(client, request(waiting(value)))
     invalid = condition(resp, names.CONDITION_INVALID_SPEC)
     assert invalid["status"] == "True" and names.ANNOTATION_TOPOLOGY_WAIT in invalid["message"], invalid

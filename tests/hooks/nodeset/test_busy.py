@@ -16,11 +16,9 @@ from pathlib import Path
 import pytest
 
 from slinky_common import names
-from tests.hooks.test_nodeset import (  # noqa: F401  (client and clock are fixtures)
-    T0,
+from tests.hooks.nodeset.fixtures import T0
+from tests.hooks.nodeset.test_hook import (
     children,
-    client,
-    clock,
     condition,
     controller_cr,
     draining,
@@ -31,7 +29,7 @@ from tests.hooks.test_nodeset import (  # noqa: F401  (client and clock are fixt
     sync,
 )
 
-SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "requests" / "nodeset-sync.json"
+SAMPLE = Path(__file__).resolve().parents[3] / "examples" / "requests" / "nodeset-sync.json"
 PROTECT = {names.LABEL_POD_PROTECT: "true"}
 
 
@@ -47,7 +45,7 @@ def marked(child: dict, labels: dict | None = None, annotations: dict | None = N
     return obj
 
 
-def test_issue_reproduction_an_absent_mark_does_not_drop_an_allocated_pod(client):  # noqa: F811 - the imported fixture
+def test_issue_reproduction_an_absent_mark_does_not_drop_an_allocated_pod(client):
     """The sample request, replicas 1, worker 1 condemned and marked absent while Slurm shows it Allocated."""
     body = json.loads(SAMPLE.read_text())
     parent = body["parent"]
@@ -77,7 +75,7 @@ EVIDENCE = {
 
 @pytest.mark.parametrize("mark", ["absent", "drained"])
 @pytest.mark.parametrize("evidence", sorted(EVIDENCE))
-def test_a_condemned_pod_with_busy_evidence_stays_whatever_its_marks(client, mark, evidence):  # noqa: F811 - the imported fixture
+def test_a_condemned_pod_with_busy_evidence_stays_whatever_its_marks(client, mark, evidence):
     pods = children(sync(client, request(nodeset(replicas=2))))
     state = [observed(pods["gpu-0"]), marked(pods["gpu-1"], **{mark: True}, **EVIDENCE[evidence])]
     resp = sync(client, request(nodeset(replicas=1), pods=state))
@@ -88,7 +86,7 @@ def test_a_condemned_pod_with_busy_evidence_stays_whatever_its_marks(client, mar
     assert f"gpu-1: marked {mark}" in inconsistent["message"], inconsistent["message"]
 
 
-def test_a_passed_deadline_is_no_longer_busy_evidence(client, clock):  # noqa: F811 - the imported fixture
+def test_a_passed_deadline_is_no_longer_busy_evidence(client, clock):
     pods = children(sync(client, request(nodeset(replicas=2))))
     deadline = {names.ANNOTATION_POD_DEADLINE: iso(T0 + 60)}
     victim = marked(pods["gpu-1"], slurm=(), absent=True, annotations=deadline)  # scaled in: its node record went
@@ -102,7 +100,7 @@ def test_a_passed_deadline_is_no_longer_busy_evidence(client, clock):  # noqa: F
     assert condition(resp, names.CONDITION_INCONSISTENT_PODS)["status"] == "False"
 
 
-def test_the_clock_is_not_read_for_deadlines_of_pods_without_a_mark(client, clock):  # noqa: F811 - the imported fixture
+def test_the_clock_is_not_read_for_deadlines_of_pods_without_a_mark(client, clock):
     pods = children(sync(client, request(nodeset(replicas=2))))
     deadline = {names.ANNOTATION_POD_DEADLINE: iso(T0 + 60)}
     state = [observed(pods["gpu-0"]), marked(pods["gpu-1"], annotations=deadline)]
@@ -111,14 +109,14 @@ def test_the_clock_is_not_read_for_deadlines_of_pods_without_a_mark(client, cloc
     assert clock.reads == reads
 
 
-def test_a_marked_pod_that_is_not_condemned_is_reported_too(client):  # noqa: F811 - the imported fixture
+def test_a_marked_pod_that_is_not_condemned_is_reported_too(client):
     pods = children(sync(client, request(nodeset(replicas=1))))
     resp = sync(client, request(nodeset(replicas=1), pods=[marked(pods["gpu-0"], slurm=("Allocated",), absent=True)]))
     assert list(children(resp)) == ["gpu-0"] and draining(resp) == {}
     assert "gpu-0: marked absent" in condition(resp, names.CONDITION_INCONSISTENT_PODS)["message"]
 
 
-def test_an_idle_pod_marked_absent_still_goes(client):  # noqa: F811 - the imported fixture
+def test_an_idle_pod_marked_absent_still_goes(client):
     pods = children(sync(client, request(nodeset(replicas=2))))
     state = [observed(pods["gpu-0"]), marked(pods["gpu-1"], slurm=(), absent=True)]
     resp = sync(client, request(nodeset(replicas=1), pods=state))
@@ -130,11 +128,11 @@ def test_an_idle_pod_marked_absent_still_goes(client):  # noqa: F811 - the impor
 # --- finalize (finding 3) ---------------------------------------------------------------------------
 
 
-def finalize(client, parent: dict, pods: list[dict], controller=True) -> dict:  # noqa: F811 - the imported fixture
+def finalize(client, parent: dict, pods: list[dict], controller=True) -> dict:
     return post(client, "/nodeset/finalize", request(parent, pods=pods, controller=controller, finalizing=True))
 
 
-def test_finalize_without_the_controller_holds_busy_pods_and_releases_idle_ones(client):  # noqa: F811 - the imported fixture
+def test_finalize_without_the_controller_holds_busy_pods_and_releases_idle_ones(client):
     pods = children(sync(client, request(nodeset(replicas=4))))
     state = [
         observed(pods["gpu-0"]),
@@ -152,14 +150,14 @@ def test_finalize_without_the_controller_holds_busy_pods_and_releases_idle_ones(
     assert "gpu-1, gpu-2, gpu-3" in blocked["message"] and names.ANNOTATION_FORCE_DELETE in blocked["message"]
 
 
-def test_finalize_without_the_controller_finishes_once_no_pod_is_busy(client):  # noqa: F811 - the imported fixture
+def test_finalize_without_the_controller_finishes_once_no_pod_is_busy(client):
     pods = children(sync(client, request(nodeset(replicas=2))))
     state = [observed(pods["gpu-0"]), observed(pods["gpu-1"], slurm=("Down",))]
     resp = finalize(client, nodeset(replicas=2), state, controller=None)
     assert children(resp) == {} and resp["finalized"] is True
 
 
-def test_finalize_with_the_controller_being_deleted_releases_every_pod(client):  # noqa: F811 - the imported fixture
+def test_finalize_with_the_controller_being_deleted_releases_every_pod(client):
     """The Controller carries a deletionTimestamp: the user tears the whole cluster down, slurmctld goes with it."""
     pods = children(sync(client, request(nodeset(replicas=1))))
     deleting = controller_cr()
@@ -171,7 +169,7 @@ def test_finalize_with_the_controller_being_deleted_releases_every_pod(client): 
 
 
 @pytest.mark.parametrize("controller", [None, True], ids=["no controller", "controller"])
-def test_the_force_delete_annotation_releases_every_pod_at_once(client, controller):  # noqa: F811 - the imported fixture
+def test_the_force_delete_annotation_releases_every_pod_at_once(client, controller):
     pods = children(sync(client, request(nodeset(replicas=1))))
     parent = nodeset(replicas=1)
     parent["metadata"]["annotations"] = {names.ANNOTATION_FORCE_DELETE: "true"}
@@ -181,7 +179,7 @@ def test_the_force_delete_annotation_releases_every_pod_at_once(client, controll
     assert (blocked["status"], blocked["reason"]) == ("False", "ForceDelete")
 
 
-def test_force_delete_needs_the_exact_value_true(client):  # noqa: F811 - the imported fixture
+def test_force_delete_needs_the_exact_value_true(client):
     pods = children(sync(client, request(nodeset(replicas=1))))
     parent = nodeset(replicas=1)
     parent["metadata"]["annotations"] = {names.ANNOTATION_FORCE_DELETE: "yes"}
@@ -189,7 +187,7 @@ def test_force_delete_needs_the_exact_value_true(client):  # noqa: F811 - the im
     assert list(children(resp)) == ["gpu-0"] and resp["finalized"] is False
 
 
-def test_finalize_with_the_controller_keeps_a_busy_pod_marked_drained(client):  # noqa: F811 - the imported fixture
+def test_finalize_with_the_controller_keeps_a_busy_pod_marked_drained(client):
     pods = children(sync(client, request(nodeset(replicas=1))))
     state = [marked(pods["gpu-0"], slurm=("Idle", "Drain"), drained=True, labels=PROTECT)]
     resp = finalize(client, nodeset(replicas=1), state)
@@ -197,7 +195,7 @@ def test_finalize_with_the_controller_keeps_a_busy_pod_marked_drained(client):  
     assert condition(resp, names.CONDITION_INCONSISTENT_PODS)["status"] == "True"
 
 
-def test_finalize_output_is_deterministic(client):  # noqa: F811 - the imported fixture
+def test_finalize_output_is_deterministic(client):
     pods = children(sync(client, request(nodeset(replicas=2))))
     state = [observed(pods["gpu-0"]), observed(pods["gpu-1"], slurm=("Allocated",))]
     first = finalize(client, nodeset(replicas=2), copy.deepcopy(state), controller=None)
