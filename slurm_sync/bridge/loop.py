@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 from functools import partial
 
 import orjson
-from kubernetes.client.exceptions import ApiException
 from prometheus_client import Counter
 
 from slinky_common import names
+from slurm_sync import passes
 from slurm_sync.bridge import nodes as bridge_nodes
 from slurm_sync.bridge import plan as bridge_plan
 from slurm_sync.bridge.claims import Claims
@@ -104,40 +104,19 @@ def token_file(path: str) -> Callable[[], str]:
     return read
 
 
-def utc_now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC)
-
-
 @dataclass(frozen=True)
-class BridgeResult:
-    slurm_ok: bool  # slurmrestd answered
-    errors: tuple[str, ...]  # everything that went wrong, user problems included
-    kube_writes: int
-    slurm_writes: int
-    read_ok: bool = True  # Slurm and Kubernetes could both be read
-    user_errors: int = 0  # how many of ``errors`` are problems of the objects (Problem)
-    unready: tuple[str, ...] = ()  # failed reads and writes (never user mistakes)
+class BridgeResult(passes.Outcome):
+    """The bridge's pass (passes.Outcome) and how many of its errors are problems of the objects (Problem)."""
 
-    @property
-    def ok(self) -> bool:
-        return self.slurm_ok and not self.errors
-
-    @property
-    def ready(self) -> bool:
-        """Readiness: Slurm and Kubernetes could be read and took our writes (user mistakes do not count)."""
-        return self.slurm_ok and self.read_ok and not self.unready
+    user_errors: int = 0
 
 
 @dataclass
-class _Tally:
-    errors: list[str] = field(default_factory=list)
-    kube_writes: int = 0
-    slurm_writes: int = 0
+class _Tally(passes.Tally):
     slurm_ok: bool = True
     read_ok: bool = True
     user_errors: int = 0
     bound: dict[str, str] = field(default_factory=dict)  # pod key -> node, bound in this pass
-    unready: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -158,7 +137,7 @@ class BridgeLoop:
         namespaces: Iterable[str],
         scheduler: str = names.BRIDGE_SCHEDULER_NAME,
         list_interval: float = 30.0,
-        now: Callable[[], datetime.datetime] = utc_now,
+        now: Callable[[], datetime.datetime] = passes.utc_now,
         clock: Callable[[], float] = time.monotonic,
         absence_confirm_seconds: float = 5.0,
         events: Events | None = None,
@@ -267,9 +246,7 @@ class BridgeLoop:
             state = self.read_kube()
         except Exception as exc:  # an ApiException, the apiserver unreachable, a cache not synced: no write at all
             tally.read_ok = False
-            tally.errors.append(f"reading Kubernetes objects: {describe_error(exc)}")
-            tally.unready.append(f"reading Kubernetes objects: {describe_error(exc)}")
-            log.error("bridge: reading Kubernetes objects failed: %s", describe_error(exc))
+            passes.kube_read_failed(tally, NAME, exc)
         else:
             slurm_nodes = self._read_slurm_nodes(state, tally)
             if fresh is not None:
@@ -279,13 +256,13 @@ class BridgeLoop:
         self.metrics.poll_seconds.labels(NAME).observe(time.perf_counter() - started)
         self.metrics.cluster_up.labels(NAME).set(1 if tally.slurm_ok else 0)
         return BridgeResult(
-            tally.slurm_ok,
-            tuple(tally.errors),
-            tally.kube_writes,
-            tally.slurm_writes,
-            tally.read_ok,
-            tally.user_errors,
-            tuple(tally.unready),
+            slurm_ok=tally.slurm_ok,
+            errors=tuple(tally.errors),
+            kube_writes=tally.kube_writes,
+            slurm_writes=tally.slurm_writes,
+            read_ok=tally.read_ok,
+            unready=tuple(tally.unready),
+            user_errors=tally.user_errors,
         )
 
     def _read_slurm_nodes(self, state: KubeState, tally: _Tally) -> Mapping[str, Node] | None:
@@ -342,7 +319,7 @@ class BridgeLoop:
         pods = [dataclasses.replace(p, node_name=tally.bound[p.key]) if p.key in tally.bound else p for p in state.pods]
         scheduled = bridge_plan.scheduled_pod_groups(pods, state.nodes, now)
         self._scheduled &= scheduled
-        stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = passes.rfc3339(now)
         for namespace, name in sorted(scheduled - self._scheduled):
             what = f"PodGroup {namespace}/{name}"
             try:
@@ -576,14 +553,7 @@ class BridgeLoop:
         return pod_ref(pod.namespace, pod.name, pod.uid)
 
     def _kube(self, tally: _Tally, what: str, write: Callable[[], object]) -> bool:
-        try:
-            write()
-        except ApiException as exc:
-            tally.errors.append(f"{what}: HTTP {exc.status}")
-            log.error("bridge: %s: HTTP %s %s", what, exc.status, exc.reason)
-            return False
-        tally.kube_writes += 1
-        return True
+        return passes.kube_write(tally, NAME, what, write)
 
     def _slurm_write(self, tally: _Tally, what: str, write: Callable[[], object], refused: str | None = None) -> bool:
         """Whether Slurm took the write. ``refused``: the user-error kind of a SlurmRejected answer
@@ -606,9 +576,7 @@ class BridgeLoop:
 
     def _slurm_error(self, tally: _Tally, what: str, exc: SlurmError, read: bool = False) -> None:
         """Any failed call makes the pass unready; ``read``: Slurm's state is unknown (``read_ok``)."""
-        self.metrics.count_slurm_error(NAME, exc)
-        tally.errors.append(f"{what}: {exc}")
-        tally.unready.append(f"{what}: {exc}")
+        passes.slurm_failed(tally, self.metrics, NAME, what, exc)
         if isinstance(exc, SlurmUnavailable):
             tally.slurm_ok = False
         if read:

@@ -24,9 +24,10 @@ from functools import partial
 
 from slinky_common import names
 from slurm_sync.events import nodeset_ref
-from slurm_sync.operator.plan import SlurmView, pod_info, rfc3339
+from slurm_sync.operator.plan import SlurmView, pod_info
 from slurm_sync.operator.steps import StepContext, Tally
 from slurm_sync.operator.view import ClusterView, NodeSetView, PodView
+from slurm_sync.passes import rfc3339
 from slurm_sync.slurm.errors import ESLURM_ALREADY_DONE, SlurmError, SlurmNotFound, SlurmRejected
 from slurm_sync.slurm.types import Job, Node
 

@@ -24,7 +24,6 @@ inputs changed (``plan.plan_inputs``), or at the periodic full re-plan.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import json
 import logging
 import time
@@ -37,6 +36,7 @@ from kubernetes.client.exceptions import ApiException
 from slinky_common import names
 from slinky_common.gcpause import collector_paused
 from slinky_common.wellknown import selector_labels
+from slurm_sync import passes
 from slurm_sync.cache import ViewMemo
 from slurm_sync.events import Events, Notice, ObjectRef, mark_notices, node_update_notice, nodeset_ref, pod_ref
 from slurm_sync.kube import Kube, describe_error, pod_gone
@@ -97,29 +97,16 @@ CONFIRM_MARGIN = 0.05  # seconds past the time absence evidence may be confirmed
 
 
 def utc_now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return passes.rfc3339(passes.utc_now())
 
 
 @dataclass(frozen=True)
-class PassResult:
-    cluster: str
-    slurm_ok: bool  # listing and ping answered
-    errors: tuple[str, ...]  # everything that went wrong, refused writes included
-    kube_writes: int
-    slurm_writes: int
-    kube_ok: bool = True  # the cluster's Kubernetes objects could be read
-    unready: tuple[str, ...] = ()  # why the cluster is not ready: failed reads, wrong cluster, failing writes
+class PassResult(passes.Outcome):
+    """One cluster's pass (passes.Outcome), with what only the operator knows."""
+
+    cluster: str = ""
     wrong_cluster: str | None = None  # the slurmrestd reached serves another Slurm cluster: why
     follow_up: float | None = None  # seconds until this loop expects work: a write's effect, evidence to confirm
-
-    @property
-    def ok(self) -> bool:
-        return self.slurm_ok and not self.errors
-
-    @property
-    def ready(self) -> bool:
-        """Readiness: Slurm and Kubernetes could be read, and Slurm took every write we sent."""
-        return self.slurm_ok and self.kube_ok and not self.unready
 
 
 @dataclass
@@ -343,30 +330,28 @@ class OperatorLoop:
         tally = Tally()
         slurm = self.read_slurm(tally)
         slurm_ok = slurm.nodes is not None and slurm.ping is not None
-        kube_ok = True
+        read_ok = True
         if self._clock() >= self._replan_at:
             self._forget_plans()
         try:
             cluster = read_cluster(self.kube, self.namespace, self.controller, self.propagated_conditions, self._views)
         except Exception as exc:  # an ApiException, the apiserver unreachable, a cache not synced: no write at all
-            kube_ok = False
-            tally.errors.append(f"reading Kubernetes objects: {describe_error(exc)}")
-            tally.unready.append(f"reading Kubernetes objects: {describe_error(exc)}")
-            log.error("cluster %s: reading Kubernetes objects failed: %s", self.name, describe_error(exc))
+            read_ok = False
+            passes.kube_read_failed(tally, f"cluster {self.name}", exc)
         else:
             self._execute(cluster, slurm, tally)
         self.metrics.poll_seconds.labels(self.name).observe(time.perf_counter() - started)
         self.metrics.cluster_up.labels(self.name).set(1 if slurm_ok else 0)
         return PassResult(
-            self.name,
-            slurm_ok,
-            tuple(tally.errors),
-            tally.kube_writes,
-            tally.slurm_writes,
-            kube_ok,
-            tuple(tally.unready),
-            tally.wrong_cluster,
-            self._follow_up(tally),
+            slurm_ok=slurm_ok,
+            errors=tuple(tally.errors),
+            kube_writes=tally.kube_writes,
+            slurm_writes=tally.slurm_writes,
+            read_ok=read_ok,
+            unready=tuple(tally.unready),
+            cluster=self.name,
+            wrong_cluster=tally.wrong_cluster,
+            follow_up=self._follow_up(tally),
         )
 
     def _follow_up(self, tally: Tally) -> float | None:
@@ -716,19 +701,12 @@ class OperatorLoop:
         return ""
 
     def _kube_write(self, tally: Tally, what: str, write: Callable[[], object]) -> None:
-        try:
-            write()
-            tally.kube_writes += 1
-        except ApiException as exc:
-            tally.errors.append(f"{what}: HTTP {exc.status}")
-            log.error("cluster %s: %s: HTTP %s %s", self.name, what, exc.status, exc.reason)
+        passes.kube_write(tally, f"cluster {self.name}", what, write)
 
     def _slurm_error(self, tally: Tally, what: str, exc: SlurmError) -> None:
         """A failed call, read or write: an error of the pass and a reason to be unready (Slurm's
         state is unknown, or Slurm did not take our write)."""
-        self.metrics.count_slurm_error(self.name, exc)
-        tally.errors.append(f"{what}: {exc}")
-        tally.unready.append(f"{what}: {exc}")
+        passes.slurm_failed(tally, self.metrics, self.name, what, exc)
         if isinstance(exc, SlurmWrongCluster):
             tally.wrong_cluster = str(exc)
         level = logging.ERROR if isinstance(exc, (SlurmWrongCluster, SlurmSuspect)) else logging.WARNING

@@ -29,6 +29,7 @@ from typing import Any
 from slinky_common import names, slurmstate
 from slurm_sync.hostlist import expand_hostlist
 from slurm_sync.operator.view import JSON, ClusterView, ControllerPodView, KubeNodeView, NodeSetView, PodView
+from slurm_sync.passes import rfc3339
 from slurm_sync.slurm.types import Job, Node, NodeUpdate, PingResult
 
 MAX_REASON = 256
@@ -294,11 +295,6 @@ def metadata_patch(
 
 def _flag(value: bool) -> str | None:
     return "true" if value else None
-
-
-def rfc3339(moment: datetime.datetime) -> str:
-    """A moment as Kubernetes writes times (UTC, seconds, ``Z``)."""
-    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # --- job deadlines (docs/architecture.md §4.3) -------------------------------------------------

@@ -6,25 +6,22 @@ see the loop, so they depend on this narrow surface alone (docs/architecture.md 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from slurm_sync.events import Events, ObjectRef
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
+from slurm_sync.passes import Tally as PassTally
 from slurm_sync.proof import AbsenceProof
 from slurm_sync.slurm.client import SlurmClient
 from slurm_sync.slurm.errors import SlurmError
 
 
 @dataclass
-class Tally:
-    """What one pass did and what went wrong (mutable: filled in while executing)."""
+class Tally(PassTally):
+    """An operator pass's tally: the shared one (slurm_sync/passes.py) and the wrong-cluster verdict."""
 
-    errors: list[str] = field(default_factory=list)
-    kube_writes: int = 0
-    slurm_writes: int = 0
-    unready: list[str] = field(default_factory=list)  # reasons for readiness (failed reads and writes)
-    wrong_cluster: str | None = None
+    wrong_cluster: str | None = None  # the slurmrestd reached serves another Slurm cluster: why
 
 
 KubeWrite = Callable[[Tally, str, Callable[[], object]], None]

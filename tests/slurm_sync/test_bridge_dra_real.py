@@ -26,11 +26,12 @@ from slinky_common import names
 from slurm_sync.bridge import devices
 from slurm_sync.bridge.claims import Claims
 from slurm_sync.bridge.kube import BridgeKube
-from slurm_sync.bridge.loop import BridgeLoop, utc_now
+from slurm_sync.bridge.loop import BridgeLoop
 from slurm_sync.bridge.view import BridgePod
 from slurm_sync.hostlist import expand_hostlist
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
+from slurm_sync.passes import utc_now
 from slurm_sync.slurm.client import SlurmClient
 from tests.fixtures.slurm import SlurmLab, wait_for
 from tests.slurm_sync.drafixtures import CPU, EXAMPLE, NVIDIA, PREFIX, container, cpu_slice, example_slice, nvidia_slice

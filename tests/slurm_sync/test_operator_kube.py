@@ -432,7 +432,7 @@ def test_pod_write_failure_blocks_the_undrain(server: HTTPServer) -> None:
 def test_unreadable_kubernetes_makes_the_pass_unready(server: HTTPServer) -> None:
     server.expect_request(f"/api/v1/namespaces/{NS}/pods", method="GET").respond_with_data("boom", status=500)
     result = run(server, loop(server, FakeSlurm({})))
-    assert (result.ready, result.kube_ok, result.slurm_ok) == (False, False, True)
+    assert (result.ready, result.read_ok, result.slurm_ok) == (False, False, True)
 
 
 PVC_SELECTOR = {"labelSelector": f"{names.LABEL_INSTANCE}=gpu,{names.LABEL_NAME}=slurmd"}
@@ -583,6 +583,6 @@ def test_an_unreachable_apiserver_fails_the_pass_without_a_write() -> None:
     metrics = Metrics()
     looper = OperatorLoop(CLUSTER, NS, CLUSTER, slurm, Kube(api_client(refused_url())), metrics)  # type: ignore[arg-type]
     result = looper.run_pass()
-    assert (result.ready, result.kube_ok, result.slurm_ok) == (False, False, True)
+    assert (result.ready, result.read_ok, result.slurm_ok) == (False, False, True)
     assert result.kube_writes == result.slurm_writes == 0 and slurm.updates == []
     assert any("reading Kubernetes objects" in e for e in result.errors)

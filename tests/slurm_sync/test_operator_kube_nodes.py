@@ -464,7 +464,7 @@ def test_a_failed_node_listing_deletes_nothing(httpserver: HTTPServer) -> None:
         {"kind": "Status", "code": 500}, status=500
     )
     result = run(httpserver, looper(httpserver, slurm))
-    assert not result.kube_ok and slurm.deleted == []
+    assert not result.read_ok and slurm.deleted == []
 
 
 def test_a_failed_slurm_listing_deletes_nothing(httpserver: HTTPServer) -> None:

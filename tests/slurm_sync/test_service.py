@@ -167,7 +167,9 @@ def test_a_pass_that_expects_work_wakes_the_next_one(httpserver: HTTPServer, mon
     """A cluster's pass that asks for a follow-up (it wrote to Slurm) sets the service's wake-up for then,
     so the next pass does not wait for the poll interval."""
     _kube_with_two_clusters(httpserver)
-    monkeypatch.setattr(OperatorLoop, "run_pass", lambda self: PassResult(self.name, True, (), 0, 1, follow_up=0.1))
+    monkeypatch.setattr(
+        OperatorLoop, "run_pass", lambda self: PassResult(True, (), 0, 1, cluster=self.name, follow_up=0.1)
+    )
     service = Service(Config(namespaces=(NS,)), Kube(api_client(httpserver.url_for("/"))), Metrics())
     try:
         service.run_pass()
