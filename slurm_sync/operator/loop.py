@@ -377,7 +377,7 @@ class OperatorLoop:
                 quiet[pod.name] = (inputs, last[1])  # the equal inputs of now: the old ones' Slurm node goes
                 states[pod.name] = last[1]
                 continue
-            pod_plan = topology_copy.plan_pod(pod, cluster, slurm, now, self._applied_topology)
+            pod_plan = topology_copy.plan_pod_with_topology(pod, cluster, slurm, now, self._applied_topology)
             states[pod.name] = self._apply_pod(pod_plan, cluster, slurm, now, tally)
             if not pod_plan.patches and not pod_plan.slurm:
                 quiet[pod.name] = (inputs, pod_plan.state)
@@ -529,7 +529,7 @@ class OperatorLoop:
                     fresh = self._reread(pod_plan.pod, tally)
                     if fresh is None:
                         return planning.observed_state(pod_plan.pod)
-                    pod_plan = topology_copy.plan_pod(fresh, cluster, slurm, now, self._applied_topology)
+                    pod_plan = topology_copy.plan_pod_with_topology(fresh, cluster, slurm, now, self._applied_topology)
                     continue
                 tally.errors.append(f"patch pod {pod_plan.pod.name}: HTTP {exc.status}")
                 log.error(

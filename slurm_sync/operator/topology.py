@@ -16,8 +16,8 @@ from slurm_sync.operator import plan as planning
 from slurm_sync.operator.view import ClusterView, PodView
 
 
-def plan_pod(pod: PodView, cluster: ClusterView, slurm: planning.SlurmView, now: str,
-             applied_topology: Mapping[str, str] | None = None) -> planning.PodPlan:  # fmt: skip
+def plan_pod_with_topology(pod: PodView, cluster: ClusterView, slurm: planning.SlurmView, now: str,
+                           applied_topology: Mapping[str, str] | None = None) -> planning.PodPlan:  # fmt: skip
     """`plan.plan_pod`, plus the topology copy when that plan does not write it."""
     pod_plan = planning.plan_pod(pod, cluster, slurm, now, applied_topology)
     copy = topology_patch(pod, cluster)

@@ -16,7 +16,7 @@ LABELLED = [knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO})]
 
 def plan(c: ClusterView, *slurm_nodes: Node, listing: bool = True) -> PodPlan:
     nodes = {n.name: n for n in slurm_nodes} if listing else None
-    return topology_copy.plan_pod(c.pods[0], c, SlurmView(nodes, ping(("c0", True, True))), NOW)
+    return topology_copy.plan_pod_with_topology(c.pods[0], c, SlurmView(nodes, ping(("c0", True, True))), NOW)
 
 
 def test_a_bound_pod_whose_slurmd_has_not_registered_gets_its_nodes_topology():
