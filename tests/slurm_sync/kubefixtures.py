@@ -280,3 +280,14 @@ def refused_url() -> str:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     return f"http://127.0.0.1:{port}"
+
+
+def controller_cr(name: str, ns: str = NS, ref: str = "jwtKeyRef") -> dict:
+    return {"metadata": {"name": name, "namespace": ns}, "spec": {ref: {"name": f"{name}-jwt", "key": "jwt.key"}}}
+
+
+def restapi_cr(name: str, ctrl: str, created: str, ns: str = NS) -> dict:
+    return {
+        "metadata": {"name": name, "namespace": ns, "creationTimestamp": created},
+        "spec": {"controllerRef": {"name": ctrl}},
+    }

@@ -1,4 +1,4 @@
-"""Discovery, token minting, the service's pass isolation, health endpoints, --once and logs."""
+"""The service: its pass isolation, health endpoints, --once and logs (discovery: operator/test_discovery.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import logging
 import threading
 
 import httpx
-import jwt
 import pytest
 from pytest_httpserver import HTTPServer
 
@@ -17,68 +16,13 @@ from slinky_common import logs
 from slurm_sync import __main__ as cli
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
-from slurm_sync.operator.discovery import TokenSource, plan_clusters
+from slurm_sync.operator.discovery import TokenSource
 from slurm_sync.operator.loop import OperatorLoop, PassResult
 from slurm_sync.service import Config, Health, Service, health_server
-from slurm_sync.slurm.errors import SlurmNoToken
 from tests.slurm_sync.fakekube import FakeKube
-from tests.slurm_sync.kubefixtures import NS, api_client, refused_url
+from tests.slurm_sync.kubefixtures import NS, api_client, controller_cr, refused_url, restapi_cr
 
 KEY = b"k" * 32
-
-
-def controller(name: str, ns: str = NS, ref: str = "jwtKeyRef") -> dict:
-    return {"metadata": {"name": name, "namespace": ns}, "spec": {ref: {"name": f"{name}-jwt", "key": "jwt.key"}}}
-
-
-def restapi(name: str, ctrl: str, created: str, ns: str = NS) -> dict:
-    return {
-        "metadata": {"name": name, "namespace": ns, "creationTimestamp": created},
-        "spec": {"controllerRef": {"name": ctrl}},
-    }
-
-
-def test_discovery_takes_the_oldest_restapi_and_either_key_ref() -> None:
-    controllers = [
-        controller("a"),
-        controller("b", ref="jwtHs256KeyRef"),
-        controller("c"),
-        {"metadata": {"name": "d", "namespace": NS}, "spec": {}},
-    ]
-    restapis = [
-        restapi("a-new", "a", "2026-02-01T00:00:00Z"),
-        restapi("a-old", "a", "2026-01-01T00:00:00Z"),
-        restapi("b", "b", "2026-01-01T00:00:00Z"),
-        restapi("c-elsewhere", "c", "2026-01-01T00:00:00Z", ns="other"),
-    ]
-    refs, problems = plan_clusters(controllers, restapis, None)
-    assert [(r.controller, r.url, r.key_secret) for r in refs] == [
-        ("a", f"http://a-old-restapi.{NS}:6820", "a-jwt"),
-        ("b", f"http://b-restapi.{NS}:6820", "b-jwt"),
-    ]
-    assert [p.split(":")[0] for p in problems] == [f"Controller {NS}/c", f"Controller {NS}/d"]
-    refs, _ = plan_clusters(controllers[2:3], [], "http://127.0.0.1:16820")
-    assert refs[0].url == "http://127.0.0.1:16820"
-
-
-def test_token_is_short_lived_refreshed_before_expiry_and_on_key_change() -> None:
-    now = [1_000_000.0]
-    tokens = TokenSource("slurm", 300, clock=lambda: now[0])
-    with pytest.raises(SlurmNoToken, match="no JWT key loaded yet"):
-        tokens()
-    tokens.set_key(KEY, "1")
-    first = tokens()
-    claims = jwt.decode(first, KEY, algorithms=["HS256"], options={"verify_exp": False})
-    assert claims == {"iat": 1_000_000, "exp": 1_000_300, "sun": "slurm"}
-    now[0] += 239
-    assert tokens() == first
-    now[0] += 1  # four fifths of the lifetime
-    second = tokens()
-    assert second != first
-    tokens.set_key(KEY, "1")
-    assert tokens() == second
-    tokens.set_key(b"n" * 32, "2")
-    jwt.decode(tokens(), b"n" * 32, algorithms=["HS256"], options={"verify_exp": False})
 
 
 def test_logs_are_json_lines_without_tokens() -> None:
@@ -127,8 +71,8 @@ def test_health_reports_readiness_and_metrics() -> None:
 def _kube_with_two_clusters(server: HTTPServer) -> FakeKube:
     kube = FakeKube()
     for name in ("good", "bad"):
-        kube.add("controllers", controller(name))
-        kube.add("restapis", restapi(name, name, "2026-01-01T00:00:00Z"))
+        kube.add("controllers", controller_cr(name))
+        kube.add("restapis", restapi_cr(name, name, "2026-01-01T00:00:00Z"))
     kube.add(
         "secrets",
         {"metadata": {"name": "good-jwt", "namespace": NS}, "data": {"jwt.key": base64.b64encode(KEY).decode()}},
@@ -184,8 +128,8 @@ def test_once_exit_code(httpserver: HTTPServer, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(cli, "kube_client", lambda _: api_client(httpserver.url_for("/")))
     monkeypatch.setattr(logs, "configure", lambda level, **_: None)
     assert cli.main(["--once", "--no-leader-elect", "--namespace", NS]) == 0  # no cluster: nothing failed
-    kube.add("controllers", controller("good"))
-    kube.add("restapis", restapi("good", "good", "2026-01-01T00:00:00Z"))
+    kube.add("controllers", controller_cr("good"))
+    kube.add("restapis", restapi_cr("good", "good", "2026-01-01T00:00:00Z"))
     failing = ["--namespace", NS, "--slurm-url", "http://127.0.0.1:9", "--slurm-timeout", "1"]
     assert cli.main(["--once", "--no-leader-elect", *failing]) == 1
 
@@ -270,8 +214,8 @@ def test_a_list_of_namespaces_is_watched_namespace_by_namespace(httpserver: HTTP
     """`--namespace a,b`: one list per namespace (what a Role per namespace allows), none cluster-wide."""
     kube = FakeKube()
     for ns in ("hpc-a", "hpc-b", "elsewhere"):
-        kube.add("controllers", controller(f"c-{ns}", ns))
-        kube.add("restapis", restapi(f"c-{ns}", f"c-{ns}", "2026-01-01T00:00:00Z", ns))
+        kube.add("controllers", controller_cr(f"c-{ns}", ns))
+        kube.add("restapis", restapi_cr(f"c-{ns}", f"c-{ns}", "2026-01-01T00:00:00Z", ns))
     kube.install(httpserver)
     service = Service(
         Config(namespaces=("hpc-a", "hpc-b"), slurm_url="http://127.0.0.1:9", slurm_timeout=1),
@@ -290,30 +234,3 @@ def test_a_list_of_namespaces_is_watched_namespace_by_namespace(httpserver: HTTP
     }
     assert all(path.startswith("/apis/slinky.slurm.net/v1beta1/namespaces/hpc-") for path in listed), listed
     assert cli.parse_args(["--namespace", " hpc-a,hpc-b "]).namespace == " hpc-a,hpc-b "
-
-
-def test_discovery_binds_each_cluster_to_its_slurm_cluster_name() -> None:
-    named = controller("a")
-    named["spec"]["clusterName"] = "prod"
-    refs, problems = plan_clusters(
-        [
-            named,
-            controller("b"),
-            {**controller("c"), "spec": {"clusterName": "bad name", "jwtKeyRef": {"name": "c-jwt", "key": "jwt.key"}}},
-        ],
-        [],
-        "http://x",
-    )
-    assert [(r.controller, r.cluster_name) for r in refs] == [("a", "prod"), ("b", f"{NS}_b")]
-    assert len(problems) == 1 and problems[0].startswith(f"Controller {NS}/c: cannot tell its Slurm cluster name")
-
-
-def test_a_controller_with_an_invalid_unrelated_field_is_still_synced() -> None:
-    """The hook refuses HA without persistence (InvalidSpec, children kept); the running cluster's pods still
-    need pod-protect and drains, so slurm_sync reads only what it needs: the cluster name and the key."""
-    ha = controller("ha")
-    ha["spec"]["ha"] = {"enabled": True}
-    bad_key = {**controller("k"), "spec": {"jwtKeyRef": {"name": "k-jwt"}}}
-    refs, problems = plan_clusters([ha, bad_key], [], "http://x")
-    assert [(r.controller, r.cluster_name, r.key_secret) for r in refs] == [("ha", f"{NS}_ha", "ha-jwt")]
-    assert problems == [f"Controller {NS}/k: spec.jwtKeyRef.key must be a non-empty string; cannot mint a token"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import threading
 import time
 
-from slurm_sync.proof import AbsenceProof
 from slurm_sync.wake import Wakeup
 
 
@@ -36,18 +35,3 @@ def test_a_request_wakes_a_wait_already_under_way() -> None:
     wakeup.set_after(0.05)
     waiter.join(30)
     assert result == [True]
-
-
-def test_absence_evidence_is_due_when_old_enough_to_confirm() -> None:
-    now = [100.0]
-    proof: AbsenceProof[str] = AbsenceProof(5.0, lambda: now[0])
-    assert proof.due() is None
-    proof.next_pass()
-    proof.not_found("a")
-    now[0] = 102.0
-    proof.not_found("b")
-    assert proof.due() == 3.0  # "a", the older, first
-    now[0] = 105.5
-    assert proof.due() == 1.5  # "a" is old enough (it waits only for a pass); "b" not yet
-    now[0] = 107.0
-    assert proof.due() is None

@@ -13,7 +13,6 @@ from slurm_sync.bridge.kube import label_body, pod_group_scheduled_body
 from slurm_sync.bridge.nodes import CreateNode, DeleteNode, MarkRegistered, SlurmNodeChange, plan_nodes
 from slurm_sync.bridge.plan import Cancel, DeletePod, digest, orphans, plan_pods, scheduled_pod_groups
 from slurm_sync.bridge.view import BridgePod, read_node, read_pod
-from slurm_sync.hostlist import expand_hostlist
 from slurm_sync.slurm.types import Job, NodeUpdate, parse_job, parse_node
 from tests.slurm_sync.bridgekube import BNS, OUR_TAINT, bridge_pod, job_body, kube_node, single
 
@@ -39,10 +38,6 @@ def plan(
     placeable: frozenset[str] | None = frozenset(NODES),
 ):
     return plan_pods(pods, NODES, jobs, index or {}, NOW, placeable)
-
-
-def test_hostlists_expand() -> None:
-    assert expand_hostlist("n[1-2],gpu[08-10,3]x") == ["n1", "n2", "gpu08x", "gpu09x", "gpu10x", "gpu3x"]
 
 
 def test_vector_14_running_job_binds_to_the_mapped_node_and_an_unmapped_node_binds_nothing() -> None:
