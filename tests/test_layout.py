@@ -202,7 +202,6 @@ NOT_YET_MIRRORED = frozenset(
         "slurm_sync/kube.py",
         "slurm_sync/metrics.py",
         "slurm_sync/operator/loop.py",
-        "slurm_sync/operator/steps.py",
         "slurm_sync/operator/view.py",
         "slurm_sync/replica.py",
         "slurm_sync/runner.py",
