@@ -10,7 +10,7 @@ The decoder is the hook server's (hooks/requestjson.py `shaped`): an answer the 
 (another type where the shape says object or list, not JSON) is decoded again by the strict decoder,
 whose verdict stands; so is one that is not valid UTF-8 (the decoder does not check the text it
 skips) or nests past the recursion limit. Corners judged differently, which neither slurmrestd nor an
-API server sends (tests/slurm_sync/test_listing_decode.py pins them): an integer beyond 64 bits in a
+API server sends (tests/slurm_sync/test_shapes.py pins them): an integer beyond 64 bits in a
 field read is read exactly (orjson makes it a float); a number beyond the double range in the text
 skipped is not refused.
 """

@@ -201,11 +201,8 @@ NOT_YET_MIRRORED = frozenset(
         "slurm_sync/inflight.py",
         "slurm_sync/kube.py",
         "slurm_sync/metrics.py",
-        "slurm_sync/operator/loop.py",
         "slurm_sync/operator/view.py",
         "slurm_sync/replica.py",
-        "slurm_sync/runner.py",
-        "slurm_sync/shapes.py",
         "slurm_sync/slurm/errors.py",
         "slurm_sync/slurm/types.py",
     }

@@ -195,7 +195,7 @@ class Node:
 
 
 # Every field parse_node reads: a node listing is decoded into these alone (slurm_sync/slurm/client.py), and
-# tests/slurm_sync/test_listing_decode.py holds parse_node to them.
+# tests/slurm_sync/test_shapes.py holds parse_node to them.
 NODE_FIELDS = (
     "name", "state", "reason", "reason_set_by_user", "comment", "features", "active_features", "cpus", "real_memory",
     "alloc_cpus", "alloc_memory", "partitions", "address", "hostname", "topology", "reservation",

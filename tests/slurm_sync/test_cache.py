@@ -162,15 +162,15 @@ class SameDicts:
 
 @pytest.fixture
 def planned(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The pods planned, pass after pass (topology.plan_pod is what the loop calls per pod)."""
+    """The pods planned, pass after pass (topology.plan_pod_with_topology is what the loop calls per pod)."""
     names_: list[str] = []
-    plan_pod = topology.plan_pod
+    plan_pod = topology.plan_pod_with_topology
 
     def counting(pod_view: Any, *args: Any, **kwargs: Any) -> Any:
         names_.append(pod_view.name)
         return plan_pod(pod_view, *args, **kwargs)
 
-    monkeypatch.setattr(topology, "plan_pod", counting)
+    monkeypatch.setattr(topology, "plan_pod_with_topology", counting)
     return names_
 
 

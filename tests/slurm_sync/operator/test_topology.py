@@ -8,7 +8,7 @@ from slurm_sync.operator.plan import PodPlan, SlurmView
 from slurm_sync.operator.view import ClusterView
 from slurm_sync.slurm.types import Node
 from tests.slurm_sync.kubefixtures import NOW, ping, pod
-from tests.slurm_sync.test_plan_topology import IDLE_POD, TOPO, cluster, knode, meta_patches, snode
+from tests.slurm_sync.operator.test_plan_topology import IDLE_POD, TOPO, cluster, knode, meta_patches, snode
 
 COPY = {"metadata": {"annotations": {names.ANNOTATION_TOPOLOGY_SPEC: TOPO}}}
 LABELLED = [knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO})]

@@ -29,8 +29,7 @@ from slurm_sync.service import Config, Service
 from slurm_sync.slurm.client import RetryPolicy, SlurmClient
 from slurm_sync.slurm.errors import SlurmUnavailable
 from tests.slurm_sync.fakekube import FakeKube
-from tests.slurm_sync.kubefixtures import NS, api_client
-from tests.slurm_sync.test_service import controller, restapi
+from tests.slurm_sync.kubefixtures import NS, api_client, controller_cr, restapi_cr
 
 LOOK = 0.5  # seconds a test looks for what must not happen (it would happen at once)
 
@@ -69,8 +68,8 @@ class Gate:
 @pytest.fixture
 def gated(httpserver: HTTPServer) -> Iterator[tuple[FakeKube, Service, Gate]]:
     kube = FakeKube()
-    kube.add("controllers", controller("a"))
-    kube.add("restapis", restapi("a", "a", "2026-01-01T00:00:00Z"))
+    kube.add("controllers", controller_cr("a"))
+    kube.add("restapis", restapi_cr("a", "a", "2026-01-01T00:00:00Z"))
     kube.install(httpserver)
     service = Service(Config(namespaces=(NS,)), Kube(api_client(httpserver.url_for("/"))), Metrics())
     gate = Gate()
@@ -97,7 +96,7 @@ def test_a_cluster_rebuilt_mid_pass_runs_one_loop_at_a_time_and_its_client_stays
     assert gate.entered.wait(10)
     old = service.clusters.handles[f"{NS}/a"]
     del kube.objects[("restapis", NS, "a")]
-    kube.add("restapis", restapi("a2", "a", "2026-01-02T00:00:00Z"))
+    kube.add("restapis", restapi_cr("a2", "a", "2026-01-02T00:00:00Z"))
     service.run_pass(wait=False)
     new = service.clusters.handles[f"{NS}/a"]
     assert new is not old and new.ref.url != OLD_URL
@@ -315,8 +314,8 @@ def test_nodesets_of_a_cluster_removed_mid_pass_are_not_orphaned_until_its_pass_
     from tests.slurm_sync.kubefixtures import CLUSTER, NODESET_OWNER, nodeset, pvc
 
     kube, service, gate = gated
-    kube.add("controllers", controller(CLUSTER))
-    kube.add("restapis", restapi(CLUSTER, CLUSTER, "2026-01-01T00:00:00Z"))
+    kube.add("controllers", controller_cr(CLUSTER))
+    kube.add("restapis", restapi_cr(CLUSTER, CLUSTER, "2026-01-01T00:00:00Z"))
     kube.add("nodesets", nodeset(deleting=True))
     kube.add("persistentvolumeclaims", pvc("data-gpu-0", NODESET_OWNER))
     gate.hold.add(f"http://{CLUSTER}-restapi.{NS}:6820")
