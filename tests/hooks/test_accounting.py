@@ -12,16 +12,7 @@ from hooks.app import create_app
 from hooks.contract import parse_composite
 from hooks.objects import content_hash
 from slinky_common import names
-from tests.hooks.test_cluster import (
-    as_observed,
-    assert_invalid_spec,
-    by_kind,
-    condition_of,
-    cr,
-    related,
-    request,
-    secret,
-)
+from tests.support.hooks import as_observed, assert_invalid_spec, by_kind, condition_of, cr, related, request, secret
 from tests.support.kube import validate_builtin
 
 PASSWORD = b"s3cr3t-Pa55word"

@@ -13,7 +13,7 @@ from hooks import applied
 from hooks.applied import Kept, kept
 from hooks.contract import BadHookResponse, check_composite_response
 from slinky_common import names
-from tests.hooks.test_cluster import as_observed
+from tests.support.hooks import as_observed
 
 LAST_APPLIED = names.ANNOTATION_LAST_APPLIED
 SERVICE = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "labels": {"a": "b"}}, "spec": {}}

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from hooks.app import create_app
-from tests.hooks.test_cluster import by_kind, cr, related, request, secret
+from tests.support.hooks import by_kind, cr, related, request, secret
 
 GOLDEN = Path(__file__).parent / "golden"
 KEYS = {"slurmKeyRef": {"name": "slurm-key", "key": "slurm.key"}, "jwtKeyRef": {"name": "jwt-key", "key": "jwt.key"}}

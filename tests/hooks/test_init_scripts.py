@@ -25,7 +25,7 @@ from tests.fixtures import busybox
 from tests.hooks import test_accounting, test_loginset, test_restapi
 from tests.hooks.controller import test_hook as test_controller
 from tests.hooks.nodeset import test_hook as test_nodeset
-from tests.hooks.test_cluster import by_kind, related
+from tests.support.hooks import by_kind, related
 
 JSON = dict[str, Any]
 SLURM_KEY = b"k" * 1024

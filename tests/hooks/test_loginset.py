@@ -14,7 +14,7 @@ from hooks.app import create_app
 from hooks.contract import parse_composite
 from hooks.objects import content_hash
 from slinky_common import names
-from tests.hooks.test_cluster import (
+from tests.support.hooks import (
     NS,
     as_observed,
     assert_invalid_spec,

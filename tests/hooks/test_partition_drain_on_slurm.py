@@ -16,7 +16,6 @@ import re
 import pytest
 
 from tests.fixtures.slurm import wait_for
-from tests.hooks.test_cluster import cr
 from tests.slurm.test_hooks_on_slurm import (  # noqa: F401  (second_cluster is a fixture)
     NO_CGROUPS,
     SecondCluster,
@@ -27,6 +26,7 @@ from tests.slurm.test_hooks_on_slurm import (  # noqa: F401  (second_cluster is 
     slurmd_command,
     write_config,
 )
+from tests.support.hooks import cr
 
 pytestmark = pytest.mark.slurm
 

@@ -19,8 +19,8 @@ from tests.hooks import test_token as token
 from tests.hooks.controller import test_hook as controller
 from tests.hooks.nodeset import test_hook as nodeset
 from tests.hooks.nodeset.fixtures import clock  # noqa: F401  (fixture, pins the NodeSet hook's clock)
-from tests.hooks.test_cluster import as_observed, related
 from tests.hooks.test_token import T0
+from tests.support.hooks import as_observed, related
 from tests.support.kube import validate_cr
 
 

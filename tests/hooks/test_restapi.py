@@ -8,7 +8,7 @@ from hooks import restapi
 from hooks.app import create_app
 from hooks.contract import parse_composite
 from slinky_common import names
-from tests.hooks.test_cluster import as_observed, assert_invalid_spec, by_kind, condition_of, cr, related, request
+from tests.support.hooks import as_observed, assert_invalid_spec, by_kind, condition_of, cr, related, request
 from tests.support.kube import validate_builtin
 
 SLURM_KEY = {"name": "slurm-auth", "key": "slurm.key"}

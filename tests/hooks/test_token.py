@@ -14,7 +14,7 @@ from hooks.app import create_app
 from hooks.contract import parse_composite
 from slinky_common import names
 from slinky_common.errors import InvalidSpec
-from tests.hooks.test_cluster import as_observed, assert_invalid_spec, condition_of, cr, related, request, secret
+from tests.support.hooks import as_observed, assert_invalid_spec, condition_of, cr, related, request, secret
 from tests.support.kube import validate_builtin
 
 KEY = b"0123456789abcdef0123456789abcdef"

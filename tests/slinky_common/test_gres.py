@@ -12,8 +12,8 @@ from slinky_common.gres import gres_types
 from tests.hooks.nodeset.fixtures import client, clock  # noqa: F401  (fixtures)
 from tests.hooks.nodeset.test_hook import condition, nodeset, request, sync
 from tests.hooks.nodeset.test_pods import slurmd
-from tests.hooks.test_cluster import cr, related
-from tests.hooks.test_cluster import request as controller_request
+from tests.support.hooks import cr, related
+from tests.support.hooks import request as controller_request
 
 
 def conf(**spec) -> str:

@@ -31,7 +31,7 @@ import pytest
 from hooks.app import create_app
 from slinky_common import names
 from tests.fixtures.slurm import EXEC, SlurmLab, wait_for
-from tests.hooks.test_cluster import by_kind, cr, related, request, secret
+from tests.support.hooks import by_kind, cr, related, request, secret
 
 pytestmark = pytest.mark.slurm
 

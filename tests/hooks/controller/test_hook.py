@@ -10,7 +10,7 @@ import yaml
 
 from hooks.app import create_app
 from slinky_common import names
-from tests.hooks.test_cluster import NS, as_observed, assert_invalid_spec, by_kind, condition_of, cr, related, secret
+from tests.support.hooks import NS, as_observed, assert_invalid_spec, by_kind, condition_of, cr, related, secret
 from tests.support.kube import validate_builtin, validate_cr
 
 REPO = Path(__file__).resolve().parents[3]

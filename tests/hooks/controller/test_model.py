@@ -17,7 +17,7 @@ from hooks.controller.model import (
 )
 from slinky_common import names
 from slinky_common.errors import BadHookRequest
-from tests.hooks.test_cluster import CONTROLLER_KEY, NS, by_kind, condition_of, cr, related, request, secret
+from tests.support.hooks import CONTROLLER_KEY, NS, by_kind, condition_of, cr, related, request, secret
 
 KEYS = {"slurmKeyRef": {"name": "slurm-key", "key": "slurm.key"}, "jwtKeyRef": {"name": "jwt-key", "key": "jwt.key"}}
 EXTERNAL = {"external": True, "externalConfig": {"host": "ctld.example.com", "port": 7817}}
