@@ -197,8 +197,6 @@ NOT_YET_MIRRORED = frozenset(
         "slurm_sync/metrics.py",
         "slurm_sync/operator/view.py",
         "slurm_sync/replica.py",
-        "slurm_sync/slurm/errors.py",
-        "slurm_sync/slurm/types.py",
     }
 )
 
