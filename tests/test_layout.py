@@ -165,9 +165,6 @@ def mirrored_test(module: Path) -> Path:
 NOT_YET_MIRRORED = frozenset(
     {
         "hooks/bridge/annotations.py",
-        "hooks/bridge/job.py",
-        "hooks/bridge/node.py",
-        "hooks/bridge/pod.py",
         "hooks/bridge/settings.py",
         "hooks/bridge/workload.py",
         "hooks/contract.py",
