@@ -170,7 +170,6 @@ NOT_YET_MIRRORED = frozenset(
         "hooks/contract.py",
         "hooks/controller/pod.py",
         "hooks/gunicorn_logger.py",
-        "hooks/logfile.py",
         "hooks/metrics.py",
         "hooks/nodeset/observe.py",
         "hooks/nodeset/plan.py",
