@@ -181,7 +181,6 @@ NOT_YET_MIRRORED = frozenset(
         "slurm_sync/bridge/kube.py",
         "slurm_sync/bridge/nodes.py",
         "slurm_sync/bridge/view.py",
-        "slurm_sync/inflight.py",
         "slurm_sync/kube.py",
         "slurm_sync/metrics.py",
         "slurm_sync/operator/view.py",
