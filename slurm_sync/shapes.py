@@ -6,7 +6,7 @@ seventy fields, a pod's containers and volumes, a Node's images). msgspec decode
 shape (``record``) and skips what the shape leaves out without building it, so the peak is the
 answer's bytes and the fields read. The result is what the strict decoder gives without those fields.
 
-The decoder is the hook server's (hooks/requestjson.py `shaped`): an answer the shape does not fit
+The decoder is the one the hook server uses (slinky_common/decode.py `shaped`): an answer the shape does not fit
 (another type where the shape says object or list, not JSON) is decoded again by the strict decoder,
 whose verdict stands; so is one that is not valid UTF-8 (the decoder does not check the text it
 skips) or nests past the recursion limit. Corners judged differently, which neither slurmrestd nor an
