@@ -1,5 +1,6 @@
-"""Shared pytest setup: the real-Slurm fixture lives in tests/fixtures/slurm.py, the real Kubernetes
-API server's in tests/kube/plugin.py, the chaos suite's summary line in tests/chaos/summary.py."""
+"""Shared pytest setup: the real-Slurm fixture lives in tests/fixtures/slurm.py (a second slurmctld beside it in
+tests/fixtures/secondcluster.py), the real Kubernetes API server's in tests/kube/plugin.py and its CRD fixtures
+in tests/kube/fixtures.py, the chaos suite's summary line in tests/chaos/summary.py."""
 
 import functools
 
@@ -7,7 +8,14 @@ import pytest
 
 from hooks import loginset
 
-pytest_plugins = ["tests.fixtures.slurm", "tests.kube.plugin", "tests.cluster.plugin", "tests.chaos.summary"]
+pytest_plugins = [
+    "tests.fixtures.slurm",
+    "tests.fixtures.secondcluster",
+    "tests.kube.plugin",
+    "tests.kube.fixtures",
+    "tests.cluster.plugin",
+    "tests.chaos.summary",
+]
 
 _generate_host_keys = loginset.generate_host_keys
 

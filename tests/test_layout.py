@@ -181,10 +181,8 @@ NOT_YET_MIRRORED = frozenset(
         "slurm_sync/bridge/kube.py",
         "slurm_sync/bridge/nodes.py",
         "slurm_sync/bridge/view.py",
-        "slurm_sync/kube.py",
         "slurm_sync/metrics.py",
         "slurm_sync/operator/view.py",
-        "slurm_sync/replica.py",
     }
 )
 
@@ -198,6 +196,62 @@ def test_each_modules_tests_are_at_its_mirrored_path() -> None:
     }
     assert sorted(m for m, ok in found.items() if not ok and m not in NOT_YET_MIRRORED) == []
     assert sorted(m for m in NOT_YET_MIRRORED if found.get(m, True)) == [], "mirrored now, or gone: drop from the list"
+
+
+# Test files beside the mirrored ones that test a package's behaviour as a whole, not one module.
+PACKAGE_BEHAVIOUR = frozenset(
+    {
+        "tests/hooks/bridge/test_slurm_bounds.py",
+        "tests/hooks/nodeset/test_busy.py",
+        "tests/hooks/nodeset/test_properties.py",
+        "tests/hooks/nodeset/test_registration.py",
+        "tests/hooks/nodeset/test_topology.py",
+        "tests/hooks/test_apply_fixed_point.py",
+        "tests/hooks/test_golden.py",
+        "tests/hooks/test_init_scripts.py",
+        "tests/hooks/test_nesting.py",
+        "tests/hooks/test_ready.py",
+        "tests/hooks/test_responses.py",
+        "tests/hooks/test_spec_limits.py",
+    }
+)
+
+
+def names_a_module_beside_it(test_file: Path) -> bool:
+    """`tests/a/b/test_c.py` or `tests/a/b/test_c_<aspect>.py` for a module `a/b/c.py`."""
+    package = REPO / test_file.parent.relative_to(REPO / "tests")
+    modules = {path.stem.strip("_") for path in package.glob("*.py") if path.name != "__init__.py"}
+    subject = test_file.stem.removeprefix("test_")
+    return any(subject == m or subject.startswith(f"{m}_") for m in modules)
+
+
+def test_every_test_file_of_a_package_names_its_module_or_is_a_package_behaviour() -> None:
+    stray = [
+        str(path.relative_to(REPO))
+        for package in PACKAGES
+        for path in sorted((REPO / "tests" / package).rglob("test_*.py"))
+        if not names_a_module_beside_it(path) and str(path.relative_to(REPO)) not in PACKAGE_BEHAVIOUR
+    ]
+    assert stray == []
+    assert sorted(f for f in PACKAGE_BEHAVIOUR if not (REPO / f).exists()) == []
+
+
+def test_no_test_file_names_its_real_peer() -> None:
+    """Which peer is real is a marker (slurm, kube, cluster, gunicorn), not a suffix of the file's name."""
+    suffixes = ("_real", "_on_apiserver", "_apiserver", "_on_slurm", "_kube")
+    named = [
+        str(path.relative_to(REPO))
+        for path in sorted((REPO / "tests").rglob("test_*.py"))
+        if any(path.stem.endswith(s) and path.stem != f"test{s}" for s in suffixes)  # test_kube.py: kube.py's tests
+    ]
+    assert named == []
+
+
+def test_a_test_file_names_a_module_by_its_stem_or_an_aspect_of_it() -> None:
+    assert names_a_module_beside_it(REPO / "tests/slurm_sync/operator/test_loop_findings.py")
+    assert names_a_module_beside_it(REPO / "tests/slurm_sync/test_main_bad_input.py")
+    assert not names_a_module_beside_it(REPO / "tests/slurm_sync/test_operator_real.py")
+    assert not names_a_module_beside_it(REPO / "tests/hooks/test_nodesetpods.py")
 
 
 def test_the_mirrored_path_of_a_nested_module_and_of_main() -> None:

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from slinky_common import names
+from tests.cluster.lab import CONTROLLER_POD
 from tests.cluster.plugin import LAB, NAMESPACE, ClusterLab, eventually, ready
-from tests.cluster.test_boot import CONTROLLER_POD
 from tests.fixtures.slurm import wait_for
 
 NODESET = "slurm-worker-life"

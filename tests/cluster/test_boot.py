@@ -12,10 +12,10 @@ import time
 
 import pytest
 
+from tests.cluster.lab import CONTROLLER_POD, scontrol_node
 from tests.cluster.plugin import ClusterLab
 
 pytestmark = pytest.mark.cluster
-CONTROLLER_POD = "slurm-controller-0"
 REST_PING = "http://slurm-restapi.slurm:6820/slurm/v0.0.45/ping"
 
 
@@ -23,14 +23,6 @@ def quantity_mib(text: str) -> int:
     units = {"Ki": 1 / 1024, "Mi": 1, "Gi": 1024, "Ti": 1024 * 1024, "": 1 / (1024 * 1024)}
     number, unit = re.fullmatch(r"([0-9]+)([KMGT]i)?", text).groups()  # type: ignore[union-attr]
     return int(int(number) * units[unit or ""])
-
-
-def scontrol_node(lab: ClusterLab, node: str, check: bool = True) -> dict[str, str]:
-    """The node's `scontrol show node` fields; unchecked, a failed command (slurmctld restarting) gives its error."""
-    done = lab.exec(CONTROLLER_POD, ["scontrol", "show", "node", node, "--oneliner"], check=check)
-    if done.returncode != 0:
-        return {"error": done.stderr.strip()}
-    return dict(re.findall(r"(\w+)=(\S*)", done.stdout))
 
 
 def test_slurmctld_answers_scontrol_ping_in_its_pod(cluster_lab: ClusterLab) -> None:

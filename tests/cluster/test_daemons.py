@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 
+from tests.cluster.lab import CONTROLLER_POD
 from tests.cluster.plugin import LAB, ClusterLab
-from tests.cluster.test_boot import CONTROLLER_POD
 
 pytestmark = pytest.mark.cluster
 PARTITION = "debug"  # the example NodeSet's partition (the examples set no default partition)

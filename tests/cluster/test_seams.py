@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.cluster.lab import CONTROLLER_POD, scontrol_node
 from tests.cluster.plugin import NAMESPACE, ClusterLab, eventually, ready
-from tests.cluster.test_boot import CONTROLLER_POD, scontrol_node
 from tests.fixtures.slurm import wait_for
 
 pytestmark = pytest.mark.cluster

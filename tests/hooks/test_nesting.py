@@ -9,7 +9,7 @@ import pytest
 from hooks import applied
 from hooks.applied import MAX_DEPTH
 from slinky_common import names
-from tests.hooks.test_routes import SAMPLES, broken, nested, post
+from tests.hooks.routecases import SAMPLES, broken, nested, post
 
 POD0 = ("children", "Pod.v1", "slurm/slurm-worker-debug-0")
 

@@ -19,9 +19,10 @@ from tests.hooks import test_token as token
 from tests.hooks.controller import test_hook as controller
 from tests.hooks.nodeset import test_hook as nodeset
 from tests.hooks.nodeset.fixtures import clock  # noqa: F401  (fixture, pins the NodeSet hook's clock)
-from tests.hooks.test_token import T0
 from tests.support.hooks import as_observed, related
 from tests.support.kube import validate_cr
+
+T0 = 1_700_000_000  # 2023-11-14T22:13:20Z, any fixed instant
 
 
 def wait_for_ready(parent: dict, response: dict) -> dict:

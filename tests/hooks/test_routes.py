@@ -8,33 +8,17 @@ nothing but an event, so a malformed request must never get one.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hooks.app import create_app
-from hooks.routes import route_table
+from tests.hooks.routecases import REMOVE, ROUTES, SAMPLES, broken, nested, post
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "requests"
-ROUTES = [r.path for r in route_table()]
-APP = create_app()
-REMOVE = object()
 WRONG = st.sampled_from(
     [REMOVE, None, True, 0, -1, 2**40, 1.5, "", "x", "-", [], [1], ["x"], {}, {"a": 1}, {"name": {}}, [{}], [None]]
 )
-
-
-def sample(route: str) -> Any:
-    """The route's example request; a finalize route no manifest calls (it answers 501) has none and
-    takes its kind's sync request, the same shape, so its request check is fuzzed too."""
-    path = EXAMPLES / (route.strip("/").replace("/", "-") + ".json")
-    if not path.exists() and route.endswith("/finalize"):
-        path = EXAMPLES / (route.removesuffix("/finalize").strip("/").replace("/", "-") + "-sync.json")
-    return orjson.loads(path.read_bytes())
 
 
 def paths(value: Any, prefix: tuple = ()) -> list[tuple]:
@@ -49,25 +33,7 @@ def paths(value: Any, prefix: tuple = ()) -> list[tuple]:
     return found
 
 
-SAMPLES = {route: sample(route) for route in ROUTES}
 PATHS = {route: paths(body) for route, body in SAMPLES.items()}
-
-
-def broken(body: Any, path: tuple, wrong: Any) -> Any:
-    body = orjson.loads(orjson.dumps(body))
-    *parents, last = path
-    target = body
-    for step in parents:
-        target = target[step]
-    if wrong is REMOVE:
-        del target[last]
-    else:
-        target[last] = wrong
-    return body
-
-
-def post(route: str, body: Any):
-    return APP.test_client().post(route, data=orjson.dumps(body), content_type="application/json")
 
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -144,13 +110,6 @@ def test_every_value_of_every_sample_replaced_by_an_object_never_gets_a_500(rout
             if resp.status_code == 500:
                 failures.append(path)
     assert failures == [], failures[:20]
-
-
-def nested(depth: int, leaf: Any) -> orjson.Fragment:
-    """`leaf` inside `depth` levels of lists and objects, alternating, as JSON text (orjson writes only 254)."""
-    opens = "".join('{"a":' if level % 2 else "[" for level in range(depth))
-    closes = "".join("}" if level % 2 else "]" for level in reversed(range(depth)))
-    return orjson.Fragment(opens + orjson.dumps(leaf).decode() + closes)
 
 
 def huge_quantity(exponent: int) -> str:

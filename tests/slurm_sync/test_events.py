@@ -12,24 +12,24 @@ from slinky_common import names
 from slurm_sync.events import REPORTING_CONTROLLER
 from tests.fixtures.slurm import wait_for
 from tests.slurm_sync.kubefixtures import NS
-from tests.slurm_sync.test_operator_real import OUR_REASON, Rig, is_event, rig, sbatch  # noqa: F401 (rig: the fixture)
+from tests.slurm_sync.servicerig import OUR_REASON, Rig, is_event, sbatch
 
 pytestmark = pytest.mark.slurm
 GPU_N3 = {"apiVersion": "v1", "kind": "Pod", "namespace": NS, "name": "gpu-n3"}
 
 
-def posted(rig: Rig, since: int) -> list[dict]:  # noqa: F811 - the imported fixture
+def posted(rig: Rig, since: int) -> list[dict]:
     return [w[3] for w in rig.kube.writes[since:] if is_event(w)]
 
 
-def step(rig: Rig) -> list[dict]:  # noqa: F811 - the imported fixture
+def step(rig: Rig) -> list[dict]:
     """One pass; the events it posted."""
     before = len(rig.kube.writes)
     assert rig.service.run_pass()
     return posted(rig, before)
 
 
-def test_drain_mark_undrain_post_one_event_each_and_a_repeat_within_the_limit_posts_none(rig: Rig) -> None:  # noqa: F811 - the imported fixture
+def test_drain_mark_undrain_post_one_event_each_and_a_repeat_within_the_limit_posts_none(rig: Rig) -> None:
     assert rig.service.run_pass()  # settle: comments and conditions, nothing on a user's behalf
     assert posted(rig, 0) == []
 
@@ -77,7 +77,7 @@ def test_drain_mark_undrain_post_one_event_each_and_a_repeat_within_the_limit_po
     wait_for(lambda: rig.slurm_node("n3"), lambda s: "DRAIN" not in s, what="n3 undrained again")
 
 
-def test_protection_is_told_when_added_and_when_removed(rig: Rig) -> None:  # noqa: F811 - the imported fixture
+def test_protection_is_told_when_added_and_when_removed(rig: Rig) -> None:
     assert rig.service.run_pass()
     job = sbatch(rig.lab, "n4")
     rig.jobs.append(str(job))  # cancelled at the end whatever happens

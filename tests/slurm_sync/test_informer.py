@@ -1,7 +1,7 @@
 """The informer's protocol with scripted listings and watch streams: list, then watch from that
 resourceVersion; resume after a normal end (from the last event or bookmark); re-list on 410 Gone and on
 a broken stream; never answer from a picture it cannot vouch for (NotSynced). Against the real API server:
-tests/kube/test_slurm_sync_watch.py."""
+tests/slurm_sync/test_service_watches.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The write fence of leader election with a fake clock (docs/architecture.md §8): a leader that missed
 its renew deadline sends no write, to Kubernetes (whichever wrapper makes it) or to Slurm, while reads
 go on; each write that is sent ends by the fence; and the settings and identity rules. The elector
-against the real API server is tests/kube/test_lease_on_apiserver.py."""
+against the real API server is tests/slurm_sync/test_leader_lease.py."""
 
 from __future__ import annotations
 
@@ -39,15 +39,8 @@ from slurm_sync.slurm.errors import SlurmNotLeader
 from slurm_sync.slurm.types import NodeUpdate
 from tests.fixtures.slurm import wait_for
 from tests.slurm_sync.kubefixtures import api_client
-from tests.slurm_sync.slurm.test_client import V, meta, node, nodes_body, spec
-
-
-class FakeClock:
-    def __init__(self, now: float = 1000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
+from tests.slurm_sync.slurm.restanswers import V, meta, node, nodes_body, spec
+from tests.support.clock import FakeClock
 
 
 @pytest.fixture

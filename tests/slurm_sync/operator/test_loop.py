@@ -4,7 +4,6 @@ pinned (method, path, query, content type, body), and an unchanged cluster makes
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,7 +13,7 @@ from slinky_common import names
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
 from slurm_sync.operator.loop import OperatorLoop
-from slurm_sync.operator.plan import PodState, observed_hash
+from slurm_sync.operator.plan import PodState
 from slurm_sync.slurm.errors import SlurmUnavailable
 from tests.slurm_sync.kubefixtures import (
     CLUSTER,
@@ -35,78 +34,20 @@ from tests.slurm_sync.kubefixtures import (
     refused_url,
     running_job,
 )
-
-SMP = "application/strategic-merge-patch+json"
-MERGE = "application/merge-patch+json"
-JSON_PATCH = "application/json-patch+json"
-POD_SELECTOR = {"labelSelector": f"{names.LABEL_CLUSTER}={CLUSTER}"}
-CTL_SELECTOR = {"labelSelector": f"{names.LABEL_INSTANCE}={CLUSTER},{names.LABEL_NAME}=slurmctld"}
-COMMENT = f'{{"namespace":"{NS}","podName":"gpu-0","node":"k1","nodeSetName":"gpu","nodeSetUID":"{NODESET_UID}"}}'
-
-
-@pytest.fixture
-def server(httpserver: HTTPServer) -> Iterator[HTTPServer]:
-    yield httpserver
-    httpserver.clear()
-
-
-def items(*objs: dict[str, Any]) -> dict[str, Any]:
-    return {"kind": "List", "apiVersion": "v1", "items": list(objs)}
-
-
-def expect_reads(
-    server: HTTPServer, pods: list[dict], nodesets: list[dict], nodes: list[dict] | None, controllers: list[dict]
-) -> None:
-    server.expect_ordered_request(f"/api/v1/namespaces/{NS}/pods", "GET", query_string=POD_SELECTOR).respond_with_json(
-        items(*pods)
-    )
-    server.expect_ordered_request(f"/apis/slinky.slurm.net/v1beta1/namespaces/{NS}/nodesets", "GET").respond_with_json(
-        items(*nodesets)
-    )
-    if nodes is not None:
-        server.expect_ordered_request("/api/v1/nodes", "GET").respond_with_json(items(*nodes))
-    server.expect_ordered_request(f"/api/v1/namespaces/{NS}/pods", "GET", query_string=CTL_SELECTOR).respond_with_json(
-        items(*controllers)
-    )
-
-
-def expect_patch(server: HTTPServer, path: str, content_type: str, body: dict[str, Any], status: int = 200) -> None:
-    server.expect_ordered_request(path, "PATCH", headers={"Content-Type": content_type}, json=body).respond_with_json(
-        {} if status == 200 else {"kind": "Status", "code": status}, status=status
-    )
-
-
-def loop(server: HTTPServer, slurm: FakeSlurm, metrics: Metrics | None = None) -> OperatorLoop:
-    metrics = metrics or Metrics()
-    kube = Kube(api_client(server.url_for("/")), metrics.count_kube_write)
-    return OperatorLoop(
-        CLUSTER,
-        NS,
-        CLUSTER,
-        slurm,
-        kube,
-        metrics,  # type: ignore[arg-type]
-        events=RecordedEvents(),
-        now=lambda: NOW,
-    )
-
-
-def settled_hash(*pods: tuple[str, PodState]) -> str:
-    return observed_hash(pods)
-
-
-IDLE_STATE = PodState(drained=False, absent=False, states=("SlurmNodeStateIdle",))
-
-
-def steady_pod() -> dict[str, Any]:
-    return pod("gpu-0", states=("IDLE",))
-
-
-def run(server: HTTPServer, looper: OperatorLoop):
-    result = looper.run_pass()
-    server.check_assertions()
-    assert not server.ordered_handlers, "expected requests were not made"
-    return result
+from tests.slurm_sync.operator.looprig import (
+    COMMENT,
+    IDLE_STATE,
+    JSON_PATCH,
+    MERGE,
+    SMP,
+    expect_patch,
+    expect_reads,
+    items,
+    loop,
+    run,
+    settled_hash,
+    steady_pod,
+)
 
 
 def test_unchanged_state_makes_zero_writes(server: HTTPServer) -> None:

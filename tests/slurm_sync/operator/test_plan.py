@@ -3,8 +3,6 @@ writes only on change."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from slinky_common import names
@@ -13,25 +11,13 @@ from slurm_sync.operator import plan
 from slurm_sync.operator.loop import OperatorLoop
 from slurm_sync.operator.plan import SlurmView
 from slurm_sync.operator.steps import Tally
-from slurm_sync.operator.view import ClusterView, read_kube_node, read_nodeset, read_pod
+from slurm_sync.operator.view import ClusterView, read_nodeset
 from slurm_sync.slurm.errors import SlurmMalformed, SlurmNotFound, SlurmRejected, SlurmUnavailable
 from slurm_sync.slurm.types import NodeUpdate
 from tests.slurm_sync.kubefixtures import NODESET_UID, NOW, NS, FakeSlurm, kube_node, node, nodeset, ping, pod
+from tests.slurm_sync.operator.planviews import cluster
 
 OUR = "slurm-operator: scale-in to 1 replicas"
-
-
-def cluster(
-    *pods: dict[str, Any],
-    intents: dict[str, str] | None = None,
-    nodes: list[dict] | None = None,
-    protect: bool | None = None,
-) -> ClusterView:
-    ns = read_nodeset(nodeset(intents, protect))
-    kube_nodes = [read_kube_node(n) for n in (nodes or [kube_node()])]
-    return ClusterView(
-        NS, "slurm", tuple(v for p in pods if (v := read_pod(p))), {ns.name: ns}, {n.name: n for n in kube_nodes}, ()
-    )
 
 
 def plan_one(c: ClusterView, *slurm_nodes) -> plan.PodPlan:

@@ -17,7 +17,7 @@ from slurm_sync.operator.steps import Tally
 from slurm_sync.slurm.errors import SlurmUnavailable
 from slurm_sync.slurm.types import Job, Node
 from tests.slurm_sync.kubefixtures import NOW, NS, FakeSlurm, node, ping, pod
-from tests.slurm_sync.operator.test_plan import cluster
+from tests.slurm_sync.operator.planviews import cluster
 
 DEADLINE = names.ANNOTATION_POD_DEADLINE
 T0 = 1_800_000_000  # 2027-01-15T08:00:00Z

@@ -12,71 +12,10 @@ import pytest
 from slinky_common import names
 from slurm_sync.operator import plan
 from slurm_sync.operator.plan import PruneCandidate, SlurmView
-from slurm_sync.operator.view import ClusterView, read_kube_node, read_nodeset, read_pod
-from slurm_sync.slurm.types import Node, NodeUpdate, parse_node
+from slurm_sync.operator.view import ClusterView
+from slurm_sync.slurm.types import Node, NodeUpdate
 from tests.slurm_sync.kubefixtures import NODESET_UID, NOW, NS, nodeset, ping, pod
-
-COMMENT = f'{{"namespace":"{NS}","podName":"gpu-0","node":"k1","nodeSetName":"gpu","nodeSetUID":"{NODESET_UID}"}}'
-TOPO = "topo-switch:s2,topo-block:b2"
-
-
-def knode(
-    name: str = "k1",
-    *,
-    unschedulable: bool = False,
-    annotations: dict[str, str] | None = None,
-    conditions: list[dict[str, str]] | None = None,
-) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "annotations": dict(annotations or {})}
-    return {
-        "metadata": meta,
-        "spec": {"unschedulable": True} if unschedulable else {},
-        "status": {"conditions": conditions or []},
-    }
-
-
-def snode(
-    name: str = "gpu-0",
-    *state: str,
-    reason: str = "",
-    comment: str = COMMENT,
-    features: tuple[str, ...] = ("gpu",),
-    active: tuple[str, ...] | None = None,
-    topology: str = "",
-) -> Node:
-    return parse_node(
-        {
-            "name": name,
-            "state": list(state or ("IDLE",)),
-            "reason": reason,
-            "comment": comment,
-            "features": list(features),
-            "active_features": list(features if active is None else active),
-            "topology": topology,
-        }
-    )
-
-
-def cluster(
-    *pods: dict[str, Any],
-    nodes: list[dict[str, Any]] | None = None,
-    intents: dict[str, str] | None = None,
-    propagated: tuple[str, ...] = (),
-    nodeset_obj: dict[str, Any] | None = None,
-    all_nodes: bool = False,
-) -> ClusterView:
-    ns = read_nodeset(nodeset_obj or nodeset(intents))
-    kube_nodes = [read_kube_node(n) for n in (nodes if nodes is not None else [knode()])]
-    return ClusterView(
-        NS,
-        "slurm",
-        tuple(v for p in pods if (v := read_pod(p))),
-        {ns.name: ns},
-        {n.name: n for n in kube_nodes},
-        (),
-        propagated_conditions=propagated,
-        all_kube_nodes=all_nodes,
-    )
+from tests.slurm_sync.operator.planviews import COMMENT, IDLE_POD, TOPO, knode, meta_patches, snode, topology_cluster
 
 
 def plan_one(c: ClusterView, *slurm_nodes: Node) -> plan.PodPlan:
@@ -87,25 +26,18 @@ def updates(p: plan.PodPlan) -> list[NodeUpdate]:
     return [a.update for a in p.slurm]
 
 
-def meta_patches(p: plan.PodPlan) -> list[Any]:
-    return [x.body for x in p.patches if x.subresource == ""]
-
-
-IDLE_POD = {"states": ("IDLE",)}
-
-
 # --- topology ------------------------------------------------------------------------------
 
 
 def test_node_topology_is_copied_to_the_pod_and_pushed_to_slurm() -> None:
-    c = cluster(pod("gpu-0", **IDLE_POD), nodes=[knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO})])
+    c = topology_cluster(pod("gpu-0", **IDLE_POD), nodes=[knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO})])
     p = plan_one(c, snode())
     assert meta_patches(p) == [{"metadata": {"annotations": {names.ANNOTATION_TOPOLOGY_SPEC: TOPO}}}]
     assert updates(p) == [NodeUpdate(topology_str=TOPO)]
 
 
 def test_topology_already_in_place_writes_nothing() -> None:
-    c = cluster(
+    c = topology_cluster(
         pod("gpu-0", annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO}, **IDLE_POD),
         nodes=[knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO})],
     )
@@ -117,7 +49,7 @@ def test_topology_already_in_place_writes_nothing() -> None:
 def test_topology_is_compared_with_what_was_last_applied_not_slurms_normalised_form() -> None:
     """A topology plugin may report the spec differently from how it was sent: what the loop last
     applied successfully decides; Slurm's value only when nothing was applied (after a restart)."""
-    c = cluster(
+    c = topology_cluster(
         pod("gpu-0", annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO}, **IDLE_POD),
         nodes=[knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO})],
     )
@@ -127,7 +59,7 @@ def test_topology_is_compared_with_what_was_last_applied_not_slurms_normalised_f
     assert [a.update for a in plan.plan_pod(c.pods[0], c, view, NOW).slurm] == [NodeUpdate(topology_str=TOPO)]
     # a changed annotation differs from what was applied: sent
     other = "topo-switch:s9,topo-block:b9"
-    c2 = cluster(
+    c2 = topology_cluster(
         pod("gpu-0", annotations={names.ANNOTATION_TOPOLOGY_SPEC: other}, **IDLE_POD),
         nodes=[knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: other})],
     )
@@ -139,7 +71,7 @@ def test_topology_is_compared_with_what_was_last_applied_not_slurms_normalised_f
 def test_k8s_feature_prefix_is_a_shared_name() -> None:
     assert names.K8S_FEATURE_PREFIX == "k8s/"
     assert not hasattr(plan, "K8S_FEATURE_PREFIX")  # one definition, in slinky_common/names.py
-    c = cluster(pod("gpu-0", **IDLE_POD), nodes=[knode(annotations={names.ANNOTATION_FEATURES_SPEC: "a100"})])
+    c = topology_cluster(pod("gpu-0", **IDLE_POD), nodes=[knode(annotations={names.ANNOTATION_FEATURES_SPEC: "a100"})])
     assert updates(plan_one(c, snode(features=("gpu",)))) == [
         NodeUpdate(
             features=("gpu", names.K8S_FEATURE_PREFIX + "a100"), features_act=("gpu", names.K8S_FEATURE_PREFIX + "a100")
@@ -148,7 +80,7 @@ def test_k8s_feature_prefix_is_a_shared_name() -> None:
 
 
 def test_topology_differing_in_slurm_only_is_pushed_without_a_pod_patch() -> None:
-    c = cluster(
+    c = topology_cluster(
         pod("gpu-0", annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO}, **IDLE_POD),
         nodes=[knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO})],
     )
@@ -157,7 +89,7 @@ def test_topology_differing_in_slurm_only_is_pushed_without_a_pod_patch() -> Non
 
 
 def test_node_without_topology_removes_the_pod_annotation_and_never_clears_slurm() -> None:
-    c = cluster(pod("gpu-0", annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO}, **IDLE_POD))
+    c = topology_cluster(pod("gpu-0", annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO}, **IDLE_POD))
     p = plan_one(c, snode(topology="topo-switch:s1"))
     assert meta_patches(p) == [{"metadata": {"annotations": {names.ANNOTATION_TOPOLOGY_SPEC: None}}}]
     assert p.slurm == ()
@@ -166,7 +98,7 @@ def test_node_without_topology_removes_the_pod_annotation_and_never_clears_slurm
 @pytest.mark.parametrize("value", ['topo-switch:"s1" State=Down', "a b", "x;y"])
 def test_an_unsafe_topology_is_neither_copied_nor_pushed(value: str) -> None:
     """It would end the Topology= item of slurmd's --conf through POD_TOPOLOGY."""
-    c = cluster(
+    c = topology_cluster(
         pod("gpu-0", annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO}, **IDLE_POD),
         nodes=[knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: value})],
     )
@@ -176,13 +108,13 @@ def test_an_unsafe_topology_is_neither_copied_nor_pushed(value: str) -> None:
 
 def test_unknown_kubernetes_node_changes_no_topology_or_features() -> None:
     """The pod's Node is not in the listing: unknown, not "no annotation"."""
-    c = cluster(pod("gpu-0", annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO}, **IDLE_POD), nodes=[])
+    c = topology_cluster(pod("gpu-0", annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO}, **IDLE_POD), nodes=[])
     p = plan_one(c, snode(features=("gpu", "k8s/old")))
     assert p.patches == () and p.slurm == ()
 
 
 def test_terminating_pod_gets_no_topology_or_features() -> None:
-    c = cluster(
+    c = topology_cluster(
         pod("gpu-0", terminating=True, **IDLE_POD),
         nodes=[knode(annotations={names.ANNOTATION_TOPOLOGY_SPEC: TOPO, names.ANNOTATION_FEATURES_SPEC: "a"})],
     )
@@ -195,7 +127,7 @@ def test_terminating_pod_gets_no_topology_or_features() -> None:
 
 
 def test_features_become_k8s_features_and_others_are_preserved() -> None:
-    c = cluster(
+    c = topology_cluster(
         pod("gpu-0", **IDLE_POD), nodes=[knode(annotations={names.ANNOTATION_FEATURES_SPEC: " a100 , nvlink,a100,,"})]
     )
     p = plan_one(c, snode(features=("gpu", "k8s/old", "fast"), active=("gpu", "k8s/old")))
@@ -205,35 +137,39 @@ def test_features_become_k8s_features_and_others_are_preserved() -> None:
 
 
 def test_features_equal_as_sets_write_nothing() -> None:
-    c = cluster(pod("gpu-0", **IDLE_POD), nodes=[knode(annotations={names.ANNOTATION_FEATURES_SPEC: "b,a"})])
+    c = topology_cluster(pod("gpu-0", **IDLE_POD), nodes=[knode(annotations={names.ANNOTATION_FEATURES_SPEC: "b,a"})])
     assert plan_one(c, snode(features=("k8s/a", "gpu", "k8s/b"))).slurm == ()
 
 
 def test_an_active_feature_missing_is_written() -> None:
-    c = cluster(pod("gpu-0", **IDLE_POD), nodes=[knode(annotations={names.ANNOTATION_FEATURES_SPEC: "a"})])
+    c = topology_cluster(pod("gpu-0", **IDLE_POD), nodes=[knode(annotations={names.ANNOTATION_FEATURES_SPEC: "a"})])
     p = plan_one(c, snode(features=("gpu", "k8s/a"), active=("gpu",)))
     assert updates(p) == [NodeUpdate(features=("gpu", "k8s/a"), features_act=("gpu", "k8s/a"))]
 
 
 def test_absent_annotation_clears_only_the_k8s_features() -> None:
-    c = cluster(pod("gpu-0", **IDLE_POD))
+    c = topology_cluster(pod("gpu-0", **IDLE_POD))
     p = plan_one(c, snode(features=("gpu", "k8s/a", "admin"), active=("k8s/a", "gpu")))
     assert updates(p) == [NodeUpdate(features=("gpu", "admin"), features_act=("gpu",))]
 
 
 def test_no_k8s_features_and_no_annotation_writes_nothing() -> None:
-    assert plan_one(cluster(pod("gpu-0", **IDLE_POD)), snode(features=("gpu", "admin"))).slurm == ()
+    assert plan_one(topology_cluster(pod("gpu-0", **IDLE_POD)), snode(features=("gpu", "admin"))).slurm == ()
 
 
 def test_equals_bearing_feature_is_kept_as_is() -> None:
-    c = cluster(pod("gpu-0", **IDLE_POD), nodes=[knode(annotations={names.ANNOTATION_FEATURES_SPEC: "gpu=a100"})])
+    c = topology_cluster(
+        pod("gpu-0", **IDLE_POD), nodes=[knode(annotations={names.ANNOTATION_FEATURES_SPEC: "gpu=a100"})]
+    )
     assert updates(plan_one(c, snode())) == [
         NodeUpdate(features=("gpu", "k8s/gpu=a100"), features_act=("gpu", "k8s/gpu=a100"))
     ]
 
 
 def test_an_unusable_feature_value_leaves_the_features_alone() -> None:
-    c = cluster(pod("gpu-0", **IDLE_POD), nodes=[knode(annotations={names.ANNOTATION_FEATURES_SPEC: "ok,bad value"})])
+    c = topology_cluster(
+        pod("gpu-0", **IDLE_POD), nodes=[knode(annotations={names.ANNOTATION_FEATURES_SPEC: "ok,bad value"})]
+    )
     assert plan_one(c, snode(features=("gpu", "k8s/old"))).slurm == ()
 
 
@@ -245,7 +181,7 @@ READY = {"type": "Ready", "status": "True", "reason": "KubeletReady", "message":
 
 
 def drain_reason(node_obj: dict[str, Any], propagated: tuple[str, ...]) -> str | None:
-    c = cluster(pod("gpu-0", **IDLE_POD), nodes=[node_obj], propagated=propagated)
+    c = topology_cluster(pod("gpu-0", **IDLE_POD), nodes=[node_obj], propagated=propagated)
     drains = [u.reason for u in updates(plan_one(c, snode())) if u.state == ("DRAIN",)]
     return drains[0] if drains else None
 
@@ -298,7 +234,9 @@ def moved_comment(node_name: str) -> str:
 
 @pytest.mark.parametrize("state", [("IDLE",), ("UNKNOWN",), ("FUTURE",)])
 def test_moved_pod_gets_the_comment_then_idle(state: tuple[str, ...]) -> None:
-    p = plan_one(cluster(pod("gpu-0", **IDLE_POD)), snode("gpu-0", *state, comment=moved_comment("k0"), features=()))
+    p = plan_one(
+        topology_cluster(pod("gpu-0", **IDLE_POD)), snode("gpu-0", *state, comment=moved_comment("k0"), features=())
+    )
     assert updates(p) == [NodeUpdate(comment=COMMENT), NodeUpdate(state=("IDLE",))]
     assert not p.slurm[1].lifts_drain
     # the IDLE follows the comment: the loop sends it only when the comment update succeeded
@@ -346,7 +284,7 @@ def test_moved_pod_never_idles_a_node_that_would_lose_something(
     state: tuple[str, ...], reason: str, intents: dict[str, str] | None
 ) -> None:
     p = plan_one(
-        cluster(pod("gpu-0", **IDLE_POD), intents=intents),
+        topology_cluster(pod("gpu-0", **IDLE_POD), intents=intents),
         snode("gpu-0", *state, reason=reason, comment=moved_comment("k0"), features=()),
     )
     assert NodeUpdate(state=("IDLE",)) not in updates(p)
@@ -359,7 +297,7 @@ def test_moved_pod_never_idles_a_node_that_would_lose_something(
     ids=["no-comment", "foreign-comment", "no-old-node", "same-node"],
 )
 def test_first_or_same_node_comment_sends_no_idle(old: str) -> None:
-    p = plan_one(cluster(pod("gpu-0", **IDLE_POD)), snode("gpu-0", "DOWN", comment=old, features=()))
+    p = plan_one(topology_cluster(pod("gpu-0", **IDLE_POD)), snode("gpu-0", "DOWN", comment=old, features=()))
     assert updates(p) == [NodeUpdate(comment=COMMENT)]
 
 
@@ -403,7 +341,7 @@ def candidates(
     all_nodes: bool = True,
     listing: bool = True,
 ) -> tuple[PruneCandidate, ...]:
-    c = cluster(
+    c = topology_cluster(
         *pods,
         nodes=nodes if nodes is not None else [knode("k1")],
         nodeset_obj=nodeset_obj or ds_nodeset(),

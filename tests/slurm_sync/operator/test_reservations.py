@@ -23,7 +23,7 @@ from slurm_sync.slurm.client import SlurmClient
 from slurm_sync.slurm.errors import SlurmNotFound, SlurmUnavailable
 from slurm_sync.slurm.types import Listing, Node, Reservation, parse_node
 from tests.slurm_sync.kubefixtures import CLUSTER, NS, FakeSlurm, RecordedEvents, api_client, nodeset
-from tests.slurm_sync.operator.test_loop import MERGE, expect_patch, expect_reads, run, settled_hash
+from tests.slurm_sync.operator.looprig import MERGE, expect_patch, expect_reads, run, settled_hash
 
 NOW_EPOCH = 1_767_323_045  # kubefixtures.NOW, 2026-01-02T03:04:05Z
 FUTURE = "2026-01-02T05:00:00Z"

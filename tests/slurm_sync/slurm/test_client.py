@@ -1,6 +1,6 @@
 """The slurmrestd client against a faked HTTP server (pytest-httpserver): negotiation, error
 classification, retries, token hygiene and the update_time watch. The real-Slurm side is in
-test_slurm_client_real.py."""
+test_client_roundtrips.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import logging
 import socket
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import orjson
 import pytest
@@ -31,41 +30,7 @@ from slurm_sync.slurm.errors import (
     SlurmUnsupported,
 )
 from slurm_sync.slurm.types import Listing, NodeUpdate, SlurmVersion, parse_job, parse_node, parse_ping
-
-TOKEN = "eyJhbGciOiJIUzI1NiJ9.SECRET-PAYLOAD.SIGNATURE-do-not-leak"
-V = "/slurm/v0.0.45"
-
-
-def spec(*versions: str, update_fields: tuple[str, ...] = ("state", "reason", "comment", "topology_str")) -> dict:
-    """A minimal OpenAPI document shaped like slurmrestd's."""
-    schemas: dict[str, Any] = {}
-    for v in versions:
-        schemas[f"{v}_update_node_msg"] = {"properties": {f: {} for f in update_fields}}
-        schemas[f"{v}_job_desc_msg"] = {
-            "properties": {"flags": {"type": "array", "items": {"$ref": f"#/components/schemas/{v}_flags"}}}
-        }
-        schemas[f"{v}_flags"] = {"type": "string", "enum": ["SPREAD_JOB", "EXTERNAL_JOB"]}
-    paths = {f"/slurm/{v}/{p}": {"get": {}} for v in versions for p in ("ping/", "nodes/")}
-    paths["/slurmdb/v0.0.45/jobs/"] = {"get": {}}
-    return {"openapi": "3.0.3", "paths": paths, "components": {"schemas": schemas}}
-
-
-def meta() -> dict:
-    return {"slurm": {"version": {"major": "26", "minor": "05", "micro": "5"}, "release": "26.05.5"}}
-
-
-def node(name: str, *state: str, **fields: Any) -> dict:
-    return {"name": name, "state": list(state or ["IDLE"]), "reason": "", **fields}
-
-
-def nodes_body(*nodes: dict, last_update: int = 1000) -> dict:
-    return {
-        "nodes": list(nodes),
-        "last_update": {"set": True, "infinite": False, "number": last_update},
-        "meta": meta(),
-        "errors": [],
-        "warnings": [],
-    }
+from tests.slurm_sync.slurm.restanswers import TOKEN, V, meta, node, nodes_body, spec
 
 
 def slurm_error(description: str, number: int, error: str = "") -> dict:

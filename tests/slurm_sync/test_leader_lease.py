@@ -15,7 +15,7 @@ from kubernetes import client
 
 from slurm_sync.leader import Fence, LeaseElector, LeaseSettings, read_record
 from tests.kube.plugin import KubeLab
-from tests.slurm_sync.test_leader import FakeClock
+from tests.support.clock import FakeClock
 
 pytestmark = pytest.mark.kube
 LEASE = "slurm-sync-test"

@@ -17,7 +17,7 @@ from pytest_httpserver import HTTPServer
 from slinky_common import names
 from tests.fixtures.slurm import SlurmLab, _load_lab, wait_for
 from tests.slurm_sync.kubefixtures import NS
-from tests.slurm_sync.test_operator_real import Rig, rig_of
+from tests.slurm_sync.servicerig import Rig, rig_of
 
 pytestmark = pytest.mark.slurm
 

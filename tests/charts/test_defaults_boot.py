@@ -10,12 +10,11 @@ import os
 
 import pytest
 
-from tests.charts.test_slinky_values import hook_children, render
+from tests.charts.rendered import hook_children, render
+from tests.fixtures.secondcluster import NO_CGROUPS, SecondCluster, for_loopback, write_config
 from tests.fixtures.slurm import wait_for
-from tests.slurm.test_hooks_on_slurm import NO_CGROUPS, SecondCluster, for_loopback, second_cluster, write_config
 
 pytestmark = pytest.mark.slurm
-__all__ = ["second_cluster"]  # the fixture, used by name below
 
 
 def test_default_values_boot_slurmctld_with_the_all_partition_and_slinkys_cluster_name(second_cluster: SecondCluster):

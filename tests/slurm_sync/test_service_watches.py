@@ -30,14 +30,14 @@ from slurm_sync.service import Config, Service
 from slurm_sync.slurm.client import SlurmClient
 from slurm_sync.slurm.types import NodeUpdate
 from slurm_sync.wake import Wakeup
-from tests.crds.test_crds import example
+from tests.crds.cases import example
 from tests.fixtures.slurm import SlurmLab, wait_for
 from tests.kube.apiproxy import ApiProxy
 from tests.kube.kubeapi import create_cr
 from tests.kube.plugin import KubeLab
+from tests.slurm_sync.apiserverrig import CONTROLLER, restore, worker_pod
 
 POLL_INTERVAL = 10.0
-CONTROLLER = "slurm"
 PODS = {"gpu-n3": "n3", "gpu-n4": "n4"}
 
 
@@ -139,25 +139,6 @@ def controller(namespace: str, cluster_name: str) -> dict[str, Any]:
     obj["spec"]["clusterName"] = cluster_name
     obj["spec"]["jwtKeyRef"] = {"name": "slurm-jwt", "key": "jwt.key"}
     return obj
-
-
-def worker_pod(name: str, slurm_node: str, controller: str = CONTROLLER) -> dict[str, Any]:
-    labels = {names.LABEL_CLUSTER: controller, names.LABEL_NODESET_POD_HOSTNAME: slurm_node}
-    return {
-        "metadata": {"name": name, "labels": labels},
-        "spec": {"hostname": slurm_node, "containers": [{"name": "slurmd", "image": "slurmd:26.05"}]},
-    }
-
-
-def restore(lab: SlurmLab, *nodes: str) -> None:
-    for node in nodes:
-        lab.run("scontrol", "update", f"nodename={node}", "state=resume")
-    for node in nodes:
-        wait_for(
-            lambda n=node: lab.run("scontrol", "show", "node", n).stdout,
-            lambda s: "DRAIN" not in s and "NOT_RESPONDING" not in s,
-            what=f"{node} back in service",
-        )
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from pytest_httpserver import HTTPServer
 from slinky_common import names
 from tests.fixtures.slurm import EXEC, SlurmLab, _load_lab, wait_for
 from tests.slurm_sync.kubefixtures import NS, pod
-from tests.slurm_sync.test_operator_real import Rig, rig_of
+from tests.slurm_sync.servicerig import Rig, rig_of
 
 pytestmark = pytest.mark.slurm
 NODE = f"dr{os.getpid() % 100000}"

@@ -30,7 +30,7 @@ from tests.slurm_sync.kubefixtures import (
     nodeset,
     pod,
 )
-from tests.slurm_sync.operator.test_loop import COMMENT, IDLE_STATE, SMP, expect_patch, expect_reads, run, settled_hash
+from tests.slurm_sync.operator.looprig import COMMENT, IDLE_STATE, SMP, expect_patch, expect_reads, run, settled_hash
 
 TOPO = "topo-switch:s2,topo-block:b2"
 PRUNE_COMMENT = (

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.crds.test_crds import ACCEPTED, PLURALS, REJECTED, Rejected, all_rules, changed, example, example_docs
+from tests.crds.cases import ACCEPTED, PLURALS, REJECTED, Rejected, all_rules, changed, example, example_docs
 from tests.kube.kubeapi import GROUP, VERSION, conditions, create_cr, plural, rejection
 from tests.support.kube import REPO_ROOT, load_yaml_docs
 

@@ -23,7 +23,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -37,12 +36,11 @@ from slurm_sync.service import Config, Service, health_server
 from slurm_sync.slurm.client import SlurmClient
 from slurm_sync.slurm.types import NodeUpdate
 from slurm_sync.wake import Wakeup
-from tests.crds.test_crds import example
 from tests.fixtures.slurm import SlurmLab, wait_for
+from tests.fixtures.slurmrestd import lab_slurmrestd, spawn_slurmrestd
 from tests.kube.apiproxy import ApiProxy
 from tests.kube.kubeapi import create_cr
-from tests.kube.test_slurm_sync_watch import restore, worker_pod
-from tests.slurm_sync.test_operator_real import lab_slurmrestd, spawn_slurmrestd
+from tests.slurm_sync.apiserverrig import cluster_objects, restore, worker_pod
 
 READY_BOUND = 15.0  # seconds from a peer's stop to a 503 (the issue's done-when)
 DRAIN_BOUND = 2.0  # seconds from a healthy cluster's pod-cordon to its DRAIN while another cluster hangs
@@ -109,17 +107,6 @@ def _answers(url: str, lab: SlurmLab) -> bool:
         return httpx.get(url + lab.path("ping"), headers=lab.headers, timeout=5).status_code == 200
     except httpx.HTTPError:
         return False
-
-
-def cluster_objects(namespace: str, name: str, cluster_name: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    controller = example("Controller")
-    controller["metadata"] = {"name": name, "namespace": namespace}
-    controller["spec"]["clusterName"] = cluster_name
-    controller["spec"]["jwtKeyRef"] = {"name": "slurm-jwt", "key": "jwt.key"}
-    restapi = example("RestApi")
-    restapi["metadata"] = {"name": name, "namespace": namespace}
-    restapi["spec"]["controllerRef"] = {"name": name}
-    return controller, restapi
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from slurm_sync.slurm.client import SlurmClient
 from slurm_sync.slurm.errors import SlurmRejected
 from tests.fixtures.slurm import SlurmLab
 from tests.kube.kubeapi import create_cr
-from tests.kube.test_slurm_sync_hung import cluster_objects
+from tests.slurm_sync.apiserverrig import cluster_objects
 
 
 def secret(key: bytes) -> dict:

@@ -20,7 +20,7 @@ from slurm_sync.slurm.client import SlurmClient
 from slurm_sync.slurm.errors import SlurmMalformed, SlurmRejected
 from tests.slurm_sync.bridgekube import BridgeFake
 from tests.slurm_sync.kubefixtures import api_client
-from tests.slurm_sync.slurm.test_client import TOKEN, V, spec
+from tests.slurm_sync.slurm.restanswers import TOKEN, V, spec
 
 CONF = "NodeName=ext1 CPUs=2 RealMemory=512 State=External Feature=debug"
 

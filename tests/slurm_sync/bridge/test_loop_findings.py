@@ -12,15 +12,15 @@ from slurm_sync.bridge.loop import BridgeLoop
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
 from slurm_sync.slurm.client import SlurmClient
+from tests.slurm_sync.bridge.labrig import ON_N1_N2, Rig
 from tests.slurm_sync.bridgekube import BNS, bridge_pod, job_body
 from tests.slurm_sync.inject import Injector, answer, slurm_meta
 from tests.slurm_sync.kubefixtures import api_client
-from tests.slurm_sync.test_bridge_real import ON_N1_N2, Rig, rig  # noqa: F401 - rig is the fixture
 
 pytestmark = pytest.mark.slurm
 
 
-def loop_with(rig: Rig, injector: Injector, list_interval: float = 3600) -> BridgeLoop:  # noqa: F811 - the imported fixture
+def loop_with(rig: Rig, injector: Injector, list_interval: float = 3600) -> BridgeLoop:
     client = SlurmClient(rig.lab.rest_url, lambda: rig.lab.token, timeout=5, transport=injector)
     return BridgeLoop(
         client,
@@ -32,7 +32,7 @@ def loop_with(rig: Rig, injector: Injector, list_interval: float = 3600) -> Brid
     )
 
 
-def bound_running_pod(rig: Rig, loop: BridgeLoop, name: str) -> int:  # noqa: F811 - the imported fixture
+def bound_running_pod(rig: Rig, loop: BridgeLoop, name: str) -> int:
     rig.kube.add("pods", bridge_pod(name, None, job_body([f"{BNS}/{name}"], **ON_N1_N2)))
     assert loop.run_pass().ok
     job_id = rig.job_id(name)
@@ -41,7 +41,7 @@ def bound_running_pod(rig: Rig, loop: BridgeLoop, name: str) -> int:  # noqa: F8
     return job_id
 
 
-def deletes(rig: Rig, since: int) -> list[str]:  # noqa: F811 - the imported fixture
+def deletes(rig: Rig, since: int) -> list[str]:
     return [w[1] for w in rig.kube.writes[since:] if w[0] == "DELETE"]
 
 
@@ -61,7 +61,7 @@ def not_found(job_id: int) -> dict:
     }
 
 
-def test_an_empty_job_answer_deletes_no_running_pod(rig: Rig) -> None:  # noqa: F811 - the imported fixture
+def test_an_empty_job_answer_deletes_no_running_pod(rig: Rig) -> None:
     """Finding 2: `GET job/<id>` answering `200 {"jobs": []}` read as "gone" deleted the bound pod."""
     injector = Injector()
     loop = loop_with(rig, injector)
@@ -79,7 +79,7 @@ def test_an_empty_job_answer_deletes_no_running_pod(rig: Rig) -> None:  # noqa: 
     assert loop.run_pass().ready and rig.kube.writes[before:] == []
 
 
-def test_one_not_found_answer_is_not_enough_and_a_confirmed_one_is(rig: Rig) -> None:  # noqa: F811 - the imported fixture
+def test_one_not_found_answer_is_not_enough_and_a_confirmed_one_is(rig: Rig) -> None:
     injector = Injector()
     loop = loop_with(rig, injector)
     job_id = bound_running_pod(rig, loop, "f2")
@@ -95,7 +95,7 @@ def test_one_not_found_answer_is_not_enough_and_a_confirmed_one_is(rig: Rig) -> 
     assert deletes(rig, before) == [f"/api/v1/namespaces/{BNS}/pods/f2"]  # confirmed on a later pass
 
 
-def test_an_empty_job_listing_is_a_fault_not_the_end_of_every_job(rig: Rig) -> None:  # noqa: F811 - the imported fixture
+def test_an_empty_job_listing_is_a_fault_not_the_end_of_every_job(rig: Rig) -> None:
     injector = Injector()
     loop = loop_with(rig, injector, list_interval=0)
     jobs = [bound_running_pod(rig, loop, name) for name in ("f3", "f4")]
@@ -121,7 +121,7 @@ def test_an_empty_job_listing_is_a_fault_not_the_end_of_every_job(rig: Rig) -> N
     assert loop.run_pass().ready and deletes(rig, before) == []
 
 
-def test_an_orphan_job_is_cancelled_only_once_the_apiserver_says_its_pods_are_gone(rig: Rig) -> None:  # noqa: F811 - the imported fixture
+def test_an_orphan_job_is_cancelled_only_once_the_apiserver_says_its_pods_are_gone(rig: Rig) -> None:
     loop = loop_with(rig, Injector(), list_interval=0)
     rig.kube.add("pods", bridge_pod("o1", None, job_body([f"{BNS}/o1"], **ON_N1_N2, hold=True)))
     assert loop.run_pass().ok

@@ -14,13 +14,13 @@ from slinky_common import names
 from tests.fixtures.slurm import SlurmLab, wait_for
 from tests.slurm_sync.inject import Injector, answer, slurm_meta
 from tests.slurm_sync.kubefixtures import NS, nodeset, pod
-from tests.slurm_sync.test_operator_real import Rig, rig, sbatch  # noqa: F401 - rig is the fixture
+from tests.slurm_sync.servicerig import Rig, sbatch
 
 pytestmark = pytest.mark.slurm
 REASON = "slurm-operator: scale-in to 1 replicas"
 
 
-def inject(rig: Rig) -> Injector:  # noqa: F811 - the imported fixture
+def inject(rig: Rig) -> Injector:
     """Put an injector between the (first) cluster's client and the real slurmrestd."""
     injector = Injector()
     handle = rig.service.clusters.handles[f"{NS}/slurm"]
@@ -32,7 +32,7 @@ def job_state(lab: SlurmLab, job: int) -> str:
     return lab.run("squeue", "-h", "-j", str(job), "-o", "%T", check=True).stdout.strip()
 
 
-def test_an_empty_node_listing_kills_no_job(rig: Rig) -> None:  # noqa: F811 - the imported fixture
+def test_an_empty_node_listing_kills_no_job(rig: Rig) -> None:
     """Finding 1: one `200 {"nodes": []}` used to mark every pod absent and unprotect a busy one."""
     job = sbatch(rig.lab, "n3")
     try:
@@ -72,7 +72,7 @@ def test_an_empty_node_listing_kills_no_job(rig: Rig) -> None:  # noqa: F811 - t
         rig.lab.run("scancel", str(job))
 
 
-def add_second_controller(rig: Rig, cluster_name: str) -> None:  # noqa: F811 - the imported fixture
+def add_second_controller(rig: Rig, cluster_name: str) -> None:
     """Controller `other` (Slurm cluster `cluster_name`) reached through the same --slurm-url, with
     a NodeSet pod on the lab's n3 and a drain intent for it."""
     controller = copy.deepcopy(rig.kube.get("controllers", NS, "slurm"))
@@ -89,7 +89,7 @@ def add_second_controller(rig: Rig, cluster_name: str) -> None:  # noqa: F811 - 
     rig.kube.add("pods", other_pod)
 
 
-def test_a_slurmrestd_of_another_cluster_gets_no_write_and_says_so(rig: Rig) -> None:  # noqa: F811 - the imported fixture
+def test_a_slurmrestd_of_another_cluster_gets_no_write_and_says_so(rig: Rig) -> None:
     """Finding 4: with --slurm-url and two Controllers, B's scale-in drained A's node n3."""
     add_second_controller(rig, "cluster-b")
     for _ in range(2):
@@ -119,7 +119,7 @@ def test_a_slurmrestd_of_another_cluster_gets_no_write_and_says_so(rig: Rig) -> 
     assert event["type"] == "Warning" and event["reason"] == "WrongSlurmCluster" and "cluster-b" in event["note"]
 
 
-def test_readiness_names_the_cluster_and_the_failing_write(rig: Rig) -> None:  # noqa: F811 - the imported fixture
+def test_readiness_names_the_cluster_and_the_failing_write(rig: Rig) -> None:
     """Finding 5: with every POST answering 503, /readyz said 200 while no drain could happen."""
     assert rig.service.run_pass()
     injector = inject(rig)

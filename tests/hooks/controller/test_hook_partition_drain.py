@@ -1,7 +1,7 @@
 """A deleting NodeSet's partition, as the Controller hook renders it, refuses new jobs in the real Slurm.
 
 The Controller hook's slurm.conf boots a second slurmctld in the lab's chroot (tests/slurm/
-test_hooks_on_slurm.py explains the set-up) with a NodeSet whose partition the user set to
+test_slurmconf_boots.py explains the set-up) with a NodeSet whose partition the user set to
 State=UP and one dynamic slurmd in it. A held job is queued there. Then the NodeSet is deleted
 (deletionTimestamp set, still listed): the hook's new slurm.conf, reconfigured into slurmctld,
 sets the partition to DRAIN, a new submission is refused, and the queued job is still queued:
@@ -15,23 +15,22 @@ import re
 
 import pytest
 
-from tests.fixtures.slurm import wait_for
-from tests.slurm.test_hooks_on_slurm import (  # noqa: F401  (second_cluster is a fixture)
+from tests.fixtures.secondcluster import (
     NO_CGROUPS,
     SecondCluster,
     for_loopback,
     nodeset_pod,
     render_controller,
-    second_cluster,
     slurmd_command,
     write_config,
 )
+from tests.fixtures.slurm import wait_for
 from tests.support.hooks import cr
 
 pytestmark = pytest.mark.slurm
 
 
-def test_a_deleting_nodesets_partition_refuses_new_jobs_and_keeps_queued_ones(second_cluster: SecondCluster):  # noqa: F811 - the imported fixture
+def test_a_deleting_nodesets_partition_refuses_new_jobs_and_keeps_queued_ones(second_cluster: SecondCluster):
     cluster = second_cluster
     keys = {"slurm.key": os.urandom(32), "jwt.key": os.urandom(32)}
     partition = {"enabled": True, "config": "MaxTime=UNLIMITED State=UP"}

@@ -1,4 +1,5 @@
-"""Fixtures shared by the tests against the real API server."""
+"""Fixtures shared by the tests against the real API server (a plugin of tests/conftest.py, so tests of any
+package can use them)."""
 
 from __future__ import annotations
 

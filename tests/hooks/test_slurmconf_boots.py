@@ -16,157 +16,23 @@ from __future__ import annotations
 
 import base64
 import os
-import shlex
-import shutil
-import socket
-import subprocess
-import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import httpx
 import pytest
 
 from hooks.app import create_app
-from slinky_common import names
-from tests.fixtures.slurm import EXEC, SlurmLab, wait_for
-from tests.support.hooks import by_kind, cr, related, request, secret
+from tests.fixtures.secondcluster import (
+    SecondCluster,
+    for_loopback,
+    nodeset_pod,
+    render_controller,
+    slurmd_command,
+    write_config,
+)
+from tests.fixtures.slurm import SlurmLab, wait_for
+from tests.support.hooks import cr, related, request, secret
 
 pytestmark = pytest.mark.slurm
-
-NO_CGROUPS = "ProctrackType=proctrack/linuxproc"
-KEYS = {"slurmKeyRef": {"name": "slurm-key", "key": "slurm.key"}, "jwtKeyRef": {"name": "jwt-key", "key": "jwt.key"}}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@dataclass
-class SecondCluster:
-    """A scratch dir inside the lab's chroot and the daemons this test started there (by PID)."""
-
-    lab: SlurmLab
-    inner: str  # the dir as the daemons see it
-    ctld_port: int = field(default_factory=free_port)
-    slurmd_port: int = field(default_factory=free_port)
-    daemons: list[subprocess.Popen] = field(default_factory=list)
-
-    @property
-    def host(self) -> Path:
-        return self.lab.root / self.inner.lstrip("/")
-
-    @property
-    def conf(self) -> str:
-        return f"{self.inner}/etc/slurm.conf"
-
-    def start(self, name: str, *argv: str) -> None:
-        """A foreground daemon in the chroot; exec.sh execs, so the Popen PID is the daemon's."""
-        with open(self.host / "log" / f"{name}.out", "ab") as out:
-            self.daemons.append(subprocess.Popen([str(EXEC), *argv], stdin=subprocess.DEVNULL, stdout=out, stderr=out))
-
-    def run(self, *argv: str) -> str:
-        """A Slurm client command against this cluster (not the lab's)."""
-        result = self.lab.run("env", f"SLURM_CONF={self.conf}", *argv, timeout=30)
-        return result.stdout + result.stderr
-
-    def logs(self) -> str:
-        return "\n".join(
-            f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in sorted((self.host / "log").iterdir())
-        )
-
-    def stop(self) -> None:
-        for proc in reversed(self.daemons):
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(timeout=15)
-
-
-@pytest.fixture()
-def second_cluster(slurm_lab: SlurmLab) -> Iterator[SecondCluster]:
-    cluster = SecondCluster(slurm_lab, f"/var/lib/slinky-hooktest-{uuid.uuid4().hex[:8]}")
-    for sub in ("etc", "state", "spool", "log"):
-        (cluster.host / sub).mkdir(parents=True)
-    cluster.host.chmod(0o755)
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
-        shutil.rmtree(cluster.host)
-
-
-def for_loopback(conf: str, cluster: SecondCluster) -> str:
-    """The hook's slurm.conf with paths and hosts/ports moved to `cluster`; nothing else changes."""
-    d = cluster.inner
-    values = {
-        "SlurmctldHost": "localhost(127.0.0.1)",  # slurmctld knows itself by "localhost"
-        "SlurmctldPort": str(cluster.ctld_port),
-        "SlurmctldAddr": "127.0.0.1",
-        "StateSaveLocation": f"{d}/state",
-        "SlurmdPort": str(cluster.slurmd_port),
-        "SlurmdSpoolDir": f"{d}/spool",
-        "SlurmctldLogFile": f"{d}/log/slurmctld.log",
-        "SlurmSchedLogFile": f"{d}/log/slurmctld.log",
-        "SlurmdLogFile": f"{d}/log/slurmd.log",
-    }
-    lines = []
-    for line in conf.splitlines():
-        key, sep, _old = line.partition("=")
-        if sep and key in values:
-            line = f"{key}={values[key]}"
-        elif key == "AuthAltParameters":
-            line = line.replace("/etc/slurm/", f"{d}/etc/")
-        lines.append(line)
-    return "\n".join(lines) + "\n"
-
-
-def write_config(cluster: SecondCluster, slurm_conf: str, keys: dict[str, bytes]) -> None:
-    etc = cluster.host / "etc"
-    (etc / "slurm.conf").write_text(slurm_conf)
-    (etc / "cgroup.conf").write_text("CgroupPlugin=disabled\n")
-    for name, value in keys.items():
-        (etc / name).write_bytes(value)
-        (etc / name).chmod(0o600)
-    d = cluster.inner
-    owned = cluster.lab.run("chown", "-R", "slurm:slurm", f"{d}/state", f"{d}/log", *(f"{d}/etc/{n}" for n in keys))
-    assert owned.returncode == 0, owned.stderr
-
-
-def render_controller(slurm_key: bytes, jwt_key: bytes, nodeset: dict) -> str:
-    parent = cr("Controller", "slurm", {**KEYS, "extraConf": NO_CGROUPS})
-    rel = related(secret("slurm-key", {"slurm.key": slurm_key}), secret("jwt-key", {"jwt.key": jwt_key}), nodeset)
-    resp = create_app().test_client().post("/controller/sync", json=request(parent, rel=rel))
-    assert resp.status_code == 200, resp.get_json()
-    return by_kind(resp.get_json())["ConfigMap/slurm-config"]["data"]["slurm.conf"]
-
-
-def nodeset_pod(nodeset: dict) -> dict:
-    controller = cr("Controller", "slurm", KEYS)
-    body = request(nodeset, rel={f"Controller.{names.API_VERSION}": {"slurm/slurm": controller}})
-    resp = create_app().test_client().post("/nodeset/sync", json=body)
-    assert resp.status_code == 200, resp.get_json()
-    (pod,) = [c for c in resp.get_json()["children"] if c["kind"] == "Pod"]
-    return pod
-
-
-def slurmd_command(pod: dict, cluster: SecondCluster) -> str:
-    """The pod's slurmd arguments as its shell sees them; only --conf-server moves to loopback.
-
-    `-N` gives the node the pod's hostname (as in a pod) and `-D` keeps it in the foreground.
-    """
-    (slurmd,) = [c for c in pod["spec"]["containers"] if c["name"] == "slurmd"]
-    args = list(slurmd["args"])
-    args[args.index("--conf-server") + 1] = f"127.0.0.1:{cluster.ctld_port}"
-    conf_at = args.index("--conf") + 1  # one single-quoted shell word
-    words = [arg if i == conf_at else shlex.quote(arg) for i, arg in enumerate(args)]
-    return f"exec slurmd -D -N {shlex.quote(pod['spec']['hostname'])} {' '.join(words)}"
 
 
 def boot_with_nodeset(cluster: SecondCluster, nodeset: dict, site_files: dict | None = None) -> tuple[str, str]:

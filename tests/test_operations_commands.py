@@ -11,7 +11,7 @@ checked for what the page says it shows.
 
 Not run here: `kubectl logs`, `kubectl port-forward` and the `curl` through it need a kubelet
 (tests/test_operations_docs.py checks their containers, ports and paths); `make manifests` and
-`kubectl apply -f dist/...` run in tests/kube/test_bundles_on_apiserver.py (here they would collide
+`kubectl apply -f dist/...` run in tests/charts/test_bundles_apply.py (here they would collide
 with the helm releases of the same objects). Two commands change on the way: `helm install
 slurm-operator` gets `--take-ownership`, because this session's tests installed the CRDs before it
 (a new cluster has none), and `kubectl delete crd` runs with `--dry-run=server`, so the later tests
@@ -39,7 +39,7 @@ from tests.kube.kubeapi import GROUP, VERSION
 from tests.kube.plugin import KubeLab
 from tests.test_operations_docs import PLACEHOLDERS, Command, sections
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 REQUESTS = REPO / "examples" / "requests"
 ORDER = (
     "Install",

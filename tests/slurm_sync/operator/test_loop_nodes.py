@@ -18,7 +18,7 @@ from slinky_common import names
 from slurm_sync.slurm.client import SlurmClient
 from tests.fixtures.slurm import SlurmLab, _load_lab
 from tests.slurm_sync.kubefixtures import NODESET_UID, NS
-from tests.slurm_sync.test_operator_real import Rig, build_rig, restore
+from tests.slurm_sync.servicerig import Rig, build_rig, restore
 
 pytestmark = pytest.mark.slurm
 

@@ -16,7 +16,7 @@ from slurm_sync.bridge.kube import BridgeKube, binding_body, label_body, release
 from slurm_sync.bridge.view import BridgePod, read_pod
 from slurm_sync.kube import Kube
 from slurm_sync.operator.plan import claim_release_patch
-from tests.crds.test_crds import example
+from tests.crds.cases import example
 from tests.fixtures.slurm import wait_for
 from tests.kube.kubeapi import GROUP, VERSION, create_cr
 

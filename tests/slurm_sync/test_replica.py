@@ -5,7 +5,7 @@ by the new leader; a graceful stop releases the Lease.
 
 Who wrote what is counted per replica from its own /metrics and its own log, and from the Events'
 reportingInstance (each process runs under its own HOSTNAME). The Slurm nodes n3 and n4 are drained
-and restored at the end, as tests/slurm_sync/test_operator_real.py does.
+and restored at the end, as tests/slurm_sync/test_service_operator.py does.
 """
 
 from __future__ import annotations
@@ -31,11 +31,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from slinky_common import names
 from slurm_sync.leader import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD
 from slurm_sync.slurm.client import SlurmClient
-from tests.crds.test_crds import example
+from tests.crds.cases import example
 from tests.fixtures.slurm import SlurmLab, wait_for
 from tests.kube.kubeapi import create_cr
 from tests.kube.plugin import KubeLab
-from tests.slurm_sync.test_operator_real import restore
+from tests.slurm_sync.servicerig import restore
 
 pytestmark = [pytest.mark.kube, pytest.mark.slurm]
 REPO = Path(__file__).resolve().parents[2]

@@ -25,7 +25,7 @@ from slurm_sync.slurm.client import SlurmClient
 from tests.fixtures.slurm import SlurmLab, wait_for
 from tests.hooks.nodeset.test_hook import nodeset, observed, request
 from tests.slurm_sync.kubefixtures import NS
-from tests.slurm_sync.test_operator_real import Rig, rig_of
+from tests.slurm_sync.servicerig import Rig, rig_of
 
 pytestmark = pytest.mark.slurm
 DEADLINE = names.ANNOTATION_POD_DEADLINE
