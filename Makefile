@@ -43,10 +43,10 @@ run: $(STAMP)
 ## The fast loop: lint, then every test that needs no lab (no Slurm, no API server, no cluster lab) and
 ## starts no gunicorn, on every core, each test stopped after 120 s; under a minute. `make test` runs all.
 unit: lint $(STAMP)
-	$(PY) -m pytest -m "not slurm and not cluster and not gunicorn" -n auto --timeout=120 -q $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slurm and not kube and not cluster and not gunicorn" -n auto --timeout=120 -q $(PYTEST_ARGS)
 
-## ruff (lint and format check) over the repository and mypy over our three packages (pyproject.toml
-## configures all three); non-zero on any finding.
+## ruff (lint and format check) over the repository and mypy over our three packages and the helpers in
+## tests/ and bench/, not the test_*.py modules (pyproject.toml configures all three); non-zero on any finding.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

@@ -348,9 +348,9 @@ def _report(cases: list[Case], sizes: dict[str, tuple[int, int]], libraries: dic
         else:
             name = f"HTTP 1,000-pod sync throughput on {case.workers} worker(s), hook/floor"
             report.budgets.append(Budget(name, case.ratio("throughput"), THROUGHPUT_BUDGET, at_least=True))
-    rounds = len(cases[0].hook)
+    count = len(cases[0].hook)
     report.notes.append(
-        f"wrk, connections = workers, {rounds} round(s) per server alternating floor/hook; figures are medians over "
+        f"wrk, connections = workers, {count} round(s) per server alternating floor/hook; figures are medians over "
         "rounds, ratios medians over round pairs."
     )
     report.notes.append(

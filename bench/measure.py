@@ -17,11 +17,12 @@ floor parses and serialises with the fastest library in the venv for that very i
 
 from __future__ import annotations
 
+import functools
 import gc
 import math
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -59,14 +60,14 @@ JSON_PARSERS: dict[str, Callable[[bytes], Any]] = {"orjson": orjson.loads, "msgs
 JSON_SERIALISERS: dict[str, Callable[[Any], bytes]] = {"orjson": orjson.dumps, "msgspec": msgspec.json.encode}
 
 
-def fastest(candidates: dict[str, Callable[[Any], object]], arg: Any, rounds: int = 5) -> str:
+def fastest(candidates: Mapping[str, Callable[[Any], object]], arg: Any, rounds: int = 5) -> str:
     """The name of the candidate that handles `arg` fastest: best of `rounds` calls each, alternating,
     the collector paused (as in a floor)."""
     best = dict.fromkeys(candidates, math.inf)
     for _ in range(rounds):
         for name, fn in candidates.items():
             start = time.perf_counter_ns()
-            gc_paused(lambda fn=fn: fn(arg))()
+            gc_paused(functools.partial(fn, arg))()
             best[name] = min(best[name], time.perf_counter_ns() - start)
     return min(best, key=lambda name: best[name])
 

@@ -36,6 +36,7 @@ import io
 import json
 import sys
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -441,7 +442,9 @@ def run(quick: bool = False) -> Report:
             requestjson.load_composite_request(body)
             return orjson.dumps(response)
 
-        runs = [("", hook, floor, f"{parser}+{serialiser}", BUDGETS.get(pods))]
+        runs: list[tuple[str, Callable[[], bytes], Callable[[], bytes], str, float | None]] = [
+            ("", hook, floor, f"{parser}+{serialiser}", BUDGETS.get(pods))
+        ]
         if pods == COLD_PODS:
             runs.append((" cold", cold, floor, f"{parser}+{serialiser}", None))
         if pods in SHAPED_BUDGETS:

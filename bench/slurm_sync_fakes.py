@@ -711,7 +711,9 @@ def openapi_spec() -> JSON:
             "properties": {"flags": {"type": "array", "items": {"$ref": f"#/components/schemas/{v}_flags"}}}
         }
         schemas[f"{v}_flags"] = {"type": "string", "enum": ["SPREAD_JOB", "EXTERNAL_JOB"]}
-    paths = {f"/slurm/{v}/{p}": {"get": {}} for v in versions for p in ("ping/", "nodes/", "node/{node_name}", "jobs/")}
+    paths: dict[str, dict[str, Any]] = {
+        f"/slurm/{v}/{p}": {"get": {}} for v in versions for p in ("ping/", "nodes/", "node/{node_name}", "jobs/")
+    }
     return {"openapi": "3.0.3", "paths": paths, "components": {"schemas": schemas}}
 
 

@@ -238,7 +238,8 @@ def check_admission_response(resp: JSON) -> JSON:
 
 def _check_common(resp: JSON) -> None:
     resync = resp.get("resyncAfterSeconds")
-    if resync is not None and (not isinstance(resync, int | float) or not math.isfinite(resync) or resync < 0):
+    number = isinstance(resync, int | float) and not isinstance(resync, bool)
+    if resync is not None and (not number or not math.isfinite(resync) or resync < 0):
         raise BadHookResponse(f"resyncAfterSeconds must be a finite non-negative number, got {resync!r}")
     if "finalized" in resp and not isinstance(resp["finalized"], bool):
         raise BadHookResponse("finalized must be a boolean")
@@ -250,9 +251,9 @@ def _check_objects(objects: list[Any], where: str) -> None:
         identity = _identity(obj)
         if identity is None:
             raise BadHookResponse(f"{where}[{i}] must be an object")
-        api_version, kind, _, name = identity
-        if not api_version or not kind or not isinstance(name, str) or not name:
-            raise BadHookResponse(f"{where}[{i}] needs apiVersion, kind and metadata.name")
+        if not all(isinstance(part, str) for part in identity) or not all(identity[:2]) or not identity[3]:
+            raise BadHookResponse(f"{where}[{i}] needs string apiVersion, kind, metadata.namespace and metadata.name")
+        kind, name = identity[1], identity[3]
         if identity in seen:
             raise BadHookResponse(f"{where}[{i}] duplicates {kind} {name!r}")
         seen.add(identity)

@@ -51,7 +51,7 @@ def setting(env: str) -> str:
 def read_timeout() -> int:
     """HOOKS_READ_TIMEOUT in seconds; ValueError naming the setting unless a positive whole number."""
     raw = setting("HOOKS_READ_TIMEOUT").strip()
-    if not raw.isdigit() or int(raw) <= 0:
+    if not raw.isascii() or not raw.isdigit() or int(raw) <= 0:
         raise ValueError(f"HOOKS_READ_TIMEOUT must be a positive whole number of seconds, got {raw!r}")
     return int(raw)
 

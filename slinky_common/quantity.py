@@ -82,6 +82,10 @@ def count(quantity: Fraction) -> int:
 
 
 def _at_most(number: int, bound: int, unit: str) -> int:
+    """`number` when Slurm can hold it: not negative (Slurm's fields are unsigned; a negative memory sets the
+    per-CPU flag bit), at most `bound`."""
+    if number < 0:
+        raise OutOfRange(f"{number} {unit} is negative; Slurm holds 0 to {bound}")
     if number > bound:
         raise OutOfRange(f"{number} {unit} is more than Slurm can hold (at most {bound})")
     return number

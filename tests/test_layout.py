@@ -160,42 +160,14 @@ def mirrored_test(module: Path) -> Path:
     return REPO / "tests" / Path(*parts[:-1]) / f"test_{parts[-1].strip('_')}.py"
 
 
-# Modules whose tests are still elsewhere (mostly in behaviour-named files, or only through another module);
-# the list may only shrink: a module that gains its mirrored test file must leave it.
-NOT_YET_MIRRORED = frozenset(
-    {
-        "hooks/bridge/annotations.py",
-        "hooks/bridge/settings.py",
-        "hooks/bridge/workload.py",
-        "hooks/contract.py",
-        "hooks/controller/pod.py",
-        "hooks/gunicorn_logger.py",
-        "hooks/metrics.py",
-        "hooks/nodeset/observe.py",
-        "hooks/nodeset/plan.py",
-        "hooks/nodeset/ready.py",
-        "hooks/serve.py",
-        "hooks/worker.py",
-        "slinky_common/resources.py",
-        "slurm_sync/bridge/claims.py",
-        "slurm_sync/bridge/kube.py",
-        "slurm_sync/bridge/nodes.py",
-        "slurm_sync/bridge/view.py",
-        "slurm_sync/metrics.py",
-        "slurm_sync/operator/view.py",
-    }
-)
-
-
 def test_each_modules_tests_are_at_its_mirrored_path() -> None:
-    found = {
-        str(path.relative_to(REPO)): mirrored_test(path).exists()
+    missing = [
+        str(path.relative_to(REPO))
         for package in PACKAGES
         for path in sorted((REPO / package).rglob("*.py"))
-        if path.name != "__init__.py"
-    }
-    assert sorted(m for m, ok in found.items() if not ok and m not in NOT_YET_MIRRORED) == []
-    assert sorted(m for m in NOT_YET_MIRRORED if found.get(m, True)) == [], "mirrored now, or gone: drop from the list"
+        if path.name != "__init__.py" and not mirrored_test(path).exists()
+    ]
+    assert missing == []
 
 
 # Test files beside the mirrored ones that test a package's behaviour as a whole, not one module.
@@ -247,6 +219,27 @@ def test_no_test_file_names_its_real_peer() -> None:
     assert named == []
 
 
+def imported_test_modules(path: Path) -> list[str]:
+    """The test modules (`test_*.py`) a file imports: helpers a test shares belong in a helper module."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("tests"):
+            modules = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+            found += [m for m in modules if m.rsplit(".", 1)[-1].startswith("test_")]
+        elif isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.startswith("tests") and ".test_" in a.name]
+    return found
+
+
+def test_no_test_file_imports_another() -> None:
+    importing = {
+        str(path.relative_to(REPO)): found
+        for path in sorted((REPO / "tests").rglob("*.py"))
+        if (found := imported_test_modules(path))
+    }
+    assert importing == {}
+
+
 def test_a_test_file_names_a_module_by_its_stem_or_an_aspect_of_it() -> None:
     assert names_a_module_beside_it(REPO / "tests/slurm_sync/operator/test_loop_findings.py")
     assert names_a_module_beside_it(REPO / "tests/slurm_sync/test_main_bad_input.py")
@@ -257,3 +250,16 @@ def test_a_test_file_names_a_module_by_its_stem_or_an_aspect_of_it() -> None:
 def test_the_mirrored_path_of_a_nested_module_and_of_main() -> None:
     assert mirrored_test(REPO / "hooks/nodeset/spec.py") == REPO / "tests/hooks/nodeset/test_spec.py"
     assert mirrored_test(REPO / "slurm_sync/__main__.py") == REPO / "tests/slurm_sync/test_main.py"
+
+
+def test_an_import_of_a_test_module_is_found_in_either_form(tmp_path: Path) -> None:
+    source = tmp_path / "x.py"
+    source.write_text(
+        "from tests.hooks import test_golden\nfrom tests.hooks.test_routes import post\n"
+        "import tests.hooks.test_app\nfrom tests.hooks import goldencases\n"
+    )
+    assert imported_test_modules(source) == [
+        "tests.hooks.test_golden",
+        "tests.hooks.test_routes",
+        "tests.hooks.test_app",
+    ]

@@ -37,7 +37,7 @@ from slurm_sync.leader import Fence, LeaseElector, LeaseSettings
 from tests.kube.cli import run
 from tests.kube.kubeapi import GROUP, VERSION
 from tests.kube.plugin import KubeLab
-from tests.test_operations_docs import PLACEHOLDERS, Command, sections
+from tests.support.operationsdoc import PLACEHOLDERS, Command, sections
 
 REPO = Path(__file__).resolve().parents[1]
 REQUESTS = REPO / "examples" / "requests"

@@ -9,12 +9,9 @@ path the process serves. A command of any other program fails the test, so none 
 from __future__ import annotations
 
 import re
-import shlex
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,12 +20,9 @@ import yaml
 from slinky_common import names, slurmstate
 from slurm_sync import __main__ as slurm_sync_cli
 from tests.charts import helm
+from tests.support.operationsdoc import DOC, PLACEHOLDERS, ROOT, Command, commands
 
-ROOT = Path(__file__).resolve().parents[1]
-DOC = ROOT / "docs" / "operations.md"
 PROGRAMS = ("kubectl", "helm", "make", "curl")
-# Values a placeholder stands for when a command is rendered.
-PLACEHOLDERS = {"<registry>": "registry.example", "<tag>": "1.0.0"}
 BUILTIN_KINDS = {
     "pod": "Pod",
     "pods": "Pod",
@@ -47,28 +41,6 @@ BUILTIN_KINDS = {
 # Paths each process serves outside the hook routes (hooks/app.py, slurm_sync/service.py).
 SERVED_PATHS = {"/metrics", "/healthz", "/readyz"}
 Obj = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Command:
-    line: str
-    words: list[str]
-
-    def option(self, name: str) -> str | None:
-        return next((self.words[i + 1] for i, w in enumerate(self.words[:-1]) if w == name), None)
-
-
-def commands(text: str | None = None) -> list[Command]:
-    """The commands of the page's ```sh blocks (of ``text``, a part of it, when given), in order."""
-    blocks = re.findall(r"^ *```sh\n(.*?)^ *```", DOC.read_text() if text is None else text, flags=re.S | re.M)
-    lines = [line.strip() for block in blocks for line in block.splitlines() if line.strip()]
-    return [Command(line, shlex.split(line)) for line in lines]
-
-
-def sections() -> dict[str, list[Command]]:
-    """The commands of each `## ` section, by its title."""
-    parts = re.split(r"^## (.+)$", DOC.read_text(), flags=re.M)
-    return {title.strip(): commands(body) for title, body in zip(parts[1::2], parts[2::2], strict=True)}
 
 
 def _by(program: str) -> list[Command]:

@@ -238,8 +238,12 @@ def parse_time(value: Any) -> float | None:
 
 
 def format_time(epoch: float) -> str:
-    """Epoch seconds as RFC 3339 UTC (for messages; whole seconds)."""
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """Epoch seconds as RFC 3339 UTC (for messages; whole seconds). An instant a user's offset puts past year 9999
+    (`9999-12-31T23:59:59-10:00` parses) has no RFC 3339 UTC form; the message says so instead of failing the sync."""
+    try:
+        return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (ValueError, OverflowError):
+        return "after 9999-12-31T23:59:59Z"
 
 
 def _protected(value: Any) -> bool:

@@ -78,11 +78,15 @@ def is_ours(reason: str) -> bool:
     return reason.startswith(names.BRIDGE_DRAIN_REASON_PREFIX)
 
 
+TAINT_EFFECTS = frozenset({"NoSchedule", "PreferNoSchedule", "NoExecute"})
+
+
 def parse_taint(text: str) -> JSON | None:
-    """``<key>=<value>:<effect>`` for our key only (we never manage anyone else's taint)."""
+    """``<key>=<value>:<effect>`` for our key only (we never manage anyone else's taint), with an effect the API
+    server accepts: anything else would be refused on every pass, so it is no taint at all."""
     key, _, rest = text.partition("=")
-    value, _, effect = rest.rpartition(":")
-    if key != names.TAINT_MANAGED_NODE or not effect:
+    value, colon, effect = rest.rpartition(":")
+    if key != names.TAINT_MANAGED_NODE or not colon or effect not in TAINT_EFFECTS:
         return None
     return {"key": key, "value": value, "effect": effect}
 

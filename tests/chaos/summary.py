@@ -7,7 +7,7 @@ says how many fault kinds and sides ran, how many wrong writes they made, and wh
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -25,10 +25,11 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         return
     for key, value in report.user_properties:
         if key == PROPERTY:
-            _RUNS.append({**value, "outcome": report.outcome})
+            recorded = cast(dict[str, Any], value)  # what outcome() returned, recorded under PROPERTY
+            _RUNS.append({**recorded, "outcome": report.outcome})
 
 
-def pytest_terminal_summary(terminalreporter) -> None:
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if not _RUNS:
         return
     kinds = {r["fault"] for r in _RUNS}

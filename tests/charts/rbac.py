@@ -142,7 +142,7 @@ def _calls_in(
         else:
             continue
         if method in typed and isinstance(node.func, ast.Attribute):
-            yield Call(path, node.lineno, method, tuple(typed[method]))  # type: ignore[arg-type]
+            yield Call(path, node.lineno, method, tuple(typed[method]))
         elif method in custom and isinstance(node.func, ast.Attribute):
             verb, index = custom[method]
             groups = _resolve(_argument(node, 0, "group"), node, parents, trees)
@@ -218,7 +218,7 @@ def planned_methods(component: str) -> list[str]:
 
 
 def planned_rules(component: str) -> set[Rule]:
-    return {tuple(table()["typed"][m]) for m in planned_methods(component)}  # type: ignore[misc]
+    return {tuple(table()["typed"][m]) for m in planned_methods(component)}
 
 
 def expand(rules: Iterable[Obj]) -> set[Rule]:

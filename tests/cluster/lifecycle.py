@@ -20,6 +20,7 @@ a failing run is repeated from its seed, and each failure names the seed and the
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import random
 import re
@@ -293,7 +294,7 @@ class Lifecycle:
             # Ready again within seconds, not at one instant: slurmctld flags a node NOT_RESPONDING for about a
             # second after an undrain or resume, until its slurmd answers a ping, and the NodeSet's Ready tells
             # that truth meanwhile (seed 645777, step 24: settled, then read not Ready 1 s later).
-            wait_for(lambda k=kind, n=name: self.lab.get(k, n), ready, timeout=READY_AGAIN, interval=1,
+            wait_for(functools.partial(self.lab.get, kind, name), ready, timeout=READY_AGAIN, interval=1,
                      what=f"{kind} {name} Ready")  # fmt: skip
         if self.lab.sync_replicas:
             roles = eventually("one slurm_sync leader, the other replica a standby", self.one_leader, timeout=60)

@@ -144,7 +144,7 @@ def cluster_lab() -> ClusterLab:
     return lab
 
 
-def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if SUMMARIES:
         terminalreporter.write_sep("-", "cluster lab")
         for line in SUMMARIES:

@@ -71,7 +71,7 @@ def changed(obj: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
 
 def all_rules(kind: str) -> list[tuple[str, dict[str, Any]]]:
     """(schema path, rule) for every x-kubernetes-validations rule of a kind."""
-    found = []
+    found: list[tuple[str, dict[str, Any]]] = []
 
     def walk(node: dict[str, Any], path: str) -> None:
         found.extend((path, validation) for validation in node.get("x-kubernetes-validations", []))
@@ -92,7 +92,7 @@ MAX_UNAVAILABLE = (
     "spec.updateStrategy.rollingUpdate.maxUnavailable: "
     "maxUnavailable must be a positive count or percentage, not 0 or 0%"
 )
-SCHEDULED = {"type": "ScheduledUpdate", "scheduledUpdate": {"startTime": "2025-06-01T22:00:00Z"}}
+SCHEDULED: dict[str, Any] = {"type": "ScheduledUpdate", "scheduledUpdate": {"startTime": "2025-06-01T22:00:00Z"}}
 
 
 @dataclass(frozen=True)
@@ -457,7 +457,7 @@ REJECTED = [
 ]
 
 
-ACCEPTED = [
+ACCEPTED: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = [
     (
         "external controller needs no keys",
         "Controller",

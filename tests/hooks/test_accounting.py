@@ -12,41 +12,14 @@ from hooks.app import create_app
 from hooks.contract import parse_composite
 from hooks.objects import content_hash
 from slinky_common import names
-from tests.support.hooks import as_observed, assert_invalid_spec, by_kind, condition_of, cr, related, request, secret
+from tests.hooks.kinds.accounting import PASSWORD, SPEC, accounting_cr, post, secrets, sync
+from tests.support.hooks import as_observed, assert_invalid_spec, by_kind, condition_of, cr, request
 from tests.support.kube import validate_builtin
-
-PASSWORD = b"s3cr3t-Pa55word"
-SPEC = {
-    "slurmKeyRef": {"name": "slurm-auth", "key": "slurm.key"},
-    "jwtKeyRef": {"name": "slurm-jwt", "key": "jwt.key"},
-    "storageConfig": {"host": "mariadb", "username": "slurm", "passwordKeyRef": {"name": "mariadb", "key": "password"}},
-}
-
-
-def accounting_cr(**spec) -> dict:
-    return cr("Accounting", "slurm", {**SPEC, **spec})
-
-
-def secrets(password: bytes | None = PASSWORD) -> dict:
-    objects = [secret("slurm-auth", {"slurm.key": b"K" * 32}), secret("slurm-jwt", {"jwt.key": b"J" * 32})]
-    if password is not None:
-        objects.append(secret("mariadb", {"password": password}))
-    return related(*objects)
 
 
 @pytest.fixture()
 def client():
     return create_app().test_client()
-
-
-def post(client, parent, children=None, rel=None):
-    return client.post("/accounting/sync", json=request(parent, children, secrets() if rel is None else rel))
-
-
-def sync(client, parent, children=None, rel=None) -> dict:
-    resp = post(client, parent, children, rel)
-    assert resp.status_code == 200, resp.get_json()
-    return resp.get_json()
 
 
 def conf_of(response: dict) -> str:

@@ -22,9 +22,11 @@ from hooks import cluster
 from hooks.app import create_app
 from slinky_common import names
 from tests.fixtures import busybox
-from tests.hooks import test_accounting, test_loginset, test_restapi
-from tests.hooks.controller import test_hook as test_controller
-from tests.hooks.nodeset import test_hook as test_nodeset
+from tests.hooks.kinds import accounting as accounting_kind
+from tests.hooks.kinds import controller as controller_kind
+from tests.hooks.kinds import loginset as loginset_kind
+from tests.hooks.kinds import restapi as restapi_kind
+from tests.hooks.nodeset import builders as nodeset_kind
 from tests.support.hooks import by_kind, related
 
 JSON = dict[str, Any]
@@ -48,33 +50,33 @@ def client():
 
 
 def login_pod(client) -> JSON:
-    controller = test_loginset.controller()
+    controller = loginset_kind.controller()
     controller["spec"]["slurmKeyRef"] = {"name": "slurm-auth", "key": "slurm.key"}
-    rel = related(controller, test_loginset.secret("sssd", {"sssd.conf": b"[sssd]\n"}))
-    resp = test_loginset.sync(client, test_loginset.loginset_cr(), rel=rel)
-    return test_loginset.pod_of(resp)["spec"]
+    rel = related(controller, loginset_kind.secret("sssd", {"sssd.conf": b"[sssd]\n"}))
+    resp = loginset_kind.sync(client, loginset_kind.loginset_cr(), rel=rel)
+    return loginset_kind.pod_of(resp)["spec"]
 
 
 def controller_pod(client, **spec: Any) -> JSON:
-    resp = test_controller.sync(client, test_controller.controller(**spec), rel=related(*test_controller.keys()))
-    return test_controller.pod_template(resp)["spec"]
+    resp = controller_kind.sync(client, controller_kind.controller(**spec), rel=related(*controller_kind.keys()))
+    return controller_kind.pod_template(resp)["spec"]
 
 
 def nodeset_pod(client, topology_wait: str | None = None) -> JSON:
-    parent = test_nodeset.nodeset(replicas=1)
+    parent = nodeset_kind.nodeset(replicas=1)
     if topology_wait is not None:
         parent["metadata"]["annotations"] = {names.ANNOTATION_TOPOLOGY_WAIT: topology_wait}
-    resp = test_nodeset.sync(client, test_nodeset.request(parent))
-    return test_nodeset.children(resp)["gpu-0"]["spec"]
+    resp = nodeset_kind.sync(client, nodeset_kind.request(parent))
+    return nodeset_kind.children(resp)["gpu-0"]["spec"]
 
 
 def restapi_pod(client) -> JSON:
-    resp = test_restapi.sync(client, test_restapi.restapi_cr(), rel=related(test_restapi.controller()))
+    resp = restapi_kind.sync(client, restapi_kind.restapi_cr(), rel=related(restapi_kind.controller()))
     return by_kind(resp)["Deployment/slurm-restapi"]["spec"]["template"]["spec"]
 
 
 def accounting_pod(client) -> JSON:
-    resp = test_accounting.sync(client, test_accounting.accounting_cr())
+    resp = accounting_kind.sync(client, accounting_kind.accounting_cr())
     return by_kind(resp)["StatefulSet/slurm-accounting"]["spec"]["template"]["spec"]
 
 

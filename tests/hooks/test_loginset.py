@@ -14,6 +14,7 @@ from hooks.app import create_app
 from hooks.contract import parse_composite
 from hooks.objects import content_hash
 from slinky_common import names
+from tests.hooks.kinds.loginset import controller, inputs, loginset_cr, pod_of, sync
 from tests.support.hooks import (
     NS,
     as_observed,
@@ -27,42 +28,12 @@ from tests.support.hooks import (
 )
 from tests.support.kube import validate_builtin
 
-SSSD = {"name": "sssd", "key": "sssd.conf"}
 KEYS_NAME = "Secret/login-ssh-host-keys"
 
 
 @pytest.fixture()
 def client():
     return create_app().test_client()
-
-
-def controller() -> dict:
-    return cr(
-        "Controller",
-        "slurm",
-        {"slurmKeyRef": {"name": "slurm-auth", "key": "slurm.key"}, "jwtKeyRef": {"name": "j", "key": "k"}},
-    )
-
-
-def loginset_cr(**spec) -> dict:
-    return cr("LoginSet", "login", {"controllerRef": {"name": "slurm"}, "sssdConfRef": SSSD, **spec})
-
-
-def inputs(with_controller: bool = True, with_sssd: bool = True) -> dict:
-    objects = ([controller()] if with_controller else []) + (
-        [secret("sssd", {"sssd.conf": b"[sssd]\n"})] if with_sssd else []
-    )
-    return related(*objects)
-
-
-def sync(client, parent, children=None, rel=None) -> dict:
-    resp = client.post("/loginset/sync", json=request(parent, children, inputs() if rel is None else rel))
-    assert resp.status_code == 200, resp.get_json()
-    return resp.get_json()
-
-
-def pod_of(response: dict) -> dict:
-    return by_kind(response)["Deployment/login"]["spec"]["template"]
 
 
 @pytest.mark.host_keys

@@ -11,13 +11,10 @@ import json
 
 import pytest
 
+from hooks import token as token_hook
 from slinky_common import names
-from tests.hooks import test_accounting as accounting
-from tests.hooks import test_loginset as loginset
-from tests.hooks import test_restapi as restapi
-from tests.hooks import test_token as token
-from tests.hooks.controller import test_hook as controller
-from tests.hooks.nodeset import test_hook as nodeset
+from tests.hooks.kinds import accounting, controller, loginset, restapi, token
+from tests.hooks.nodeset import builders as nodeset
 from tests.hooks.nodeset.fixtures import clock  # noqa: F401  (fixture, pins the NodeSet hook's clock)
 from tests.support.hooks import as_observed, related
 from tests.support.kube import validate_cr
@@ -137,7 +134,7 @@ def test_accounting_ready_missing_password_and_external(client):
 
 
 def test_token_is_ready_once_its_secret_holds_a_token(client, monkeypatch):
-    monkeypatch.setattr(token.token, "now", lambda: T0)
+    monkeypatch.setattr(token_hook, "now", lambda: T0)
     parent = token.token_cr()
     first = token.sync(client, parent)
     waiting = wait_for_ready(parent, first)

@@ -31,7 +31,7 @@ import pytest
 from hooks import token
 from hooks.app import create_app
 from hooks.nodeset import hook as nodeset_hook
-from tests.hooks import test_golden
+from tests.hooks import goldencases
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED = Path(__file__).parent / "responses"
@@ -49,7 +49,7 @@ def cases() -> dict[str, tuple[str, Callable[[], bytes]]]:
     found: dict[str, tuple[str, Callable[[], bytes]]] = {}
     for path in sorted(EXAMPLES.glob("*.json")):
         found[f"example-{path.stem}"] = (route_of(path.stem), path.read_bytes)
-    for name, case in sorted(test_golden.CASES.items()):
+    for name, case in sorted(goldencases.CASES.items()):
         found[f"golden-{name}"] = (case.route, lambda case=case: orjson.dumps(case.body()))
     for path in sorted((RECORDED / "requests").glob("*.json")):
         found[path.stem] = (route_of(path.stem), path.read_bytes)
@@ -92,7 +92,7 @@ def test_every_recorded_response_has_a_case():
 
 def test_the_cases_cover_every_example_and_golden_and_the_speed_work():
     assert sum(n.startswith("example-") for n in CASES) == len(list(EXAMPLES.glob("*.json")))
-    assert sum(n.startswith("golden-") for n in CASES) == len(test_golden.CASES)
+    assert sum(n.startswith("golden-") for n in CASES) == len(goldencases.CASES)
     assert {"nodeset-sync--steady", "nodeset-sync--annotation-edges", "nodeset-sync--scale-in"} <= CASES.keys()
 
 

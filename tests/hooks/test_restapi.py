@@ -8,29 +8,14 @@ from hooks import restapi
 from hooks.app import create_app
 from hooks.contract import parse_composite
 from slinky_common import names
+from tests.hooks.kinds.restapi import controller, restapi_cr, sync
 from tests.support.hooks import as_observed, assert_invalid_spec, by_kind, condition_of, cr, related, request
 from tests.support.kube import validate_builtin
-
-SLURM_KEY = {"name": "slurm-auth", "key": "slurm.key"}
-
-
-def controller(**spec) -> dict:
-    return cr("Controller", "slurm", {"slurmKeyRef": SLURM_KEY, "jwtKeyRef": {"name": "jwt", "key": "jwt.key"}, **spec})
-
-
-def restapi_cr(**spec) -> dict:
-    return cr("RestApi", "slurm", {"controllerRef": {"name": "slurm"}, **spec})
 
 
 @pytest.fixture()
 def client():
     return create_app().test_client()
-
-
-def sync(client, parent, children=None, rel=None) -> dict:
-    resp = client.post("/restapi/sync", json=request(parent, children, rel))
-    assert resp.status_code == 200, resp.get_json()
-    return resp.get_json()
 
 
 def container(response: dict) -> dict:

@@ -14,10 +14,10 @@ from hooks.app import create_app
 from hooks.contract import parse_composite
 from slinky_common import names
 from slinky_common.errors import InvalidSpec
+from tests.hooks.kinds.token import KEY, key_secret, sync, token_cr
 from tests.support.hooks import as_observed, assert_invalid_spec, condition_of, cr, related, request, secret
 from tests.support.kube import validate_builtin
 
-KEY = b"0123456789abcdef0123456789abcdef"
 T0 = 1_700_000_000  # 2023-11-14T22:13:20Z
 HOUR = 3600
 
@@ -36,23 +36,6 @@ def clock(monkeypatch):
 @pytest.fixture()
 def client(clock):
     return create_app().test_client()
-
-
-def token_cr(**spec) -> dict:
-    return cr(
-        "Token", "ci", {"jwtKeyRef": {"name": "jwt", "key": "jwt.key"}, "username": "alice", "lifetime": "1h", **spec}
-    )
-
-
-def key_secret(key: bytes = KEY) -> dict:
-    return secret("jwt", {"jwt.key": key})
-
-
-def sync(client, parent, children=None, key: bytes | None = KEY) -> dict:
-    rel = related(key_secret(key)) if key is not None else {}
-    resp = client.post("/token/sync", json=request(parent, children, rel))
-    assert resp.status_code == 200, resp.get_json()
-    return resp.get_json()
 
 
 def decode(tok: str, key: bytes = KEY) -> dict:

@@ -3,6 +3,7 @@ package can use them)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 
 import pytest
@@ -23,7 +24,9 @@ def installed_crds(kube_lab: KubeLab) -> list[str]:
         names = apply_crds(api, CRD_FILES)
         for name in names:
             wait_for(
-                lambda n=name: conditions(api, n), lambda c: c.get("Established") == "True", what=f"{name} Established"
+                functools.partial(conditions, api, name),
+                lambda c: c.get("Established") == "True",
+                what=f"{name} Established",
             )
     return names
 
@@ -58,8 +61,8 @@ def cert_manager(kube_lab: KubeLab) -> Iterator[None]:
         for crd in crds:
             ext.delete_custom_resource_definition(crd["metadata"]["name"])
             wait_for(
-                lambda n=crd["metadata"]["name"]: ext.list_custom_resource_definition(
-                    field_selector=f"metadata.name={n}"
+                functools.partial(
+                    ext.list_custom_resource_definition, field_selector=f"metadata.name={crd['metadata']['name']}"
                 ),
                 lambda listed: not listed.items,
                 what="the cert-manager stand-ins gone",

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -43,18 +44,20 @@ def apply_crds(api: client.ApiClient, paths: list) -> list[str]:
             name = crd["metadata"]["name"]
             try:
                 current = ext.read_custom_resource_definition(name)
+                assert current.metadata is not None  # the server always returns metadata
                 crd["metadata"]["resourceVersion"] = current.metadata.resource_version
-                ext.replace_custom_resource_definition(name, crd)
+                ext.replace_custom_resource_definition(name, crd)  # type: ignore[arg-type]  # the client takes dicts too
             except ApiException as exc:
                 if exc.status != 404:
                     raise
-                ext.create_custom_resource_definition(crd)
+                ext.create_custom_resource_definition(crd)  # type: ignore[arg-type]  # the client takes dicts too
             names.append(name)
     return names
 
 
 def conditions(api: client.ApiClient, crd_name: str) -> dict[str, str]:
     crd = client.ApiextensionsV1Api(api).read_custom_resource_definition(crd_name)
+    assert crd.status is not None  # the server always returns a CRD's status
     return {c.type: c.status for c in (crd.status.conditions or [])}
 
 
@@ -71,10 +74,11 @@ def plural(kind: str) -> str:
 
 def create_cr(api: client.ApiClient, obj: Obj, namespace: str, dry_run: bool = False) -> Obj:
     """Create a custom resource with strict field validation (as kubectl and helm do)."""
-    extra = {"dry_run": "All"} if dry_run else {}
-    return client.CustomObjectsApi(api).create_namespaced_custom_object(
+    extra: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
+    created = client.CustomObjectsApi(api).create_namespaced_custom_object(
         GROUP, VERSION, namespace, plural(obj["kind"]), obj, field_validation="Strict", **extra
     )
+    return cast(Obj, created)  # the decoded JSON object the server answered
 
 
 def stand_in_crd(group: str, version: str, kind: str, plural: str, scope: str = "Cluster") -> Obj:
@@ -111,7 +115,9 @@ def ensure_crds(api: client.ApiClient, crds: list[Obj]) -> None:
     for crd in crds:
         name = crd["metadata"]["name"]
         if not ext.list_custom_resource_definition(field_selector=f"metadata.name={name}").items:
-            ext.create_custom_resource_definition(crd)
+            ext.create_custom_resource_definition(crd)  # type: ignore[arg-type]  # the client takes dicts too
         wait_for(
-            lambda n=name: conditions(api, n), lambda c: c.get("Established") == "True", what=f"{name} Established"
+            functools.partial(conditions, api, name),
+            lambda c: c.get("Established") == "True",
+            what=f"{name} Established",
         )

@@ -72,7 +72,7 @@ def kube_namespace(kube_api: client.ApiClient) -> Iterator[str]:
     """A fresh namespace, deleted afterwards (the lab's garbage collector removes what it held)."""
     name = f"t-{uuid.uuid4().hex[:10]}"
     core = client.CoreV1Api(kube_api)
-    core.create_namespace({"metadata": {"name": name}})
+    core.create_namespace({"metadata": {"name": name}})  # type: ignore[arg-type]  # the client takes dicts too
     yield name
     core.delete_namespace(name)
 

@@ -9,9 +9,8 @@ from hooks.nodeset.spec import parse_nodeset
 from slinky_common import names
 from slinky_common.errors import InvalidSpec
 from slinky_common.gres import gres_types
+from tests.hooks.nodeset.builders import condition, nodeset, request, slurmd, sync
 from tests.hooks.nodeset.fixtures import client, clock  # noqa: F401  (fixtures)
-from tests.hooks.nodeset.test_hook import condition, nodeset, request, sync
-from tests.hooks.nodeset.test_pods import slurmd
 from tests.support.hooks import cr, related
 from tests.support.hooks import request as controller_request
 

@@ -42,6 +42,14 @@ def test_more_than_slurm_can_hold_is_out_of_range() -> None:
         quantity.parse("1e31")
 
 
+@pytest.mark.parametrize("read", [quantity.cpus, quantity.mebibytes, quantity.count])
+def test_a_negative_amount_is_out_of_range_not_passed_to_slurm(read) -> None:
+    """Slurm's fields are unsigned (a negative memory_per_node sets the per-CPU flag bit): refused, named."""
+    with pytest.raises(OutOfRange, match=r"^-\d+ \w+ is negative; Slurm holds 0 to \d+$"):
+        read(quantity.parse("-1Gi"))
+    assert read(quantity.parse("0")) == 0
+
+
 def test_a_huge_exponent_is_refused_and_a_tiny_one_is_one_nano() -> None:
     """Refused from its text alone: building 10**2000000000 exactly would take minutes (the test's timeout)."""
     with pytest.raises(OutOfRange):

@@ -24,8 +24,12 @@ def restore(lab: SlurmLab, *nodes: str) -> None:
     for node in nodes:
         lab.run("scontrol", "update", f"nodename={node}", "state=resume")
     for node in nodes:
+
+        def show(n: str = node) -> str:
+            return lab.run("scontrol", "show", "node", n).stdout
+
         wait_for(
-            lambda n=node: lab.run("scontrol", "show", "node", n).stdout,
+            show,
             lambda s: "DRAIN" not in s and "NOT_RESPONDING" not in s,
             what=f"{node} back in service",
         )

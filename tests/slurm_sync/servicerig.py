@@ -79,8 +79,12 @@ def restore(lab: SlurmLab, *nodes: str) -> None:
         lab.run("scontrol", "update", f"nodename={node}", "state=resume")
         lab.run("scontrol", "update", f"nodename={node}", "comment=")
     for node in nodes:
+
+        def show(n: str = node) -> str:
+            return lab.run("scontrol", "show", "node", n).stdout
+
         wait_for(
-            lambda n=node: lab.run("scontrol", "show", "node", n).stdout,
+            show,
             lambda s: "NOT_RESPONDING" not in s,
             what=f"{node} responding after resume",
         )

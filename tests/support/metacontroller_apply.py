@@ -223,9 +223,10 @@ def _revert(merged: JSON, observed: JSON, path: tuple[str, ...]) -> None:
 
 def _remove(obj: JSON, path: tuple[str, ...]) -> None:
     for part in path[:-1]:
-        obj = obj.get(part)
-        if not isinstance(obj, dict):
+        child = obj.get(part)
+        if not isinstance(child, dict):
             return
+        obj = child
     obj.pop(path[-1], None)
 
 

@@ -10,13 +10,11 @@ import yaml
 
 from hooks.app import create_app
 from slinky_common import names
+from tests.hooks.kinds.controller import STS, controller, keys, pod_template, post, sync
 from tests.support.hooks import NS, as_observed, assert_invalid_spec, by_kind, condition_of, cr, related, secret
 from tests.support.kube import validate_builtin, validate_cr
 
 REPO = Path(__file__).resolve().parents[3]
-SLURM_KEY = {"name": "slurm-key", "key": "slurm.key"}
-JWT_KEY = {"name": "jwt-key", "key": "jwt.key"}
-STS = "StatefulSet/slurm-controller"
 CONFIG = "ConfigMap/slurm-config"
 NODESET_KEY = f"NodeSet.{names.API_VERSION}"
 MONITOR_RULE = {
@@ -26,19 +24,8 @@ MONITOR_RULE = {
 }
 
 
-def controller(**spec) -> dict:
-    parent = cr("Controller", "slurm", {"slurmKeyRef": SLURM_KEY, "jwtKeyRef": JWT_KEY, **spec})
-    parent["metadata"]["labels"] = {"team": "hpc"}
-    parent["metadata"]["annotations"] = {"note": "n"}
-    return parent
-
-
 def nodeset(name: str, ctrl: str = "slurm", **spec) -> dict:
     return cr("NodeSet", name, {"controllerRef": {"name": ctrl}, **spec})
-
-
-def keys(slurm_key: bytes = b"s" * 32, jwt_key: bytes = b"j" * 32) -> list[dict]:
-    return [secret("slurm-key", {"slurm.key": slurm_key}), secret("jwt-key", {"jwt.key": jwt_key})]
 
 
 def configmap(name: str, data: dict[str, str]) -> dict:
@@ -55,23 +42,6 @@ def client():
     return create_app().test_client()
 
 
-def post(client, path: str, body: dict):
-    return client.post(path, data=json.dumps(body), content_type="application/json")
-
-
-def sync(client, parent, children=None, rel=None, rules=None) -> dict:
-    body = {
-        "controller": {"spec": {"childResources": rules or []}},
-        "parent": parent,
-        "children": children or {},
-        "related": rel or {},
-        "finalizing": False,
-    }
-    resp = post(client, "/controller/sync", body)
-    assert resp.status_code == 200, resp.get_json()
-    return resp.get_json()
-
-
 def assert_status_valid(parent: dict, resp: dict) -> None:
     """The status the hook returns must pass our CRD's status schema (else Metacontroller cannot write it)."""
     assert validate_cr({**parent, "status": resp["status"]}) == []
@@ -79,10 +49,6 @@ def assert_status_valid(parent: dict, resp: dict) -> None:
 
 def slurm_conf(resp: dict) -> str:
     return by_kind(resp)[CONFIG]["data"]["slurm.conf"]
-
-
-def pod_template(resp: dict) -> dict:
-    return by_kind(resp)[STS]["spec"]["template"]
 
 
 # --- slurm.conf ----------------------------------------------------------------------------------

@@ -3,14 +3,15 @@ folder; a test elsewhere that drives the NodeSet hook imports them from here."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from hooks.app import create_app
 from hooks.nodeset import hook as nodeset_hook
-from hooks.nodeset.observe import parse_time
 
 # The kubelet's Ready transition in `observed` pods; the pinned clock starts a minute later.
-READY_AT = parse_time("2025-01-01T00:01:00Z")
+READY_AT = datetime(2025, 1, 1, 0, 1, tzinfo=UTC).timestamp()
 T0 = READY_AT + 60
 
 

@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 from slinky_common import names
-from tests.hooks.nodeset.fixtures import T0
-from tests.hooks.nodeset.test_hook import (
+from tests.hooks.nodeset.builders import (
     children,
     condition,
     controller_cr,
@@ -28,6 +27,7 @@ from tests.hooks.nodeset.test_hook import (
     request,
     sync,
 )
+from tests.hooks.nodeset.fixtures import T0
 
 SAMPLE = Path(__file__).resolve().parents[3] / "examples" / "requests" / "nodeset-sync.json"
 PROTECT = {names.LABEL_POD_PROTECT: "true"}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from slinky_common import names
-from tests.hooks.nodeset.test_hook import children, condition, nodeset, observed, post, reported, request, sync
+from tests.hooks.nodeset.builders import children, condition, nodeset, observed, post, reported, request, sync
 
 
 def finalize(client, parent: dict, pods=(), controller=True) -> dict:

@@ -11,7 +11,7 @@ import pytest
 from hooks.nodeset.pods import conf_argument, parse_quantity, pod_limits
 from hooks.nodeset.spec import parse_nodeset
 from slinky_common import names
-from tests.hooks.nodeset.test_hook import (
+from tests.hooks.nodeset.builders import (
     children,
     condition,
     controller_cr,
@@ -22,6 +22,7 @@ from tests.hooks.nodeset.test_hook import (
     post,
     reported,
     request,
+    slurmd,
     sync,
 )
 
@@ -29,10 +30,6 @@ CLAIM = {
     "metadata": {"name": "data"},
     "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
 }
-
-
-def slurmd(pod: dict) -> dict:
-    return next(c for c in pod["spec"]["containers"] if c["name"] == "slurmd")
 
 
 def env(container: dict) -> dict[str, str]:

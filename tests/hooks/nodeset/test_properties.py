@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from hooks.app import create_app
 from hooks.nodeset.observe import parse_time
 from slinky_common import names
+from tests.hooks.nodeset.builders import NODESET_UID, controller_cr, node, nodeset, request
 from tests.hooks.nodeset.fixtures import T0
-from tests.hooks.nodeset.test_hook import NODESET_UID, controller_cr, node, nodeset, request
 from tests.support.kube import validate_builtin, validate_cr
 
 APP = create_app()

@@ -9,7 +9,7 @@ import pytest
 
 from hooks.app import create_app
 from slinky_common import names
-from tests.hooks.nodeset.test_hook import children, nodeset, observed, request, sync
+from tests.hooks.nodeset.builders import children, nodeset, observed, request, sync
 
 UPDATE = {"rollingUpdate": {"maxUnavailable": 1}}
 SMALL = {"extraConf": "CPUs=4 RealMemory=500"}

@@ -7,17 +7,7 @@ from __future__ import annotations
 import json
 
 from slinky_common import names
-from tests.hooks.nodeset.test_hook import (
-    children,
-    condition,
-    draining,
-    nodeset,
-    observed,
-    post,
-    reported,
-    request,
-    sync,
-)
+from tests.hooks.nodeset.builders import children, condition, draining, nodeset, observed, post, reported, request, sync
 
 START = "2030-01-01T02:00:00Z"
 STRATEGY = {

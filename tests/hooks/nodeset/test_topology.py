@@ -6,8 +6,7 @@ import pytest
 
 from hooks.nodeset.pods import revision_hash
 from slinky_common import names
-from tests.hooks.nodeset.test_hook import children, condition, nodeset, request, sync
-from tests.hooks.nodeset.test_pods import slurmd
+from tests.hooks.nodeset.builders import children, condition, nodeset, request, slurmd, sync
 
 TOPOLOGY_REF = f"metadata.annotations['{names.ANNOTATION_TOPOLOGY_SPEC}']"
 

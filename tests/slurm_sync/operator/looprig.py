@@ -76,9 +76,9 @@ def loop(server: HTTPServer, slurm: FakeSlurm, metrics: Metrics | None = None) -
         CLUSTER,
         NS,
         CLUSTER,
-        slurm,
+        slurm,  # type: ignore[arg-type]  # FakeSlurm stands in for SlurmClient (duck-typed, no Protocol to name)
         kube,
-        metrics,  # type: ignore[arg-type]
+        metrics,
         events=RecordedEvents(),
         now=lambda: NOW,
     )

@@ -23,7 +23,7 @@ from hooks.nodeset import hook as nodeset_hook
 from slinky_common import names
 from slurm_sync.slurm.client import SlurmClient
 from tests.fixtures.slurm import SlurmLab, wait_for
-from tests.hooks.nodeset.test_hook import nodeset, observed, request
+from tests.hooks.nodeset.builders import nodeset, observed, request
 from tests.slurm_sync.kubefixtures import NS
 from tests.slurm_sync.servicerig import Rig, rig_of
 

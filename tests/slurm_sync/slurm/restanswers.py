@@ -20,7 +20,7 @@ def spec(*versions: str, update_fields: tuple[str, ...] = ("state", "reason", "c
             "properties": {"flags": {"type": "array", "items": {"$ref": f"#/components/schemas/{v}_flags"}}}
         }
         schemas[f"{v}_flags"] = {"type": "string", "enum": ["SPREAD_JOB", "EXTERNAL_JOB"]}
-    paths = {f"/slurm/{v}/{p}": {"get": {}} for v in versions for p in ("ping/", "nodes/")}
+    paths: dict[str, dict[str, Any]] = {f"/slurm/{v}/{p}": {"get": {}} for v in versions for p in ("ping/", "nodes/")}
     paths["/slurmdb/v0.0.45/jobs/"] = {"get": {}}
     return {"openapi": "3.0.3", "paths": paths, "components": {"schemas": schemas}}
 

@@ -1,0 +1,39 @@
+"""docs/operations.md as data: the commands of its shell blocks, by section, and the placeholders a reader replaces."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+DOC = ROOT / "docs" / "operations.md"
+
+
+# Values a placeholder stands for when a command is rendered.
+PLACEHOLDERS = {"<registry>": "registry.example", "<tag>": "1.0.0"}
+
+
+@dataclass(frozen=True)
+class Command:
+    line: str
+    words: list[str]
+
+    def option(self, name: str) -> str | None:
+        return next((self.words[i + 1] for i, w in enumerate(self.words[:-1]) if w == name), None)
+
+
+def commands(text: str | None = None) -> list[Command]:
+    """The commands of the page's ```sh blocks (of ``text``, a part of it, when given), in order."""
+    blocks = re.findall(r"^ *```sh\n(.*?)^ *```", DOC.read_text() if text is None else text, flags=re.S | re.M)
+    lines = [line.strip() for block in blocks for line in block.splitlines() if line.strip()]
+    return [Command(line, shlex.split(line)) for line in lines]
+
+
+def sections() -> dict[str, list[Command]]:
+    """The commands of each `## ` section, by its title."""
+    parts = re.split(r"^## (.+)$", DOC.read_text(), flags=re.M)
+    return {title.strip(): commands(body) for title, body in zip(parts[1::2], parts[2::2], strict=True)}
