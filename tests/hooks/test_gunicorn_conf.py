@@ -221,6 +221,7 @@ class _SlowClient(threading.Thread):
         self.address = (host, int(port))
         self.slow, self.pieces, self.pause, self.stall_after = slow, pieces, pause, stall_after
         self.answer = b""
+        self.sent_all = threading.Event()
 
     def _pieces(self) -> list[bytes]:
         if self.slow == "headers":
@@ -236,6 +237,7 @@ class _SlowClient(threading.Thread):
                 for piece in self._pieces()[: self.stall_after]:
                     sock.sendall(piece)
                     time.sleep(self.pause)
+                self.sent_all.set()
                 sock.settimeout(30)
                 while chunk := sock.recv(65536):
                     self.answer += chunk
@@ -243,22 +245,22 @@ class _SlowClient(threading.Thread):
                 pass
 
 
-def _answer_times(url: str, seconds: float) -> list[float]:
-    """Seconds each of a stream of small NodeSet syncs took to be answered, over `seconds`."""
+def _answered_while_sending(url: str, slow: list[_SlowClient]) -> int:
+    """How many of a stream of small NodeSet syncs were answered before any slow client had sent its whole
+    request (an answer that comes back after that does not count)."""
     body = (ROOT / "examples" / "requests" / "nodeset-sync.json").read_bytes()
-    times: list[float] = []
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        started = time.monotonic()
+    answered = 0
+    while not any(client.sent_all.is_set() for client in slow):
         assert httpx.post(url + "/nodeset/sync", content=body, timeout=60).status_code == 200
-        times.append(time.monotonic() - started)
-    return times
+        answered += not any(client.sent_all.is_set() for client in slow)
+    return answered
 
 
 def test_slow_clients_cannot_take_the_hooks_away():
     """As many slow-header and as many slow-body clients as workers, plus one, each taking 4 s to send
-    its request: every other hook request is still answered within 1 s (with sync workers, each slow
-    client held a worker until it was done)."""
+    its request: other hook requests are answered while they are all still sending (with sync workers, each
+    slow client held a worker until it was done, and nothing was answered before the first had sent all).
+    An ordering, not a time limit: how fast the answers come is `make bench`'s business."""
     url, proc = _start({"HOOKS_WORKERS": "2"})
     try:
         _wait_healthy(url, proc)
@@ -268,13 +270,13 @@ def test_slow_clients_cannot_take_the_hooks_away():
         for client in slow:
             client.start()
         time.sleep(0.5)  # every slow client has connected and is sending
-        times = _answer_times(url, seconds=3)
+        answered = _answered_while_sending(url, slow)
         for client in slow:
             client.join(timeout=30)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    assert len(times) > 10 and max(times) < 1.0, (len(times), max(times))
+    assert answered > 10, answered
     assert all(c.answer.startswith(b"HTTP/1.1 400") for c in slow), [c.answer[:40] for c in slow]
 
 
