@@ -158,6 +158,7 @@ class BridgeLoop:
         self._scheduled: set[tuple[str, str]] = set()  # PodGroups known to carry PodGroupScheduled=True
         self._user_errors = user_errors(metrics)
         self._gone: AbsenceProof[int] = AbsenceProof(absence_confirm_seconds, clock)
+        self._registered_absence: AbsenceProof[str] = AbsenceProof(absence_confirm_seconds, clock)
         self._lost_gone: set[int] = set()  # jobs of a suspect listing that Slurm said are gone
         self._lost_nodes_gone: set[str] = set()  # nodes of a suspect listing that Slurm said are gone
         self._deleted_nodes: set[str] = set()  # node records we deleted ourselves (their loss is expected)
@@ -511,7 +512,10 @@ class BridgeLoop:
         except SlurmError as exc:
             self._slurm_error(tally, "list partitions", exc, read=True)
             return
-        actions = bridge_nodes.plan_nodes(bridge_nodes_, slurm_nodes, partitions)
+        gone = self._registered_gone(bridge_nodes.unproven_registered(bridge_nodes_, slurm_nodes), tally)
+        if gone is None:
+            return
+        actions = bridge_nodes.plan_nodes(bridge_nodes_, slurm_nodes, partitions, gone)
         for problem in actions.errors:
             self._user_error(tally, problem)
         for taint in actions.taints:
@@ -540,6 +544,25 @@ class BridgeLoop:
         for mark in actions.marks:
             body = {"metadata": {"annotations": {names.ANNOTATION_EXTERNAL_NODE_REGISTERED: mark.value}}}
             self._kube(tally, f"mark node {mark.node.name}", partial(self.kube.patch_node, mark.node, body))
+
+    def _registered_gone(self, missing: frozenset[str], tally: _Tally) -> frozenset[str] | None:
+        """Of the registered nodes the listing lacks, those Slurm said twice, asked by name, it no longer has; None
+        when a question failed (unknown is not gone: no node action this pass)."""
+        self._registered_absence.next_pass()
+        self._registered_absence.forget_except(missing)
+        gone = set()
+        for name in sorted(missing):
+            try:
+                self.slurm.get_node(name)
+            except SlurmNotFound:
+                if self._registered_absence.not_found(name):
+                    gone.add(name)
+                continue
+            except SlurmError as exc:
+                self._slurm_error(tally, f"get node {name}", exc, read=True)
+                return None
+            self._registered_absence.found(name)
+        return frozenset(gone)
 
     def _delete_node(self, name: str) -> None:
         """DELETE the node record; one Slurm says it no longer has counts as deleted."""

@@ -92,13 +92,18 @@ def parse_taint(text: str) -> JSON | None:
 
 
 def plan_nodes(
-    nodes: Iterable[BridgeNode], slurm: Mapping[str, Node], partitions: frozenset[str] | None
+    nodes: Iterable[BridgeNode],
+    slurm: Mapping[str, Node],
+    partitions: frozenset[str] | None,
+    gone: frozenset[str] = frozenset(),
 ) -> NodeActions:
-    """``partitions``: None when not read (then no registration that needs them is attempted)."""
+    """``partitions``: None when not read (then no registration that needs them is attempted). ``gone``: the
+    registered nodes Slurm said, asked by name, it no longer has (slurm_sync/proof.py); one the listing merely
+    lacks keeps its mark until then."""
     out = NodeActions()
     for node in sorted(nodes, key=lambda n: n.name):
         _taint(node, slurm.get(node.slurm_name), out)
-        registering = _registration(node, slurm, partitions, out)
+        registering = _registration(node, slurm, partitions, gone, out)
         if not registering and node.desired_taint and node.slurm_name in slurm:
             _drain(node, slurm[node.slurm_name], out)
     return out
@@ -121,11 +126,15 @@ def _drain(node: BridgeNode, slurm_node: Node, out: NodeActions) -> None:
 
 
 def _registration(
-    node: BridgeNode, slurm: Mapping[str, Node], partitions: frozenset[str] | None, out: NodeActions
+    node: BridgeNode,
+    slurm: Mapping[str, Node],
+    partitions: frozenset[str] | None,
+    gone: frozenset[str],
+    out: NodeActions,
 ) -> bool:
     """External registration; True while it drains or removes the node (drain rules then wait)."""
     if node.registration is None:
-        return _unregister(node, slurm, out)
+        return _unregister(node, slurm, gone, out)
     try:
         intent = orjson.loads(node.registration)
         name, conf = str(intent["name"]), str(intent["node_conf"])
@@ -161,15 +170,23 @@ def _registration(
     return False
 
 
-def _unregister(node: BridgeNode, slurm: Mapping[str, Node], out: NodeActions) -> bool:
+def _unregister(node: BridgeNode, slurm: Mapping[str, Node], gone: frozenset[str], out: NodeActions) -> bool:
     if node.registered is None:
         return False
     existing = slurm.get(node.registered)
     if existing is not None and "EXTERNAL" in existing.state:
         _remove(existing, f"removing external node {existing.name}", out)
         return True
-    out.marks.append(MarkRegistered(node, None))  # gone, or not ours to delete
+    if existing is not None or node.registered in gone:
+        out.marks.append(MarkRegistered(node, None))  # not ours to delete, or proven gone
     return False
+
+
+def unproven_registered(nodes: Iterable[BridgeNode], slurm: Mapping[str, Node]) -> frozenset[str]:
+    """Registered nodes no longer wanted that the listing lacks: Slurm is asked about each by name."""
+    return frozenset(
+        n.registered for n in nodes if n.registration is None and n.registered and n.registered not in slurm
+    )
 
 
 def _remove(existing: Node, why: str, out: NodeActions) -> None:

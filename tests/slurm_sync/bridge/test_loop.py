@@ -54,6 +54,7 @@ class StubSlurm:
     refuse: SlurmError | None = None
     down: bool = False
     submitted: list[dict[str, Any]] = field(default_factory=list)
+    known_nodes: dict[str, Node] = field(default_factory=dict)  # nodes Slurm has though its listing lacks them
 
     def _check(self) -> None:
         if self.down:
@@ -84,6 +85,12 @@ class StubSlurm:
     def update_job(self, job_id: int, changes: dict[str, Any]) -> None:
         self._check()
 
+    def get_node(self, name: str) -> Node:
+        self._check()
+        if name not in self.known_nodes:
+            raise SlurmNotFound(f"node {name}", status=404)
+        return self.known_nodes[name]
+
     def partition_names(self) -> frozenset[str]:
         self._check()
         return frozenset({"debug"})
@@ -99,13 +106,15 @@ class Rig:
     url: str
     metrics: Metrics = field(default_factory=Metrics)
 
-    def loop(self) -> BridgeLoop:
+    def loop(self, clock: list[float] | None = None) -> BridgeLoop:
+        moments = clock if clock is not None else [0.0]
         return BridgeLoop(
             self.slurm,
             BridgeKube(Kube(api_client(self.url))),
             self.metrics,
             [BNS],  # type: ignore[arg-type]
             now=lambda: NOW,
+            clock=lambda: moments[0],
         )
 
     def user_errors(self, kind: str) -> float:
@@ -266,3 +275,21 @@ def test_an_unreachable_apiserver_fails_the_pass_without_a_write() -> None:
     assert (result.ready, result.read_ok) == (False, False)
     assert result.kube_writes == result.slurm_writes == 0 and slurm.submitted == []
     assert any("reading Kubernetes objects" in e for e in result.errors)
+
+
+def test_a_registered_node_the_listing_lacks_keeps_its_mark_until_slurm_says_twice_it_has_none(rig: Rig) -> None:
+    """An omission is not evidence (docs/architecture.md §4.2): the node is asked for by name, and its mark goes
+    only after two not-found answers 5 s apart; a node Slurm still has keeps it."""
+    rig.kube.add("nodes", kube_node("ext9", taint=True, registered="ext9"))
+    rig.kube.add("nodes", kube_node("ext8", taint=True, registered="ext8"))
+    rig.slurm.known_nodes["ext8"] = parse_node({"name": "ext8", "state": ["IDLE"]})  # listed nowhere, yet there
+    clock = [100.0]
+    loop = rig.loop(clock)
+    loop.run_pass()
+    assert rig.kube.writes_to("/nodes/") == []
+    clock[0] += 6
+    loop.run_pass()
+    marks = [
+        (path.rsplit("/", 1)[-1], body["metadata"]["annotations"]) for _, path, _, body in rig.kube.writes_to("/nodes/")
+    ]
+    assert marks == [("ext9", {names.ANNOTATION_EXTERNAL_NODE_REGISTERED: None})]

@@ -10,7 +10,14 @@ import pytest
 from slinky_common import names
 from slurm_sync.bridge import nodes as bridge_nodes
 from slurm_sync.bridge.kube import label_body, pod_group_scheduled_body
-from slurm_sync.bridge.nodes import CreateNode, DeleteNode, MarkRegistered, SlurmNodeChange, plan_nodes
+from slurm_sync.bridge.nodes import (
+    CreateNode,
+    DeleteNode,
+    MarkRegistered,
+    SlurmNodeChange,
+    plan_nodes,
+    unproven_registered,
+)
 from slurm_sync.bridge.plan import Cancel, DeletePod, digest, orphans, plan_pods, scheduled_pod_groups
 from slurm_sync.bridge.view import BridgePod, read_node, read_pod
 from slurm_sync.slurm.types import Job, NodeUpdate, parse_job, parse_node
@@ -290,7 +297,11 @@ def test_vector_24_registration_lifecycle() -> None:
     assert plan_nodes([gone], {"ext1": drained}, None).deletes == [DeleteNode("ext1")]
     hybrid = snode("ext1", "IDLE", "DRAIN", reason="slurm-bridge: x")
     assert plan_nodes([gone], {"ext1": hybrid}, None).deletes == []  # never delete a non-external node
-    assert plan_nodes([gone], {}, None).marks == [MarkRegistered(gone, None)]
+    # The listing lacking it is no proof: the mark stays until Slurm said, asked by name, it has no such node.
+    assert unproven_registered([gone], {}) == frozenset({"ext1"})
+    assert plan_nodes([gone], {}, None).marks == []
+    assert plan_nodes([gone], {}, None, gone=frozenset({"ext1"})).marks == [MarkRegistered(gone, None)]
+    assert unproven_registered([gone], {"ext1": hybrid}) == frozenset()
 
 
 def test_parse_taint_refuses_other_keys() -> None:
