@@ -546,12 +546,13 @@ class BridgeLoop:
             self._kube(tally, f"mark node {mark.node.name}", partial(self.kube.patch_node, mark.node, body))
 
     def _registered_gone(self, missing: frozenset[str], tally: _Tally) -> frozenset[str] | None:
-        """Of the registered nodes the listing lacks, those Slurm said twice, asked by name, it no longer has; None
-        when a question failed (unknown is not gone: no node action this pass)."""
+        """Of the registered nodes the listing lacks, those we deleted ourselves (Slurm took the DELETE) or Slurm
+        said twice, asked by name, it no longer has; None when a question failed (unknown is not gone: no node
+        action this pass)."""
         self._registered_absence.next_pass()
         self._registered_absence.forget_except(missing)
-        gone = set()
-        for name in sorted(missing):
+        gone = set(missing & self._deleted_nodes)
+        for name in sorted(missing - gone):
             try:
                 self.slurm.get_node(name)
             except SlurmNotFound:
