@@ -672,6 +672,32 @@ def update_strategy() -> Schema:
     )
 
 
+def elastic() -> Schema:
+    """spec.elastic (ours, not Slinky's): Slurm's power saving sizes the NodeSet (docs/architecture.md §4.9)."""
+    seconds = "Seconds; Slurm's {} for this NodeSet's nodes."
+    return with_rules(
+        obj(
+            "Let Slurm's own queue size this NodeSet: all maxReplicas nodes are known to Slurm while powered down,"
+            " a pod is created when Slurm powers its node up for a job and removed when Slurm powers it down after"
+            " suspendTime idle. replicas is then not used. In development (docs/architecture.md §4.9): the pods of"
+            " powered-up nodes are not created yet.",
+            {
+                "minReplicas": integer("Nodes that are never powered down (0 allowed).", default=0, minimum=0),
+                "maxReplicas": integer("Nodes Slurm may power up; the largest job the NodeSet takes.", minimum=1),
+                "suspendTime": integer(seconds.format("SuspendTime (idle time before power down)"), default=600,
+                                       minimum=1),
+                "resumeTimeout": integer(
+                    seconds.format("ResumeTimeout (time a powered-up node's pod has to register)"), default=600,
+                    minimum=1,
+                ),
+            },
+            required=("maxReplicas",),
+        ),
+        rule("self.minReplicas <= self.maxReplicas", "elastic.minReplicas must not exceed elastic.maxReplicas",
+             field_path=".minReplicas"),
+    )  # fmt: skip
+
+
 def nodeset() -> Kind:
     retention = enum("Retain or Delete.", ["Retain", "Delete"], default="Retain")
     ssh = obj(
@@ -744,11 +770,22 @@ def nodeset() -> Kind:
             "oversubscribeNode": boolean(
                 "Allow several workers of this NodeSet on one Kubernetes node.", default=False
             ),
+            "elastic": elastic(),
         },
         required=("controllerRef",),
     )
     spec = with_rules(
         spec,
+        rule(
+            "!has(self.elastic) || (has(self.partition) && self.partition.enabled)",
+            "elastic requires partition.enabled: Slurm's resume timeout is a partition option",
+            field_path=".elastic",
+        ),
+        rule(
+            "!has(self.elastic) || !has(self.scalingMode) || self.scalingMode == 'StatefulSet'",
+            "elastic requires scalingMode StatefulSet: Slurm powers up nodes by name, one per ordinal",
+            field_path=".elastic",
+        ),
         rule(
             "(has(self.volumeClaimTemplates) ? self.volumeClaimTemplates : [])"
             " == (has(oldSelf.volumeClaimTemplates) ? oldSelf.volumeClaimTemplates : [])",

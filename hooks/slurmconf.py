@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from hooks import conffile, logfile
 from slinky_common import gres, wellknown
-from slinky_common.nodesetconf import NodeSetConf
+from slinky_common.nodesetconf import ElasticNodes, NodeSetConf
 
 if TYPE_CHECKING:
     from hooks.controller.model import Controller, Endpoint
@@ -39,6 +39,10 @@ class Scripts:
     epilog: tuple[str, ...] = ()
     prolog_slurmctld: tuple[str, ...] = ()
     epilog_slurmctld: tuple[str, ...] = ()
+
+
+# What slurmctld runs to power an elastic node up or down: nothing (slurm_sync and the NodeSet hook do the work).
+POWER_PROGRAM = "/bin/true"
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,7 @@ def render(conf: SlurmConf) -> str:
             "PROLOG & EPILOG",
             _script_lines(conf.scripts.prolog, "Prolog", "") + _script_lines(conf.scripts.epilog, "Epilog", ""),
         ),
+        ("POWER SAVING", _power_saving(conf.nodesets)),
         ("NODESET & PARTITION", _nodeset_lines(conf.nodesets)),
         ("EXTRA CONFIG", [conf.extra_conf.rstrip("\n")] if conf.extra_conf.strip() else []),
         ("MERGED CONFIG", conffile.merged_config(operator_parameters(conf.jwks, _gres_types(conf)), conf.extra_conf)),
@@ -162,12 +167,37 @@ def _script_lines(files: Iterable[str], key: str, prefix: str) -> list[str]:
     return [f"{key}={prefix}{name}" for name in files]
 
 
+def _power_saving(nodesets: Iterable[NodeSetConf]) -> list[str]:
+    """With an elastic NodeSet, Slurm's power saving runs (docs/architecture.md §4.9). Its programs do nothing:
+    slurm_sync sees a node powering up or down through slurmrestd and the NodeSet hook creates or removes its pod,
+    so slurmctld needs no Kubernetes credentials. Only the elastic nodes carry a SuspendTime, so no other node is
+    ever powered down. EnforcePartLimits refuses at submit a job larger than its partition (a powered-down
+    NodeSet's maximum) instead of leaving it pending forever; extraConf may set it otherwise."""
+    if not any(ns.elastic for ns in nodesets):
+        return []
+    return [f"SuspendProgram={POWER_PROGRAM}", f"ResumeProgram={POWER_PROGRAM}", "EnforcePartLimits=ANY"]
+
+
 def _nodeset_lines(nodesets: Iterable[NodeSetConf]) -> list[str]:
     lines = []
     for ns in sorted(nodesets, key=lambda n: (n.name, n.partition or "")):
         lines.append(f"NodeSet={ns.name} Feature={ns.name}")
+        if ns.elastic is not None:
+            lines += _elastic_node_lines(ns.elastic)
         if ns.partition is not None:
-            lines.append(f"PartitionName={ns.name} Nodes={ns.name} {ns.partition}".rstrip())
+            power = f" ResumeTimeout={ns.elastic.elastic.resume_timeout}" if ns.elastic else ""
+            lines.append(f"PartitionName={ns.name} Nodes={ns.name}{power} {ns.partition}".rstrip())
+    return lines
+
+
+def _elastic_node_lines(nodes: ElasticNodes) -> list[str]:
+    """The always-on nodes are never powered down; the others start powered down (State=CLOUD) and are powered
+    down again after SuspendTime idle."""
+    lines = []
+    if nodes.always_on:
+        lines.append(f"NodeName={nodes.always_on} {nodes.options} SuspendTime=INFINITE")
+    if nodes.on_demand:
+        lines.append(f"NodeName={nodes.on_demand} State=CLOUD {nodes.options} SuspendTime={nodes.elastic.suspend_time}")
     return lines
 
 

@@ -199,6 +199,11 @@ K8S_FEATURE_PREFIX: Final = "k8s/"
 # the node records once the NodeSet's pods are gone. Finalize finishes only on a report with no pending
 # job and no node left, so the NodeSet's lines leave slurm.conf last.
 ANNOTATION_DELETION_OBSERVED: Final = NODESET_PREFIX + "deletion-observed"
+# Elastic NodeSets (docs/architecture.md §4.9): slurm_sync reports the power state Slurm gives each on-demand
+# node of the NodeSet, JSON {"up": [nodes Slurm is powering up or has up], "down": [nodes powering down or
+# powered down], "resumeFailed": [nodes not up within ResumeTimeout, DOWN until slurm_sync resumes them]}, each
+# sorted; a node Slurm's listing lacks is in none (unknown: the hook neither creates nor removes its pod).
+ANNOTATION_POWER_OBSERVED: Final = NODESET_PREFIX + "power-observed"
 CONDITION_DELETION_BLOCKED: Final = "DeletionBlocked"  # NodeSet finalize: what the deletion waits for
 PARTITION_STATE_DELETING: Final = "DRAIN"
 # NodeSet status: pods whose drained/absent mark contradicts busy evidence (a busy SlurmNodeState

@@ -20,17 +20,45 @@ from slinky_common.errors import InvalidSpec
 # A Slurm name: letters, digits and `._-`; nothing that slurm.conf would split on (spaces, `=`,
 # `,`, `#`, parentheses) or read as a new line.
 _WORD = re.compile(r"[A-Za-z0-9_.-]+")
+# Pods an elastic NodeSet may grow to: the NodeSet hook's own bound on one NodeSet (hooks/nodeset/spec.py).
+MAX_ELASTIC_REPLICAS = 10_000
+DEFAULT_SUSPEND_TIME = 600
+DEFAULT_RESUME_TIMEOUT = 600
 # One `State=<value>` partition option (Slurm reads option names case-insensitively).
 _STATE_OPTION = re.compile(r"(?i)(?:^|(?<=\s))State=(?:\"[^\"]*\"|\S*)")
 
 
 @dataclass(frozen=True)
+class Elastic:
+    """spec.elastic (docs/architecture.md §4.9): Slurm's power saving sizes the NodeSet between the two bounds."""
+
+    min_replicas: int
+    max_replicas: int
+    suspend_time: int  # seconds idle before Slurm powers a node down
+    resume_timeout: int  # seconds a powered-up node's pod has to register
+
+
+@dataclass(frozen=True)
+class ElasticNodes:
+    """What slurm.conf says of an elastic NodeSet's nodes: the always-on ordinals below minReplicas and the
+    on-demand ones Slurm powers up and down (hostlists, None when there are none), the node options every pod's
+    slurmd registers with (so a powered-down node is scheduled with the size its pod will have), and the times."""
+
+    always_on: str | None
+    on_demand: str | None
+    options: str
+    elastic: Elastic
+
+
+@dataclass(frozen=True)
 class NodeSetConf:
-    """One NodeSet as slurm.conf sees it: its feature name, partition options if enabled, its gres names."""
+    """One NodeSet as slurm.conf sees it: its feature name, partition options if enabled, its gres names, and
+    its powered-down nodes when it is elastic."""
 
     name: str
     partition: str | None = None
     gres_types: tuple[str, ...] = ()
+    elastic: ElasticNodes | None = None
 
 
 def nodeset_conf(nodeset: Mapping[str, Any], where: str) -> NodeSetConf:
@@ -56,7 +84,89 @@ def nodeset_conf(nodeset: Mapping[str, Any], where: str) -> NodeSetConf:
     config = check_line(config.strip(), f"{where} spec.partition.config")
     if (nodeset.get("metadata") or {}).get("deletionTimestamp"):
         config = deleting_partition(config)
-    return NodeSetConf(name, config, types)
+    return NodeSetConf(name, config, types, _elastic_nodes(nodeset, name, where))
+
+
+def read_elastic(spec: Mapping[str, Any], where: str = "spec") -> Elastic | None:
+    """spec.elastic with its defaults, None when absent; InvalidSpec naming the field when unusable (`where`:
+    the spec's own name in the message, "spec" or "related NodeSet 'gpu' spec")."""
+    raw = spec.get("elastic")
+    if raw is None:
+        return None
+    at = f"{where}.elastic"
+    if not isinstance(raw, dict):
+        raise InvalidSpec(f"{at} must be an object")
+    maximum = fields.opt_int(raw, "maxReplicas", 0, at, minimum=1, maximum=MAX_ELASTIC_REPLICAS)
+    if "maxReplicas" not in raw:
+        raise InvalidSpec(f"{at}.maxReplicas is required")
+    minimum = fields.opt_int(raw, "minReplicas", 0, at, maximum=maximum)
+    return Elastic(
+        min_replicas=minimum,
+        max_replicas=maximum,
+        suspend_time=fields.opt_int(raw, "suspendTime", DEFAULT_SUSPEND_TIME, at, minimum=1),
+        resume_timeout=fields.opt_int(raw, "resumeTimeout", DEFAULT_RESUME_TIMEOUT, at, minimum=1),
+    )
+
+
+def _elastic_nodes(nodeset: Mapping[str, Any], name: str, where: str) -> ElasticNodes | None:
+    spec = nodeset.get("spec") or {}
+    elastic = read_elastic(spec, f"{where} spec")
+    if elastic is None:
+        return None
+    template_spec = (spec.get("template") or {}).get("spec") or {}
+
+    prefix, padding = _hostname_parts(nodeset, where)
+    always_on = _hostlist(prefix, padding, 0, elastic.min_replicas)
+    on_demand = _hostlist(prefix, padding, elastic.min_replicas, elastic.max_replicas)
+    extra = spec.get("extraConf") or ""
+    if not isinstance(extra, str):
+        raise InvalidSpec(f"{where} spec.extraConf must be a string")
+    slurmd = fields.container_override(dict(spec), "slurmd", f"{where} spec")
+    items = node_conf(name, extra, slurmd, template_spec, where)
+    options = " ".join(f"{key}={value}" for key, value in sorted(items.items()))
+    return ElasticNodes(always_on, on_demand, options, elastic)
+
+
+def on_demand_nodes(nodeset: Mapping[str, Any], where: str = "nodeset") -> dict[str, int]:
+    """An elastic NodeSet's on-demand Slurm nodes (ordinals minReplicas..maxReplicas-1) by name, their ordinal
+    as value; empty when the NodeSet is not elastic. InvalidSpec when spec.elastic cannot be read."""
+    elastic = read_elastic(nodeset.get("spec") or {}, f"{where} spec")
+    if elastic is None:
+        return {}
+    prefix, padding = _hostname_parts(nodeset, where)
+    return {prefix + str(o).zfill(padding): o for o in range(elastic.min_replicas, elastic.max_replicas)}
+
+
+def _hostname_parts(nodeset: Mapping[str, Any], where: str) -> tuple[str, int]:
+    """The NodeSet's pod hostname prefix and ordinal padding (`ordinal_hostname`)."""
+    spec = nodeset.get("spec") or {}
+    template_hostname = ((spec.get("template") or {}).get("spec") or {}).get("hostname")
+    padding = fields.opt_int(dict(spec), "ordinalPadding", 0, f"{where} spec", maximum=10)
+    return hostname_prefix(str(nodeset["metadata"]["name"]), template_hostname), padding
+
+
+def _hostlist(prefix: str, padding: int, start: int, stop: int) -> str | None:
+    """Slurm's hostlist of the ordinal hostnames start..stop-1, None when empty."""
+    if start >= stop:
+        return None
+    return f"{prefix}[{str(start).zfill(padding)}-{str(stop - 1).zfill(padding)}]"
+
+
+def node_conf(
+    feature: str, extra_conf: str, slurmd: Mapping[str, Any], template_spec: Mapping[str, Any], where: str
+) -> dict[str, str]:
+    """The node options each of the NodeSet's slurmd registers with (`--conf`): the user's extraConf, the
+    NodeSet's feature among any others, and its gres; empty values left out (slurmd would read the next key as
+    the value). slurm.conf's powered-down nodes of an elastic NodeSet carry the same options."""
+    items = parse_extra_conf(extra_conf)
+    features = {feature}
+    for key in ("Feature", "Features"):
+        for value in items.pop(key, []):
+            features.update(v for v in value.split(",") if v)
+    node_gres = gres.node_gres(items.pop("Gres", None), dict(slurmd), dict(template_spec), where)
+    conf = {key: ",".join(v for v in values if v) for key, values in items.items()}
+    conf.update(Features=",".join(sorted(features)), Gres=node_gres or "")
+    return {key: text for key, text in conf.items() if text}
 
 
 def _nodeset_gres_types(spec: Mapping[str, Any], template_spec: Mapping[str, Any], where: str) -> tuple[str, ...]:
@@ -110,3 +220,13 @@ def parse_extra_conf(extra_conf: str) -> dict[str, list[str]]:
             return {}
         items.setdefault(key[:1].upper() + key[1:], []).append(value)
     return items
+
+
+def hostname_prefix(nodeset: str, template_hostname: str | None) -> str:
+    """What a StatefulSet-mode pod's hostname (its Slurm node name) starts with: the pod template's hostname
+    (`gpu` -> `gpu0`), else `<nodeset>-`; the zero-padded ordinal follows."""
+    return template_hostname or f"{nodeset}-"
+
+
+def ordinal_hostname(nodeset: str, template_hostname: str | None, padding: int, ordinal: int) -> str:
+    return hostname_prefix(nodeset, template_hostname) + str(ordinal).zfill(padding)

@@ -30,6 +30,30 @@ FLAG_STATES: Final = (
 BUSY_STATES: Final = frozenset({"ALLOCATED", "MIXED", "COMPLETING"})
 
 
+# Power states of an elastic node (slurm_sync's report, names.ANNOTATION_POWER_OBSERVED).
+POWER_UP: Final = "up"
+POWER_DOWN: Final = "down"
+RESUME_FAILED: Final = "resumeFailed"
+# The reason Slurm gives a node it set DOWN because it was not up within ResumeTimeout.
+RESUME_TIMEOUT_REASON: Final = "ResumeTimeout reached"
+
+
+def power(states: Iterable[str]) -> str:
+    """What Slurm's power saving wants of a node: up (powering up, given a job while still powered down, which it
+    powers up within a second, or up and running), down (powering down or powered down), or resumeFailed (powered
+    down and DOWN: not up within ResumeTimeout, or set down by someone)."""
+    words = normalize(states)
+    if "POWERING_UP" in words:
+        return POWER_UP
+    if "POWERED_DOWN" in words and "DOWN" in words:
+        return RESUME_FAILED
+    if "POWERED_DOWN" in words and not BUSY_STATES.isdisjoint(words):
+        return POWER_UP
+    if "POWERED_DOWN" in words or "POWERING_DOWN" in words:
+        return POWER_DOWN
+    return POWER_UP
+
+
 def normalize(states: Iterable[str]) -> frozenset[str]:
     """The state words as an upper-case set (slurmrestd sends upper case; older tools do not)."""
     return frozenset(word.upper() for word in states)

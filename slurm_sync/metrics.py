@@ -66,6 +66,18 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.elastic_nodes = Gauge(
+            "slurm_sync_elastic_nodes",
+            "An elastic NodeSet's on-demand nodes by what Slurm's power saving wants of them (up, down, resumeFailed)",
+            ["cluster", "namespace", "nodeset", "power"],
+            registry=self.registry,
+        )
+        self.elastic_resume_failures = Counter(
+            "slurm_sync_elastic_resume_failures",
+            "Elastic nodes not up within ResumeTimeout (their job requeued by Slurm), resumed by slurm_sync",
+            ["cluster", "namespace", "nodeset"],
+            registry=self.registry,
+        )
         self.leader = Gauge(
             "slurm_sync_leader",
             "1 while this replica holds the Lease and may write (1 without leader election), else 0",

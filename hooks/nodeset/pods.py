@@ -24,8 +24,7 @@ from hooks.objects import child_metadata, content_hash
 from hooks.podtemplate import apply_pod_template, merge_container
 from slinky_common import names, wellknown
 from slinky_common.fields import KeyRef
-from slinky_common.gres import node_gres
-from slinky_common.nodesetconf import parse_extra_conf
+from slinky_common.nodesetconf import node_conf, ordinal_hostname, parse_extra_conf
 from slinky_common.wellknown import component_labels, selector_labels
 
 JSON = dict[str, Any]
@@ -85,16 +84,25 @@ def registration_hash(pod_spec: JSON) -> str:
     return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()[:10]
 
 
+def slurmd_args(spec: NodeSetSpec, conf_server: str) -> list[str]:
+    """A dynamic node (`-Z`) registering with the NodeSet's `--conf`. An elastic NodeSet's nodes are in slurm.conf
+    instead (docs/architecture.md §4.9; slurmd dies on a `--conf` for a node slurm.conf names: "Duplicated
+    NodeName"), and their slurmd reports its own start as the node's boot time (`-b`): a container's is the host's,
+    older than Slurm's resume request, and slurmctld ignores a powering-up node's registration that booted before."""
+    if spec.elastic is not None:
+        return ["-b", "--conf-server", conf_server]
+    return ["-Z", "--conf-server", conf_server, "--conf", conf_argument(spec)]
+
+
 def padded_ordinal(spec: NodeSetSpec, ordinal: int) -> str:
     return str(ordinal).zfill(spec.ordinal_padding)
 
 
 def statefulset_slot(spec: NodeSetSpec, ordinal: int, pin_node: str | None = None) -> PodSlot:
     """`<nodeset>-<padded ordinal>`; the hostname uses the template hostname as prefix if set."""
-    padded = padded_ordinal(spec, ordinal)
-    name = f"{spec.name}-{padded}"
-    prefix = spec.template_spec.get("hostname")
-    return PodSlot(name=name, hostname=f"{prefix}{padded}" if prefix else name, ordinal=ordinal, pin_node=pin_node)
+    name = f"{spec.name}-{padded_ordinal(spec, ordinal)}"
+    hostname = ordinal_hostname(spec.name, spec.template_spec.get("hostname"), spec.ordinal_padding, ordinal)
+    return PodSlot(name=name, hostname=hostname, ordinal=ordinal, pin_node=pin_node)
 
 
 def daemonset_slot(spec: NodeSetSpec, node: str, hostname: str) -> PodSlot:
@@ -117,15 +125,10 @@ def conf_argument(spec: NodeSetSpec) -> str:
     unmatched quote and slurmd never started. No key is ever rendered without a value either: slurmd takes
     the next key as the value of an empty one (`Topology= Weight=7` left the node INVALID_REG).
     """
-    items = parse_extra_conf(spec.extra_conf)
-    features = {slurm_nodeset_name(spec)}
-    for key in ("Feature", "Features"):
-        for value in items.pop(key, []):
-            features.update(v for v in value.split(",") if v)
-    gres = node_gres(items.pop("Gres", None), spec.slurmd, spec.template_spec, f"NodeSet {spec.name!r}")
-    conf = {key: ",".join(v for v in values if v) for key, values in items.items()}
-    conf.update(Features=",".join(sorted(features)), Gres=gres or "")
-    return "'" + " ".join(f"{key}={value}" for key, value in sorted(conf.items()) if value) + "'"
+    conf = node_conf(
+        slurm_nodeset_name(spec), spec.extra_conf, spec.slurmd, spec.template_spec, f"NodeSet {spec.name!r}"
+    )
+    return "'" + " ".join(f"{key}={value}" for key, value in sorted(conf.items())) + "'"
 
 
 def sshd_config(spec: NodeSetSpec) -> str:
@@ -331,7 +334,7 @@ def _slurmd_container(spec: NodeSetSpec, controller: Controller) -> JSON:
     base = {
         "name": "slurmd",
         "image": cluster.default_image("slurmd"),
-        "args": ["-Z", "--conf-server", controller.conf_server, "--conf", conf_argument(spec)],
+        "args": slurmd_args(spec, controller.conf_server),
         "env": [
             *topology_env(spec),
             {"name": "POD_CPUS", "value": str(cpus)},

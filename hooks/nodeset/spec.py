@@ -24,6 +24,7 @@ from slinky_common import fields, names
 from slinky_common.errors import InvalidSpec
 from slinky_common.fields import KeyRef, container_override
 from slinky_common.jsontypes import dict_field
+from slinky_common.nodesetconf import Elastic, read_elastic
 
 JSON = dict[str, Any]
 
@@ -90,6 +91,7 @@ class NodeSetSpec:
     oversubscribe_node: bool
     scheduled: ScheduledUpdate | None = None  # updateStrategy.scheduledUpdate, parsed only for ScheduledUpdate
     topology_wait: int = 0  # seconds a new pod waits for its Node's topology (names.ANNOTATION_TOPOLOGY_WAIT)
+    elastic: Elastic | None = None  # spec.elastic: Slurm's power saving sizes the NodeSet
 
     @property
     def template_spec(self) -> JSON:
@@ -110,11 +112,13 @@ def parse_nodeset(parent: JSON) -> NodeSetSpec:
     retention = fields.opt_obj(spec, "persistentVolumeClaimRetentionPolicy")
     ssh = fields.opt_obj(spec, "ssh")
     ssh_enabled = fields.opt_bool(ssh, "enabled", False, "spec.ssh")
+    elastic = _elastic(spec)
+    replicas = fields.opt_int(spec, "replicas", 1, maximum=MAX_REPLICAS)
     return NodeSetSpec(
         name=meta["name"],
         namespace=meta.get("namespace") or "",
         controller_name=controller_ref_name(spec),
-        replicas=fields.opt_int(spec, "replicas", 1, maximum=MAX_REPLICAS),
+        replicas=elastic.min_replicas if elastic else replicas,
         scaling_mode=fields.opt_enum(spec, "scalingMode", STATEFULSET, (STATEFULSET, DAEMONSET)),
         slurmd=container_override(spec, "slurmd"),
         logfile=container_override(spec, "logfile"),
@@ -140,7 +144,21 @@ def parse_nodeset(parent: JSON) -> NodeSetSpec:
         oversubscribe_node=fields.opt_bool(spec, "oversubscribeNode", False),
         scheduled=_scheduled_update(strategy) if strategy.get("type") == SCHEDULED_UPDATE else None,
         topology_wait=topology_wait(parent),
+        elastic=elastic,
     )
+
+
+def _elastic(spec: JSON) -> Elastic | None:
+    """spec.elastic: Slurm's power saving sizes the NodeSet, so `replicas` is not used (its pods are the
+    always-on minReplicas; docs/architecture.md §4.9). Only ordinal pods have a node name Slurm can power up."""
+    elastic = read_elastic(spec)
+    if elastic is None:
+        return None
+    if fields.opt_enum(spec, "scalingMode", STATEFULSET, (STATEFULSET, DAEMONSET)) != STATEFULSET:
+        raise InvalidSpec("spec.elastic requires spec.scalingMode StatefulSet")
+    if not fields.opt_bool(fields.opt_obj(spec, "partition"), "enabled", False, "spec.partition"):
+        raise InvalidSpec("spec.elastic requires spec.partition.enabled (ResumeTimeout is a partition option)")
+    return elastic
 
 
 def topology_wait(parent: JSON) -> int:

@@ -41,7 +41,7 @@ from slurm_sync.cache import ViewMemo
 from slurm_sync.events import Events, Notice, ObjectRef, mark_notices, node_update_notice, nodeset_ref, pod_ref
 from slurm_sync.kube import Kube, describe_error, pod_gone
 from slurm_sync.metrics import Metrics
-from slurm_sync.operator import deletion, records, reservations
+from slurm_sync.operator import deletion, power, records, reservations
 from slurm_sync.operator import plan as planning
 from slurm_sync.operator import topology as topology_copy
 from slurm_sync.operator.plan import PodPlan, PodState, SlurmView
@@ -402,6 +402,7 @@ class OperatorLoop:
         steps = self.step_context(now)
         reservations.execute(steps, cluster, slurm, tally)  # ScheduledUpdate maintenance reservations
         deletion.execute(steps, cluster, slurm, tally)  # deleting NodeSets: pending jobs, node records
+        power.execute(steps, cluster, slurm, tally)  # elastic NodeSets: what Slurm's power saving wants
         records.execute(steps, cluster, slurm, tally)  # records of pods replaced with new resources or scaled in
         for nodeset in sorted(cluster.nodesets.values(), key=lambda n: n.name):
             if nodeset.releases_claims:

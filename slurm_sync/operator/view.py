@@ -7,10 +7,10 @@ that cannot be read takes the value that makes slurm_sync do nothing (no intent,
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from slinky_common import names, slurmstate
+from slinky_common import names, nodesetconf, slurmstate
 from slinky_common.errors import InvalidSpec
 from slinky_common.nodesetconf import nodeset_conf
 from slinky_common.wellknown import node_hostname
@@ -74,6 +74,8 @@ class NodeSetView:
     partition: str | None = None  # its Slurm partition (spec.partition.enabled), as slurm.conf names it
     deletion_report: str | None = None  # our ANNOTATION_DELETION_OBSERVED
     replicas: int | None = None  # spec.replicas; None when unreadable
+    on_demand_nodes: Mapping[str, int] = field(default_factory=dict)  # elastic: Slurm node -> ordinal (§4.9)
+    power_report: str | None = None  # our ANNOTATION_POWER_OBSERVED
 
     @property
     def prunes_defunct_nodes(self) -> bool:
@@ -214,7 +216,18 @@ def read_nodeset(obj: JSON) -> NodeSetView:
         partition=_partition(obj),
         deletion_report=_map(meta.get("annotations")).get(names.ANNOTATION_DELETION_OBSERVED),
         replicas=_count(spec.get("replicas")),
+        on_demand_nodes=_on_demand_nodes(obj),
+        power_report=_map(meta.get("annotations")).get(names.ANNOTATION_POWER_OBSERVED),
     )
+
+
+def _on_demand_nodes(obj: JSON) -> Mapping[str, int]:
+    """An elastic NodeSet's on-demand nodes; none when it is not elastic or its spec cannot be read (the hook
+    then answers InvalidSpec and keeps its pods: nothing to report)."""
+    try:
+        return nodesetconf.on_demand_nodes(obj)
+    except (InvalidSpec, KeyError, TypeError):
+        return {}
 
 
 def _partition(obj: JSON) -> str | None:

@@ -132,6 +132,30 @@ REJECTED = [
     ),
     Rejected("maxLength", "Controller", {"spec.clusterName": "c" * 41}, f"spec.clusterName: {'c' * 41!r} is too long"),
     Rejected(
+        "elastic without its partition",
+        "NodeSet",
+        {"spec.elastic": {"maxReplicas": 4}, "spec.partition": {"enabled": False}},
+        "spec.elastic: elastic requires partition.enabled: Slurm's resume timeout is a partition option",
+    ),
+    Rejected(
+        "elastic in DaemonSet mode",
+        "NodeSet",
+        {"spec.elastic": {"maxReplicas": 4}, "spec.scalingMode": "DaemonSet"},
+        "spec.elastic: elastic requires scalingMode StatefulSet: Slurm powers up nodes by name, one per ordinal",
+    ),
+    Rejected(
+        "elastic minimum above maximum",
+        "NodeSet",
+        {"spec.elastic": {"minReplicas": 5, "maxReplicas": 4}},
+        "spec.elastic.minReplicas: elastic.minReplicas must not exceed elastic.maxReplicas",
+    ),
+    Rejected(
+        "elastic without a maximum",
+        "NodeSet",
+        {"spec.elastic": {"minReplicas": 1}},
+        "spec.elastic: 'maxReplicas' is a required property",
+    ),
+    Rejected(
         "partition config newline",
         "NodeSet",
         {"spec.partition.config": "MaxTime=1\nPartitionName=evil"},
@@ -458,6 +482,13 @@ REJECTED = [
 
 
 ACCEPTED: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = [
+    ("elastic from zero", "NodeSet", {"spec.elastic": {"minReplicas": 0, "maxReplicas": 4}}, None),
+    (
+        "elastic with every field",
+        "NodeSet",
+        {"spec.elastic": {"minReplicas": 1, "maxReplicas": 1, "suspendTime": 60, "resumeTimeout": 900}},
+        None,
+    ),
     (
         "external controller needs no keys",
         "Controller",

@@ -140,6 +140,26 @@ CASES: dict[str, Case] = {
         nodeset("typed", extraConf="Gres=gpu:h100:8,shard:16", slurmd={"resources": {"limits": {"nvidia.com/gpu": 8}}}),
         nodeset("cpu", partition={"enabled": True}),
     ),
+    # Elastic NodeSets (docs/architecture.md §4.9): every possible node powered down in slurm.conf with the options
+    # its pod's slurmd registers with, the partition's ResumeTimeout, and power saving whose programs do nothing.
+    "slurm.conf.elastic": slurm_conf(
+        {},
+        nodeset(
+            "gpu",
+            elastic={"maxReplicas": 4},
+            extraConf="CPUs=4 RealMemory=500 Features=fast",
+            slurmd={"resources": {"limits": {"nvidia.com/gpu": 2}}},
+            partition={"enabled": True, "config": "MaxTime=UNLIMITED"},
+        ),
+        nodeset(
+            "burst",
+            elastic={"minReplicas": 1, "maxReplicas": 12, "suspendTime": 120, "resumeTimeout": 900},
+            template={"spec": {"hostname": "b"}},
+            ordinalPadding=3,
+            partition={"enabled": True},
+        ),
+        nodeset("cpu", partition={"enabled": True}),
+    ),
     "slurmdbd.conf.plain": slurmdbd_conf({}),
     "slurmdbd.conf.merged": slurmdbd_conf(
         {

@@ -15,13 +15,17 @@ host would write), and cgroup.conf says `CgroupPlugin=disabled` (hack/slurm/clus
 from __future__ import annotations
 
 import base64
+import json
 import os
+import time
 
 import httpx
 import pytest
 
 from hooks.app import create_app
+from slinky_common import names, slurmstate
 from tests.fixtures.secondcluster import (
+    KEYS,
     SecondCluster,
     for_loopback,
     nodeset_pod,
@@ -160,3 +164,157 @@ def test_token_minted_with_another_key_is_refused(slurm_lab: SlurmLab):
     assert not any(p["responding"] for p in ping.json()["pings"]), ping.text
     diag = get(slurm_lab, "diag", token)
     assert diag.status_code != 200 and diag.json()["errors"], diag.text
+
+
+# --- elastic NodeSets (docs/architecture.md §4.9) ---------------------------------------------------------------
+
+
+def elastic_nodeset(name: str, **elastic: int) -> dict:
+    return cr(
+        "NodeSet",
+        name,
+        {
+            "controllerRef": {"name": "slurm"},
+            "elastic": {"suspendTime": 5, "resumeTimeout": 120, **elastic},
+            "partition": {"enabled": True, "config": "State=UP"},
+        },
+    )
+
+
+def boot_elastic(cluster: SecondCluster, nodeset: dict) -> str:
+    """slurmctld from the Controller hook's slurm.conf with `nodeset` in it; no slurmd yet. Returns slurm.conf."""
+    keys = {"slurm.key": os.urandom(32), "jwt.key": os.urandom(32)}
+    rendered = render_controller(keys["slurm.key"], keys["jwt.key"], nodeset)
+    write_config(cluster, for_loopback(rendered, cluster), keys)
+    cluster.start("slurmctld", "slurmctld", "-D", "-f", cluster.conf)
+    wait_for(lambda: cluster.run("scontrol", "ping"), lambda out: "is UP" in out, timeout=30, what="slurmctld up")
+    return rendered
+
+
+def pod_for(nodeset: dict, hostname: str) -> dict:
+    """The pod the NodeSet hook gives the ordinal whose hostname is `hostname` (every ordinal's slurmd has the same
+    arguments; the hook creates an on-demand ordinal's pod when Slurm powers its node up)."""
+    everyone = json.loads(json.dumps(nodeset))
+    everyone["spec"]["elastic"]["minReplicas"] = everyone["spec"]["elastic"]["maxReplicas"]
+    controller = cr("Controller", "slurm", KEYS)
+    body = request(everyone, rel={f"Controller.{names.API_VERSION}": {"slurm/slurm": controller}})
+    resp = create_app().test_client().post("/nodeset/sync", json=body)
+    assert resp.status_code == 200, resp.get_json()
+    (pod,) = [c for c in resp.get_json()["children"] if c["kind"] == "Pod" and c["spec"]["hostname"] == hostname]
+    return pod
+
+
+def start_pod_slurmd(cluster: SecondCluster, nodeset: dict, hostname: str) -> None:
+    command = slurmd_command(pod_for(nodeset, hostname), cluster)
+    cluster.start(f"slurmd-{hostname}", "env", f"SLURM_CONF={cluster.conf}", "SLINKY_TOPOLOGY=", "sh", "-c", command)
+
+
+def node_states(cluster: SecondCluster, partition: str) -> dict[str, str]:
+    out = cluster.run("sinfo", "-h", "-N", "-p", partition, "-o", "%N %t")
+    return dict(line.split() for line in out.splitlines() if line.strip())
+
+
+def test_an_elastic_nodeset_is_all_powered_down_refuses_a_larger_job_and_powers_a_node_up_for_one(
+    second_cluster: SecondCluster,
+) -> None:
+    """Minimum 0, maximum 4: four powered-down nodes; a 5-node job refused at submit (its partition's size); a
+    1-node job powers one node up, the pod's slurmd (`-Z -b`, the hook's arguments) registers it and the job
+    runs; idle for suspendTime, Slurm powers the node down again (then the pod would go)."""
+    cluster = second_cluster
+    nodeset = elastic_nodeset("ela", minReplicas=0, maxReplicas=4)
+    rendered = boot_elastic(cluster, nodeset)
+    assert "NodeName=ela-[0-3] State=CLOUD Features=ela SuspendTime=5\n" in rendered, rendered
+    wait_for(lambda: node_states(cluster, "ela"), lambda s: s == dict.fromkeys(
+        ["ela-0", "ela-1", "ela-2", "ela-3"], "idle~"), timeout=30, what="four powered-down nodes")  # fmt: skip
+
+    refused = cluster.run("sbatch", "-p", "ela", "-N", "5", "--wrap", "true")
+    # Refused at submit with Slurm's reason (26.05: "More processors requested than permitted"), not left pending.
+    assert "Batch job submission failed" in refused and "squeue" not in refused, refused
+    assert cluster.run("squeue", "-h", "-p", "ela").strip() == ""
+
+    submitted = cluster.run("sbatch", "--parsable", "-p", "ela", "-N", "1", "-t", "2", "--wrap", "hostname")
+    job = submitted.strip().split(";")[0]
+    assert job.isdigit(), submitted
+    node = wait_for(
+        lambda: cluster.run("squeue", "-h", "-j", job, "-o", "%N").strip(),
+        lambda n: n.startswith("ela-"),
+        timeout=30,
+        what=f"job {job} placed on a node\n{cluster.logs()}",
+    )
+    # Given the job while powered down (alloc~), then powering up (alloc#) once ResumeProgram ran.
+    wait_for(
+        lambda: node_states(cluster, "ela")[node], lambda s: s.endswith("#"), timeout=30, what=f"{node} powering up"
+    )
+    rest = node_states(cluster, "ela")
+    assert sorted(n for n, state in rest.items() if state == "idle~") == sorted(set(rest) - {node})
+
+    start_pod_slurmd(cluster, nodeset, node)
+    wait_for(
+        lambda: cluster.run("scontrol", "show", "job", job),
+        lambda out: "JobState=COMPLETED" in out,
+        timeout=120,
+        what=f"job {job} completed on {node}\n{cluster.run('scontrol', 'show', 'node', node)}\n{cluster.logs()}",
+    )
+    wait_for(
+        lambda: node_states(cluster, "ela")[node],
+        lambda state: state in ("idle%", "idle~"),
+        timeout=60,
+        what=f"{node} powering down after 5 s idle\n{cluster.run('scontrol', 'show', 'node', node)}",
+    )
+    cluster.stop_one(f"slurmd-{node}")  # the NodeSet hook removes the pod of a node powering down
+    wait_for(lambda: node_states(cluster, "ela")[node], lambda s: s == "idle~", timeout=90, what=f"{node} idle~")
+
+
+def test_an_elastic_nodesets_always_on_nodes_register_and_are_never_powered_down(
+    second_cluster: SecondCluster,
+) -> None:
+    cluster = second_cluster
+    nodeset = elastic_nodeset("ela", minReplicas=1, maxReplicas=3)
+    rendered = boot_elastic(cluster, nodeset)
+    assert "NodeName=ela-[0-0] Features=ela SuspendTime=INFINITE\n" in rendered, rendered
+    start_pod_slurmd(cluster, nodeset, "ela-0")
+    wait_for(lambda: node_states(cluster, "ela").get("ela-0"), lambda s: s == "idle", timeout=60,
+             what=f"ela-0 idle\n{cluster.run('scontrol', 'show', 'node', 'ela-0')}\n{cluster.logs()}")  # fmt: skip
+    time.sleep(20)  # suspendTime 5 s and Slurm's power-save interval of 10 s have passed twice over
+    assert node_states(cluster, "ela") == {"ela-0": "idle", "ela-1": "idle~", "ela-2": "idle~"}
+
+
+def test_a_node_whose_pod_never_registers_is_down_its_job_requeued_and_a_resume_makes_it_usable_again(
+    second_cluster: SecondCluster,
+) -> None:
+    """What slurm_sync's power step relies on (slurm_sync/operator/power.py): not up within ResumeTimeout, the node
+    is DOWN and powered down with Slurm's own reason (slinky_common/slurmstate.py RESUME_TIMEOUT_REASON), the job is
+    requeued, not failed; after RESUME the node is powered down and idle, and the job runs once a pod registers it."""
+    cluster = second_cluster
+    nodeset = elastic_nodeset("ela", minReplicas=0, maxReplicas=1, resumeTimeout=10)
+    boot_elastic(cluster, nodeset)
+    submitted = cluster.run("sbatch", "--parsable", "-p", "ela", "-N", "1", "-t", "2", "--wrap", "hostname")
+    job = submitted.strip().split(";")[0]
+    assert job.isdigit(), submitted
+    node = wait_for(
+        lambda: cluster.run("scontrol", "show", "node", "ela-0"),
+        lambda out: "State=DOWN+CLOUD+POWERED_DOWN" in out,
+        timeout=90,
+        what=f"ela-0 down after ResumeTimeout\n{cluster.logs()}",
+    )
+    assert f"Reason={slurmstate.RESUME_TIMEOUT_REASON}" in node, node
+    requeued = cluster.run("scontrol", "show", "job", job)
+    assert "JobState=PENDING" in requeued and "Restarts=1" in requeued, requeued
+    assert slurmstate.power(["DOWN", "CLOUD", "POWERED_DOWN"]) == slurmstate.RESUME_FAILED
+
+    cluster.run("scontrol", "update", "nodename=ela-0", "state=resume")  # what slurm_sync sends through slurmrestd
+    wait_for(lambda: node_states(cluster, "ela").get("ela-0"), lambda s: s == "idle~", timeout=30,
+             what="ela-0 powered down and usable again")  # fmt: skip
+    # A requeued job waits some 120 s (BeginTime) before it may start again; the test does not.
+    cluster.run("scontrol", "update", f"jobid={job}", "starttime=now")
+    # The pod comes when Slurm powers the node up again (a slurmd started earlier would not register it: its
+    # boot time would be older than the resume request).
+    wait_for(lambda: node_states(cluster, "ela").get("ela-0"), lambda s: s.endswith("#"), timeout=60,
+             what="ela-0 powering up again")  # fmt: skip
+    start_pod_slurmd(cluster, nodeset, "ela-0")
+    wait_for(
+        lambda: cluster.run("scontrol", "show", "job", job),
+        lambda out: "JobState=COMPLETED" in out,
+        timeout=240,
+        what=f"job {job} run after the resume\n{cluster.run('scontrol', 'show', 'node', 'ela-0')}\n{cluster.logs()}",
+    )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from slinky_common import names, nodesetconf
-from slinky_common.errors import BadHookRequest
+from slinky_common.errors import BadHookRequest, InvalidSpec
 from slinky_common.nodesetconf import NodeSetConf
 
 
@@ -73,3 +73,62 @@ def test_extra_conf_tokens_by_capitalised_key_and_a_malformed_string_counts_as_e
         "Features": ["a", "b"],
     }
     assert nodesetconf.parse_extra_conf("Features=a stray") == {}
+
+
+# --- spec.elastic (docs/architecture.md §4.9) ------------------------------------------------------------------
+
+
+def test_elastic_is_none_when_absent_and_defaults_its_times() -> None:
+    assert nodesetconf.read_elastic({}) is None
+    assert nodesetconf.read_elastic({"elastic": {"maxReplicas": 4}}) == nodesetconf.Elastic(0, 4, 600, 600)
+    full = {"minReplicas": 1, "maxReplicas": 2, "suspendTime": 30, "resumeTimeout": 900}
+    assert nodesetconf.read_elastic({"elastic": full}) == nodesetconf.Elastic(1, 2, 30, 900)
+
+
+@pytest.mark.parametrize(
+    ("elastic", "message"),
+    [
+        ([], "spec.elastic must be an object"),
+        ({}, "spec.elastic.maxReplicas is required"),
+        ({"maxReplicas": 0}, "spec.elastic.maxReplicas must be an integer from 1 to 10000, got 0"),
+        ({"maxReplicas": 2, "minReplicas": 3}, "spec.elastic.minReplicas must be an integer from 0 to 2, got 3"),
+        ({"maxReplicas": 2, "suspendTime": 0}, "spec.elastic.suspendTime must be an integer from 1 to"),
+        ({"maxReplicas": 2, "resumeTimeout": "10m"}, "spec.elastic.resumeTimeout must be an integer from 1 to"),
+    ],
+)
+def test_an_unusable_elastic_is_named(elastic: object, message: str) -> None:
+    with pytest.raises(InvalidSpec) as caught:
+        nodesetconf.read_elastic({"elastic": elastic})
+    assert str(caught.value).startswith(message)
+
+
+def test_an_elastic_nodeset_puts_its_always_on_and_on_demand_nodes_in_slurm_conf() -> None:
+    spec = {
+        "elastic": {"minReplicas": 2, "maxReplicas": 12},
+        "ordinalPadding": 2,
+        "extraConf": "CPUs=8 Features=fast",
+        "partition": {"enabled": True},
+    }
+    conf = nodesetconf.nodeset_conf(nodeset("gpu", **spec), "ns")
+    assert conf.elastic == nodesetconf.ElasticNodes(
+        "gpu-[00-01]", "gpu-[02-11]", "CPUs=8 Features=fast,gpu", nodesetconf.Elastic(2, 12, 600, 600)
+    )
+    prefixed = nodesetconf.nodeset_conf(
+        nodeset("gpu", template={"spec": {"hostname": "g"}}, elastic={"maxReplicas": 1}, partition={"enabled": True}),
+        "ns",
+    )
+    assert prefixed.elastic is not None
+    assert (prefixed.elastic.always_on, prefixed.elastic.on_demand) == (None, "g[0-0]")
+    all_on = nodesetconf.nodeset_conf(
+        nodeset("gpu", elastic={"minReplicas": 3, "maxReplicas": 3}, partition={"enabled": True}), "ns"
+    )
+    assert all_on.elastic is not None and (all_on.elastic.always_on, all_on.elastic.on_demand) == ("gpu-[0-2]", None)
+
+
+def test_node_conf_is_what_slurmd_registers_with() -> None:
+    slurmd = {"resources": {"limits": {"nvidia.com/gpu": 2}}}
+    assert nodesetconf.node_conf("gpu", "Weight=3 Feature=a,b Topology=", slurmd, {}, "ns") == {
+        "Weight": "3",
+        "Features": "a,b,gpu",
+        "Gres": "gpu:2",
+    }

@@ -79,6 +79,8 @@ def test_every_metric_is_exported_under_its_documented_name_and_labels() -> None
     metrics.slurm_refused.labels("ns/a", "DRAIN", "invalid").inc()
     metrics.cluster_up.labels("ns/a").set(1)
     metrics.leader.set(1)
+    metrics.elastic_nodes.labels("ns/a", "ns", "gpu", "up").set(2)
+    metrics.elastic_resume_failures.labels("ns/a", "ns", "gpu").inc()
     sample = metrics.registry.get_sample_value
     assert sample("slurm_sync_poll_seconds_count", {"cluster": "ns/a"}) == 1.0
     assert sample("slurm_sync_poll_seconds_sum", {"cluster": "ns/a"}) == 0.25
@@ -87,8 +89,13 @@ def test_every_metric_is_exported_under_its_documented_name_and_labels() -> None
     assert sample("slurm_sync_slurm_refused_updates_total", refused) == 1.0
     assert sample("slurm_sync_cluster_up", {"cluster": "ns/a"}) == 1.0
     assert sample("slurm_sync_leader") == 1.0
+    elastic = {"cluster": "ns/a", "namespace": "ns", "nodeset": "gpu"}
+    assert sample("slurm_sync_elastic_nodes", {**elastic, "power": "up"}) == 2.0
+    assert sample("slurm_sync_elastic_resume_failures_total", elastic) == 1.0
     assert sorted((family.name, family.type) for family in metrics.registry.collect()) == [
         ("slurm_sync_cluster_up", "gauge"),
+        ("slurm_sync_elastic_nodes", "gauge"),
+        ("slurm_sync_elastic_resume_failures", "counter"),
         ("slurm_sync_kube_writes", "counter"),
         ("slurm_sync_leader", "gauge"),
         ("slurm_sync_poll_seconds", "histogram"),

@@ -320,3 +320,13 @@ def slurmd_conf_seen(extra: str) -> list[str]:
 )
 def test_slurmd_conf_is_one_plain_word_with_no_key_without_a_value(extra, expected):
     assert slurmd_conf_seen(extra) == expected
+
+
+def test_an_elastic_nodesets_pods_are_its_minimum_and_their_slurmd_reports_its_own_boot(client):
+    """Its nodes are in slurm.conf, so slurmd registers no dynamic node (`-Z --conf` would name a node twice);
+    `-b`: slurmctld ignores a powering-up node whose boot time is older than its resume request, and a container's
+    boot time is the host's (docs/architecture.md §4.9)."""
+    parent = nodeset(replicas=3, elastic={"minReplicas": 1, "maxReplicas": 4}, partition={"enabled": True})
+    pods = children(sync(client, request(parent)))
+    assert sorted(pods) == ["gpu-0"]
+    assert slurmd(pods["gpu-0"])["args"] == ["-b", "--conf-server", "slurm-controller.slurm:6817"]

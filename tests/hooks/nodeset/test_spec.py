@@ -7,6 +7,7 @@ import pytest
 
 from hooks.nodeset.spec import MAX_REPLICAS, parse_nodeset
 from slinky_common.errors import InvalidSpec
+from slinky_common.nodesetconf import Elastic
 
 
 def nodeset(**spec) -> dict:
@@ -58,3 +59,27 @@ def test_max_unavailable_takes_a_count_or_a_percentage(value: int | str, parsed:
 def test_max_unavailable_that_would_never_update_or_is_unreadable_is_refused(value: int | str | bool) -> None:
     with pytest.raises(InvalidSpec, match=r"spec\.updateStrategy\.rollingUpdate\.maxUnavailable"):
         parse_nodeset(nodeset(updateStrategy={"rollingUpdate": {"maxUnavailable": value}}))
+
+
+def test_an_elastic_nodeset_keeps_its_minimum_and_does_not_use_replicas() -> None:
+    parsed = parse_nodeset(
+        nodeset(replicas=5, elastic={"minReplicas": 1, "maxReplicas": 4}, partition={"enabled": True})
+    )
+    assert (parsed.replicas, parsed.elastic) == (1, Elastic(1, 4, 600, 600))
+    assert parse_nodeset(nodeset(replicas=5)).elastic is None
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"elastic": {"maxReplicas": 4}}, "spec.elastic requires spec.partition.enabled"),
+        (
+            {"elastic": {"maxReplicas": 4}, "partition": {"enabled": True}, "scalingMode": "DaemonSet"},
+            "spec.elastic requires spec.scalingMode StatefulSet",
+        ),
+        ({"elastic": {"minReplicas": 1}, "partition": {"enabled": True}}, "spec.elastic.maxReplicas is required"),
+    ],
+)
+def test_an_elastic_nodeset_the_hook_cannot_serve_is_named(spec: dict, message: str) -> None:
+    with pytest.raises(InvalidSpec, match=f"^{message}"):
+        parse_nodeset(nodeset(**spec))

@@ -1,0 +1,147 @@
+"""Elastic NodeSets, slurm_sync's side (slurm_sync/operator/power.py): the power report each elastic NodeSet gets
+from Slurm's node listing, the nodes resumed after a failed resume, and the step that writes and counts them."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from slinky_common import names, slurmstate
+from slurm_sync.kube import Kube
+from slurm_sync.metrics import Metrics
+from slurm_sync.operator import power
+from slurm_sync.operator.loop import OperatorLoop
+from slurm_sync.operator.plan import SlurmView
+from slurm_sync.operator.steps import Tally
+from slurm_sync.operator.view import ClusterView, read_nodeset
+from slurm_sync.slurm.errors import SlurmUnavailable
+from slurm_sync.slurm.types import Node, NodeUpdate
+from tests.slurm_sync.kubefixtures import CLUSTER, NOW, NS, FakeSlurm, api_client, node, nodeset
+
+TIMED_OUT = f"{slurmstate.RESUME_TIMEOUT_REASON} [slurm@2026-01-02T03:04:05]"
+
+
+def elastic(minimum: int = 1, maximum: int = 5, deleting: bool = False, **annotations: str) -> Any:
+    obj = nodeset(deleting=deleting)
+    obj["spec"]["elastic"] = {"minReplicas": minimum, "maxReplicas": maximum}
+    obj["spec"]["partition"] = {"enabled": True}
+    obj["metadata"].setdefault("annotations", {}).update(annotations)
+    return read_nodeset(obj)
+
+
+def listing(*nodes: Node) -> dict[str, Node]:
+    return {n.name: n for n in nodes}
+
+
+def test_only_an_elastic_nodesets_on_demand_nodes_are_reported() -> None:
+    assert elastic(1, 4).on_demand_nodes == {"gpu-1": 1, "gpu-2": 2, "gpu-3": 3}
+    assert read_nodeset(nodeset()).on_demand_nodes == {}
+
+
+def test_each_listed_node_is_reported_by_what_its_power_state_asks_of_its_pod() -> None:
+    nodes = listing(
+        node("gpu-0", "IDLE"),  # always on: not reported
+        node("gpu-1", "MIXED", "CLOUD", "NOT_RESPONDING", "POWERING_UP"),
+        node("gpu-2", "ALLOCATED", "CLOUD"),  # up and running a job
+        node("gpu-3", "IDLE", "CLOUD", "POWERED_DOWN"),
+        node("gpu-4", "IDLE", "CLOUD", "POWERING_DOWN"),
+        node("other-9", "IDLE", "CLOUD", "POWERING_UP"),
+    )
+    assert power.plan_report(elastic(), nodes) == power.PowerReport(("gpu-1", "gpu-2"), ("gpu-3", "gpu-4"), ())
+
+
+def test_a_node_the_listing_lacks_is_in_no_list() -> None:
+    assert power.plan_report(elastic(), listing(node("gpu-2", "IDLE", "CLOUD", "POWERED_DOWN"))) == power.PowerReport(
+        (), ("gpu-2",), ()
+    )
+
+
+def test_only_a_failed_resume_is_resumed_never_an_administrators_down() -> None:
+    nodes = listing(
+        node("gpu-1", "DOWN", "CLOUD", "POWERED_DOWN", reason=TIMED_OUT),
+        node("gpu-2", "DOWN", "CLOUD", "POWERED_DOWN", reason="bad DIMM"),
+    )
+    report = power.plan_report(elastic(), nodes)
+    assert report.resume_failed == ("gpu-1", "gpu-2")
+    assert power.to_resume(report, nodes) == ("gpu-1",)
+
+
+def test_the_report_is_compact_json_in_a_stable_order() -> None:
+    value = power.PowerReport(("a",), ("b", "c"), ("d",)).value()
+    assert value == '{"up":["a"],"down":["b","c"],"resumeFailed":["d"]}'
+    assert json.loads(value) == {"up": ["a"], "down": ["b", "c"], "resumeFailed": ["d"]}
+
+
+@dataclass
+class Recorder:
+    annotations: list[tuple[str, str, str, str]] = field(default_factory=list)
+    warnings: list[tuple[str, str]] = field(default_factory=list)
+
+    def annotate_nodeset(self, namespace: str, name: str, key: str, value: str) -> None:
+        self.annotations.append((namespace, name, key, value))
+
+    def warn(self, ref: Any, reason: str, note: str, action: str = "Sync") -> bool:
+        self.warnings.append((reason, note))
+        return True
+
+
+def run_step(slurm: FakeSlurm, *nodesets: Any) -> tuple[Recorder, Tally, Metrics]:
+    metrics = Metrics()
+    loop = OperatorLoop(CLUSTER, NS, CLUSTER, slurm, Kube(api_client("http://127.0.0.1:9")), metrics, now=lambda: NOW)  # type: ignore[arg-type]
+    recorder = Recorder()
+    ctx = replace(loop.step_context(), kube=recorder, events=recorder)  # type: ignore[arg-type]
+    cluster = ClusterView(NS, CLUSTER, (), {n.name: n for n in nodesets}, {}, ())
+    tally = Tally()
+    power.execute(ctx, cluster, SlurmView(nodes=slurm.nodes, ping=None), tally)
+    return recorder, tally, metrics
+
+
+def test_the_step_writes_a_changed_report_and_counts_the_nodes() -> None:
+    slurm = FakeSlurm(
+        listing(node("gpu-1", "IDLE", "CLOUD", "POWERING_UP"), node("gpu-2", "IDLE", "CLOUD", "POWERED_DOWN"))
+    )
+    recorder, tally, metrics = run_step(slurm, elastic(1, 3))
+    value = '{"up":["gpu-1"],"down":["gpu-2"],"resumeFailed":[]}'
+    assert recorder.annotations == [(NS, "gpu", names.ANNOTATION_POWER_OBSERVED, value)]
+    assert (tally.kube_writes, tally.errors) == (1, [])
+    gauge = {"cluster": CLUSTER, "namespace": NS, "nodeset": "gpu"}
+    assert metrics.registry.get_sample_value("slurm_sync_elastic_nodes", {**gauge, "power": "up"}) == 1.0
+    assert metrics.registry.get_sample_value("slurm_sync_elastic_nodes", {**gauge, "power": "down"}) == 1.0
+    unchanged, tally, _ = run_step(slurm, elastic(1, 3, **{names.ANNOTATION_POWER_OBSERVED: value}))
+    assert (unchanged.annotations, tally.kube_writes) == ([], 0)
+
+
+def test_a_failed_resume_is_resumed_once_with_a_warning_and_counted() -> None:
+    slurm = FakeSlurm(listing(node("gpu-1", "DOWN", "CLOUD", "POWERED_DOWN", reason=TIMED_OUT)))
+    recorder, tally, metrics = run_step(slurm, elastic(1, 2))
+    assert slurm.updates == [("gpu-1", NodeUpdate(state=("RESUME",)))]
+    assert tally.slurm_writes == 1 and [reason for reason, _ in recorder.warnings] == ["ResumeFailed"]
+    failures = {"cluster": CLUSTER, "namespace": NS, "nodeset": "gpu"}
+    assert metrics.registry.get_sample_value("slurm_sync_elastic_resume_failures_total", failures) == 1.0
+
+
+def test_a_resume_slurm_refuses_is_an_error_of_the_pass_and_the_report_is_still_written() -> None:
+    class Refusing(FakeSlurm):
+        def update_node(self, name: str, update: NodeUpdate) -> None:
+            raise SlurmUnavailable("connection refused")
+
+    slurm = Refusing(listing(node("gpu-1", "DOWN", "CLOUD", "POWERED_DOWN", reason=TIMED_OUT)))
+    recorder, tally, _ = run_step(slurm, elastic(1, 2))
+    assert tally.errors == ["resume node gpu-1: connection refused"] and recorder.warnings == []
+    assert [key for _, _, key, _ in recorder.annotations] == [names.ANNOTATION_POWER_OBSERVED]
+
+
+def test_no_listing_no_report_and_a_deleting_or_plain_nodeset_gets_none() -> None:
+    slurm = FakeSlurm(listing(node("gpu-1", "IDLE", "CLOUD", "POWERING_UP")))
+    metrics = Metrics()
+    loop = OperatorLoop(CLUSTER, NS, CLUSTER, slurm, Kube(api_client("http://127.0.0.1:9")), metrics, now=lambda: NOW)  # type: ignore[arg-type]
+    recorder = Recorder()
+    ctx = replace(loop.step_context(), kube=recorder, events=recorder)  # type: ignore[arg-type]
+    cluster = ClusterView(NS, CLUSTER, (), {"gpu": elastic(1, 3)}, {}, ())
+    power.execute(ctx, cluster, SlurmView(nodes=None, ping=None), Tally())
+    assert recorder.annotations == []
+    plain, _, _ = run_step(slurm, read_nodeset(nodeset()))
+    assert plain.annotations == []
+    going, _, _ = run_step(slurm, elastic(1, 3, deleting=True))
+    assert going.annotations == []
