@@ -224,9 +224,11 @@ def read_nodeset(obj: JSON) -> NodeSetView:
 def _on_demand_nodes(obj: JSON) -> Mapping[str, int]:
     """An elastic NodeSet's on-demand nodes; none when it is not elastic or its spec cannot be read (the hook
     then answers InvalidSpec and keeps its pods: nothing to report)."""
+    if not _obj(obj.get("spec")).get("elastic"):
+        return {}
     try:
         return nodesetconf.on_demand_nodes(obj)
-    except (InvalidSpec, KeyError, TypeError):
+    except (InvalidSpec, KeyError, TypeError, AttributeError):
         return {}
 
 

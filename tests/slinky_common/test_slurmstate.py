@@ -121,3 +121,22 @@ def test_operator_reason_prefix() -> None:
 )
 def test_released_means_no_job_now_and_none_will_start(states, released):
     assert slurmstate.is_released(states) is released
+
+
+@pytest.mark.parametrize(
+    ("states", "power"),
+    [
+        (["IDLE"], slurmstate.POWER_UP),  # an always-on or registered node
+        (["ALLOCATED", "CLOUD"], slurmstate.POWER_UP),
+        (["MIXED", "CLOUD", "NOT_RESPONDING", "POWERING_UP"], slurmstate.POWER_UP),
+        (["ALLOCATED", "CLOUD", "POWERED_DOWN"], slurmstate.POWER_UP),  # given a job, powered up within a second
+        (["IDLE", "CLOUD", "POWERED_DOWN"], slurmstate.POWER_DOWN),
+        (["IDLE", "CLOUD", "POWERING_DOWN"], slurmstate.POWER_DOWN),
+        (["DOWN", "CLOUD", "POWERED_DOWN"], slurmstate.RESUME_FAILED),
+        (["down", "cloud", "powered_down"], slurmstate.RESUME_FAILED),
+    ],
+)
+def test_power_is_what_slurms_power_saving_wants_of_the_nodes_pod(states: list[str], power: str) -> None:
+    """Seen on the real Slurm 26.05 (tests/hooks/test_slurmconf_boots.py): alloc~, then alloc#, idle~, and
+    DOWN+CLOUD+POWERED_DOWN after ResumeTimeout."""
+    assert slurmstate.power(states) == power

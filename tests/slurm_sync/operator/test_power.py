@@ -145,3 +145,13 @@ def test_no_listing_no_report_and_a_deleting_or_plain_nodeset_gets_none() -> Non
     assert plain.annotations == []
     going, _, _ = run_step(slurm, elastic(1, 3, deleting=True))
     assert going.annotations == []
+
+
+def test_an_elastic_spec_slurm_sync_cannot_read_gives_no_nodes_to_report() -> None:
+    for broken in ({"maxReplicas": "four"}, [], {"maxReplicas": 2, "minReplicas": 3}):
+        obj = nodeset()
+        obj["spec"]["elastic"] = broken
+        assert read_nodeset(obj).on_demand_nodes == {}
+    odd = nodeset()
+    odd["spec"] = ["not", "an", "object"]
+    assert read_nodeset(odd).on_demand_nodes == {}
