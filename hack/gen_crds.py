@@ -683,12 +683,14 @@ def elastic() -> Schema:
             " powered-up nodes are not created yet.",
             {
                 "minReplicas": integer("Nodes that are never powered down (0 allowed).", default=0, minimum=0),
-                "maxReplicas": integer("Nodes Slurm may power up; the largest job the NodeSet takes.", minimum=1),
+                "maxReplicas": integer(
+                    "Nodes Slurm may power up; the largest job the NodeSet takes.", minimum=1, maximum=10_000
+                ),
                 "suspendTime": integer(seconds.format("SuspendTime (idle time before power down)"), default=600,
                                        minimum=1),
                 "resumeTimeout": integer(
                     seconds.format("ResumeTimeout (time a powered-up node's pod has to register)"), default=600,
-                    minimum=1,
+                    minimum=1, maximum=65_534,
                 ),
             },
             required=("maxReplicas",),
@@ -757,7 +759,9 @@ def nodeset() -> Kind:
                 default={"whenDeleted": "Retain", "whenScaled": "Retain"},
             ),
             "minReadySeconds": integer("Seconds a pod must be ready before it counts as available."),
-            "ordinalPadding": integer("Zero-pad pod ordinals to this width.", fmt=None, default=0, minimum=0),
+            "ordinalPadding": integer(
+                "Zero-pad pod ordinals to this width.", fmt=None, default=0, minimum=0, maximum=10
+            ),
             "pinToNode": boolean("Keep each ordinal on the Kubernetes node it first ran on.", default=False),
             "workloadDisruptionProtection": boolean(
                 "Protect pods running Slurm jobs with a PodDisruptionBudget.", default=True

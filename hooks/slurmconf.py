@@ -41,6 +41,8 @@ class Scripts:
     epilog_slurmctld: tuple[str, ...] = ()
 
 
+# Dynamic nodes Slurm makes room for (NodeSet pods, the bridge's external nodes), beside slurm.conf's own nodes.
+MAX_DYNAMIC_NODES = 1024
 # What slurmctld runs to power an elastic node up or down: nothing (slurm_sync and the NodeSet hook do the work).
 POWER_PROGRAM = "/bin/true"
 
@@ -142,8 +144,13 @@ def _general(conf: SlurmConf) -> list[str]:
         "SlurmdUser=root",
         f"SlurmdPort={wellknown.SLURMD_PORT}",
         "SlurmdSpoolDir=/var/spool/slurmd",
-        "MaxNodeCount=1024",
+        f"MaxNodeCount={MAX_DYNAMIC_NODES + _elastic_nodes(conf)}",
     ]
+
+
+def _elastic_nodes(conf: SlurmConf) -> int:
+    """slurm.conf's elastic nodes fill Slurm's node table first; the room for dynamic nodes stays the same."""
+    return sum(ns.elastic.elastic.max_replicas for ns in conf.nodesets if ns.elastic)
 
 
 def _plugins(conf: SlurmConf) -> list[str]:

@@ -24,6 +24,18 @@ _WORD = re.compile(r"[A-Za-z0-9_.-]+")
 MAX_ELASTIC_REPLICAS = 10_000
 DEFAULT_SUSPEND_TIME = 600
 DEFAULT_RESUME_TIMEOUT = 600
+# Slurm keeps a partition's ResumeTimeout in 16 bits, 65535 meaning "infinite": a larger value stops slurmctld.
+MAX_RESUME_TIMEOUT = 65534
+# The node options an elastic NodeSet's extraConf may give its slurm.conf NodeName lines (lower case; Slurm reads
+# option names so), and what their values may hold: a key a NodeName line does not take, a `#` (a comment to the end
+# of the line) or a quote would break slurm.conf for the whole cluster, not only this NodeSet's slurmd.
+ELASTIC_NODE_OPTIONS = frozenset(
+    {
+        "boards", "corespeccount", "corespersocket", "cpus", "cpuspeclist", "feature", "features", "gres",
+        "memspeclimit", "realmemory", "sockets", "socketsperboard", "threadspercore", "tmpdisk", "topology", "weight",
+    }
+)  # fmt: skip
+_ELASTIC_OPTION_VALUE = re.compile(r"[A-Za-z0-9_.,:/+-]+")
 # One `State=<value>` partition option (Slurm reads option names case-insensitively).
 _STATE_OPTION = re.compile(r"(?i)(?:^|(?<=\s))State=(?:\"[^\"]*\"|\S*)")
 
@@ -104,7 +116,9 @@ def read_elastic(spec: Mapping[str, Any], where: str = "spec") -> Elastic | None
         min_replicas=minimum,
         max_replicas=maximum,
         suspend_time=fields.opt_int(raw, "suspendTime", DEFAULT_SUSPEND_TIME, at, minimum=1),
-        resume_timeout=fields.opt_int(raw, "resumeTimeout", DEFAULT_RESUME_TIMEOUT, at, minimum=1),
+        resume_timeout=fields.opt_int(
+            raw, "resumeTimeout", DEFAULT_RESUME_TIMEOUT, at, minimum=1, maximum=MAX_RESUME_TIMEOUT
+        ),
     )
 
 
@@ -123,8 +137,24 @@ def _elastic_nodes(nodeset: Mapping[str, Any], name: str, where: str) -> Elastic
         raise InvalidSpec(f"{where} spec.extraConf must be a string")
     slurmd = fields.container_override(dict(spec), "slurmd", f"{where} spec")
     items = node_conf(name, extra, slurmd, template_spec, where)
+    _check_elastic_options(items, f"{where} spec.extraConf")
     options = " ".join(f"{key}={value}" for key, value in sorted(items.items()))
     return ElasticNodes(always_on, on_demand, options, elastic)
+
+
+def _check_elastic_options(items: Mapping[str, str], where: str) -> None:
+    """The options of an elastic NodeSet's slurm.conf lines: known NodeName keys with plain values, and the node's
+    size. Its slurmd is not a dynamic node and detects nothing itself, so without CPUs= and RealMemory= Slurm would
+    schedule each powered-down node as 1 CPU and 1 MB."""
+    for key, value in sorted(items.items()):
+        if key.lower() not in ELASTIC_NODE_OPTIONS:
+            raise InvalidSpec(f"{where}: {key}= is not a node option an elastic NodeSet's slurm.conf lines take")
+        if not _ELASTIC_OPTION_VALUE.fullmatch(value):
+            raise InvalidSpec(f"{where}: {key}={value!r} must hold only letters, digits and _ . , : / + -")
+    given = {key.lower() for key in items}
+    missing = [key for key in ("CPUs", "RealMemory") if key.lower() not in given]
+    if missing:
+        raise InvalidSpec(f"{where} must give {' and '.join(f'{k}=' for k in missing)} for an elastic NodeSet")
 
 
 def on_demand_nodes(nodeset: Mapping[str, Any], where: str = "nodeset") -> dict[str, int]:

@@ -39,16 +39,15 @@ RESUME_TIMEOUT_REASON: Final = "ResumeTimeout reached"
 
 
 def power(states: Iterable[str]) -> str:
-    """What Slurm's power saving wants of a node: up (powering up, given a job while still powered down, which it
-    powers up within a second, or up and running), down (powering down or powered down), or resumeFailed (powered
-    down and DOWN: not up within ResumeTimeout, or set down by someone)."""
+    """What Slurm's power saving wants of a node: up (powering up, or busy, even while still powered down: Slurm
+    powers a node given a job up within a second, and busy evidence always wins; or up and running), down
+    (powering down or powered down), or resumeFailed (powered down and DOWN: not up within ResumeTimeout, or set
+    down by someone)."""
     words = normalize(states)
-    if "POWERING_UP" in words:
+    if "POWERING_UP" in words or not BUSY_STATES.isdisjoint(words):
         return POWER_UP
     if "POWERED_DOWN" in words and "DOWN" in words:
         return RESUME_FAILED
-    if "POWERED_DOWN" in words and not BUSY_STATES.isdisjoint(words):
-        return POWER_UP
     if "POWERED_DOWN" in words or "POWERING_DOWN" in words:
         return POWER_DOWN
     return POWER_UP

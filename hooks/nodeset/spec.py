@@ -24,7 +24,7 @@ from slinky_common import fields, names
 from slinky_common.errors import InvalidSpec
 from slinky_common.fields import KeyRef, container_override
 from slinky_common.jsontypes import dict_field
-from slinky_common.nodesetconf import Elastic, read_elastic
+from slinky_common.nodesetconf import Elastic, nodeset_conf, read_elastic
 
 JSON = dict[str, Any]
 
@@ -113,6 +113,8 @@ def parse_nodeset(parent: JSON) -> NodeSetSpec:
     ssh = fields.opt_obj(spec, "ssh")
     ssh_enabled = fields.opt_bool(ssh, "enabled", False, "spec.ssh")
     elastic = _elastic(spec)
+    if elastic is not None:
+        nodeset_conf(parent, "this NodeSet's")  # its slurm.conf lines, refused here as the Controller hook would
     replicas = fields.opt_int(spec, "replicas", 1, maximum=MAX_REPLICAS)
     return NodeSetSpec(
         name=meta["name"],

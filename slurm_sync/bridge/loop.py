@@ -195,11 +195,11 @@ class BridgeLoop:
         """Refuse (SlurmSuspect) a node listing that suddenly lacks many nodes it had, until Slurm says
         of each one, asked by name, that it is gone: a refused listing never becomes the node view."""
         lost = sudden_loss(before, now, self._deleted_nodes)
+        self._deleted_nodes -= now.keys()  # registered again: its loss would no longer be ours
         if not lost:
             self._lost_nodes_gone.clear()
             return
         refuse_unproven_loss(lost, len(before), self._lost_nodes_gone, self.slurm.get_node, "node")
-        self._deleted_nodes -= lost
 
     def read_kube(self) -> KubeState:
         """The views of every managed pod and Node, made again only for objects that changed (ViewMemo)."""
@@ -552,6 +552,7 @@ class BridgeLoop:
         self._registered_absence.next_pass()
         self._registered_absence.forget_except(missing)
         gone = set(missing & self._deleted_nodes)
+        self._deleted_nodes -= gone  # our DELETE proves its absence once, not for a later record of that name
         for name in sorted(missing - gone):
             try:
                 self.slurm.get_node(name)

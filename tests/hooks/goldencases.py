@@ -154,6 +154,7 @@ CASES: dict[str, Case] = {
         nodeset(
             "burst",
             elastic={"minReplicas": 1, "maxReplicas": 12, "suspendTime": 120, "resumeTimeout": 900},
+            extraConf="cpus=64 RealMemory=256000 Sockets=2",
             template={"spec": {"hostname": "b"}},
             ordinalPadding=3,
             partition={"enabled": True},

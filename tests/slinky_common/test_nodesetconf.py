@@ -106,21 +106,29 @@ def test_an_elastic_nodeset_puts_its_always_on_and_on_demand_nodes_in_slurm_conf
     spec = {
         "elastic": {"minReplicas": 2, "maxReplicas": 12},
         "ordinalPadding": 2,
-        "extraConf": "CPUs=8 Features=fast",
+        "extraConf": "CPUs=8 RealMemory=1000 Features=fast",
         "partition": {"enabled": True},
     }
     conf = nodesetconf.nodeset_conf(nodeset("gpu", **spec), "ns")
     assert conf.elastic == nodesetconf.ElasticNodes(
-        "gpu-[00-01]", "gpu-[02-11]", "CPUs=8 Features=fast,gpu", nodesetconf.Elastic(2, 12, 600, 600)
+        "gpu-[00-01]", "gpu-[02-11]", "CPUs=8 Features=fast,gpu RealMemory=1000", nodesetconf.Elastic(2, 12, 600, 600)
     )
+    sized = "CPUs=1 RealMemory=100"
     prefixed = nodesetconf.nodeset_conf(
-        nodeset("gpu", template={"spec": {"hostname": "g"}}, elastic={"maxReplicas": 1}, partition={"enabled": True}),
+        nodeset(
+            "gpu",
+            template={"spec": {"hostname": "g"}},
+            elastic={"maxReplicas": 1},
+            partition={"enabled": True},
+            extraConf=sized,
+        ),
         "ns",
     )
     assert prefixed.elastic is not None
     assert (prefixed.elastic.always_on, prefixed.elastic.on_demand) == (None, "g[0-0]")
     all_on = nodesetconf.nodeset_conf(
-        nodeset("gpu", elastic={"minReplicas": 3, "maxReplicas": 3}, partition={"enabled": True}), "ns"
+        nodeset("gpu", elastic={"minReplicas": 3, "maxReplicas": 3}, partition={"enabled": True}, extraConf=sized),
+        "ns",
     )
     assert all_on.elastic is not None and (all_on.elastic.always_on, all_on.elastic.on_demand) == ("gpu-[0-2]", None)
 
@@ -132,3 +140,27 @@ def test_node_conf_is_what_slurmd_registers_with() -> None:
         "Features": "a,b,gpu",
         "Gres": "gpu:2",
     }
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("CPUs=4", "ns spec.extraConf must give RealMemory= for an elastic NodeSet"),
+        ("Weight=2", "ns spec.extraConf must give CPUs= and RealMemory= for an elastic NodeSet"),
+        ("CPUs=4 RealMemory=9 State=IDLE", "ns spec.extraConf: State= is not a node option"),
+        ("CPUs=4 RealMemory=9 NodeAddr=10.0.0.1", "ns spec.extraConf: NodeAddr= is not a node option"),
+        ("CPUs=4 RealMemory=9 Features=a#b", "ns spec.extraConf: Features='a#b,gpu' must hold only"),
+        ('CPUs=4 RealMemory=9 Weight="3', "ns spec.extraConf: Weight='\"3' must hold only"),
+    ],
+)
+def test_an_elastic_nodesets_options_are_node_options_with_plain_values_and_its_size(extra: str, message: str) -> None:
+    """They go into slurm.conf: a bad one would stop slurmctld for the whole cluster, not one NodeSet's slurmd."""
+    obj = nodeset("gpu", elastic={"maxReplicas": 2}, partition={"enabled": True}, extraConf=extra)
+    with pytest.raises(InvalidSpec) as caught:
+        nodesetconf.nodeset_conf(obj, "ns")
+    assert str(caught.value).startswith(message)
+
+
+def test_resume_timeout_stays_within_what_slurm_holds() -> None:
+    with pytest.raises(InvalidSpec, match="from 1 to 65534, got 86400"):
+        nodesetconf.read_elastic({"elastic": {"maxReplicas": 2, "resumeTimeout": 86400}})

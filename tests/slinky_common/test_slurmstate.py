@@ -134,6 +134,8 @@ def test_released_means_no_job_now_and_none_will_start(states, released):
         (["IDLE", "CLOUD", "POWERING_DOWN"], slurmstate.POWER_DOWN),
         (["DOWN", "CLOUD", "POWERED_DOWN"], slurmstate.RESUME_FAILED),
         (["down", "cloud", "powered_down"], slurmstate.RESUME_FAILED),
+        (["ALLOCATED", "CLOUD", "POWERING_DOWN"], slurmstate.POWER_UP),  # busy evidence wins
+        (["DOWN", "COMPLETING", "CLOUD", "POWERED_DOWN"], slurmstate.POWER_UP),
     ],
 )
 def test_power_is_what_slurms_power_saving_wants_of_the_nodes_pod(states: list[str], power: str) -> None:

@@ -326,7 +326,12 @@ def test_an_elastic_nodesets_pods_are_its_minimum_and_their_slurmd_reports_its_o
     """Its nodes are in slurm.conf, so slurmd registers no dynamic node (`-Z --conf` would name a node twice);
     `-b`: slurmctld ignores a powering-up node whose boot time is older than its resume request, and a container's
     boot time is the host's (docs/architecture.md §4.9)."""
-    parent = nodeset(replicas=3, elastic={"minReplicas": 1, "maxReplicas": 4}, partition={"enabled": True})
+    parent = nodeset(
+        replicas=3,
+        elastic={"minReplicas": 1, "maxReplicas": 4},
+        partition={"enabled": True},
+        extraConf="CPUs=2 RealMemory=100",
+    )
     pods = children(sync(client, request(parent)))
     assert sorted(pods) == ["gpu-0"]
     assert slurmd(pods["gpu-0"])["args"] == ["-b", "--conf-server", "slurm-controller.slurm:6817"]

@@ -63,7 +63,12 @@ def test_max_unavailable_that_would_never_update_or_is_unreadable_is_refused(val
 
 def test_an_elastic_nodeset_keeps_its_minimum_and_does_not_use_replicas() -> None:
     parsed = parse_nodeset(
-        nodeset(replicas=5, elastic={"minReplicas": 1, "maxReplicas": 4}, partition={"enabled": True})
+        nodeset(
+            replicas=5,
+            elastic={"minReplicas": 1, "maxReplicas": 4},
+            partition={"enabled": True},
+            extraConf="CPUs=2 RealMemory=100",
+        )
     )
     assert (parsed.replicas, parsed.elastic) == (1, Elastic(1, 4, 600, 600))
     assert parse_nodeset(nodeset(replicas=5)).elastic is None
@@ -78,6 +83,10 @@ def test_an_elastic_nodeset_keeps_its_minimum_and_does_not_use_replicas() -> Non
             "spec.elastic requires spec.scalingMode StatefulSet",
         ),
         ({"elastic": {"minReplicas": 1}, "partition": {"enabled": True}}, "spec.elastic.maxReplicas is required"),
+        (
+            {"elastic": {"maxReplicas": 2}, "partition": {"enabled": True}, "extraConf": "CPUs=2"},
+            "this NodeSet's spec.extraConf must give RealMemory= for an elastic NodeSet",
+        ),
     ],
 )
 def test_an_elastic_nodeset_the_hook_cannot_serve_is_named(spec: dict, message: str) -> None:
