@@ -20,8 +20,10 @@ from slinky_common.errors import InvalidSpec
 # A Slurm name: letters, digits and `._-`; nothing that slurm.conf would split on (spaces, `=`,
 # `,`, `#`, parentheses) or read as a new line.
 _WORD = re.compile(r"[A-Za-z0-9_.-]+")
-# Pods an elastic NodeSet may grow to: the NodeSet hook's own bound on one NodeSet (hooks/nodeset/spec.py).
-MAX_ELASTIC_REPLICAS = 10_000
+# Pods one NodeSet may have, elastic or not: one sync builds every pod in one response (10,000 pods is about 30 MB
+# and half a second; larger pools are split across NodeSets).
+MAX_REPLICAS = 10_000
+MAX_ORDINAL_PADDING = 10  # an int32 ordinal has at most 10 digits
 DEFAULT_SUSPEND_TIME = 600
 DEFAULT_RESUME_TIMEOUT = 600
 # Slurm keeps a partition's ResumeTimeout in 16 bits, 65535 meaning "infinite": a larger value stops slurmctld.
@@ -86,7 +88,12 @@ def nodeset_conf(nodeset: Mapping[str, Any], where: str) -> NodeSetConf:
         name = check_word(str(hostname).strip("-"), f"{where} spec.template.spec.hostname")
     else:
         name = check_word(nodeset["metadata"]["name"], f"{where} metadata.name")
-    types = _nodeset_gres_types(spec, template_spec, where)
+    extra = spec.get("extraConf") or ""
+    if not isinstance(extra, str):
+        raise InvalidSpec(f"{where} spec.extraConf must be a string")
+    slurmd = fields.container_override(dict(spec), "slurmd", f"{where} spec")
+    node_gres = gres.node_gres(parse_extra_conf(extra).get("Gres"), slurmd, dict(template_spec), where)
+    types = gres.gres_types(node_gres, f"{where} gres") if node_gres else ()
     partition = spec.get("partition") or {}
     if not partition.get("enabled"):
         return NodeSetConf(name, gres_types=types)
@@ -96,7 +103,11 @@ def nodeset_conf(nodeset: Mapping[str, Any], where: str) -> NodeSetConf:
     config = check_line(config.strip(), f"{where} spec.partition.config")
     if (nodeset.get("metadata") or {}).get("deletionTimestamp"):
         config = deleting_partition(config)
-    return NodeSetConf(name, config, types, _elastic_nodes(nodeset, name, where))
+    elastic = read_elastic(spec, f"{where} spec")
+    if elastic is None:
+        return NodeSetConf(name, config, types)
+    items = node_conf(name, extra, slurmd, template_spec, where)
+    return NodeSetConf(name, config, types, _elastic_nodes(nodeset, elastic, items, where))
 
 
 def read_elastic(spec: Mapping[str, Any], where: str = "spec") -> Elastic | None:
@@ -108,7 +119,7 @@ def read_elastic(spec: Mapping[str, Any], where: str = "spec") -> Elastic | None
     at = f"{where}.elastic"
     if not isinstance(raw, dict):
         raise InvalidSpec(f"{at} must be an object")
-    maximum = fields.opt_int(raw, "maxReplicas", 0, at, minimum=1, maximum=MAX_ELASTIC_REPLICAS)
+    maximum = fields.opt_int(raw, "maxReplicas", 0, at, minimum=1, maximum=MAX_REPLICAS)
     if "maxReplicas" not in raw:
         raise InvalidSpec(f"{at}.maxReplicas is required")
     minimum = fields.opt_int(raw, "minReplicas", 0, at, maximum=maximum)
@@ -122,21 +133,11 @@ def read_elastic(spec: Mapping[str, Any], where: str = "spec") -> Elastic | None
     )
 
 
-def _elastic_nodes(nodeset: Mapping[str, Any], name: str, where: str) -> ElasticNodes | None:
-    spec = nodeset.get("spec") or {}
-    elastic = read_elastic(spec, f"{where} spec")
-    if elastic is None:
-        return None
-    template_spec = (spec.get("template") or {}).get("spec") or {}
-
+def _elastic_nodes(nodeset: Mapping[str, Any], elastic: Elastic, items: Mapping[str, str], where: str) -> ElasticNodes:
+    """`items`: the options its slurmd register with (`node_conf`), which its slurm.conf lines carry."""
     prefix, padding = _hostname_parts(nodeset, where)
     always_on = _hostlist(prefix, padding, 0, elastic.min_replicas)
     on_demand = _hostlist(prefix, padding, elastic.min_replicas, elastic.max_replicas)
-    extra = spec.get("extraConf") or ""
-    if not isinstance(extra, str):
-        raise InvalidSpec(f"{where} spec.extraConf must be a string")
-    slurmd = fields.container_override(dict(spec), "slurmd", f"{where} spec")
-    items = node_conf(name, extra, slurmd, template_spec, where)
     _check_elastic_options(items, f"{where} spec.extraConf")
     options = " ".join(f"{key}={value}" for key, value in sorted(items.items()))
     return ElasticNodes(always_on, on_demand, options, elastic)
@@ -171,7 +172,7 @@ def _hostname_parts(nodeset: Mapping[str, Any], where: str) -> tuple[str, int]:
     """The NodeSet's pod hostname prefix and ordinal padding (`ordinal_hostname`)."""
     spec = nodeset.get("spec") or {}
     template_hostname = ((spec.get("template") or {}).get("spec") or {}).get("hostname")
-    padding = fields.opt_int(dict(spec), "ordinalPadding", 0, f"{where} spec", maximum=10)
+    padding = fields.opt_int(dict(spec), "ordinalPadding", 0, f"{where} spec", maximum=MAX_ORDINAL_PADDING)
     return hostname_prefix(str(nodeset["metadata"]["name"]), template_hostname), padding
 
 
@@ -197,17 +198,6 @@ def node_conf(
     conf = {key: ",".join(v for v in values if v) for key, values in items.items()}
     conf.update(Features=",".join(sorted(features)), Gres=node_gres or "")
     return {key: text for key, text in conf.items() if text}
-
-
-def _nodeset_gres_types(spec: Mapping[str, Any], template_spec: Mapping[str, Any], where: str) -> tuple[str, ...]:
-    """The gres names the NodeSet's slurmd register (its extraConf `Gres=`, else its GPUs)."""
-    extra = spec.get("extraConf") or ""
-    if not isinstance(extra, str):
-        raise InvalidSpec(f"{where} spec.extraConf must be a string")
-    explicit = parse_extra_conf(extra).get("Gres")
-    slurmd = fields.container_override(dict(spec), "slurmd", f"{where} spec")
-    value = gres.node_gres(explicit, slurmd, dict(template_spec), where)
-    return gres.gres_types(value, f"{where} gres") if value else ()
 
 
 def deleting_partition(config: str) -> str:

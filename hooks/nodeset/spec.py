@@ -24,7 +24,7 @@ from slinky_common import fields, names
 from slinky_common.errors import InvalidSpec
 from slinky_common.fields import KeyRef, container_override
 from slinky_common.jsontypes import dict_field
-from slinky_common.nodesetconf import Elastic, nodeset_conf, read_elastic
+from slinky_common.nodesetconf import MAX_ORDINAL_PADDING, MAX_REPLICAS, Elastic, nodeset_conf, read_elastic
 
 JSON = dict[str, Any]
 
@@ -43,10 +43,6 @@ PVC_TYPE_KEY = contract.TYPE_PVC
 CONFIGMAP_TYPE_KEY = contract.TYPE_CONFIGMAP
 
 _PERCENT = re.compile(r"^(0|[1-9][0-9]*)%$")
-# One sync builds every pod of the NodeSet in one response: 10,000 pods is about 30 MB and half a
-# second; millions would exhaust the hook's time and memory, so larger pools are split across NodeSets.
-MAX_REPLICAS = 10_000
-_MAX_ORDINAL_PADDING = 10  # an int32 ordinal has at most 10 digits
 MAX_LABEL_VALUE = 63  # label values and DNS labels (pod hostnames)
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -141,7 +137,7 @@ def parse_nodeset(parent: JSON) -> NodeSetSpec:
             retention, "whenScaled", RETAIN, (RETAIN, DELETE), "spec.persistentVolumeClaimRetentionPolicy"
         ),
         min_ready_seconds=fields.opt_int(spec, "minReadySeconds", 0),
-        ordinal_padding=fields.opt_int(spec, "ordinalPadding", 0, maximum=_MAX_ORDINAL_PADDING),
+        ordinal_padding=fields.opt_int(spec, "ordinalPadding", 0, maximum=MAX_ORDINAL_PADDING),
         pin_to_node=fields.opt_bool(spec, "pinToNode", False),
         oversubscribe_node=fields.opt_bool(spec, "oversubscribeNode", False),
         scheduled=_scheduled_update(strategy) if strategy.get("type") == SCHEDULED_UPDATE else None,
