@@ -164,8 +164,20 @@ def on_demand_nodes(nodeset: Mapping[str, Any], where: str = "nodeset") -> dict[
     elastic = read_elastic(nodeset.get("spec") or {}, f"{where} spec")
     if elastic is None:
         return {}
+    return _ordinal_nodes(nodeset, where, elastic.min_replicas, elastic.max_replicas)
+
+
+def elastic_nodes(nodeset: Mapping[str, Any], where: str = "nodeset") -> dict[str, int]:
+    """Every Slurm node slurm.conf names for an elastic NodeSet (ordinals 0..maxReplicas-1), as on_demand_nodes."""
+    elastic = read_elastic(nodeset.get("spec") or {}, f"{where} spec")
+    if elastic is None:
+        return {}
+    return _ordinal_nodes(nodeset, where, 0, elastic.max_replicas)
+
+
+def _ordinal_nodes(nodeset: Mapping[str, Any], where: str, start: int, stop: int) -> dict[str, int]:
     prefix, padding = _hostname_parts(nodeset, where)
-    return {prefix + str(o).zfill(padding): o for o in range(elastic.min_replicas, elastic.max_replicas)}
+    return {prefix + str(o).zfill(padding): o for o in range(start, stop)}
 
 
 def _hostname_parts(nodeset: Mapping[str, Any], where: str) -> tuple[str, int]:

@@ -79,14 +79,22 @@ def is_drained(states: Iterable[str]) -> bool:
     return is_drain(states) and not is_busy(states)
 
 
+def is_powered_down(states: Iterable[str]) -> bool:
+    """Slurm's power saving powered the node down or is doing so, and no power-up is under way."""
+    words = normalize(states)
+    return not words.isdisjoint(("POWERED_DOWN", "POWERING_DOWN")) and "POWERING_UP" not in words
+
+
 def is_released(states: Iterable[str]) -> bool:
-    """Slurm runs no job on the node and will start none: drained, or DOWN with nothing completing.
+    """Slurm runs no job on the node and will start none there: drained, DOWN, or powered down, nothing busy.
 
     A DOWN node is one whose slurmd Slurm gave up on; it has already ended or requeued that node's
     jobs, so its pod holds nothing. Without this a condemned pod on a dead node would wait forever
-    for a drain that cannot finish (the DOWN reason is Slurm's, which we never override).
+    for a drain that cannot finish (the DOWN reason is Slurm's, which we never override). A powered-down node
+    runs nothing, and the slurmd of its pod can never run a job there again: when Slurm powers the node up, it
+    waits for a slurmd started after that (docs/architecture.md §4.9).
     """
-    return not is_busy(states) and (is_drain(states) or base_state(states) == "DOWN")
+    return not is_busy(states) and (is_drain(states) or base_state(states) == "DOWN" or is_powered_down(states))
 
 
 def is_draining(states: Iterable[str]) -> bool:

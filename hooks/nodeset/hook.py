@@ -87,6 +87,8 @@ from hooks.nodeset.spec import (
 from hooks.status import condition
 from slinky_common import fields, names
 from slinky_common.errors import InvalidSpec
+from slinky_common.nodesetconf import on_demand_nodes
+from slinky_common.powerreport import read_report
 from slinky_common.wellknown import selector_labels
 
 JSON = dict[str, Any]
@@ -139,6 +141,7 @@ def sync(req: CompositeRequest) -> JSON:
         draining=_published_draining(req.parent),
         now=_clock(spec, pods),
         maintenance=reservation.maintenance_nodes(spec, report),
+        power=_power(req.parent, spec),
     )
     nodes = req.related_of(NODE_TYPE_KEY)
     ordinal_to_node = _ordinal_to_node(req.parent, spec, pods)
@@ -149,7 +152,7 @@ def sync(req: CompositeRequest) -> JSON:
         plan = plan_statefulset(ctx, pods, ordinal_to_node, fits)
     for slot in plan.create:
         _check_identity(spec, slot)
-    if plan.condemned:
+    if plan.condemned and spec.elastic is None:  # an elastic NodeSet's nodes are slurm.conf's, never deleted
         plan.delete_stale_records(pods, builder.registration)
     wanted = still_wanted(pods, plan.condemned, ctx.now, frozenset(plan.delete_node))
     built = [builder.build(slot) for slot in plan.create]
@@ -162,6 +165,19 @@ def sync(req: CompositeRequest) -> JSON:
         status[names.STATUS_ORDINAL_TO_NODE] = ordinal_to_node
     _add_reservation(status, req.parent, spec, reservation.intent(spec, pods, status, report), report)
     return _response(status, children, plan, ctx.seconds_until_available(pods))
+
+
+def _power(parent: JSON, spec: NodeSetSpec) -> dict[int, str]:
+    """An elastic NodeSet's on-demand ordinals by their power in slurm_sync's report (none without a report)."""
+    if spec.elastic is None:
+        return {}
+    annotations = parent["metadata"].get("annotations")
+    value = annotations.get(names.ANNOTATION_POWER_OBSERVED) if isinstance(annotations, dict) else None
+    report = read_report(value if isinstance(value, str) else None)
+    if report is None:
+        return {}
+    ordinals = on_demand_nodes(parent)
+    return {ordinals[node]: power for node, power in report.power_of().items() if node in ordinals}
 
 
 def _add_reservation(
@@ -469,7 +485,8 @@ def _status(
     """Counts describe the observed pods of this NodeSet (foreign and terminating pods excluded)."""
     ours = [p for p in pods if p.ours and not p.terminating]
     available = sum(1 for p in ours if ctx.available(p))
-    desired = plan.desired if spec.scaling_mode == DAEMONSET else spec.replicas
+    # DaemonSet: the Nodes that fit; elastic: the always-on ordinals and those Slurm powers up
+    desired = plan.desired if spec.scaling_mode == DAEMONSET or spec.elastic else spec.replicas
     draining = [_drain_intent(name, plan) for name in sorted(plan.condemned)]
     return {
         "replicas": len(ours),

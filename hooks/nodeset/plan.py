@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +19,7 @@ from hooks.nodeset.observe import ObservedPod, victim_order
 from hooks.nodeset.pods import PodSlot, daemonset_slot, statefulset_slot
 from hooks.nodeset.scheduling import Fit, node_fit
 from hooks.nodeset.spec import ROLLING_UPDATE, SCHEDULED_UPDATE, NodeSetSpec
-from slinky_common import names
+from slinky_common import names, slurmstate
 from slinky_common.wellknown import node_hostname
 
 JSON = dict[str, Any]
@@ -62,6 +62,9 @@ class Context:
     now: float | None  # the hook's clock (hooks/nodeset.now); None when minReadySeconds is 0 (not read)
     # ScheduledUpdate: Slurm nodes slurm_sync reports in MAINTENANCE under this NodeSet's reservation
     maintenance: frozenset[str] = frozenset()
+    # elastic: each on-demand ordinal's power in slurm_sync's report (slinky_common.slurmstate.POWER_UP ...);
+    # an ordinal it lacks is unknown
+    power: Mapping[int, str] = field(default_factory=dict)
 
     def available(self, pod: ObservedPod) -> bool:
         """Healthy, and Ready for at least minReadySeconds by the hook's clock.
@@ -97,29 +100,63 @@ class Context:
 def plan_statefulset(
     ctx: Context, pods: list[ObservedPod], ordinal_to_node: dict[str, str], fits: dict[str, Fit]
 ) -> Plan:
-    """Ordinal pods: replicas of them, lowest free ordinals first, highest-ordinal victims first."""
+    """Ordinal pods: replicas of them, lowest free ordinals first, highest-ordinal victims first. An elastic
+    NodeSet's are its always-on ordinals and those Slurm powers up (_plan_elastic)."""
     spec = ctx.spec
     plan = Plan(desired=spec.replicas)
     ordinals = {p.name: _ordinal(p.name, spec.name) for p in pods}
     members = _claim_ordinals(plan, spec, _current_mode(plan, spec, pods), ordinals)
-    _scale(plan, ctx, members)
+    wanted = _plan_elastic(plan, ctx, members) if spec.elastic else None
+    if wanted is None:
+        _scale(plan, ctx, members)
     kept = {o: p for o, p in members.items() if p.name not in plan.condemned}
     plan.condemn((p for p in kept.values() if p.finished), "pod finished; replacing it")
     if spec.update_type == ROLLING_UPDATE:
-        _rolling_update(plan, ctx, [(p, o) for o, p in sorted(kept.items())], spec.replicas)
+        _rolling_update(plan, ctx, [(p, o) for o, p in sorted(kept.items())], plan.desired)
     elif spec.update_type == SCHEDULED_UPDATE:
         _scheduled_update(plan, ctx, kept.values())
-    missing = spec.replicas - len(members)
-    taken = set(ordinals.values())
+    taken = {o for o in ordinals.values() if o is not None}
     names_taken = {p.name for p in pods}
+    for ordinal in _free_ordinals(spec.replicas - len(members), taken) if wanted is None else sorted(wanted - taken):
+        slot = statefulset_slot(spec, ordinal, _pin(spec, ordinal, ordinal_to_node, fits))
+        if slot.name not in names_taken:
+            plan.create.append(slot)
+    return plan
+
+
+def _free_ordinals(missing: int, taken: set[int]) -> Iterator[int]:
+    """The lowest `missing` ordinals no pod holds."""
     ordinal = 0
     while missing > 0:
-        slot = statefulset_slot(spec, ordinal, _pin(spec, ordinal, ordinal_to_node, fits))
-        if ordinal not in taken and slot.name not in names_taken:
-            plan.create.append(slot)
+        if ordinal not in taken:
+            yield ordinal
             missing -= 1
         ordinal += 1
-    return plan
+
+
+def _plan_elastic(plan: Plan, ctx: Context, members: dict[int, ObservedPod]) -> set[int]:
+    """The ordinals an elastic NodeSet wants (docs/architecture.md §4.9): the always-on ones below minReplicas and
+    each one Slurm powers up. A pod goes (drained first, as every pod) when Slurm powered its node down or gave up
+    waiting for it, when its ordinal is past maxReplicas, or once it was condemned: a slurmd that ran before Slurm
+    powered its node up again never registers the node, so that pod must be replaced. A pod of an ordinal the
+    report lacks is kept and none is created for it: unknown means no action."""
+    elastic = ctx.spec.elastic
+    assert elastic is not None
+    wanted = set(range(elastic.min_replicas))
+    wanted.update(o for o, power in ctx.power.items() if power == slurmstate.POWER_UP and o < elastic.max_replicas)
+    plan.desired = len(wanted)
+    for ordinal, pod in sorted(members.items()):
+        if ordinal >= elastic.max_replicas:
+            plan.condemn([pod], f"scale-in to maxReplicas {elastic.max_replicas}")
+        elif ordinal < elastic.min_replicas:
+            continue
+        elif ctx.power.get(ordinal) == slurmstate.POWER_DOWN:
+            plan.condemn([pod], "Slurm powered its node down")
+        elif ctx.power.get(ordinal) == slurmstate.RESUME_FAILED:
+            plan.condemn([pod], "its node was not up within ResumeTimeout; Slurm requeued the job")
+        elif pod.name in ctx.draining:
+            plan.condemn([pod], "its slurmd cannot register a node Slurm powers up again; replacing it")
+    return wanted
 
 
 def plan_daemonset(ctx: Context, pods: list[ObservedPod], nodes: list[JSON], pod_spec: JSON) -> Plan:

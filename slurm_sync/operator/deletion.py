@@ -109,7 +109,8 @@ def pending_jobs(nodeset: NodeSetView, jobs: Iterable[Job]) -> tuple[int, ...]:
 
 def nodes_of(nodeset: NodeSetView, pods: Iterable[PodView], nodes: Mapping[str, Node]) -> tuple[str, ...]:
     """The NodeSet's Slurm node records still in slurmctld: its pods' nodes, and nodes whose comment
-    names the NodeSet (namespace, name, uid)."""
+    names the NodeSet (namespace, name, uid). Not an elastic NodeSet's slurm.conf nodes: Slurm refuses to delete
+    them, and they go with its slurm.conf lines."""
     found = {p.slurm_node for p in pods if p.nodeset == nodeset.name and p.slurm_node in nodes}
     for node in nodes.values():
         info = pod_info(node.comment)
@@ -119,7 +120,7 @@ def nodes_of(nodeset: NodeSetView, pods: Iterable[PodView], nodes: Mapping[str, 
             nodeset.uid,
         ):
             found.add(node.name)
-    return tuple(sorted(found))
+    return tuple(sorted(found - nodeset.conf_nodes))
 
 
 def parse_rfc3339(text: str | None) -> datetime.datetime | None:

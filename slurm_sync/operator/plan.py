@@ -147,6 +147,8 @@ def drain_action(pod: PodView, node: Node, intent: str | None) -> SlurmAction | 
     if intent is not None:
         if slurmstate.is_drain(node.state) and node.reason == intent:
             return None
+        if slurmstate.is_powered_down(node.state) and not node.busy:
+            return None  # released already; a drain would outlive the pod and keep Slurm from powering it up
         return SlurmAction(node.name, NodeUpdate(state=("DRAIN",), reason=intent), lifts_drain=False)
     if not node.reason:
         return None

@@ -10,30 +10,17 @@ out. A node the listing lacks is in no list: unknown, so the hook neither create
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import partial
 
 from slinky_common import names, slurmstate
+from slinky_common.powerreport import PowerReport
 from slurm_sync.events import nodeset_ref
 from slurm_sync.operator.plan import SlurmView
 from slurm_sync.operator.steps import StepContext, Tally
 from slurm_sync.operator.view import ClusterView, NodeSetView
 from slurm_sync.slurm.errors import SlurmError
 from slurm_sync.slurm.types import Node, NodeUpdate
-
-
-@dataclass(frozen=True)
-class PowerReport:
-    up: tuple[str, ...] = ()
-    down: tuple[str, ...] = ()
-    resume_failed: tuple[str, ...] = ()
-
-    def value(self) -> str:
-        """The annotation value (compact JSON, stable key order)."""
-        body = {"up": list(self.up), "down": list(self.down), "resumeFailed": list(self.resume_failed)}
-        return json.dumps(body, separators=(",", ":"))
 
 
 def plan_report(nodeset: NodeSetView, nodes: Mapping[str, Node]) -> PowerReport:
@@ -55,6 +42,22 @@ def to_resume(report: PowerReport, nodes: Mapping[str, Node]) -> tuple[str, ...]
     return tuple(n for n in report.resume_failed if nodes[n].reason.startswith(slurmstate.RESUME_TIMEOUT_REASON))
 
 
+def to_lift(nodeset: NodeSetView, nodes: Mapping[str, Node]) -> tuple[str, ...]:
+    """On-demand nodes Slurm powered down that carry our own DOWN or DRAIN (the preStop of the pod that left, or a
+    drain that was under way when Slurm powered the node down): no pod is left to lift it, and Slurm would never
+    power the node up again. A powered-down node runs nothing; an administrator's reason is never ours."""
+    return tuple(
+        name
+        for name in sorted(nodeset.on_demand_nodes)
+        if (node := nodes.get(name)) is not None
+        and "POWERED_DOWN" in node.state
+        and slurmstate.is_powered_down(node.state)
+        and not node.busy
+        and (node.base_state == "DOWN" or "DRAIN" in node.state)
+        and slurmstate.is_operator_reason(node.reason)
+    )
+
+
 def execute(ctx: StepContext, cluster: ClusterView, slurm: SlurmView, tally: Tally) -> None:
     """Report on each elastic NodeSet of the cluster and resume its nodes whose resume failed. Needs Slurm's node
     listing of this pass (a failed one is already a pass error)."""
@@ -67,6 +70,8 @@ def execute(ctx: StepContext, cluster: ClusterView, slurm: SlurmView, tally: Tal
         _count(ctx, nodeset, report)
         for node in to_resume(report, slurm.nodes):
             _resume(ctx, nodeset, node, tally)
+        for node in to_lift(nodeset, slurm.nodes):
+            _lift(ctx, node, tally)
         value = report.value()
         if value != nodeset.power_report:
             ctx.kube_write(
@@ -92,6 +97,15 @@ def _resume(ctx: StepContext, nodeset: NodeSetView, node: str, tally: Tally) -> 
         "job that waited for it; the node is resumed, powered down, for a later try"
     )
     ctx.events.warn(ref, "ResumeFailed", note, "Resume")
+
+
+def _lift(ctx: StepContext, node: str, tally: Tally) -> None:
+    try:
+        ctx.slurm.update_node(node, NodeUpdate(state=("RESUME",)))
+    except SlurmError as exc:
+        ctx.slurm_error(tally, f"resume powered-down node {node}", exc)
+        return
+    tally.slurm_writes += 1
 
 
 def _count(ctx: StepContext, nodeset: NodeSetView, report: PowerReport) -> None:

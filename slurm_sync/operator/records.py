@@ -96,6 +96,8 @@ def record_deletes(cluster: ClusterView, slurm: SlurmView) -> Iterator[RecordDel
         nodeset = cluster.nodesets.get(pod.nodeset or "")
         if nodeset is None or nodeset.deleting or pod.name not in nodeset.record_deletes:
             continue  # a deleting NodeSet's records go by slurm_sync/operator/deletion.py
+        if pod.slurm_node in nodeset.conf_nodes:
+            continue  # an elastic NodeSet's node is slurm.conf's: Slurm keeps it (§4.9)
         node = slurm.nodes.get(pod.slurm_node)
         if node is None or node.name in wanted:
             continue
@@ -124,6 +126,8 @@ def leftovers(cluster: ClusterView, slurm: SlurmView) -> Iterator[Leftover]:
         nodeset = cluster.nodesets.get(info["nodeSetName"])
         if nodeset is None or nodeset.deleting or nodeset.scaling_mode == "DaemonSet":
             continue  # a deleting NodeSet's records go by slurm_sync/operator/deletion.py
+        if node.name in nodeset.conf_nodes:
+            continue  # an elastic NodeSet's node is slurm.conf's: powered down without a pod, never deleted
         if (nodeset.namespace, nodeset.uid) != (info["namespace"], info["nodeSetUID"]):
             continue  # another NodeSet of that name, or one made again: not proof the record is its own
         if nodeset.replicas is None or serving[nodeset.name] < nodeset.replicas:

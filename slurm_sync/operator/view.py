@@ -6,7 +6,7 @@ that cannot be read takes the value that makes slurm_sync do nothing (no intent,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,6 +75,8 @@ class NodeSetView:
     deletion_report: str | None = None  # our ANNOTATION_DELETION_OBSERVED
     replicas: int | None = None  # spec.replicas; None when unreadable
     on_demand_nodes: Mapping[str, int] = field(default_factory=dict)  # elastic: Slurm node -> ordinal (§4.9)
+    # elastic: every node slurm.conf names for it; Slurm keeps them without a pod and refuses to delete them
+    conf_nodes: frozenset[str] = frozenset()
     power_report: str | None = None  # our ANNOTATION_POWER_OBSERVED
 
     @property
@@ -216,18 +218,19 @@ def read_nodeset(obj: JSON) -> NodeSetView:
         partition=_partition(obj),
         deletion_report=_map(meta.get("annotations")).get(names.ANNOTATION_DELETION_OBSERVED),
         replicas=_count(spec.get("replicas")),
-        on_demand_nodes=_on_demand_nodes(obj),
+        on_demand_nodes=_elastic_nodes(obj, nodesetconf.on_demand_nodes),
+        conf_nodes=frozenset(_elastic_nodes(obj, nodesetconf.elastic_nodes)),
         power_report=_map(meta.get("annotations")).get(names.ANNOTATION_POWER_OBSERVED),
     )
 
 
-def _on_demand_nodes(obj: JSON) -> Mapping[str, int]:
-    """An elastic NodeSet's on-demand nodes; none when it is not elastic or its spec cannot be read (the hook
-    then answers InvalidSpec and keeps its pods: nothing to report)."""
+def _elastic_nodes(obj: JSON, read: Callable[[JSON], dict[str, int]]) -> Mapping[str, int]:
+    """Nodes of an elastic NodeSet (`read`: nodesetconf.on_demand_nodes or elastic_nodes); none when it is not
+    elastic or its spec cannot be read (the hook then answers InvalidSpec and keeps its pods: nothing to do)."""
     if not _obj(obj.get("spec")).get("elastic"):
         return {}
     try:
-        return nodesetconf.on_demand_nodes(obj)
+        return read(obj)
     except (InvalidSpec, KeyError, TypeError, AttributeError):
         return {}
 

@@ -117,6 +117,12 @@ def test_operator_reason_prefix() -> None:
         (["MIXED"], False),
         (["IDLE"], False),
         (["IDLE", "DRAIN", "UNDRAIN"], False),
+        # powered down: nothing runs, and the pod's slurmd can never run a job there again (§4.9)
+        (["IDLE", "CLOUD", "POWERED_DOWN"], True),
+        (["IDLE", "CLOUD", "POWERING_DOWN"], True),
+        (["ALLOCATED", "CLOUD", "POWERED_DOWN"], False),  # given a job: busy wins
+        (["IDLE", "CLOUD", "POWERING_UP"], False),
+        (["IDLE", "CLOUD", "POWERED_DOWN", "POWERING_UP"], False),
     ],
 )
 def test_released_means_no_job_now_and_none_will_start(states, released):

@@ -155,3 +155,13 @@ def test_a_reported_job_the_listing_omits_stays_until_slurm_says_so(httpserver: 
     looper.run_pass()
     assert report(kube)["pendingJobs"] == []
     assert slurm.job_writes == []  # nothing ended: it was never due
+
+
+def test_an_elastic_nodesets_slurm_conf_nodes_are_not_left_to_delete() -> None:
+    """Slurm refuses to delete a node slurm.conf names; they go with the NodeSet's slurm.conf lines (§4.9). A
+    dynamic node whose comment names the NodeSet still counts."""
+    obj = deleting_nodeset()
+    obj["spec"]["elastic"] = {"minReplicas": 1, "maxReplicas": 3}
+    listed = {n: node(n, "IDLE", comment=COMMENT) for n in ("gpu-0", "gpu-2", "gpu-7")}
+    plan = plan_deletion(read_nodeset(obj), [], listed, (), T0, 600)
+    assert plan.report.nodes_left == ("gpu-7",)

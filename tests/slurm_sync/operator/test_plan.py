@@ -194,6 +194,18 @@ def test_a_dead_node_releases_its_condemned_pod_without_touching_slurms_reason()
     assert not p.state.drained
 
 
+def test_a_powered_down_node_releases_its_condemned_pod_without_a_drain() -> None:
+    """Slurm powered the node down (an elastic NodeSet, §4.9): nothing runs there and this pod's slurmd can never
+    run a job there again, so no DRAIN is sent (it would outlive the pod and keep Slurm from powering the node up)."""
+    c = cluster(pod("gpu-0", states=("IDLE",)), intents={"gpu-0": "Slurm powered its node down"})
+    for power in ("POWERED_DOWN", "POWERING_DOWN"):
+        p = plan_one(c, node("gpu-0", "IDLE", "CLOUD", power, comment=COMMENT))
+        assert p.state.drained and updates(p) == [], power
+    # given a job while powered down: busy wins, and the drain is sent as for any node
+    p = plan_one(c, node("gpu-0", "ALLOCATED", "CLOUD", "POWERED_DOWN", comment=COMMENT))
+    assert not p.state.drained and [u.state for u in updates(p)] == [("DRAIN",)]
+
+
 def test_changed_intent_reason_redrains_but_never_over_an_administrators_reason() -> None:
     c = cluster(pod("gpu-0", states=("IDLE",)), intents={"gpu-0": "NodeSet deleted"})
     assert updates(plan_one(c, node("gpu-0", "IDLE", "DRAIN", reason=OUR, comment=COMMENT))) == [

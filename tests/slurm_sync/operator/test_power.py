@@ -3,11 +3,11 @@ from Slurm's node listing, the nodes resumed after a failed resume, and the step
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from slinky_common import names, slurmstate
+from slinky_common.powerreport import PowerReport
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
 from slurm_sync.operator import power
@@ -48,11 +48,11 @@ def test_each_listed_node_is_reported_by_what_its_power_state_asks_of_its_pod() 
         node("gpu-4", "IDLE", "CLOUD", "POWERING_DOWN"),
         node("other-9", "IDLE", "CLOUD", "POWERING_UP"),
     )
-    assert power.plan_report(elastic(), nodes) == power.PowerReport(("gpu-1", "gpu-2"), ("gpu-3", "gpu-4"), ())
+    assert power.plan_report(elastic(), nodes) == PowerReport(("gpu-1", "gpu-2"), ("gpu-3", "gpu-4"), ())
 
 
 def test_a_node_the_listing_lacks_is_in_no_list() -> None:
-    assert power.plan_report(elastic(), listing(node("gpu-2", "IDLE", "CLOUD", "POWERED_DOWN"))) == power.PowerReport(
+    assert power.plan_report(elastic(), listing(node("gpu-2", "IDLE", "CLOUD", "POWERED_DOWN"))) == PowerReport(
         (), ("gpu-2",), ()
     )
 
@@ -65,12 +65,6 @@ def test_only_a_failed_resume_is_resumed_never_an_administrators_down() -> None:
     report = power.plan_report(elastic(), nodes)
     assert report.resume_failed == ("gpu-1", "gpu-2")
     assert power.to_resume(report, nodes) == ("gpu-1",)
-
-
-def test_the_report_is_compact_json_in_a_stable_order() -> None:
-    value = power.PowerReport(("a",), ("b", "c"), ("d",)).value()
-    assert value == '{"up":["a"],"down":["b","c"],"resumeFailed":["d"]}'
-    assert json.loads(value) == {"up": ["a"], "down": ["b", "c"], "resumeFailed": ["d"]}
 
 
 @dataclass
@@ -155,3 +149,31 @@ def test_an_elastic_spec_slurm_sync_cannot_read_gives_no_nodes_to_report() -> No
     odd = nodeset()
     odd["spec"] = ["not", "an", "object"]
     assert read_nodeset(odd).on_demand_nodes == {}
+
+
+OURS = f"{names.DRAIN_REASON_PREFIX} Pod is terminating"
+
+
+def test_our_own_down_or_drain_on_a_powered_down_node_is_lifted_and_nothing_else() -> None:
+    """The preStop of the pod that left (or a drain under way when Slurm powered the node down) would keep Slurm
+    from ever powering the node up again; a busy, powering-up or always-on node, or anyone else's reason, stays."""
+    nodes = listing(
+        node("gpu-0", "DOWN", "POWERED_DOWN", reason=OURS),  # always on: not ours to power
+        node("gpu-1", "DOWN", "CLOUD", "POWERED_DOWN", reason=OURS),
+        node("gpu-2", "IDLE", "DRAIN", "CLOUD", "POWERED_DOWN", reason=f"{names.DRAIN_REASON_PREFIX} scale-in"),
+        node("gpu-3", "DOWN", "CLOUD", "POWERED_DOWN", reason="bad DIMM"),
+        node("gpu-4", "IDLE", "DRAIN", "CLOUD", "POWERING_DOWN", reason=OURS),  # not yet down
+        node("gpu-5", "ALLOCATED", "DRAIN", "CLOUD", "POWERED_DOWN", reason=OURS),  # given a job meanwhile
+        node("gpu-6", "IDLE", "DRAIN", "CLOUD", "POWERING_UP", "POWERED_DOWN", reason=OURS),
+        node("gpu-7", "IDLE", "CLOUD", "POWERED_DOWN"),
+    )
+    assert power.to_lift(elastic(1, 8), nodes) == ("gpu-1", "gpu-2")
+
+
+def test_the_step_lifts_our_reason_quietly() -> None:
+    slurm = FakeSlurm(listing(node("gpu-1", "DOWN", "CLOUD", "POWERED_DOWN", reason=OURS)))
+    recorder, tally, metrics = run_step(slurm, elastic(1, 2))
+    assert slurm.updates == [("gpu-1", NodeUpdate(state=("RESUME",)))]
+    assert (tally.slurm_writes, recorder.warnings) == (1, [])
+    failures = {"cluster": CLUSTER, "namespace": NS, "nodeset": "gpu"}
+    assert metrics.registry.get_sample_value("slurm_sync_elastic_resume_failures_total", failures) is None

@@ -160,6 +160,23 @@ def test_an_ordinary_drain_keeps_the_record(httpserver: HTTPServer, flag) -> Non
     assert DELETE not in slurm.job_writes
 
 
+def make_elastic(obj: dict) -> None:
+    """Its nodes gpu-[0-3] in slurm.conf (docs/architecture.md §4.9)."""
+    obj["spec"]["elastic"] = {"minReplicas": 1, "maxReplicas": 4}
+    obj["spec"]["partition"] = {"enabled": True}
+
+
+def test_an_elastic_nodesets_record_is_never_deleted(httpserver: HTTPServer) -> None:
+    """Even when a drain intent asks for it (flagged before the NodeSet became elastic): Slurm refuses to delete a
+    node slurm.conf names, and the pod needs no new record to register differently."""
+    obj = flagged_nodeset()
+    make_elastic(obj)
+    slurm, _, loop = rig(httpserver, nodeset_obj=obj)
+    for _ in range(3):
+        loop.run_pass()
+    assert DELETE not in slurm.job_writes
+
+
 # --- leftover records: a pod gone without a scale-in, replaced under another name ---------------------
 
 TERMINATED = ("DOWN", "NOT_RESPONDING")  # the preStop's DOWN, slurmd gone
@@ -233,6 +250,7 @@ def test_a_pod_found_between_the_two_answers_voids_the_evidence(httpserver: HTTP
         "asked for by name",
         "Slurm unknown",
         "busy on the second answer",
+        "elastic",  # slurm.conf's node: powered down without a pod, and Slurm refuses to delete it
     ],
 )
 def test_a_leftover_record_stays(httpserver: HTTPServer, case: str) -> None:
@@ -256,6 +274,8 @@ def test_a_leftover_record_stays(httpserver: HTTPServer, case: str) -> None:
         kube.add("pods", pod("gpu-2", "gpu-7", terminating=True))
     if case == "DaemonSet":
         kube.get("nodesets", NS, NODESET)["spec"]["scalingMode"] = "DaemonSet"
+    if case == "elastic":
+        make_elastic(kube.get("nodesets", NS, NODESET))
     if case == "a job there":
         slurm.jobs = {5: running_job(5, "gpu-2")}
     if case == "asked for by name":
