@@ -86,7 +86,7 @@ def render(conf: SlurmConf) -> str:
         ("POWER SAVING", _power_saving(conf.nodesets)),
         ("NODESET & PARTITION", _nodeset_lines(conf.nodesets)),
         ("EXTRA CONFIG", [conf.extra_conf.rstrip("\n")] if conf.extra_conf.strip() else []),
-        ("MERGED CONFIG", conffile.merged_config(operator_parameters(conf.jwks, _gres_types(conf)), conf.extra_conf)),
+        ("MERGED CONFIG", conffile.merged_config(_operator_parameters(conf), conf.extra_conf)),
     ]
     return _join(sections)
 
@@ -110,11 +110,13 @@ def render_external(cluster_name: str, controller: Controller, accounting: Endpo
     )
 
 
-def operator_parameters(jwks: bool, gres_types: tuple[str, ...] = ()) -> dict[str, list[str]]:
+def operator_parameters(jwks: bool, gres_types: tuple[str, ...] = (), elastic: bool = False) -> dict[str, list[str]]:
     """Values the daemons depend on, for the keys a user may extend through extraConf.
 
     `GresTypes` names every gres a NodeSet's nodes register (slinky_common/gres.py); without it slurmctld
-    rejects their registration.
+    rejects their registration. With an elastic NodeSet, `cloud_reg_addrs`: a powered-up node's address is the
+    one its pod's slurmd registers from, as a dynamic node's is (a pod's hostname resolves nowhere else, and
+    slurmctld blocks on a name it cannot resolve; docs/architecture.md §4.9).
 
     A user's own setting of one of these keys is merged into a last MERGED CONFIG line (Slurm
     keeps the last setting), so extraConf can add options but never drop ours.
@@ -123,9 +125,13 @@ def operator_parameters(jwks: bool, gres_types: tuple[str, ...] = ()) -> dict[st
     params = {
         "AuthAltParameters": alt,
         "AuthInfo": ["use_client_ids"],
-        "SlurmctldParameters": ["enable_configless", "reconfig_on_restart"],
+        "SlurmctldParameters": ["enable_configless", "reconfig_on_restart", *(["cloud_reg_addrs"] if elastic else [])],
     }
     return params | ({"GresTypes": list(gres_types)} if gres_types else {})
+
+
+def _operator_parameters(conf: SlurmConf) -> dict[str, list[str]]:
+    return operator_parameters(conf.jwks, _gres_types(conf), any(ns.elastic for ns in conf.nodesets))
 
 
 def _gres_types(conf: SlurmConf) -> tuple[str, ...]:
@@ -154,7 +160,7 @@ def _elastic_nodes(conf: SlurmConf) -> int:
 
 
 def _plugins(conf: SlurmConf) -> list[str]:
-    ours = operator_parameters(conf.jwks, _gres_types(conf))
+    ours = _operator_parameters(conf)
     lines = ["AuthType=auth/slurm", "CredType=cred/slurm", "AuthAltTypes=auth/jwt"]
     lines += [f"{key}={','.join(values)}" for key, values in ours.items()]
     return lines + (["MetricsType=metrics/openmetrics"] if conf.metrics else [])

@@ -34,18 +34,23 @@ BUSY_STATES: Final = frozenset({"ALLOCATED", "MIXED", "COMPLETING"})
 POWER_UP: Final = "up"
 POWER_DOWN: Final = "down"
 RESUME_FAILED: Final = "resumeFailed"
+POWER_PENDING: Final = "pending"  # given a job, the power-up not yet asked for: in no list of the report
 # The reason Slurm gives a node it set DOWN because it was not up within ResumeTimeout.
 RESUME_TIMEOUT_REASON: Final = "ResumeTimeout reached"
 
 
 def power(states: Iterable[str]) -> str:
-    """What Slurm's power saving wants of a node: up (powering up, or busy, even while still powered down: Slurm
-    powers a node given a job up within a second, and busy evidence always wins; or up and running), down
-    (powering down or powered down), or resumeFailed (powered down and DOWN: not up within ResumeTimeout, or set
-    down by someone)."""
+    """What Slurm's power saving wants of a node: up (powering up, or up and running), down (powering down or
+    powered down), resumeFailed (powered down and DOWN: not up within ResumeTimeout, or set down by someone), or
+    pending: given a job while still powered down, before Slurm asks for the power-up. A pod must start after that
+    request: slurmctld takes the registration of a slurmd started before it as an unexpected reboot, sets the node
+    DOWN and requeues the job (seen on the cluster lab), so a pending node gets no pod yet, and keeps any it has
+    (busy evidence wins)."""
     words = normalize(states)
-    if "POWERING_UP" in words or not BUSY_STATES.isdisjoint(words):
+    if "POWERING_UP" in words:
         return POWER_UP
+    if not BUSY_STATES.isdisjoint(words):
+        return POWER_PENDING if "POWERED_DOWN" in words else POWER_UP
     if "POWERED_DOWN" in words and "DOWN" in words:
         return RESUME_FAILED
     if "POWERED_DOWN" in words or "POWERING_DOWN" in words:

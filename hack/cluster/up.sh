@@ -67,7 +67,7 @@ t0=$SECONDS
 "$CLUSTER_HACK_DIR/rootfs.sh" 2>&1 | tee -a "$LOG_FILE" >&2 || fail "the cluster lab's root filesystem could not be built; see $LOG_FILE"
 STARTED=1
 "$CLUSTER_HACK_DIR/down.sh" >/dev/null 2>&1 || true   # leftovers of an earlier run
-rm -rf "$LAB/pvc" "$LAB/pods" "$LAB/logs/pods"
+rm -rf "$LAB/pvc" "$LAB/pods" "$LAB/logs/pods" "$LAB/hold"
 kube_lab up 2>&1 | tee -a "$LOG_FILE" >&2 || fail "the API server did not start: $(cat "$LAB/kube/error" 2>/dev/null)"
 export KUBECONFIG=$LAB/kube/kubeconfig
 mkdir -p "$LAB/logs"

@@ -357,11 +357,14 @@ class OperatorLoop:
     def _follow_up(self, tally: Tally) -> float | None:
         """When the next pass has work (docs/architecture.md §4.8): FOLLOW_UP after a Slurm write (its
         effect: a drained node's record to delete, a deleted one to prove absent), and as soon as the
-        youngest absence evidence is old enough to confirm."""
+        youngest absence evidence is old enough to confirm; every POWER_POLL while an elastic NodeSet waits on
+        Slurm's power decisions."""
         proofs = (self._absence, self.job_absence, self.reservation_absence, self.leftover_pods)
         dues = [d + CONFIRM_MARGIN for proof in proofs if (d := proof.due()) is not None]
         if tally.slurm_writes:
             dues.append(FOLLOW_UP)
+        if tally.watch_power:
+            dues.append(power.POWER_POLL)
         return min(dues, default=None)
 
     def _execute(self, cluster: ClusterView, slurm: SlurmView, tally: Tally) -> None:

@@ -1,20 +1,24 @@
 """Elastic NodeSets (docs/architecture.md §4.9), slurm_sync's side: what Slurm's power saving wants of each
 on-demand node, reported on the NodeSet (names.ANNOTATION_POWER_OBSERVED) for the NodeSet hook, which creates
 the pod of a node Slurm powers up and removes the pod of a node Slurm powers down; and a node Slurm set DOWN
-because no pod registered it within ResumeTimeout is resumed, so a later job can power it up again (the job
-that waited for it Slurm itself requeued).
+because no pod registered it within ResumeTimeout is resumed once that pod is gone, so a later job can power it
+up again (the job that waited for it Slurm itself requeued).
 
 A pure plan from (NodeSet, Slurm's node listing) to the report and the resumes, and the step that carries it
 out. A node the listing lacks is in no list: unknown, so the hook neither creates nor removes its pod.
+
+Slurm says nothing when it powers a node up, and the job waits for that node's pod: while a cluster has an
+elastic NodeSet its passes follow each other every POWER_POLL seconds rather than the poll interval, each a
+conditional node listing that costs one small answer while nothing changed (measured by `make bench`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from functools import partial
 
 from slinky_common import names, slurmstate
-from slinky_common.powerreport import PowerReport
+from slinky_common.powerreport import PowerReport, read_report
 from slurm_sync.events import nodeset_ref
 from slurm_sync.operator.plan import SlurmView
 from slurm_sync.operator.steps import StepContext, Tally
@@ -22,10 +26,18 @@ from slurm_sync.operator.view import ClusterView, NodeSetView
 from slurm_sync.slurm.errors import SlurmError
 from slurm_sync.slurm.types import Node, NodeUpdate
 
+POWER_POLL = 1.0  # seconds between passes while an elastic NodeSet waits on Slurm's power decisions
+
 
 def plan_report(nodeset: NodeSetView, nodes: Mapping[str, Node]) -> PowerReport:
-    """Each on-demand node of the NodeSet that Slurm listed, by what its power state asks of its pod."""
-    found: dict[str, list[str]] = {slurmstate.POWER_UP: [], slurmstate.POWER_DOWN: [], slurmstate.RESUME_FAILED: []}
+    """Each on-demand node of the NodeSet that Slurm listed, by what its power state asks of its pod (a pending
+    one in no list: nothing yet)."""
+    found: dict[str, list[str]] = {
+        slurmstate.POWER_UP: [],
+        slurmstate.POWER_DOWN: [],
+        slurmstate.RESUME_FAILED: [],
+        slurmstate.POWER_PENDING: [],
+    }
     for name in sorted(nodeset.on_demand_nodes):
         node = nodes.get(name)
         if node is not None:
@@ -37,41 +49,55 @@ def plan_report(nodeset: NodeSetView, nodes: Mapping[str, Node]) -> PowerReport:
     )
 
 
-def to_resume(report: PowerReport, nodes: Mapping[str, Node]) -> tuple[str, ...]:
+def failed_resumes(report: PowerReport, nodes: Mapping[str, Node]) -> tuple[str, ...]:
     """Nodes Slurm set DOWN for a failed resume (its own reason, never an administrator's DOWN)."""
     return tuple(n for n in report.resume_failed if nodes[n].reason.startswith(slurmstate.RESUME_TIMEOUT_REASON))
 
 
-def to_lift(nodeset: NodeSetView, nodes: Mapping[str, Node]) -> tuple[str, ...]:
-    """On-demand nodes Slurm powered down that carry our own DOWN or DRAIN (the preStop of the pod that left, or a
-    drain that was under way when Slurm powered the node down): no pod is left to lift it, and Slurm would never
-    power the node up again. A powered-down node runs nothing; an administrator's reason is never ours."""
+def newly_failed(report: PowerReport, nodes: Mapping[str, Node], previous: str | None) -> tuple[str, ...]:
+    """Failed resumes the NodeSet's last report did not list yet: each is told once, across restarts too."""
+    before = read_report(previous)
+    known = set(before.resume_failed) if before is not None else set()
+    return tuple(n for n in failed_resumes(report, nodes) if n not in known)
+
+
+def to_resume(nodeset: NodeSetView, nodes: Mapping[str, Node], served: Collection[str]) -> tuple[str, ...]:
+    """On-demand nodes Slurm powered down, no pod serves any more, and that stay DOWN or drained without a RESUME:
+    a failed resume (Slurm's reason), or our own DOWN or DRAIN (the preStop of the pod that left, or a drain under
+    way when Slurm powered the node down). Slurm would never power them up again. Only once their pod is gone: a
+    node resumed while the pod that failed it is still there may be given the next job at once, and that pod,
+    whose slurmd cannot register it, would fail it again. A powered-down node runs nothing; an administrator's
+    reason is never ours."""
     return tuple(
         name
         for name in sorted(nodeset.on_demand_nodes)
-        if (node := nodes.get(name)) is not None
+        if name not in served
+        and (node := nodes.get(name)) is not None
         and "POWERED_DOWN" in node.state
         and slurmstate.is_powered_down(node.state)
         and not node.busy
         and (node.base_state == "DOWN" or "DRAIN" in node.state)
-        and slurmstate.is_operator_reason(node.reason)
+        and (slurmstate.is_operator_reason(node.reason) or node.reason.startswith(slurmstate.RESUME_TIMEOUT_REASON))
     )
 
 
 def execute(ctx: StepContext, cluster: ClusterView, slurm: SlurmView, tally: Tally) -> None:
-    """Report on each elastic NodeSet of the cluster and resume its nodes whose resume failed. Needs Slurm's node
-    listing of this pass (a failed one is already a pass error)."""
+    """Report on each elastic NodeSet of the cluster, tell each failed resume, and resume the nodes left DOWN or
+    drained once their pod is gone. Needs Slurm's node listing of this pass (a failed one is already a pass
+    error)."""
     if slurm.nodes is None:
         return
+    served = {pod.slurm_node for pod in cluster.pods}
     for nodeset in sorted(cluster.nodesets.values(), key=lambda n: n.name):
         if not nodeset.on_demand_nodes or nodeset.deleting:
             continue
+        tally.watch_power = True
         report = plan_report(nodeset, slurm.nodes)
         _count(ctx, nodeset, report)
-        for node in to_resume(report, slurm.nodes):
-            _resume(ctx, nodeset, node, tally)
-        for node in to_lift(nodeset, slurm.nodes):
-            _lift(ctx, node, tally)
+        for node in newly_failed(report, slurm.nodes, nodeset.power_report):
+            _tell_failed(ctx, nodeset, node)
+        for node in to_resume(nodeset, slurm.nodes, served):
+            _resume(ctx, node, tally)
         value = report.value()
         if value != nodeset.power_report:
             ctx.kube_write(
@@ -83,23 +109,16 @@ def execute(ctx: StepContext, cluster: ClusterView, slurm: SlurmView, tally: Tal
             )
 
 
-def _resume(ctx: StepContext, nodeset: NodeSetView, node: str, tally: Tally) -> None:
-    ref = nodeset_ref(nodeset.namespace, nodeset.name, nodeset.uid)
-    try:
-        ctx.slurm.update_node(node, NodeUpdate(state=("RESUME",)))
-    except SlurmError as exc:
-        ctx.slurm_error(tally, f"resume node {node}", exc)
-        return
-    tally.slurm_writes += 1
+def _tell_failed(ctx: StepContext, nodeset: NodeSetView, node: str) -> None:
     ctx.metrics.elastic_resume_failures.labels(ctx.cluster, nodeset.namespace, nodeset.name).inc()
     note = (
         f"Slurm node {node} was not up within its ResumeTimeout (its pod did not register it): Slurm requeued the "
-        "job that waited for it; the node is resumed, powered down, for a later try"
+        "job that waited for it; the pod goes, and the node is resumed, powered down, for a later try"
     )
-    ctx.events.warn(ref, "ResumeFailed", note, "Resume")
+    ctx.events.warn(nodeset_ref(nodeset.namespace, nodeset.name, nodeset.uid), "ResumeFailed", note, "Resume")
 
 
-def _lift(ctx: StepContext, node: str, tally: Tally) -> None:
+def _resume(ctx: StepContext, node: str, tally: Tally) -> None:
     try:
         ctx.slurm.update_node(node, NodeUpdate(state=("RESUME",)))
     except SlurmError as exc:

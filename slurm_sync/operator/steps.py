@@ -22,6 +22,7 @@ class Tally(PassTally):
     """An operator pass's tally: the shared one (slurm_sync/passes.py) and the wrong-cluster verdict."""
 
     wrong_cluster: str | None = None  # the slurmrestd reached serves another Slurm cluster: why
+    watch_power: bool = False  # an elastic NodeSet waits on Slurm's power decisions (slurm_sync/operator/power.py)
 
 
 KubeWrite = Callable[[Tally, str, Callable[[], object]], None]

@@ -331,8 +331,11 @@ class PodWorker:
 
     def held(self, container: Container) -> bool:
         """A test's way to keep a container down, as a node whose runtime cannot start it would: while the
-        file containers/<name>/hold exists in the pod's directory, the container is not (re)started."""
-        return (self.dir / "containers" / container.name / "hold").exists()
+        file containers/<name>/hold exists in the pod's directory, or hold/<namespace>_<pod>/<name> in the lab's
+        (for a pod not made yet), the container is not (re)started."""
+        meta = self.pod["metadata"]
+        ahead = self.agent.lab_dir / "hold" / f"{meta['namespace']}_{meta['name']}" / container.name
+        return (self.dir / "containers" / container.name / "hold").exists() or ahead.exists()
 
     def start(self, container: Container) -> None:
         try:

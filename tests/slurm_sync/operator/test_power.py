@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pytest_httpserver import HTTPServer
+
 from slinky_common import names, slurmstate
 from slinky_common.powerreport import PowerReport
 from slurm_sync.kube import Kube
@@ -14,10 +16,11 @@ from slurm_sync.operator import power
 from slurm_sync.operator.loop import OperatorLoop
 from slurm_sync.operator.plan import SlurmView
 from slurm_sync.operator.steps import Tally
-from slurm_sync.operator.view import ClusterView, read_nodeset
+from slurm_sync.operator.view import ClusterView, PodView, read_nodeset, read_pod
 from slurm_sync.slurm.errors import SlurmUnavailable
 from slurm_sync.slurm.types import Node, NodeUpdate
-from tests.slurm_sync.kubefixtures import CLUSTER, NOW, NS, FakeSlurm, api_client, node, nodeset
+from tests.slurm_sync.fakekube import FakeKube
+from tests.slurm_sync.kubefixtures import CLUSTER, NOW, NS, FakeSlurm, api_client, node, nodeset, pod
 
 TIMED_OUT = f"{slurmstate.RESUME_TIMEOUT_REASON} [slurm@2026-01-02T03:04:05]"
 
@@ -49,6 +52,9 @@ def test_each_listed_node_is_reported_by_what_its_power_state_asks_of_its_pod() 
         node("other-9", "IDLE", "CLOUD", "POWERING_UP"),
     )
     assert power.plan_report(elastic(), nodes) == PowerReport(("gpu-1", "gpu-2"), ("gpu-3", "gpu-4"), ())
+    # given a job before Slurm asks for the power-up: in no list (a pod started now would never serve it)
+    pending = listing(node("gpu-3", "ALLOCATED", "CLOUD", "POWERED_DOWN"))
+    assert power.plan_report(elastic(), pending) == PowerReport()
 
 
 def test_a_node_the_listing_lacks_is_in_no_list() -> None:
@@ -57,14 +63,15 @@ def test_a_node_the_listing_lacks_is_in_no_list() -> None:
     )
 
 
-def test_only_a_failed_resume_is_resumed_never_an_administrators_down() -> None:
+def test_a_failed_resume_is_told_once_the_report_first_lists_it() -> None:
     nodes = listing(
         node("gpu-1", "DOWN", "CLOUD", "POWERED_DOWN", reason=TIMED_OUT),
         node("gpu-2", "DOWN", "CLOUD", "POWERED_DOWN", reason="bad DIMM"),
     )
     report = power.plan_report(elastic(), nodes)
     assert report.resume_failed == ("gpu-1", "gpu-2")
-    assert power.to_resume(report, nodes) == ("gpu-1",)
+    assert power.newly_failed(report, nodes, None) == ("gpu-1",), "an administrator's DOWN is no failed resume"
+    assert power.newly_failed(report, nodes, report.value()) == ()
 
 
 @dataclass
@@ -80,12 +87,12 @@ class Recorder:
         return True
 
 
-def run_step(slurm: FakeSlurm, *nodesets: Any) -> tuple[Recorder, Tally, Metrics]:
+def run_step(slurm: FakeSlurm, *nodesets: Any, pods: tuple[PodView, ...] = ()) -> tuple[Recorder, Tally, Metrics]:
     metrics = Metrics()
     loop = OperatorLoop(CLUSTER, NS, CLUSTER, slurm, Kube(api_client("http://127.0.0.1:9")), metrics, now=lambda: NOW)  # type: ignore[arg-type]
     recorder = Recorder()
     ctx = replace(loop.step_context(), kube=recorder, events=recorder)  # type: ignore[arg-type]
-    cluster = ClusterView(NS, CLUSTER, (), {n.name: n for n in nodesets}, {}, ())
+    cluster = ClusterView(NS, CLUSTER, pods, {n.name: n for n in nodesets}, {}, ())
     tally = Tally()
     power.execute(ctx, cluster, SlurmView(nodes=slurm.nodes, ping=None), tally)
     return recorder, tally, metrics
@@ -106,13 +113,21 @@ def test_the_step_writes_a_changed_report_and_counts_the_nodes() -> None:
     assert (unchanged.annotations, tally.kube_writes) == ([], 0)
 
 
-def test_a_failed_resume_is_resumed_once_with_a_warning_and_counted() -> None:
+def test_a_failed_resume_is_told_at_once_and_resumed_once_its_pod_is_gone() -> None:
+    """Resumed while the pod that failed it is still there, the node could be given the next job at once, and
+    that pod's slurmd can never register it: the resume waits for the pod to go (the hook removes it)."""
     slurm = FakeSlurm(listing(node("gpu-1", "DOWN", "CLOUD", "POWERED_DOWN", reason=TIMED_OUT)))
-    recorder, tally, metrics = run_step(slurm, elastic(1, 2))
-    assert slurm.updates == [("gpu-1", NodeUpdate(state=("RESUME",)))]
-    assert tally.slurm_writes == 1 and [reason for reason, _ in recorder.warnings] == ["ResumeFailed"]
+    stale = read_pod(pod("gpu-1", "gpu-1"))
+    assert stale is not None
+    recorder, tally, metrics = run_step(slurm, elastic(1, 2), pods=(stale,))
+    assert slurm.updates == [] and [reason for reason, _ in recorder.warnings] == ["ResumeFailed"]
     failures = {"cluster": CLUSTER, "namespace": NS, "nodeset": "gpu"}
     assert metrics.registry.get_sample_value("slurm_sync_elastic_resume_failures_total", failures) == 1.0
+    reported = elastic(1, 2, **{names.ANNOTATION_POWER_OBSERVED: recorder.annotations[0][3]})
+    recorder, tally, metrics = run_step(slurm, reported)
+    assert slurm.updates == [("gpu-1", NodeUpdate(state=("RESUME",)))]
+    assert tally.slurm_writes == 1 and recorder.warnings == [], "told once"
+    assert metrics.registry.get_sample_value("slurm_sync_elastic_resume_failures_total", failures) is None
 
 
 def test_a_resume_slurm_refuses_is_an_error_of_the_pass_and_the_report_is_still_written() -> None:
@@ -122,7 +137,7 @@ def test_a_resume_slurm_refuses_is_an_error_of_the_pass_and_the_report_is_still_
 
     slurm = Refusing(listing(node("gpu-1", "DOWN", "CLOUD", "POWERED_DOWN", reason=TIMED_OUT)))
     recorder, tally, _ = run_step(slurm, elastic(1, 2))
-    assert tally.errors == ["resume node gpu-1: connection refused"] and recorder.warnings == []
+    assert tally.errors == ["resume powered-down node gpu-1: connection refused"]
     assert [key for _, _, key, _ in recorder.annotations] == [names.ANNOTATION_POWER_OBSERVED]
 
 
@@ -154,9 +169,10 @@ def test_an_elastic_spec_slurm_sync_cannot_read_gives_no_nodes_to_report() -> No
 OURS = f"{names.DRAIN_REASON_PREFIX} Pod is terminating"
 
 
-def test_our_own_down_or_drain_on_a_powered_down_node_is_lifted_and_nothing_else() -> None:
+def test_a_powered_down_node_left_down_or_drained_by_us_or_a_failed_resume_is_resumed_and_nothing_else() -> None:
     """The preStop of the pod that left (or a drain under way when Slurm powered the node down) would keep Slurm
-    from ever powering the node up again; a busy, powering-up or always-on node, or anyone else's reason, stays."""
+    from ever powering the node up again; a busy, powering-up, served or always-on node, or an administrator's
+    reason, stays."""
     nodes = listing(
         node("gpu-0", "DOWN", "POWERED_DOWN", reason=OURS),  # always on: not ours to power
         node("gpu-1", "DOWN", "CLOUD", "POWERED_DOWN", reason=OURS),
@@ -166,8 +182,10 @@ def test_our_own_down_or_drain_on_a_powered_down_node_is_lifted_and_nothing_else
         node("gpu-5", "ALLOCATED", "DRAIN", "CLOUD", "POWERED_DOWN", reason=OURS),  # given a job meanwhile
         node("gpu-6", "IDLE", "DRAIN", "CLOUD", "POWERING_UP", "POWERED_DOWN", reason=OURS),
         node("gpu-7", "IDLE", "CLOUD", "POWERED_DOWN"),
+        node("gpu-8", "DOWN", "CLOUD", "POWERED_DOWN", reason=TIMED_OUT),
+        node("gpu-9", "DOWN", "CLOUD", "POWERED_DOWN", reason=TIMED_OUT),  # its pod is still there
     )
-    assert power.to_lift(elastic(1, 8), nodes) == ("gpu-1", "gpu-2")
+    assert power.to_resume(elastic(1, 10), nodes, {"gpu-9"}) == ("gpu-1", "gpu-2", "gpu-8")
 
 
 def test_the_step_lifts_our_reason_quietly() -> None:
@@ -177,3 +195,23 @@ def test_the_step_lifts_our_reason_quietly() -> None:
     assert (tally.slurm_writes, recorder.warnings) == (1, [])
     failures = {"cluster": CLUSTER, "namespace": NS, "nodeset": "gpu"}
     assert metrics.registry.get_sample_value("slurm_sync_elastic_resume_failures_total", failures) is None
+
+
+def test_a_cluster_with_an_elastic_nodeset_is_passed_over_every_power_poll(httpserver: HTTPServer) -> None:
+    """Slurm says nothing when it powers a node up and its job waits for the pod: the pass asks for the next one
+    POWER_POLL later rather than at the poll interval; once the NodeSet is not elastic, a quiet pass asks none."""
+    obj = nodeset()
+    obj["spec"]["elastic"] = {"minReplicas": 0, "maxReplicas": 2}
+    obj["spec"]["partition"] = {"enabled": True}
+    kube = FakeKube()
+    kube.add("nodesets", obj)
+    kube.install(httpserver)
+    slurm = FakeSlurm(
+        listing(node("gpu-0", "IDLE", "CLOUD", "POWERED_DOWN"), node("gpu-1", "IDLE", "CLOUD", "POWERED_DOWN"))
+    )
+    loop = OperatorLoop(
+        CLUSTER, NS, CLUSTER, slurm, Kube(api_client(httpserver.url_for("/"))), Metrics(), now=lambda: NOW
+    )  # type: ignore[arg-type]
+    assert loop.run_pass().follow_up == power.POWER_POLL
+    del kube.get("nodesets", NS, "gpu")["spec"]["elastic"]
+    assert loop.run_pass().follow_up is None
