@@ -111,6 +111,15 @@ def held_pod(quiet: ClusterLab) -> Iterator[Path]:
         hold.unlink(missing_ok=True)
 
 
+def told_failed(lab: ClusterLab, node: str) -> bool:
+    return any(
+        e.get("reason") == "ResumeFailed"
+        and e["regarding"].get("name") == NODESET
+        and f"{node} was not up within its ResumeTimeout" in e.get("note", "")
+        for e in lab.get("events.events.k8s.io")["items"]
+    )
+
+
 def test_a_pod_that_never_comes_up_requeues_the_job_which_runs_later(held_pod: Path, cluster_lab: ClusterLab) -> None:
     lab = cluster_lab
     job = slurm(lab, *SUBMIT, "-N1", "-w", "elastic-3", "--wrap", "sleep 2").strip()
@@ -122,12 +131,9 @@ def test_a_pod_that_never_comes_up_requeues_the_job_which_runs_later(held_pod: P
         interval=1,
     )
     assert requeued["JobState"] == "PENDING"
-    notes = [
-        e.get("note", "")
-        for e in lab.get("events.events.k8s.io")["items"]
-        if e.get("reason") == "ResumeFailed" and e["regarding"].get("name") == NODESET
-    ]
-    assert any("elastic-3 was not up within its ResumeTimeout" in note for note in notes), notes
+    eventually(
+        "a ResumeFailed Event on the NodeSet naming elastic-3", lambda: told_failed(lab, "elastic-3"), timeout=30
+    )
     eventually("the pod that never came up removed", lambda: f"{NODESET}-3" not in elastic_pods(lab), timeout=60)
     eventually("elastic-3 resumed, powered down", lambda: node_states(lab).get("elastic-3") == "idle~", timeout=60)
     held_pod.unlink()
