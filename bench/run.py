@@ -32,6 +32,7 @@ SUITES: dict[str, str] = {
     "slurm_sync": "bench.slurm_sync",
     "bridge": "bench.bridge",
     "memory": "bench.hooks_memory",
+    "elastic": "bench.elastic",
 }
 
 

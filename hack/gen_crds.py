@@ -679,8 +679,8 @@ def elastic() -> Schema:
         obj(
             "Let Slurm's own queue size this NodeSet: all maxReplicas nodes are known to Slurm while powered down,"
             " a pod is created when Slurm powers its node up for a job and removed when Slurm powers it down after"
-            " suspendTime idle. replicas is then not used. In development (docs/architecture.md §4.9): the pods of"
-            " powered-up nodes are not created yet.",
+            " suspendTime idle. replicas is then not used; extraConf must give CPUs= and RealMemory= (Slurm"
+            " schedules a powered-down node as that size). See docs/operations.md, Elastic NodeSets.",
             {
                 "minReplicas": integer("Nodes that are never powered down (0 allowed).", default=0, minimum=0),
                 "maxReplicas": integer(

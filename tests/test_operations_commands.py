@@ -47,6 +47,7 @@ ORDER = (
     "Troubleshooting by symptom",
     "Draining a worker without deleting it",
     "Deleting a worker pod by hand",
+    "Elastic NodeSets: Slurm's queue sizes the workers",  # no command: tests/cluster/test_elastic.py runs it
     "Uninstall",
 )
 NEEDS_KUBELET = {("kubectl", "logs"), ("kubectl", "port-forward"), ("curl", "-s")}

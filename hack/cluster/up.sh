@@ -29,7 +29,6 @@ KUBECTL=$REPO/.cache/bin/kubectl
 mkdir -p "$LAB/logs" "$RUN"
 LOG_FILE=$LAB/up.log
 echo "=== up.sh $(date -u +%FT%TZ)" >>"$LOG_FILE"
-rm -f "$ERROR_FILE" "$ENV_FILE"
 
 STARTED=0
 ERR_AT=""
@@ -62,6 +61,7 @@ done
 [ -x "$KUBECTL" ] || fail "no kubectl at $KUBECTL: run 'make cluster-up' (it installs one)"
 if [ -n "$METACONTROLLER" ] && [ ! -x "$METACONTROLLER" ]; then fail "METACONTROLLER=$METACONTROLLER is not an executable"; fi
 if all_daemons_live; then log "already up; nothing to do (down.sh first to start afresh)"; exit 0; fi
+rm -f "$ERROR_FILE" "$ENV_FILE"   # only now: a lab found already up keeps its env file
 
 t0=$SECONDS
 "$CLUSTER_HACK_DIR/rootfs.sh" 2>&1 | tee -a "$LOG_FILE" >&2 || fail "the cluster lab's root filesystem could not be built; see $LOG_FILE"
