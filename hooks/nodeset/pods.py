@@ -88,7 +88,8 @@ def slurmd_args(spec: NodeSetSpec, conf_server: str) -> list[str]:
     """A dynamic node (`-Z`) registering with the NodeSet's `--conf`. An elastic NodeSet's nodes are in slurm.conf
     instead (docs/architecture.md §4.9; slurmd dies on a `--conf` for a node slurm.conf names: "Duplicated
     NodeName"), and their slurmd reports its own start as the node's boot time (`-b`): a container's is the host's,
-    older than Slurm's resume request, and slurmctld ignores a powering-up node's registration that booted before."""
+    older than Slurm's resume request, and slurmctld ignores a powering-up node's registration that booted before.
+    The always-on ordinals drop it again (WorkerPodBuilder.build)."""
     if spec.elastic is not None:
         return ["-b", "--conf-server", conf_server]
     return ["-Z", "--conf-server", conf_server, "--conf", conf_argument(spec)]
@@ -235,6 +236,8 @@ class WorkerPodBuilder:
         pod_spec["volumes"] = [*pod_spec.get("volumes", []), *self._claim_volumes(slot, pod_spec)]
         if slot.pin_node:
             _pin_to_node(pod_spec, slot.pin_node)
+        if self.spec.elastic is not None and slot.ordinal is not None and slot.ordinal < self.spec.elastic.min_replicas:
+            _always_on(pod_spec)
         metadata: JSON = {"name": slot.name, "labels": labels}
         if template["metadata"].get("annotations"):
             metadata["annotations"] = template["metadata"]["annotations"]
@@ -250,6 +253,14 @@ class WorkerPodBuilder:
             for c in self.spec.volume_claim_templates
             if c["metadata"]["name"] not in taken
         ]
+
+
+def _always_on(pod_spec: JSON) -> None:
+    """An elastic NodeSet's always-on node is never powered up, so its slurmd keeps the container's boot time
+    (no `-b`): a restarted slurmd is then not taken for an unexpected reboot, which sets the node DOWN."""
+    for container in pod_spec["containers"]:
+        if container["name"] == "slurmd":
+            container["args"] = [arg for arg in container["args"] if arg != "-b"]
 
 
 def _base_template(parent: JSON, spec: NodeSetSpec, controller: Controller, sssd_data: bytes | None) -> JSON:

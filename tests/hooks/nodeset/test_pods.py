@@ -322,7 +322,7 @@ def test_slurmd_conf_is_one_plain_word_with_no_key_without_a_value(extra, expect
     assert slurmd_conf_seen(extra) == expected
 
 
-def test_an_elastic_nodesets_pods_are_its_minimum_and_their_slurmd_reports_its_own_boot(client):
+def test_an_elastic_nodesets_on_demand_pods_report_their_slurmds_own_boot(client):
     """Its nodes are in slurm.conf, so slurmd registers no dynamic node (`-Z --conf` would name a node twice);
     `-b`: slurmctld ignores a powering-up node whose boot time is older than its resume request, and a container's
     boot time is the host's (docs/architecture.md §4.9)."""
@@ -332,6 +332,9 @@ def test_an_elastic_nodesets_pods_are_its_minimum_and_their_slurmd_reports_its_o
         partition={"enabled": True},
         extraConf="CPUs=2 RealMemory=100",
     )
+    parent["metadata"]["annotations"] = {names.ANNOTATION_POWER_OBSERVED: '{"up":["gpu-2"]}'}
     pods = children(sync(client, request(parent)))
-    assert sorted(pods) == ["gpu-0"]
-    assert slurmd(pods["gpu-0"])["args"] == ["-b", "--conf-server", "slurm-controller.slurm:6817"]
+    assert sorted(pods) == ["gpu-0", "gpu-2"]
+    assert slurmd(pods["gpu-2"])["args"] == ["-b", "--conf-server", "slurm-controller.slurm:6817"]
+    # never powered up: a restarted slurmd must not look like a reboot (Slurm would set the node DOWN)
+    assert slurmd(pods["gpu-0"])["args"] == ["--conf-server", "slurm-controller.slurm:6817"]
