@@ -124,6 +124,7 @@ def _trial(watch: PodWatch, node: str) -> Trial:
     job = out.strip()
     seen = _until(lambda: watch.first_after(pod, since), f"the pod of {node} for job {job}", TRIAL_TIMEOUT)
     submitted, allocated = _log_times(job)
+    _exec("scancel", job)  # measured: the node registers, idles for suspendTime and is powered down for the next
     return Trial(submitted, allocated, seen)
 
 
