@@ -17,12 +17,13 @@ def test_a_slurmctld_stamp_is_the_hosts_local_time_with_milliseconds() -> None:
 
 
 def test_the_budget_is_on_the_reaction_and_slurms_part_is_beside_it() -> None:
-    trials = [Trial(submitted=0.0, allocated=4.0, pod=4.5 + i / 10) for i in range(20)]
+    trials = [Trial(submitted=0.0, allocated=3.0, woken=4.0, pod=4.5 + i / 10) for i in range(20)]
     report = elastic._report(trials)
     (budget,) = report.budgets
     assert budget.limit == elastic.BUDGET_P95 and budget.ok
     assert round(budget.value, 3) == round(0.5 + 0.95 * 19 / 10, 3)
-    floor, ours, total = report.rows
-    assert floor[1:3] == ["4.00 s", "4.00 s"] and ours[3] == "2.40 s" and total[1].startswith("5.")
-    slow = [Trial(0.0, 1.0, 5.0)] * 20
+    scheduler, power_saving, ours, total = report.rows
+    assert scheduler[1:3] == ["3.00 s", "3.00 s"] and power_saving[1] == "1.00 s"
+    assert ours[3] == "2.40 s" and total[1].startswith("5.")
+    slow = [Trial(0.0, 1.0, 1.0, 5.0)] * 20
     assert not elastic._report(slow).budgets[0].ok
