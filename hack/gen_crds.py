@@ -697,6 +697,10 @@ def elastic() -> Schema:
         ),
         rule("self.minReplicas <= self.maxReplicas", "elastic.minReplicas must not exceed elastic.maxReplicas",
              field_path=".minReplicas"),
+        rule("self.maxReplicas >= oldSelf.maxReplicas",
+             "elastic.maxReplicas cannot be lowered in place: slurm.conf would drop nodes that may be running jobs, and"
+             " slurmctld loses the jobs of nodes it no longer knows; create a smaller NodeSet and delete this one",
+             field_path=".maxReplicas"),
     )  # fmt: skip
 
 
@@ -788,6 +792,12 @@ def nodeset() -> Kind:
         rule(
             "!has(self.elastic) || !has(self.scalingMode) || self.scalingMode == 'StatefulSet'",
             "elastic requires scalingMode StatefulSet: Slurm powers up nodes by name, one per ordinal",
+            field_path=".elastic",
+        ),
+        rule(
+            "has(self.elastic) == has(oldSelf.elastic)",
+            "elastic cannot be added or removed in place: its nodes would move between slurm.conf and dynamic"
+            " registration, and slurmctld loses the jobs of nodes it no longer knows; create another NodeSet",
             field_path=".elastic",
         ),
         rule(

@@ -150,6 +150,31 @@ REJECTED = [
         "spec.elastic.minReplicas: elastic.minReplicas must not exceed elastic.maxReplicas",
     ),
     Rejected(
+        "elastic added in place",
+        "NodeSet",
+        {"spec.elastic": {"maxReplicas": 4}},
+        "spec.elastic: elastic cannot be added or removed in place: its nodes would move between slurm.conf and"
+        " dynamic registration, and slurmctld loses the jobs of nodes it no longer knows; create another NodeSet",
+        old={},
+    ),
+    Rejected(
+        "elastic removed in place",
+        "NodeSet",
+        {},
+        "spec.elastic: elastic cannot be added or removed in place: its nodes would move between slurm.conf and"
+        " dynamic registration, and slurmctld loses the jobs of nodes it no longer knows; create another NodeSet",
+        old={"spec.elastic": {"maxReplicas": 4}},
+    ),
+    Rejected(
+        "elastic maximum lowered",
+        "NodeSet",
+        {"spec.elastic": {"maxReplicas": 3}},
+        "spec.elastic.maxReplicas: elastic.maxReplicas cannot be lowered in place: slurm.conf would drop nodes that may"
+        " be running jobs, and slurmctld loses the jobs of nodes it no longer knows; create a smaller NodeSet and"
+        " delete this one",
+        old={"spec.elastic": {"maxReplicas": 4}},
+    ),
+    Rejected(
         "elastic without a maximum",
         "NodeSet",
         {"spec.elastic": {"minReplicas": 1}},
@@ -483,6 +508,7 @@ REJECTED = [
 
 ACCEPTED: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = [
     ("elastic from zero", "NodeSet", {"spec.elastic": {"minReplicas": 0, "maxReplicas": 4}}, None),
+    ("elastic maximum raised", "NodeSet", {"spec.elastic": {"maxReplicas": 5}}, {"spec.elastic": {"maxReplicas": 4}}),
     (
         "elastic with every field",
         "NodeSet",
