@@ -22,8 +22,10 @@ def test_the_budget_is_on_the_reaction_and_slurms_part_is_beside_it() -> None:
     (budget,) = report.budgets
     assert budget.limit == elastic.BUDGET_P95 and budget.ok
     assert round(budget.value, 3) == round(0.5 + 0.95 * 19 / 10, 3)
-    scheduler, power_saving, ours, total = report.rows
-    assert scheduler[1:3] == ["3.00 s", "3.00 s"] and power_saving[1] == "1.00 s"
-    assert ours[3] == "2.40 s" and total[1].startswith("5.")
+    scheduler, power_saving, slurm, ours, total = report.rows
+    assert scheduler[1:4] == ["20", "3.00 s", "3.00 s"] and power_saving[2] == "1.00 s" and slurm[2] == "4.00 s"
+    assert ours[4] == "2.40 s" and total[2].startswith("5.")
+    backfilled = elastic._report([Trial(0.0, None, 4.0, 5.0), Trial(0.0, 3.0, 4.0, 5.0)])
+    assert backfilled.rows[0][1] == "1" and backfilled.rows[3][1] == "2"
     slow = [Trial(0.0, 1.0, 1.0, 5.0)] * 20
     assert not elastic._report(slow).budgets[0].ok
