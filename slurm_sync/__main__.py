@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 import threading
+import urllib.parse
 from collections.abc import Callable, Sequence
 from http.server import ThreadingHTTPServer
 from typing import overload
@@ -204,7 +205,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=_env("ONCE", "") == "1",
         help="one pass, then exit (0 = every cluster ok); under leader election only after taking the Lease",
     )
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.slurm_url and not _http_url(args.slurm_url):
+        p.error(f"--slurm-url (or {ENV_PREFIX}SLURM_URL) must be an http:// or https:// URL, got {args.slurm_url!r}")
+    return args
+
+
+def _http_url(url: str) -> bool:
+    """An absolute http(s) URL with a host: anything else fails only at the first request otherwise."""
+    parts = urllib.parse.urlsplit(url)
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
 def kube_client(kubeconfig: str | None) -> client.ApiClient:
@@ -346,7 +356,15 @@ def _on_signal(handler: Callable[[], None]) -> None:
 
 
 def _serve_health(bind: str, readiness: Readiness, metrics: Metrics) -> ThreadingHTTPServer:
-    server = health_server(bind, readiness, metrics)
+    """The health and metrics server; a --bind that cannot be listened on is one line naming the setting."""
+    try:
+        server = health_server(bind, readiness, metrics)
+    except (OSError, ValueError) as err:
+        why = err.strerror if isinstance(err, OSError) and err.strerror else "it is not host:port"
+        raise SystemExit(
+            f"slurm-sync: --bind {bind} (or {ENV_PREFIX}BIND): cannot listen there: {why}; another process may hold "
+            "that port, or choose another"
+        ) from None
     threading.Thread(target=server.serve_forever, daemon=True, name="health").start()
     return server
 

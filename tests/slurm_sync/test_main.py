@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
 import sys
 import tomllib
@@ -14,10 +15,19 @@ import pytest
 
 from hooks import serve
 from slurm_sync import __main__ as cli
+from slurm_sync.metrics import Metrics
+from slurm_sync.service import Health
 
 ROOT = Path(__file__).resolve().parents[2]
 # A value each flag accepts from its environment variable that differs from its default.
-SPECIAL = {"mode": "both", "log_format": "text", "once": "1", "log_level": "DEBUG", "leader_elect": "false"}
+SPECIAL = {
+    "mode": "both",
+    "log_format": "text",
+    "once": "1",
+    "log_level": "DEBUG",
+    "leader_elect": "false",
+    "slurm_url": "http://slurmrestd:6820",
+}
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -124,3 +134,22 @@ def test_every_line_slurm_sync_prints_is_json(kube_lab, kube_namespace: str) -> 
     assert lines, result
     records = [json.loads(line) for line in lines]  # raises on any line that is not JSON
     assert all(isinstance(r, dict) and r.get("message") for r in records), records
+
+
+@pytest.mark.parametrize("url", ["slurm-restapi:6820", "ftp://slurm-restapi:6820", "http://", "restapi"])
+def test_a_slurm_url_without_scheme_or_host_is_refused_at_start(url: str, capsys) -> None:
+    with pytest.raises(SystemExit):
+        cli.parse_args(["--slurm-url", url])
+    assert "--slurm-url (or SLURM_SYNC_SLURM_URL) must be an http:// or https:// URL" in capsys.readouterr().err
+    assert cli.parse_args(["--slurm-url", "https://slurm-restapi.slurm:6820"]).slurm_url
+
+
+def test_a_busy_health_port_is_one_line_naming_the_setting() -> None:
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        with pytest.raises(SystemExit, match=rf"--bind 127.0.0.1:{port} \(or SLURM_SYNC_BIND\): cannot listen"):
+            cli._serve_health(f"127.0.0.1:{port}", Health(), Metrics())
+    with pytest.raises(SystemExit, match="it is not host:port"):
+        cli._serve_health("localhost", Health(), Metrics())
