@@ -16,7 +16,7 @@ import os
 import tempfile
 
 from hooks import gunicorn_logger
-from hooks.serve import read_timeout, setting
+from hooks.serve import bind_problem, read_timeout, setting
 from slinky_common import logs
 
 bind = setting("HOOKS_BIND")
@@ -50,6 +50,14 @@ if workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
 # glibc's mallopt parameter for the size from which a block gets its own mapping (malloc.h).
 M_MMAP_THRESHOLD = -3
 LARGE_BLOCK_BYTES = 1 << 20
+
+
+def on_starting(server):
+    """A HOOKS_BIND that cannot be listened on is one line naming it (`make run` beside another server)."""
+    problem = bind_problem(bind)
+    if problem:
+        server.log.error(problem)
+        raise SystemExit(1)
 
 
 def post_fork(server, worker):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -54,6 +55,29 @@ def read_timeout() -> int:
     if not raw.isascii() or not raw.isdigit() or int(raw) <= 0:
         raise ValueError(f"HOOKS_READ_TIMEOUT must be a positive whole number of seconds, got {raw!r}")
     return int(raw)
+
+
+def bind_problem(bind: str) -> str | None:
+    """Why HOOKS_BIND cannot be listened on (naming it), or None. Checked before gunicorn binds, which would
+    otherwise retry five times and end with "Can't connect to ('127.0.0.1', 8080)" naming no setting.
+    A unix socket, or a socket handed over by a parent (gunicorn's re-exec, systemd), is left to gunicorn."""
+    if bind.startswith(("unix:", "fd://")) or os.environ.get("LISTEN_FDS") or os.environ.get("GUNICORN_FD"):
+        return None
+    host, sep, port = bind.rpartition(":")
+    if not sep or not port.isdigit():
+        return f"HOOKS_BIND must be host:port, got {bind!r}"
+    try:
+        infos = socket.getaddrinfo(host.strip("[]") or "0.0.0.0", int(port), type=socket.SOCK_STREAM)
+        family, kind, proto, _, address = infos[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gunicorn binds
+            probe.bind(address)
+    except OSError as err:
+        return (
+            f"HOOKS_BIND={bind}: cannot listen there: {err.strerror or err}; another process may hold that port "
+            "(set HOOKS_BIND to another host:port)"
+        )
+    return None
 
 
 def _epilog() -> str:

@@ -129,6 +129,23 @@ def test_an_empty_auth_token_file_stops_the_server_at_start(tmp_path):
     assert proc.returncode != 0 and "HOOKS_AUTH_TOKEN_FILE" in output and "is empty" in output, output[-2000:]
 
 
+def test_make_run_on_a_busy_port_says_which_setting_to_change():
+    """gunicorn alone retries five times and ends with "Can't connect to (...)", naming no setting."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        busy = f"127.0.0.1:{held.getsockname()[1]}"
+        _, proc = _start({"HOOKS_BIND": busy})
+        try:
+            output, _ = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    assert proc.returncode != 0 and f"HOOKS_BIND={busy}: cannot listen there" in output, output[-2000:]
+    assert "Retrying" not in output, "refused before gunicorn's own retries"
+
+
 def test_a_body_over_the_limit_gets_413_from_gunicorn():
     url, proc = _start({"HOOKS_MAX_BODY_BYTES": "4096"})
     try:

@@ -3,6 +3,7 @@ must be a positive whole number, `--help` lists the settings, and main hands eve
 
 from __future__ import annotations
 
+import socket
 import sys
 
 import pytest
@@ -136,3 +137,15 @@ def test_the_config_file_and_the_app_gunicorn_is_given_exist(clean_env: pytest.M
     assert serve.CONFIG_FILE.name == "gunicorn_conf.py" and serve.CONFIG_FILE.is_file()
     assert serve.CONFIG_FILE.parent.name == "hooks"
     assert isinstance(import_app(serve.APP), Flask)  # what gunicorn loads from "hooks.app:create_app()"
+
+
+def test_a_busy_or_malformed_bind_is_named_before_gunicorn_retries() -> None:
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        problem = serve.bind_problem(f"127.0.0.1:{port}")
+    assert problem is not None and problem.startswith(f"HOOKS_BIND=127.0.0.1:{port}: cannot listen there:")
+    assert serve.bind_problem("localhost") == "HOOKS_BIND must be host:port, got 'localhost'"
+    assert serve.bind_problem("127.0.0.1:0") is None
+    assert serve.bind_problem("unix:/tmp/hooks.sock") is None
