@@ -249,3 +249,10 @@ def test_defaults_give_slinkys_objects_and_cluster_name_differing_only_where_doc
     for (key, field), value in DOCUMENTED_DIFFERENCES.items():
         assert ours[key]["spec"].pop(field) == value
     assert ours == SLINKY_DEFAULTS["objects"]
+
+
+@pytest.mark.parametrize("field", ["partition", "ssh"])
+def test_a_null_partition_or_ssh_is_none(field: str) -> None:
+    """Slinky's chart renders `nodesets.<key>.partition: null`; ours failed with a nil pointer."""
+    nodeset = spec({"nodesets": {"cpu": {field: None}}}, "NodeSet/slurm-worker-cpu")
+    assert field not in nodeset

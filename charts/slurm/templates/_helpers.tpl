@@ -147,7 +147,7 @@ scripts) then the user's, for the other three the user's first. A reference is a
 {{- end -}}
 {{- range $key, $ns := .Values.nodesets -}}
 {{- $n := mergeOverwrite (deepCopy $.Values.nodesetDefaults) ($ns | default dict) -}}
-{{- if and $n.enabled $n.ssh.enabled }}{{ $need = true }}{{ end -}}
+{{- if and $n.enabled ($n.ssh | default dict).enabled }}{{ $need = true }}{{ end -}}
 {{- end -}}
 {{- if $need }}true{{ end -}}
 {{- end -}}
