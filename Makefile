@@ -17,6 +17,7 @@ KUBECTL := .cache/bin/kubectl
 # The image of both processes: the charts default to this repository and their appVersion as the tag.
 IMAGE_REPOSITORY ?= ghcr.io/slinky-metacontroller/slinky-metacontroller
 IMAGE_TAG ?= $(shell sed -n 's/^appVersion: *"*\([^"]*\)"*$$/\1/p' charts/slurm-operator/Chart.yaml)
+IMAGE_SET = --set image.repository=$(IMAGE_REPOSITORY) --set image.tag=$(IMAGE_TAG)
 
 ## List these targets with what each does.
 help:
@@ -148,14 +149,14 @@ charts: $(HELM)
 ## Plain YAML for `kubectl apply` users: dist/install.yaml (operator: CRDs, CompositeControllers, hook
 ## server, slurm_sync; namespace slinky) and dist/install-bridge.yaml (bridge; TLS by cert-manager, so
 ## no private key is written into the file), each starting with the Namespaces it uses (hack/bundle.py).
-## Generated, not committed.
+## Generated, not committed. Their image is $(IMAGE_REPOSITORY):$(IMAGE_TAG), as `make image` builds it.
 manifests: $(HELM)
 	mkdir -p $(DIST)
 	$(HELM) template slurm-operator charts/slurm-operator -n slinky --kube-version 1.33.0 \
-	  --api-versions metacontroller.k8s.io/v1alpha1 \
+	  --api-versions metacontroller.k8s.io/v1alpha1 $(IMAGE_SET) \
 	  | $(PY) hack/bundle.py slinky > $(DIST)/install.yaml 2> $(DIST)/.ns-operator
 	$(HELM) template slurm-bridge charts/slurm-bridge -n slurm-bridge-system --kube-version 1.33.0 \
-	  --api-versions metacontroller.k8s.io/v1alpha1 --api-versions cert-manager.io/v1 \
+	  --api-versions metacontroller.k8s.io/v1alpha1 --api-versions cert-manager.io/v1 $(IMAGE_SET) \
 	  | $(PY) hack/bundle.py slurm-bridge-system > $(DIST)/install-bridge.yaml 2> $(DIST)/.ns-bridge
 	@echo "wrote $(DIST)/install.yaml (namespace $$(paste -sd, $(DIST)/.ns-operator)) and" \
 	  "$(DIST)/install-bridge.yaml (namespaces $$(paste -sd, $(DIST)/.ns-bridge)), each creating its namespaces;" \

@@ -67,3 +67,21 @@ def test_bundles_use_the_projects_image(bundles) -> None:
             for c in d["spec"]["template"]["spec"]["containers"]
         }
         assert images and all(i.startswith("ghcr.io/slinky-metacontroller/slinky-metacontroller:") for i in images)
+
+
+def test_bundles_use_the_image_make_image_was_told_to_build(tmp_path: Path) -> None:
+    """`make image IMAGE_REPOSITORY=... IMAGE_TAG=...` then `make manifests` with the same: the bundles run it."""
+    helm.helm()
+    subprocess.run(
+        ["make", "--no-print-directory", "manifests", f"DIST={tmp_path}", "IMAGE_REPOSITORY=registry.example/slinky",
+         "IMAGE_TAG=9.9"],
+        cwd=REPO, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    for name in ("install.yaml", "install-bridge.yaml"):
+        images = {
+            c["image"]
+            for d in yaml.safe_load_all((tmp_path / name).read_text())
+            if d and d["kind"] == "Deployment"
+            for c in d["spec"]["template"]["spec"]["containers"]
+        }
+        assert images == {"registry.example/slinky:9.9"}, (name, images)
