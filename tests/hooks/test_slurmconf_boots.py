@@ -24,6 +24,8 @@ import pytest
 
 from hooks.app import create_app
 from slinky_common import names, slurmstate
+from slinky_common.nodesetconf import on_demand_nodes
+from slinky_common.powerreport import PowerReport
 from tests.fixtures.secondcluster import (
     KEYS,
     SecondCluster,
@@ -193,10 +195,11 @@ def boot_elastic(cluster: SecondCluster, nodeset: dict) -> str:
 
 
 def pod_for(nodeset: dict, hostname: str) -> dict:
-    """The pod the NodeSet hook gives the ordinal whose hostname is `hostname` (every ordinal's slurmd has the same
-    arguments; the hook creates an on-demand ordinal's pod when Slurm powers its node up)."""
+    """The pod the NodeSet hook gives the ordinal whose hostname is `hostname`: an always-on ordinal's as it is, an
+    on-demand one's once slurm_sync reports its node up (the report here says every one is)."""
     everyone = json.loads(json.dumps(nodeset))
-    everyone["spec"]["elastic"]["minReplicas"] = everyone["spec"]["elastic"]["maxReplicas"]
+    report = PowerReport(up=tuple(sorted(on_demand_nodes(everyone))))
+    everyone["metadata"].setdefault("annotations", {})[names.ANNOTATION_POWER_OBSERVED] = report.value()
     controller = cr("Controller", "slurm", KEYS)
     body = request(everyone, rel={f"Controller.{names.API_VERSION}": {"slurm/slurm": controller}})
     resp = create_app().test_client().post("/nodeset/sync", json=body)
