@@ -106,6 +106,11 @@ class Rejected:
     old: dict[str, Any] | None = field(default=None)
 
 
+ELASTIC_IN_PLACE = (
+    "spec.elastic: elastic cannot be added or removed in place: its nodes would move between slurm.conf and"
+    " dynamic registration, and slurmctld loses the jobs of nodes it no longer knows; create another NodeSet"
+)
+
 REJECTED = [
     # structural schema
     Rejected("unknown spec field", "NodeSet", {"spec.sise": 3}, "spec.sise: unknown field"),
@@ -153,16 +158,14 @@ REJECTED = [
         "elastic added in place",
         "NodeSet",
         {"spec.elastic": {"maxReplicas": 4}},
-        "spec.elastic: elastic cannot be added or removed in place: its nodes would move between slurm.conf and"
-        " dynamic registration, and slurmctld loses the jobs of nodes it no longer knows; create another NodeSet",
+        ELASTIC_IN_PLACE,
         old={},
     ),
     Rejected(
         "elastic removed in place",
         "NodeSet",
         {},
-        "spec.elastic: elastic cannot be added or removed in place: its nodes would move between slurm.conf and"
-        " dynamic registration, and slurmctld loses the jobs of nodes it no longer knows; create another NodeSet",
+        ELASTIC_IN_PLACE,
         old={"spec.elastic": {"maxReplicas": 4}},
     ),
     Rejected(

@@ -115,17 +115,23 @@ def _start(env_extra: dict[str, str]) -> tuple[str, subprocess.Popen]:
     return f"http://127.0.0.1:{port}", proc
 
 
-def test_an_empty_auth_token_file_stops_the_server_at_start(tmp_path):
-    """Not "authentication off": gunicorn exits and says why, and nothing is served."""
-    token = tmp_path / "token"
-    token.write_text("")
-    _, proc = _start({"HOOKS_AUTH_TOKEN_FILE": str(token)})
+def _refused_start(env_extra: dict[str, str]) -> tuple[subprocess.Popen, str]:
+    """`make run` that should stop at start: the process once it ended (killed after 60 s) and its output."""
+    _, proc = _start(env_extra)
     try:
         output, _ = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+    return proc, output
+
+
+def test_an_empty_auth_token_file_stops_the_server_at_start(tmp_path):
+    """Not "authentication off": gunicorn exits and says why, and nothing is served."""
+    token = tmp_path / "token"
+    token.write_text("")
+    proc, output = _refused_start({"HOOKS_AUTH_TOKEN_FILE": str(token)})
     assert proc.returncode != 0 and "HOOKS_AUTH_TOKEN_FILE" in output and "is empty" in output, output[-2000:]
 
 
@@ -135,13 +141,7 @@ def test_make_run_on_a_busy_port_says_which_setting_to_change():
         held.bind(("127.0.0.1", 0))
         held.listen()
         busy = f"127.0.0.1:{held.getsockname()[1]}"
-        _, proc = _start({"HOOKS_BIND": busy})
-        try:
-            output, _ = proc.communicate(timeout=60)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        proc, output = _refused_start({"HOOKS_BIND": busy})
     assert proc.returncode != 0 and f"HOOKS_BIND={busy}: cannot listen there" in output, output[-2000:]
     assert "Retrying" not in output, "refused before gunicorn's own retries"
 
