@@ -28,11 +28,12 @@ from slurm_sync.bridge.loop import BridgeLoop
 from slurm_sync.events import Events, controller_ref
 from slurm_sync.kube import Kube, describe_error
 from slurm_sync.metrics import Metrics
+from slurm_sync.operator import unsynced
 from slurm_sync.operator.deletion import DEFAULT_GRACE
 from slurm_sync.operator.discovery import ClusterHandle, Clusters, KeyUnusable, plan_clusters
 from slurm_sync.operator.loop import FULL_REPLAN_INTERVAL, PassResult, release_retained_claims
 from slurm_sync.operator.steps import Tally
-from slurm_sync.operator.view import read_nodeset
+from slurm_sync.operator.view import NodeSetView, read_nodeset
 from slurm_sync.runner import Outcome, Runner, overdue_after
 from slurm_sync.slurm.client import WriteBudget
 from slurm_sync.wake import Wakeup, run_passes
@@ -137,6 +138,8 @@ class Service:
         # close; no successor starts before it ends; their NodeSets are not "orphaned" meanwhile).
         self._retiring: list[tuple[ClusterHandle, Runner]] = []
         self._bridge = Runner("bridge", partial(self._bridge_pass, bridge), bridge.slurm.calls) if bridge else None
+        # The objects last told as never synced by Metacontroller (slurm_sync/operator/unsynced.py).
+        self._unsynced: frozenset[str] = frozenset()
         self._loop_started: float | None = None  # when the loop's own part of the pass (discovery) started
 
     def run_pass(self, wait: bool = True) -> bool:
@@ -229,7 +232,21 @@ class Service:
             log.warning("skipping %s", problem)
         self.clusters.update(refs, self._retire)
         self._sync_runners()
-        return self._release_orphaned_claims()
+        return self._nodeset_chores(controllers)
+
+    def _nodeset_chores(self, controllers: list[dict]) -> dict[str, Outcome]:
+        """What needs every NodeSet, not a cluster's: objects Metacontroller never synced (told), retained
+        PVCs of NodeSets whose Controller is gone (released)."""
+        try:
+            nodesets = self._list_custom("nodesets")
+            views = [read_nodeset(o) for o in nodesets]
+        except Exception as exc:  # as in discovery: nothing is known, nothing is released
+            log.error("listing nodesets failed: %s", describe_error(exc))
+            return {"nodesets": (False, False, f"list nodesets: {describe_error(exc)}")}
+        now = int(time.time())
+        found = [*unsynced.unsynced("Controller", controllers, now), *unsynced.unsynced("NodeSet", nodesets, now)]
+        self._unsynced = unsynced.tell(self.events, found, self._unsynced)
+        return self._release_orphaned_claims(views)
 
     def _list_custom(self, plural: str) -> list[dict]:
         """Our CRs of one kind in the watched namespaces (one cluster-wide list when watching all)."""
@@ -237,13 +254,8 @@ class Service:
             return self.kube.list_custom(plural, None)
         return [obj for namespace in self.config.namespaces for obj in self.kube.list_custom(plural, namespace)]
 
-    def _release_orphaned_claims(self) -> dict[str, Outcome]:
+    def _release_orphaned_claims(self, nodesets: list[NodeSetView]) -> dict[str, Outcome]:
         """Retained PVCs of deleted NodeSets whose Controller is gone (no cluster pass covers them)."""
-        try:
-            nodesets = [read_nodeset(o) for o in self._list_custom("nodesets")]
-        except Exception as exc:  # as in discovery: nothing is known, nothing is released
-            log.error("listing nodesets failed: %s", describe_error(exc))
-            return {"nodesets": (False, False, f"list nodesets: {describe_error(exc)}")}
         handles = [*self.clusters.handles.values(), *(h for h, runner in self._retiring if runner.busy)]
         covered = {(h.ref.namespace, h.ref.controller) for h in handles}  # a retiring pass may still release them
         tally = Tally()

@@ -103,6 +103,19 @@ def name_values() -> set[str]:
     return {v for k, v in vars(names).items() if k.isupper() and isinstance(v, str)}
 
 
+# The label of Metacontroller's pods: its manifests/production and, by its chart's name, its Helm chart.
+METACONTROLLER_POD_LABELS = {
+    ("app.kubernetes.io/name", "metacontroller"),
+    ("app.kubernetes.io/name", "metacontroller-helm"),
+}
+
+
+def metacontroller_crds() -> set[str]:
+    """Metacontroller's CRD names, as the labs' stand-ins carry them (hack/cluster/metacontroller-crds.yaml)."""
+    docs = yaml.safe_load_all((ROOT / "hack/cluster/metacontroller-crds.yaml").read_text())
+    return {d["metadata"]["name"] for d in docs if d}
+
+
 def labels_everywhere() -> set[tuple[str, str]]:
     pairs: set[tuple[str, str]] = set()
     for obj in rendered():
@@ -180,7 +193,7 @@ def _check_kind_and_names(command: Command, words: list[str]) -> None:
     kind = _kinds(kind_word)[0]
     for name in (n for n in object_names if not n.startswith("<") and not n.startswith("-")):
         if kind in ("crd", "crds"):
-            assert name in {c["metadata"]["name"] for c in crds().values()}, command.line
+            assert name in {c["metadata"]["name"] for c in crds().values()} | metacontroller_crds(), command.line
         elif kind in crds():
             assert name in {
                 o["metadata"]["name"] for o in rendered(namespace) if o["kind"] == crds()[kind]["spec"]["names"]["kind"]
@@ -197,7 +210,7 @@ def _object_words(command: Command) -> list[str]:
     for word in command.words[verb_index + 1 :]:
         if skip:
             skip = False
-        elif word in ("-n", "-l", "-o", "-c", "-p", "--type", "-f"):
+        elif word in ("-n", "-l", "-o", "-c", "-p", "--type", "-f", "--field-selector"):
             skip = True
         elif not word.startswith("-"):
             words.append(word)
@@ -237,13 +250,20 @@ def test_kubectl_names_what_exists(command: Command) -> None:
         assert container in ("slurmd",), command.line  # the NodeSet pod's container (hooks/nodeset/pods.py)
     else:
         _check_kind_and_names(command, words)
-    if selector := command.option("-l"):
+    if (selector := command.option("-l")) and " in (" in selector:  # a set: Metacontroller's own labels
+        key, _, values = selector.partition(" in (")
+        assert {(key, v) for v in values.rstrip(")").split(",")} == METACONTROLLER_POD_LABELS, command.line
+    elif selector:
         key, _, value = selector.partition("=")
         assert key in name_values() or (key, value) in labels_everywhere(), command.line
         if value:
             assert (key, value) in labels_everywhere(), command.line
     for path in jsonpaths(command):
         _check_field(command, words[0].split(",")[0], path)
+    if field := command.option("--field-selector"):
+        key, _, reason = field.partition("=")
+        sources = "".join(f.read_text() for f in (ROOT / "slurm_sync").rglob("*.py"))
+        assert key == "reason" and f'"{reason}"' in sources, command.line  # an Event reason slurm_sync posts
 
 
 def _check_field(command: Command, kind: str, path: list[str]) -> None:
