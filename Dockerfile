@@ -3,7 +3,9 @@
 #   slurm_sync:  python -m slurm_sync
 # Runs as a non-root user and writes nothing outside /tmp and PROMETHEUS_MULTIPROC_DIR, so it works
 # with readOnlyRootFilesystem (the charts mount emptyDirs there).
-FROM docker.io/library/python:3.11-slim-bookworm
+# BASE_IMAGE names another registry's copy of the same base when Docker Hub is not reachable.
+ARG BASE_IMAGE=docker.io/library/python:3.11-slim-bookworm
+FROM ${BASE_IMAGE}
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

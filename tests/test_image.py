@@ -77,3 +77,19 @@ def test_make_image_passes_the_charts_default_image(tmp_path: Path) -> None:
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     image = f"ghcr.io/slinky-metacontroller/slinky-metacontroller:{version}"  # tests/charts: the charts' default too
     assert _calls(tmp_path)[-1] == f"docker build -t {image} -f Dockerfile ."
+
+
+def test_another_copy_of_the_base_image_can_be_named(tmp_path: Path) -> None:
+    """With no Docker Hub in reach, `make image BASE_IMAGE=<mirror>/python:…` builds over a registry's copy."""
+    bin_dir = _path_with(tmp_path, {"podman": 0})
+    (bin_dir / "make").symlink_to(shutil.which("make"))
+    env = {**os.environ, "PATH": str(bin_dir), "IMAGE_ENGINE": "podman"}
+    base = "mirror.example/library/python:3.11-slim-bookworm"
+    result = subprocess.run(
+        ["make", "--no-print-directory", "image", f"BASE_IMAGE={base}", "IMAGE_TAG=1"],
+        capture_output=True, text=True, env=env, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert _calls(tmp_path)[-1].startswith(f"podman build --build-arg BASE_IMAGE={base} -t "), _calls(tmp_path)
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "ARG BASE_IMAGE=docker.io/library/python:3.11-slim-bookworm\nFROM ${BASE_IMAGE}\n" in dockerfile

@@ -245,6 +245,8 @@ def test_kubectl_names_what_exists(command: Command) -> None:
             if o["kind"] == "Service" and o["metadata"]["name"] == words[0].split("/")[1]
         ]
         assert int(port) in {p["port"] for p in service["spec"]["ports"]}, command.line
+    elif verb == "logs" and not words:  # by label: every replica, each line named by --prefix
+        assert command.option("-l") and "--prefix" in command.words, command.line
     elif verb == "logs" and words[0].startswith("<"):
         container = command.option("-c")
         assert container in ("slurmd",), command.line  # the NodeSet pod's container (hooks/nodeset/pods.py)

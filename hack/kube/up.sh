@@ -214,7 +214,10 @@ write_env_file() {
 # One up/down/build at a time per rootfs (checkouts share the rootfs and the binaries).
 mkdir -p "$(dirname "$ROOTFS")"
 exec 9>"$ROOTFS.lock"
-flock -w 2400 9 || fail "timed out waiting for the lock $ROOTFS.lock (another hack/kube/up.sh is building)"
+if ! flock -n 9; then
+  log "waiting (up to 40 min) for $ROOTFS.lock: another checkout's hack/kube/up.sh or down.sh holds it, building the rootfs or the API server"
+  flock -w 2400 9 || fail "timed out waiting for the lock $ROOTFS.lock (another hack/kube/up.sh is building)"
+fi
 
 BUILT_NOW=""
 rootfs_ok || build_rootfs
