@@ -12,6 +12,11 @@
 {{- end -}}
 {{- end -}}
 
+{{/* The namespace of every namespaced object: Slinky's namespaceOverride, else the release's. */}}
+{{- define "slurm-operator.namespace" -}}
+{{- .Values.namespaceOverride | default .Release.Namespace -}}
+{{- end -}}
+
 {{- define "slurm-operator.hooksName" -}}{{ include "slurm-operator.fullname" . }}-hooks{{- end -}}
 {{- define "slurm-operator.syncName" -}}{{ include "slurm-operator.fullname" . }}-slurm-sync{{- end -}}
 {{/* The namespaces slurm_sync watches as a JSON list (slurmSync.namespaces plus slurmSync.namespace); [] = all. */}}
@@ -45,7 +50,32 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- end -}}
 {{- end -}}
 
+{{/* The image pull policy of both Deployments: image.pullPolicy, else Slinky's operator.imagePullPolicy, else
+its global imagePullPolicy. */}}
+{{- define "slurm-operator.pullPolicy" -}}
+{{- $operator := .Values.operator | default dict -}}
+{{- $policy := .Values.image.pullPolicy | default $operator.imagePullPolicy | default .Values.imagePullPolicy | default "IfNotPresent" -}}
+{{- if not (has $policy (list "Always" "IfNotPresent" "Never")) -}}
+{{- fail (printf "image.pullPolicy (or imagePullPolicy, operator.imagePullPolicy) must be Always, IfNotPresent or Never, got %q" (toString $policy)) -}}
+{{- end -}}
+{{- $policy -}}
+{{- end -}}
+
+{{/* The Node condition types slurm_sync turns into drain reasons, as a JSON list: Slinky's top-level
+propagatedNodeConditions (a list, or a comma-separated string) followed by slurmSync.propagatedNodeConditions. */}}
+{{- define "slurm-operator.propagatedNodeConditions" -}}
+{{- $slinky := .Values.propagatedNodeConditions | default list -}}
+{{- if kindIs "string" $slinky -}}
+{{- $slinky = splitList "," $slinky -}}
+{{- end -}}
+{{- $types := list -}}
+{{- range concat $slinky (.Values.slurmSync.propagatedNodeConditions | default list) -}}
+{{- with toString . | trim -}}{{ $types = append $types . }}{{- end -}}
+{{- end -}}
+{{- $types | uniq | toJson -}}
+{{- end -}}
+
 {{/* The hook Service as Metacontroller's webhook.service. */}}
 {{- define "slurm-operator.hookService" -}}
-{{- dict "name" (include "slurm-operator.hooksName" .) "namespace" .Release.Namespace "port" (int .Values.hooks.port) "protocol" "http" | toJson -}}
+{{- dict "name" (include "slurm-operator.hooksName" .) "namespace" (include "slurm-operator.namespace" .) "port" (int .Values.hooks.port) "protocol" "http" | toJson -}}
 {{- end -}}
