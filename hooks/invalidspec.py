@@ -8,7 +8,7 @@ import functools
 from collections.abc import Callable
 from typing import TypeVar
 
-from hooks import kubenames
+from hooks import kubenames, podschema
 from hooks.applied import Child, Kept, kept
 from hooks.contract import CompositeRequest
 from hooks.references import MISSING_REFERENCE_RESYNC_SECONDS
@@ -28,6 +28,7 @@ def reports_invalid_spec(sync: Callable[[CompositeRequest], JSON]) -> Callable[[
         try:
             response = sync(req)
             check_new_children(req, response["children"])
+            check_pod_templates(response["children"])
             return response
         except InvalidSpec as err:
             return invalid_spec_response(req, err)
@@ -55,6 +56,28 @@ def check_new_children(req: CompositeRequest, children: list[Child]) -> None:
                 kind = req.parent["kind"]
                 raise InvalidSpec(f"metadata.name {name!r} cannot name this {kind}'s children: {problems[0]}")
             raise InvalidSpec(f"a spec value gives a child a name or label the API server refuses: {problems[0]}")
+
+
+# Where a rendered pod's fields come from: the CR's pod template, or the override named like the container.
+POD_FIELD_SOURCES = "set in spec.template or in the container's override, spec.<container name>"
+
+
+def check_pod_templates(children: list[Child]) -> None:
+    """Raise InvalidSpec if a workload this sync built has pod fields the API server refuses (hooks/podschema.py).
+
+    Built, not kept: a kept child is sent as it was accepted. The workload would be refused whole, so
+    no pod of it is replaced; the condition says which field instead of a Metacontroller event.
+    """
+    for child in children:
+        if isinstance(child, Kept):
+            continue
+        problems = podschema.workload_problems(child)
+        if problems:
+            name = (child.get("metadata") or {}).get("name")
+            raise InvalidSpec(
+                f"the API server would refuse the pod template of {child.get('kind')} {name} ({POD_FIELD_SOURCES}): "
+                + podschema.summary(problems)
+            )
 
 
 def invalid_spec_response(req: CompositeRequest, err: InvalidSpec) -> JSON:

@@ -24,7 +24,8 @@ sync publishes the wanted reservation in `status.reservation` and condemns old-r
 slurm_sync reports their Slurm node in maintenance under it; finalize publishes none and waits
 until slurm_sync reports the reservation gone.
 
-**A spec value the hook cannot use** (the CRD let it through: an older CRD, a hand-made request)
+**A spec value the hook cannot use** (the CRD let it through: an older CRD, a hand-made request, or
+a pod field the API server would refuse, checked before any pod is condemned: hooks/podschema.py)
 never answers 400, which would leave nothing but a Metacontroller event. sync keeps every
 observed child exactly as last applied and the observed status (drainingPods included: drains
 in flight continue) and adds an `InvalidSpec` condition naming the field; customize asks for
@@ -51,7 +52,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from hooks import invalidspec
+from hooks import invalidspec, podschema
 from hooks.applied import Child, Kept, kept, kind_and_name, name_of
 from hooks.contract import ChildReader, CompositeRequest, CustomizeRequest
 from hooks.controller.model import Controller, controller_ref_name, controller_rule, find_controller
@@ -152,6 +153,7 @@ def sync(req: CompositeRequest) -> JSON:
         plan = plan_statefulset(ctx, pods, ordinal_to_node, fits)
     for slot in plan.create:
         _check_identity(spec, slot)
+    _check_pod_fields(builder, plan, pods, revision)
     if plan.condemned and spec.elastic is None:  # an elastic NodeSet's nodes are slurm.conf's, never deleted
         plan.delete_stale_records(pods, builder.registration)
     wanted = still_wanted(pods, plan.condemned, ctx.now, frozenset(plan.delete_node))
@@ -354,6 +356,23 @@ def _check_identity(spec: NodeSetSpec, slot: PodSlot) -> None:
     else:
         source = f"metadata.name (ordinal {slot.ordinal})"
     check_pod_identity(slot.name, slot.hostname, source)
+
+
+def _check_pod_fields(builder: WorkerPodBuilder, plan: Plan, pods: list[ObservedPod], revision: str) -> None:
+    """Pod fields the API server would refuse are an InvalidSpec before this sync condemns or creates any pod
+    (hooks/podschema.py): a rollout to a template no pod can be made from would drain the old pods for nothing.
+
+    Checked whenever the sync would create or condemn a pod, or a pod of another revision waits for its
+    turn; a steady sync leaves the template unmerged (WorkerPodBuilder) and checks nothing.
+    """
+    if not (plan.create or plan.condemned or any(p.ours and p.revision != revision for p in pods)):
+        return
+    problems = podschema.template_problems(builder.template, builder.template_bytes)
+    if problems:
+        raise InvalidSpec(
+            f"the API server would refuse this NodeSet's pods ({invalidspec.POD_FIELD_SOURCES}): "
+            + podschema.summary(problems)
+        )
 
 
 _FINALIZE_NOTES = {

@@ -216,6 +216,16 @@ class WorkerPodBuilder:
         return orjson.dumps(self._template)
 
     @property
+    def template(self) -> JSON:
+        """The merged pod template (`{metadata, spec}`) every pod of this sync is built from; not to be changed."""
+        return self._template
+
+    @property
+    def template_bytes(self) -> bytes:
+        """`template` as JSON."""
+        return self._template_bytes
+
+    @property
     def scheduling_spec(self) -> JSON:
         """The merged pod spec, for checking which nodes it fits."""
         return self._template["spec"]
