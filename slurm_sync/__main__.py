@@ -18,6 +18,7 @@ from kubernetes import client, config
 from slinky_common import logs, names
 from slurm_sync.bridge.kube import BridgeKube
 from slurm_sync.bridge.loop import BridgeLoop, token_file
+from slurm_sync.bridge.token import DEFAULT_KEY, REFRESH_SECONDS, SecretToken, parse_secret_ref
 from slurm_sync.cache import IDLE_SECONDS, CachedKube, KubeCache
 from slurm_sync.kube import Kube
 from slurm_sync.leader import (
@@ -126,6 +127,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument(
         "--token-file", default=_env("TOKEN_FILE"), help="bridge: file holding the Slurm JWT (read on every request)"
+    )
+    p.add_argument(
+        "--token-secret",
+        default=_env("TOKEN_SECRET"),
+        help="bridge: NAMESPACE/NAME of a Secret holding the Slurm JWT, read through the Kubernetes API (at most "
+        f"every {REFRESH_SECONDS:g} s: rotation), e.g. one a Token CR writes in the Slurm cluster's namespace",
+    )
+    p.add_argument(
+        "--token-secret-key", default=_env("TOKEN_SECRET_KEY", DEFAULT_KEY), help="bridge: the key of --token-secret"
     )
     p.add_argument(
         "--jwt-key-file", default=_env("JWT_KEY_FILE"), help="bridge: HS256 key to mint tokens for --token-user"
@@ -271,16 +281,27 @@ def kube_reader(api: client.ApiClient, metrics: Metrics, wakeup: Wakeup, args: a
     return CachedKube(api, metrics.count_kube_write, cache=cache)
 
 
-def bridge_tokens(args: argparse.Namespace) -> TokenProvider:
-    """The bridge talks to one Slurm: --slurm-url with --token-file, or a key to mint tokens from.
-    Checked once at start, so a missing setting stops a standby too, not only its first term. A token
-    file is read on every request (it may be rotated, or appear later); its problems are the pass's."""
+def bridge_tokens(args: argparse.Namespace, kube: Kube | None = None) -> TokenProvider:
+    """The bridge talks to one Slurm: --slurm-url with --token-secret (read through ``kube``), --token-file,
+    or a key to mint tokens from. Checked once at start, so a missing setting stops a standby too, not only
+    its first term. The token's Secret or file is read again while running (it may be rotated, or appear
+    later); its problems are the pass's."""
     if not args.slurm_url:
         raise SystemExit("--mode bridge needs --slurm-url")
+    if args.token_secret:
+        if args.token_file:
+            raise SystemExit("slurm-sync: --token-secret and --token-file both name the bridge's token: set one")
+        try:
+            namespace, name = parse_secret_ref(args.token_secret)
+        except ValueError as err:
+            raise SystemExit(f"slurm-sync: --token-secret (or {ENV_PREFIX}TOKEN_SECRET): {err}") from None
+        if kube is None:
+            raise ValueError("--token-secret is read through the Kubernetes API: pass the Kube")
+        return SecretToken(kube, namespace, name, args.token_secret_key)
     if args.token_file:
         return token_file(args.token_file)
     if not args.jwt_key_file:
-        raise SystemExit("--mode bridge needs --token-file or --jwt-key-file")
+        raise SystemExit("--mode bridge needs --token-secret, --token-file or --jwt-key-file")
     try:
         with open(args.jwt_key_file, "rb") as handle:
             key = handle.read()
@@ -295,6 +316,8 @@ def bridge_tokens(args: argparse.Namespace) -> TokenProvider:
 
 def token_origin(args: argparse.Namespace) -> str:
     """Where the bridge's token comes from, for the message when slurmrestd refuses it."""
+    if args.token_secret:
+        return f"--token-secret {args.token_secret.strip()} (key {args.token_secret_key!r})"
     return f"--token-file {args.token_file}" if args.token_file else f"--jwt-key-file {args.jwt_key_file}"
 
 
@@ -309,7 +332,7 @@ def bridge_loop(
     namespaces = [n.strip() for n in args.managed_namespaces.split(",") if n.strip()]
     slurm = SlurmClient(
         args.slurm_url,
-        tokens or bridge_tokens(args),
+        tokens or bridge_tokens(args, kube),
         timeout=args.slurm_timeout,
         cluster=args.cluster_name or None,
         write_budget=write_budget,
@@ -437,7 +460,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     budget = fence.remaining if fence else None
     wakeup = Wakeup()  # the cache outlives terms: it mirrors Kubernetes and holds no decision
     kube = kube_reader(api, metrics, wakeup, args)
-    tokens = bridge_tokens(args) if args.mode in ("bridge", "both") else None
+    tokens = bridge_tokens(args, kube) if args.mode in ("bridge", "both") else None
 
     def build() -> Service:
         bridge = bridge_loop(args, kube, metrics, tokens, budget) if tokens else None

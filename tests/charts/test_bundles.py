@@ -34,7 +34,8 @@ def bundles(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, li
 
 @pytest.mark.parametrize(
     ("bundle", "expected"),
-    [("install.yaml", {"slinky"}), ("install-bridge.yaml", {"slurm-bridge-system", "slurm-bridge"})],
+    # The bridge's token: a Token CR and a Role in the Slurm cluster's namespace (the bridge chart's token values).
+    [("install.yaml", {"slinky"}), ("install-bridge.yaml", {"slurm-bridge-system", "slurm", "slurm-bridge"})],
 )
 def test_each_bundle_creates_every_namespace_it_uses_before_using_it(bundles, bundle: str, expected: set[str]) -> None:
     _, docs = bundles
@@ -54,7 +55,7 @@ def test_the_closing_message_names_both_bundles_and_their_namespaces(bundles) ->
     out, _ = bundles
     last = out.strip().splitlines()[-1]
     assert "install.yaml (namespace slinky)" in last
-    assert "install-bridge.yaml (namespaces slurm-bridge-system,slurm-bridge)" in last
+    assert "install-bridge.yaml (namespaces slurm-bridge-system,slurm,slurm-bridge)" in last
 
 
 def test_bundles_use_the_projects_image(bundles) -> None:

@@ -77,11 +77,15 @@ def test_the_operator_bundle_applies_on_a_cluster_without_its_namespace(
 
 
 def test_the_bridge_bundle_applies_on_a_cluster_without_its_namespaces(
-    kube_lab: KubeLab, metacontroller, cert_manager, bundles: Path
+    kube_lab: KubeLab, installed_crds, metacontroller, cert_manager, bundles: Path
 ) -> None:
-    output = apply_twice_and_remove(kube_lab, bundles / "install-bridge.yaml", ["slurm-bridge-system", "slurm-bridge"])
+    # slurm: the bridge's Token CR and the Role to read its Secret, in the Slurm cluster's namespace.
+    namespaces = ["slurm-bridge-system", "slurm", "slurm-bridge"]
+    output = apply_twice_and_remove(kube_lab, bundles / "install-bridge.yaml", namespaces)
     assert {
         "namespace/slurm-bridge unchanged",
         "decoratorcontroller.metacontroller.k8s.io/slurm-bridge-pod unchanged",
         "certificate.cert-manager.io/slurm-bridge-admission unchanged",
+        "token.slinky.slurm.net/slurm-bridge unchanged",
+        "role.rbac.authorization.k8s.io/slurm-bridge-slurm-sync-token unchanged",
     } <= output

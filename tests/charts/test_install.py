@@ -46,8 +46,9 @@ def test_rendered_custom_resources_are_accepted(installed_crds, kube_api, kube_n
         for doc in render(case.chart, case.values, kube_namespace, case.api_versions)
         if doc["apiVersion"] == f"{GROUP}/{VERSION}"
     ]
-    for doc in ours:
-        create_cr(kube_api, doc, kube_namespace, dry_run=True)
+    for doc in ours:  # each in the test's namespace (the bridge's Token is rendered for the Slurm cluster's)
+        create_cr(kube_api, {**doc, "metadata": {**doc["metadata"], "namespace": kube_namespace}}, kube_namespace,
+                  dry_run=True)  # fmt: skip
 
 
 # --- helm install / upgrade / uninstall ---------------------------------------------------------------
@@ -107,10 +108,13 @@ def test_bridge_chart_keeps_its_generated_ca_across_an_upgrade(
     kube_namespace: str,
 ) -> None:
     release = ["slurm-bridge", str(CHARTS / "slurm-bridge"), "-n", kube_namespace]
-    run_helm(kube_lab, "install", *release)
+    # The token in the bridge's own namespace (Slinky's layout): no Slurm cluster's namespace needed here
+    # (tests/charts/test_bridge_token_install.py installs the documented layout).
+    own_token = {"sharedConfig": {"slurmJwtSecretNamespace": ""}, "token": {"create": False}}
+    run_helm(kube_lab, "install", *release, values=own_token)
     assert_slurm_sync_ha_installed(kube_api, kube_namespace, "slurm-bridge-slurm-sync")
     tls = secret_data(kube_api, kube_namespace, "slurm-bridge-admission-tls")
-    run_helm(kube_lab, "upgrade", *release, values={"schedulerConfig": {"partition": "gpu"}})
+    run_helm(kube_lab, "upgrade", *release, values={**own_token, "schedulerConfig": {"partition": "gpu"}})
     assert secret_data(kube_api, kube_namespace, "slurm-bridge-admission-tls") == tls
     admission = client.AdmissionregistrationV1Api(kube_api)
     webhooks = [

@@ -21,6 +21,9 @@ HOOK_PACKAGES = ("hooks", "slinky_common")  # what the hook server runs
 
 CLUSTER_SCOPED = {"nodes", "resourceslices"}  # the cluster-scoped resources slurm_sync touches
 RELEASE_NAMESPACE_ONLY = {"leases"}  # leader election (slurm_sync/leader.py), in the release's namespace
+# The bridge's Slurm JWT Secret (slurm_sync/bridge/token.py), in the Slurm cluster's namespace only, by name.
+TOKEN_NAMESPACE_ONLY = {"secrets"}
+TOKEN_SECRET = "slurm-bridge-token"  # the bridge chart's sharedConfig.slurmJwtSecret
 
 
 def _rendered_rules(docs: list[Obj], role_name: str) -> tuple[set[Rule], set[Rule]]:
@@ -36,6 +39,21 @@ def _rendered_rules(docs: list[Obj], role_name: str) -> tuple[set[Rule], set[Rul
 
 def _without_leases(rules: set[Rule]) -> set[Rule]:
     return {r for r in rules if r[1] not in RELEASE_NAMESPACE_ONLY}
+
+
+def _bridge_wide(rules: set[Rule] | frozenset[Rule]) -> set[Rule]:
+    """The bridge's rules but the Lease's and its token Secret's (each granted on one name, in one namespace)."""
+    return {r for r in _without_leases(set(rules)) if r[1] not in TOKEN_NAMESPACE_ONLY}
+
+
+def _token_role(docs: list[Obj], role_name: str, namespace: str, service_account_ns: str) -> Obj:
+    """The Role <role_name>-token, checking that it is in ``namespace`` and bound there to our ServiceAccount."""
+    (role,) = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == f"{role_name}-token"]
+    (binding,) = [d for d in docs if d["kind"] == "RoleBinding" and d["metadata"]["name"] == f"{role_name}-token"]
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == namespace
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": f"{role_name}-token"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": role_name, "namespace": service_account_ns}]
+    return role
 
 
 def _lease_role(docs: list[Obj], role_name: str) -> Obj:
@@ -215,8 +233,40 @@ def test_bridge_chart_grants_exactly_the_bridge_calls_derived_and_planned() -> N
     docs = helm.render("slurm-bridge", {"slurmSync": {"enabled": True}}, "slurm-bridge-system")
     cluster, namespaced = _rendered_rules(docs, "slurm-bridge-slurm-sync")
     wanted = rbac.derived_rules("bridge") | rbac.planned_rules("bridge")
-    assert cluster | namespaced == _without_leases(wanted)
+    assert cluster | namespaced == _bridge_wide(wanted)
     assert _lease_rules(docs, "slurm-bridge-slurm-sync", "slurm-bridge-system") == wanted - _without_leases(wanted)
+    token = _token_role(docs, "slurm-bridge-slurm-sync", "slurm", "slurm-bridge-system")
+    assert (
+        rbac.expand(token["rules"]) == {r for r in wanted if r[1] in TOKEN_NAMESPACE_ONLY} == {("", "secrets", "get")}
+    )
+
+
+def test_the_bridge_reads_exactly_its_token_secret_and_nothing_else() -> None:
+    """Default layout: the Secret is in the Slurm cluster's namespace (slurm); the bridge's slurm_sync may get that
+    one Secret there, by name, and no other Secret anywhere: no list, no watch, no other name, no other Role."""
+    docs = helm.render("slurm-bridge", {}, "slurm-bridge-system")
+    rules = _token_role(docs, "slurm-bridge-slurm-sync", "slurm", "slurm-bridge-system")["rules"]
+    assert all(rule["resourceNames"] == [TOKEN_SECRET] for rule in rules)
+    assert rbac.allows(rules, "", "secrets", "get", TOKEN_SECRET)
+    assert not rbac.allows(rules, "", "secrets", "get", "slurm-auth-jwt"), "the JWT key itself"
+    for verb in ("list", "watch", "create", "update", "patch", "delete"):
+        assert not rbac.allows(rules, "", "secrets", verb, TOKEN_SECRET), verb
+    others = [
+        d
+        for d in docs
+        if d["kind"] in ("Role", "ClusterRole") and d["metadata"]["name"] != "slurm-bridge-slurm-sync-token"
+    ]
+    assert not any(r[1] in TOKEN_NAMESPACE_ONLY for d in others for r in rbac.expand(d["rules"]))
+
+
+@pytest.mark.parametrize("namespace", ["", "slurm-bridge-system"])
+def test_the_bridge_token_in_its_own_namespace_is_mounted_and_needs_no_right(namespace: str) -> None:
+    """Slinky's layout: the Secret in the release's namespace is a volume, and slurm_sync gets no Secret right."""
+    values = {"sharedConfig": {"slurmJwtSecretNamespace": namespace}, "token": {"create": False}}
+    docs = helm.render("slurm-bridge", values, "slurm-bridge-system")
+    assert not [d for d in docs if d["metadata"]["name"].endswith("-token") and d["kind"] in ("Role", "RoleBinding")]
+    assert not any(r[1] in TOKEN_NAMESPACE_ONLY for d in docs if d["kind"] in ("Role", "ClusterRole")
+                   for r in rbac.expand(d["rules"]))  # fmt: skip
 
 
 def test_bridge_pod_rights_only_in_the_managed_namespaces() -> None:
@@ -228,7 +278,7 @@ def test_bridge_pod_rights_only_in_the_managed_namespaces() -> None:
     cluster, _ = _rendered_rules(docs, "slurm-bridge-slurm-sync")
     roles = _roles_by_namespace(docs, "slurm-bridge-slurm-sync", "slurm-bridge-system")
     assert set(roles) == {"team-a", "team-b"}
-    wanted = _without_leases(rbac.derived_rules("bridge") | rbac.planned_rules("bridge"))
+    wanted = _bridge_wide(rbac.derived_rules("bridge") | rbac.planned_rules("bridge"))
     assert {resource for _, resource, _ in cluster} == CLUSTER_SCOPED  # no pod, binding or delete right cluster-wide
     assert all(rules == {r for r in wanted if r[1] not in CLUSTER_SCOPED} for rules in roles.values())
     assert ("", "pods", "delete") in roles["team-a"] and ("", "pods/binding", "create") in roles["team-a"]

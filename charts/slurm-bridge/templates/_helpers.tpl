@@ -50,3 +50,13 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- fail "admission: set managedNamespaces or managedNamespaceSelector (an empty selector would hand every pod of the cluster to Slurm)" -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The namespace of the Slurm JWT Secret (sharedConfig.slurmJwtSecretNamespace; "" = the release's). */}}
+{{- define "slurm-bridge.tokenNamespace" -}}
+{{- .Values.sharedConfig.slurmJwtSecretNamespace | default .Release.Namespace -}}
+{{- end -}}
+
+{{/* "true" when that Secret is in another namespace: slurm_sync reads it through the API, not as a file. */}}
+{{- define "slurm-bridge.tokenElsewhere" -}}
+{{- if ne (include "slurm-bridge.tokenNamespace" .) .Release.Namespace }}true{{ end -}}
+{{- end -}}
