@@ -184,11 +184,12 @@ def _power_saving(nodesets: Iterable[NodeSetConf]) -> list[str]:
     """With an elastic NodeSet, Slurm's power saving runs (docs/architecture.md §4.9). Its programs do nothing:
     slurm_sync sees a node powering up or down through slurmrestd and the NodeSet hook creates or removes its pod,
     so slurmctld needs no Kubernetes credentials. Only the elastic nodes carry a SuspendTime, so no other node is
-    ever powered down. EnforcePartLimits refuses at submit a job larger than its partition (a powered-down
-    NodeSet's maximum) instead of leaving it pending forever; extraConf may set it otherwise."""
+    ever powered down. EnforcePartLimits stays the site's choice: cluster-wide, it would also refuse every job
+    larger than a dynamic NodeSet's current size (all of them at 0 replicas), which pend-then-scale-out and an
+    autoscaler's pending-job metric rely on."""
     if not any(ns.elastic for ns in nodesets):
         return []
-    return [f"SuspendProgram={POWER_PROGRAM}", f"ResumeProgram={POWER_PROGRAM}", "EnforcePartLimits=ANY"]
+    return [f"SuspendProgram={POWER_PROGRAM}", f"ResumeProgram={POWER_PROGRAM}"]
 
 
 def _nodeset_lines(nodesets: Iterable[NodeSetConf]) -> list[str]:

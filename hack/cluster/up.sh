@@ -16,14 +16,14 @@
 #
 # Settings (environment): CLUSTER_LAB_ROOTFS, CLUSTER_LAB_API_PORT (17443), CLUSTER_LAB_ETCD_PORT (17379),
 # CLUSTER_LAB_HOOKS_PORT (18080), CLUSTER_LAB_SYNC_PORT (18081) and CLUSTER_LAB_SYNC_PORT_B (18084) for
-# the two slurm_sync replicas, CLUSTER_LAB_TIMEOUT (300 s to Ready), CLUSTER_LAB_NODES (6),
-# METACONTROLLER (a metacontroller binary to use instead of the stand-in).
+# the two slurm_sync replicas, CLUSTER_LAB_TIMEOUT (300 s to Ready), CLUSTER_LAB_NODES (10: room for every
+# worker pod of the tests at once, the elastic ones too), METACONTROLLER (a metacontroller binary to use instead of the stand-in).
 set -Eeuo pipefail
 # shellcheck source=lib.sh
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 LOG_TAG=up
 TIMEOUT=${CLUSTER_LAB_TIMEOUT:-300}
-NODES=${CLUSTER_LAB_NODES:-6}
+NODES=${CLUSTER_LAB_NODES:-10}
 METACONTROLLER=${METACONTROLLER:-}
 KUBECTL=$REPO/.cache/bin/kubectl
 mkdir -p "$LAB/logs" "$RUN"

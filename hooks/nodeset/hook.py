@@ -134,7 +134,8 @@ def sync(req: CompositeRequest) -> JSON:
     if controller is None:
         return _hold(req, spec, pods)
     revision = revision_hash(req.parent)
-    builder = WorkerPodBuilder(req.parent, spec, controller, revision, _sssd_data(req, spec))
+    power, boot_times = _power(req.parent, spec)
+    builder = WorkerPodBuilder(req.parent, spec, controller, revision, _sssd_data(req, spec), boot_times)
     report = reservation.read_report(req.parent)
     ctx = Context(
         spec=spec,
@@ -142,7 +143,7 @@ def sync(req: CompositeRequest) -> JSON:
         draining=_published_draining(req.parent),
         now=_clock(spec, pods),
         maintenance=reservation.maintenance_nodes(spec, report),
-        power=_power(req.parent, spec),
+        power=power,
     )
     nodes = req.related_of(NODE_TYPE_KEY)
     ordinal_to_node = _ordinal_to_node(req.parent, spec, pods)
@@ -169,17 +170,19 @@ def sync(req: CompositeRequest) -> JSON:
     return _response(status, children, plan, ctx.seconds_until_available(pods))
 
 
-def _power(parent: JSON, spec: NodeSetSpec) -> dict[int, str]:
-    """An elastic NodeSet's on-demand ordinals by their power in slurm_sync's report (none without a report)."""
+def _power(parent: JSON, spec: NodeSetSpec) -> tuple[dict[int, str], dict[int, int]]:
+    """An elastic NodeSet's on-demand ordinals by their power in slurm_sync's report, and by the second each was
+    first seen powering up (its pod's boot time, slinky_common/powerreport.py); none without a report."""
     if spec.elastic is None:
-        return {}
+        return {}, {}
     annotations = parent["metadata"].get("annotations")
     value = annotations.get(names.ANNOTATION_POWER_OBSERVED) if isinstance(annotations, dict) else None
     report = read_report(value if isinstance(value, str) else None)
     if report is None:
-        return {}
+        return {}, {}
     ordinals = on_demand_nodes(parent)
-    return {ordinals[node]: power for node, power in report.power_of().items() if node in ordinals}
+    power = {ordinals[node]: state for node, state in report.power_of().items() if node in ordinals}
+    return power, {ordinals[node]: second for node, second in report.since().items() if node in ordinals}
 
 
 def _add_reservation(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
@@ -30,6 +31,7 @@ from slinky_common.wellknown import component_labels, selector_labels
 JSON = dict[str, Any]
 
 SSH_CONFIG_KEY = "sshd_config"
+BOOT_TIME_ENV = "SLURMD_BOOT_TIME"  # read by `slurmd -b` (src/slurmd/slurmd/slurmd.c), Slurm's own name
 PRESTOP_COMMAND = "scontrol update nodename=$(hostname) state=down reason='slurm-operator: Pod is terminating';"
 # The slurmd image adds `Topology=<value>` to the --conf word when this env var is not empty (Slinky's
 # images 25.11 and later); the kubelet resolves it from the pod's topology annotation at container start.
@@ -190,12 +192,21 @@ class WorkerPodBuilder:
     and never needs it (the merge was a third of a 10-pod sync).
     """
 
-    def __init__(self, parent: JSON, spec: NodeSetSpec, controller: Controller, revision: str, sssd_data: bytes | None):
+    def __init__(
+        self,
+        parent: JSON,
+        spec: NodeSetSpec,
+        controller: Controller,
+        revision: str,
+        sssd_data: bytes | None,
+        boot_times: Mapping[int, int] | None = None,
+    ):
         self.spec = spec
         self.parent = parent
         self.revision = revision
         self._controller = controller
         self._sssd_data = sssd_data
+        self._boot_times = boot_times or {}  # an elastic NodeSet's on-demand ordinals: their node's upSince
 
     @cached_property
     def _template(self) -> JSON:
@@ -248,6 +259,8 @@ class WorkerPodBuilder:
             _pin_to_node(pod_spec, slot.pin_node)
         if self.spec.elastic is not None and slot.ordinal is not None and slot.ordinal < self.spec.elastic.min_replicas:
             _always_on(pod_spec)
+        elif slot.ordinal is not None and slot.ordinal in self._boot_times:
+            _boot_time(pod_spec, self._boot_times[slot.ordinal])
         metadata: JSON = {"name": slot.name, "labels": labels}
         if template["metadata"].get("annotations"):
             metadata["annotations"] = template["metadata"]["annotations"]
@@ -271,6 +284,17 @@ def _always_on(pod_spec: JSON) -> None:
     for container in pod_spec["containers"]:
         if container["name"] == "slurmd":
             container["args"] = [arg for arg in container["args"] if arg != "-b"]
+
+
+def _boot_time(pod_spec: JSON, second: int) -> None:
+    """An on-demand node's slurmd reports the second slurm_sync first saw Slurm power it up as its boot time
+    (`-b` reads SLURMD_BOOT_TIME): after the resume request, as slurmctld needs, and a second or more before the
+    node registers, so that slurmctld, which derives boot times in whole seconds, never takes a later registration
+    for a reboot (slinky_common/powerreport.py). A restarted slurmd keeps it, like any worker's slurmd."""
+    for container in pod_spec["containers"]:
+        if container["name"] == "slurmd":
+            env = [e for e in container.get("env", []) if e.get("name") != BOOT_TIME_ENV]
+            container["env"] = [*env, {"name": BOOT_TIME_ENV, "value": str(second)}]
 
 
 def _base_template(parent: JSON, spec: NodeSetSpec, controller: Controller, sssd_data: bytes | None) -> JSON:

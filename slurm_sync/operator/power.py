@@ -29,23 +29,37 @@ from slurm_sync.slurm.types import Node, NodeUpdate
 POWER_POLL = 1.0  # seconds between passes while an elastic NodeSet waits on Slurm's power decisions
 
 
-def plan_report(nodeset: NodeSetView, nodes: Mapping[str, Node]) -> PowerReport:
+def plan_report(
+    nodeset: NodeSetView, nodes: Mapping[str, Node], now: float, previous: PowerReport | None = None
+) -> PowerReport:
     """Each on-demand node of the NodeSet that Slurm listed, by what its power state asks of its pod (a pending
-    one in no list: nothing yet)."""
+    one in no list: nothing yet). A node Slurm powers up keeps the second it was first seen so (`upSince`, from
+    the ``previous`` report) and is listed up from the next second on (slinky_common/powerreport.py says why); one
+    the previous report listed up without that second is up already, dated a second back."""
     found: dict[str, list[str]] = {
         slurmstate.POWER_UP: [],
         slurmstate.POWER_DOWN: [],
         slurmstate.RESUME_FAILED: [],
         slurmstate.POWER_PENDING: [],
     }
+    known = previous.since() if previous is not None else {}
+    was_up = set(previous.up) if previous is not None else set()
+    since: dict[str, int] = {}
     for name in sorted(nodeset.on_demand_nodes):
         node = nodes.get(name)
-        if node is not None:
-            found[slurmstate.power(node.state)].append(name)
+        if node is None:
+            continue
+        power = slurmstate.power(node.state)
+        if power == slurmstate.POWER_UP:
+            since[name] = known.get(name, int(now) - 1 if name in was_up else int(now))
+            if now < since[name] + 1:
+                continue  # up from the next second on: in no list until then
+        found[power].append(name)
     return PowerReport(
         tuple(found[slurmstate.POWER_UP]),
         tuple(found[slurmstate.POWER_DOWN]),
         tuple(found[slurmstate.RESUME_FAILED]),
+        tuple(sorted(since.items())),
     )
 
 
@@ -92,7 +106,7 @@ def execute(ctx: StepContext, cluster: ClusterView, slurm: SlurmView, tally: Tal
         if not nodeset.on_demand_nodes or nodeset.deleting:
             continue
         tally.watch_power = True
-        report = plan_report(nodeset, slurm.nodes)
+        report = plan_report(nodeset, slurm.nodes, ctx.wall_clock(), read_report(nodeset.power_report))
         _count(ctx, nodeset, report)
         for node in newly_failed(report, slurm.nodes, nodeset.power_report):
             _tell_failed(ctx, nodeset, node)

@@ -5,6 +5,7 @@ see the loop, so they depend on this narrow surface alone (docs/architecture.md 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -49,3 +50,4 @@ class StepContext:
     reservation_absence: AbsenceProof[str]  # maintenance reservations Slurm says are gone
     leftover_pods: AbsenceProof[str]  # pods of leftover node records the apiserver says are gone
     deletion_grace: float  # seconds a deleting NodeSet's pending jobs may wait before they are ended
+    wall_clock: Callable[[], float] = time.time  # now, read after Slurm answered (an elastic node's upSince)

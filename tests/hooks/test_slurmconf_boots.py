@@ -184,21 +184,23 @@ def elastic_nodeset(name: str, **elastic: int) -> dict:
     )
 
 
-def boot_elastic(cluster: SecondCluster, nodeset: dict) -> str:
+def boot_elastic(cluster: SecondCluster, nodeset: dict, extra_conf: str = "") -> str:
     """slurmctld from the Controller hook's slurm.conf with `nodeset` in it; no slurmd yet. Returns slurm.conf."""
     keys = {"slurm.key": os.urandom(32), "jwt.key": os.urandom(32)}
-    rendered = render_controller(keys["slurm.key"], keys["jwt.key"], nodeset)
+    rendered = render_controller(keys["slurm.key"], keys["jwt.key"], nodeset, extra_conf)
     write_config(cluster, for_loopback(rendered, cluster), keys)
     cluster.start("slurmctld", "slurmctld", "-D", "-f", cluster.conf)
     wait_for(lambda: cluster.run("scontrol", "ping"), lambda out: "is UP" in out, timeout=30, what="slurmctld up")
     return rendered
 
 
-def pod_for(nodeset: dict, hostname: str) -> dict:
+def pod_for(nodeset: dict, hostname: str, since: int | None = None) -> dict:
     """The pod the NodeSet hook gives the ordinal whose hostname is `hostname`: an always-on ordinal's as it is, an
-    on-demand one's once slurm_sync reports its node up (the report here says every one is)."""
+    on-demand one's once slurm_sync reports its node up (the report here says every one is, first seen powering
+    up at `since`)."""
     everyone = json.loads(json.dumps(nodeset))
-    report = PowerReport(up=tuple(sorted(on_demand_nodes(everyone))))
+    up = tuple(sorted(on_demand_nodes(everyone)))
+    report = PowerReport(up=up, up_since=tuple((n, since) for n in up) if since is not None else ())
     everyone["metadata"].setdefault("annotations", {})[names.ANNOTATION_POWER_OBSERVED] = report.value()
     controller = cr("Controller", "slurm", KEYS)
     body = request(everyone, rel={f"Controller.{names.API_VERSION}": {"slurm/slurm": controller}})
@@ -208,8 +210,8 @@ def pod_for(nodeset: dict, hostname: str) -> dict:
     return pod
 
 
-def start_pod_slurmd(cluster: SecondCluster, nodeset: dict, hostname: str) -> None:
-    command = slurmd_command(pod_for(nodeset, hostname), cluster)
+def start_pod_slurmd(cluster: SecondCluster, nodeset: dict, hostname: str, since: int | None = None) -> None:
+    command = slurmd_command(pod_for(nodeset, hostname, since), cluster)
     cluster.start(f"slurmd-{hostname}", "env", f"SLURM_CONF={cluster.conf}", "SLINKY_TOPOLOGY=", "sh", "-c", command)
 
 
@@ -218,11 +220,11 @@ def node_states(cluster: SecondCluster, partition: str) -> dict[str, str]:
     return dict(line.split() for line in out.splitlines() if line.strip())
 
 
-def test_an_elastic_nodeset_is_all_powered_down_refuses_a_larger_job_and_powers_a_node_up_for_one(
+def test_an_elastic_nodeset_is_all_powered_down_holds_a_larger_job_and_powers_a_node_up_for_one(
     second_cluster: SecondCluster,
 ) -> None:
-    """Minimum 0, maximum 4: four powered-down nodes; a 5-node job refused at submit (its partition's size); a
-    1-node job powers one node up, the pod's slurmd (`-b`, the hook's arguments) registers it and the job
+    """Minimum 0, maximum 4: four powered-down nodes; a 5-node job pends with Slurm's reason and powers nothing
+    up; a 1-node job powers one node up, the pod's slurmd (`-b`, the hook's arguments) registers it and the job
     runs; idle for suspendTime, Slurm powers the node down again (then the pod would go)."""
     cluster = second_cluster
     nodeset = elastic_nodeset("ela", minReplicas=0, maxReplicas=4)
@@ -231,12 +233,15 @@ def test_an_elastic_nodeset_is_all_powered_down_refuses_a_larger_job_and_powers_
     wait_for(lambda: node_states(cluster, "ela"), lambda s: s == dict.fromkeys(
         ["ela-0", "ela-1", "ela-2", "ela-3"], "idle~"), timeout=30, what="four powered-down nodes")  # fmt: skip
 
-    refused = cluster.run("sbatch", "-p", "ela", "-N", "5", "--wrap", "true")
-    # Refused at submit with Slurm's reason (26.05: "More processors requested than permitted"), not left pending.
-    assert "Batch job submission failed" in refused and "squeue" not in refused, refused
-    assert cluster.run("squeue", "-h", "-p", "ela").strip() == ""
+    too_large = cluster.run("sbatch", "--parsable", "-p", "ela", "-N", "5", "--wrap", "true").strip().split(";")[0]
+    assert too_large.isdigit(), too_large
+    wait_for(lambda: cluster.run("squeue", "-h", "-j", too_large, "-o", "%T %r").strip(),
+             lambda out: out == "PENDING PartitionConfig", timeout=30, what="the 5-node job held")  # fmt: skip
+    time.sleep(12)  # Slurm's power-save pass (every 10 s) has seen the job: it powers nothing up for it
+    assert set(node_states(cluster, "ela").values()) == {"idle~"}, node_states(cluster, "ela")
+    cluster.run("scancel", too_large)
 
-    submitted = cluster.run("sbatch", "--parsable", "-p", "ela", "-N", "1", "-t", "2", "--wrap", "hostname")
+    submitted = cluster.run("sbatch", "--parsable", "-p", "ela", "-N", "1", "-t", "2", "--wrap", "sleep 6")
     job = submitted.strip().split(";")[0]
     assert job.isdigit(), submitted
     node = wait_for(
@@ -252,13 +257,26 @@ def test_an_elastic_nodeset_is_all_powered_down_refuses_a_larger_job_and_powers_
     rest = node_states(cluster, "ela")
     assert sorted(n for n, state in rest.items() if state == "idle~") == sorted(set(rest) - {node})
 
-    start_pod_slurmd(cluster, nodeset, node)
+    # As slurm_sync does (slurm_sync/operator/power.py): the second it saw the node powering up, and the pod only
+    # from the next second on; the pod's slurmd reports that second as its boot time.
+    since = int(time.time())
+    while time.time() < since + 1:
+        time.sleep(0.05)
+    start_pod_slurmd(cluster, nodeset, node, since)
+    wait_for(lambda: node_states(cluster, "ela")[node], lambda s: s in ("alloc", "mix", "comp", "idle"), timeout=60,
+             what=f"{node} registered\n{cluster.run('scontrol', 'show', 'node', node)}\n{cluster.logs()}")  # fmt: skip
+    # Registrations after the first (a reconfigure asks every node) never look like a reboot of the node, whatever
+    # second boundary they cross: the job keeps running.
+    for _ in range(6):
+        cluster.run("scontrol", "reconfigure")
+        time.sleep(0.35)
     wait_for(
         lambda: cluster.run("scontrol", "show", "job", job),
         lambda out: "JobState=COMPLETED" in out,
         timeout=120,
         what=f"job {job} completed on {node}\n{cluster.run('scontrol', 'show', 'node', node)}\n{cluster.logs()}",
     )
+    assert "Restarts=0" in cluster.run("scontrol", "show", "job", job)
     wait_for(
         lambda: node_states(cluster, "ela")[node],
         lambda state: state in ("idle%", "idle~"),
@@ -267,6 +285,20 @@ def test_an_elastic_nodeset_is_all_powered_down_refuses_a_larger_job_and_powers_
     )
     cluster.stop_one(f"slurmd-{node}")  # the NodeSet hook removes the pod of a node powering down
     wait_for(lambda: node_states(cluster, "ela")[node], lambda s: s == "idle~", timeout=90, what=f"{node} idle~")
+
+
+def test_a_site_that_sets_enforce_part_limits_has_a_job_larger_than_the_elastic_maximum_refused_at_submit(
+    second_cluster: SecondCluster,
+) -> None:
+    """The hooks leave EnforcePartLimits to the Controller's extraConf (docs/operations.md, "Elastic NodeSets"):
+    with it, Slurm refuses at submit a job larger than the NodeSet's maximum, with its own reason."""
+    cluster = second_cluster
+    rendered = boot_elastic(cluster, elastic_nodeset("ela", minReplicas=0, maxReplicas=4), "EnforcePartLimits=ANY")
+    assert rendered.count("EnforcePartLimits=") == 1, rendered
+    wait_for(lambda: node_states(cluster, "ela"), lambda s: len(s) == 4, timeout=30, what="four nodes")
+    refused = cluster.run("sbatch", "-p", "ela", "-N", "5", "--wrap", "true")
+    assert "Batch job submission failed: More processors requested than permitted" in refused, refused
+    assert cluster.run("squeue", "-h", "-p", "ela").strip() == ""
 
 
 def test_an_elastic_nodesets_always_on_nodes_register_and_are_never_powered_down(

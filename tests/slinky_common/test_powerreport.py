@@ -30,13 +30,23 @@ def test_each_node_has_one_power_and_up_wins_a_contradiction() -> None:
     }
 
 
+def test_up_since_is_written_only_when_there_is_one_and_reads_back() -> None:
+    report = PowerReport(up=("a",), up_since=(("a", 1_795_771_000), ("b", 1_795_771_001)))
+    value = report.value()
+    assert value == '{"up":["a"],"down":[],"resumeFailed":[],"upSince":{"a":1795771000,"b":1795771001}}'
+    assert read_report(value) == report and report.since() == {"a": 1_795_771_000, "b": 1_795_771_001}
+
+
 def test_a_report_may_omit_a_list() -> None:
     assert read_report('{"up":["a"]}') == PowerReport(up=("a",))
 
 
 @pytest.mark.parametrize(
     "value",
-    [None, "", "not json", "[]", '{"up":"a"}', '{"up":[1]}', '{"up":[],"sideways":[]}', '{"down":null}'],
+    [
+        *(None, "", "not json", "[]", '{"up":"a"}', '{"up":[1]}', '{"up":[],"sideways":[]}', '{"down":null}'),
+        *('{"upSince":[]}', '{"upSince":{"a":"1"}}', '{"upSince":{"a":true}}', '{"upSince":{"a":-1}}'),
+    ],
 )
 def test_what_cannot_be_read_is_no_report(value: str | None) -> None:
     assert read_report(value) is None

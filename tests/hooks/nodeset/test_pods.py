@@ -338,3 +338,23 @@ def test_an_elastic_nodesets_on_demand_pods_report_their_slurmds_own_boot(client
     assert slurmd(pods["gpu-2"])["args"] == ["-b", "--conf-server", "slurm-controller.slurm:6817"]
     # never powered up: a restarted slurmd must not look like a reboot (Slurm would set the node DOWN)
     assert slurmd(pods["gpu-0"])["args"] == ["--conf-server", "slurm-controller.slurm:6817"]
+
+
+def test_an_on_demand_pod_reports_the_second_its_node_was_first_seen_powering_up_as_its_boot(client):
+    """SLURMD_BOOT_TIME (read by `slurmd -b`): no earlier than Slurm's resume request and a second or more before the
+    registration, so slurmctld, which derives boot times in whole seconds, never takes a later registration of the
+    node for a reboot (slinky_common/powerreport.py); found on the cluster lab as two requeued jobs."""
+    parent = nodeset(
+        replicas=3,
+        elastic={"minReplicas": 1, "maxReplicas": 4},
+        partition={"enabled": True},
+        extraConf="CPUs=2 RealMemory=100",
+    )
+    report = '{"up":["gpu-2"],"upSince":{"gpu-2":1795771000,"gpu-3":1795771001}}'
+    parent["metadata"]["annotations"] = {names.ANNOTATION_POWER_OBSERVED: report}
+    pods = children(sync(client, request(parent)))
+    assert sorted(pods) == ["gpu-0", "gpu-2"], "gpu-3 is not listed up yet: no pod"
+    assert {"name": "SLURMD_BOOT_TIME", "value": "1795771000"} in slurmd(pods["gpu-2"])["env"]
+    assert "SLURMD_BOOT_TIME" not in {e["name"] for e in slurmd(pods["gpu-0"]).get("env", [])}  # always on
+    revisions = {p["metadata"]["labels"][names.LABEL_NODESET_REVISION] for p in pods.values()}
+    assert len(revisions) == 1, "the boot time is the pod's own, not the NodeSet's revision"

@@ -37,6 +37,9 @@ def listing(*nodes: Node) -> dict[str, Node]:
     return {n.name: n for n in nodes}
 
 
+T = 1_795_771_000.25  # a pass's wall clock, a quarter second into its second
+
+
 def test_only_an_elastic_nodesets_on_demand_nodes_are_reported() -> None:
     assert elastic(1, 4).on_demand_nodes == {"gpu-1": 1, "gpu-2": 2, "gpu-3": 3}
     assert read_nodeset(nodeset()).on_demand_nodes == {}
@@ -51,14 +54,39 @@ def test_each_listed_node_is_reported_by_what_its_power_state_asks_of_its_pod() 
         node("gpu-4", "IDLE", "CLOUD", "POWERING_DOWN"),
         node("other-9", "IDLE", "CLOUD", "POWERING_UP"),
     )
-    assert power.plan_report(elastic(), nodes) == PowerReport(("gpu-1", "gpu-2"), ("gpu-3", "gpu-4"), ())
+    since = (("gpu-1", 1_795_770_990), ("gpu-2", 1_795_770_990))
+    previous = PowerReport(up=("gpu-1", "gpu-2"), up_since=since)
+    assert power.plan_report(elastic(), nodes, T, previous) == PowerReport(
+        ("gpu-1", "gpu-2"), ("gpu-3", "gpu-4"), (), since
+    )
     # given a job before Slurm asks for the power-up: in no list (a pod started now would never serve it)
     pending = listing(node("gpu-3", "ALLOCATED", "CLOUD", "POWERED_DOWN"))
-    assert power.plan_report(elastic(), pending) == PowerReport()
+    assert power.plan_report(elastic(), pending, T) == PowerReport()
+
+
+def test_a_node_slurm_powers_up_is_listed_up_from_the_second_after_it_was_first_seen() -> None:
+    """Its pod reports that second as its boot time: after Slurm's resume request, and a second or more before its
+    registration, which slurmctld would otherwise take for a reboot (slinky_common/powerreport.py)."""
+    nodes = listing(node("gpu-1", "IDLE", "CLOUD", "NOT_RESPONDING", "POWERING_UP"))
+    first = power.plan_report(elastic(), nodes, T)
+    assert first == PowerReport(up_since=(("gpu-1", 1_795_771_000),)), "in no list for now: no pod yet"
+    assert power.plan_report(elastic(), nodes, T + 0.7, first) == first  # the same second
+    second = power.plan_report(elastic(), nodes, T + 0.75, first)
+    assert second == PowerReport(up=("gpu-1",), up_since=(("gpu-1", 1_795_771_000),))
+    assert power.plan_report(elastic(), nodes, T + 500, second) == second, "its second is kept while it is up"
+    down = listing(node("gpu-1", "IDLE", "CLOUD", "POWERED_DOWN"))
+    assert power.plan_report(elastic(), down, T + 600, second) == PowerReport(down=("gpu-1",)), "and dropped after"
+
+
+def test_a_node_reported_up_before_up_since_existed_stays_up() -> None:
+    nodes = listing(node("gpu-1", "ALLOCATED", "CLOUD"))
+    assert power.plan_report(elastic(), nodes, T, PowerReport(up=("gpu-1",))) == PowerReport(
+        up=("gpu-1",), up_since=(("gpu-1", 1_795_770_999),)
+    )
 
 
 def test_a_node_the_listing_lacks_is_in_no_list() -> None:
-    assert power.plan_report(elastic(), listing(node("gpu-2", "IDLE", "CLOUD", "POWERED_DOWN"))) == PowerReport(
+    assert power.plan_report(elastic(), listing(node("gpu-2", "IDLE", "CLOUD", "POWERED_DOWN")), T) == PowerReport(
         (), ("gpu-2",), ()
     )
 
@@ -68,7 +96,7 @@ def test_a_failed_resume_is_told_once_the_report_first_lists_it() -> None:
         node("gpu-1", "DOWN", "CLOUD", "POWERED_DOWN", reason=TIMED_OUT),
         node("gpu-2", "DOWN", "CLOUD", "POWERED_DOWN", reason="bad DIMM"),
     )
-    report = power.plan_report(elastic(), nodes)
+    report = power.plan_report(elastic(), nodes, T)
     assert report.resume_failed == ("gpu-1", "gpu-2")
     assert power.newly_failed(report, nodes, None) == ("gpu-1",), "an administrator's DOWN is no failed resume"
     assert power.newly_failed(report, nodes, report.value()) == ()
@@ -87,11 +115,13 @@ class Recorder:
         return True
 
 
-def run_step(slurm: FakeSlurm, *nodesets: Any, pods: tuple[PodView, ...] = ()) -> tuple[Recorder, Tally, Metrics]:
+def run_step(
+    slurm: FakeSlurm, *nodesets: Any, pods: tuple[PodView, ...] = (), clock: float = T
+) -> tuple[Recorder, Tally, Metrics]:
     metrics = Metrics()
     loop = OperatorLoop(CLUSTER, NS, CLUSTER, slurm, Kube(api_client("http://127.0.0.1:9")), metrics, now=lambda: NOW)  # type: ignore[arg-type]
     recorder = Recorder()
-    ctx = replace(loop.step_context(), kube=recorder, events=recorder)  # type: ignore[arg-type]
+    ctx = replace(loop.step_context(), kube=recorder, events=recorder, wall_clock=lambda: clock)  # type: ignore[arg-type]
     cluster = ClusterView(NS, CLUSTER, pods, {n.name: n for n in nodesets}, {}, ())
     tally = Tally()
     power.execute(ctx, cluster, SlurmView(nodes=slurm.nodes, ping=None), tally)
@@ -103,13 +133,16 @@ def test_the_step_writes_a_changed_report_and_counts_the_nodes() -> None:
         listing(node("gpu-1", "IDLE", "CLOUD", "POWERING_UP"), node("gpu-2", "IDLE", "CLOUD", "POWERED_DOWN"))
     )
     recorder, tally, metrics = run_step(slurm, elastic(1, 3))
-    value = '{"up":["gpu-1"],"down":["gpu-2"],"resumeFailed":[]}'
+    rising = '{"up":[],"down":["gpu-2"],"resumeFailed":[],"upSince":{"gpu-1":1795771000}}'
+    assert recorder.annotations == [(NS, "gpu", names.ANNOTATION_POWER_OBSERVED, rising)]
+    assert (tally.kube_writes, tally.errors, tally.watch_power) == (1, [], True)  # the next pass within a second
+    recorder, tally, metrics = run_step(slurm, elastic(1, 3, **{names.ANNOTATION_POWER_OBSERVED: rising}), clock=T + 1)
+    value = '{"up":["gpu-1"],"down":["gpu-2"],"resumeFailed":[],"upSince":{"gpu-1":1795771000}}'
     assert recorder.annotations == [(NS, "gpu", names.ANNOTATION_POWER_OBSERVED, value)]
-    assert (tally.kube_writes, tally.errors) == (1, [])
     gauge = {"cluster": CLUSTER, "namespace": NS, "nodeset": "gpu"}
     assert metrics.registry.get_sample_value("slurm_sync_elastic_nodes", {**gauge, "power": "up"}) == 1.0
     assert metrics.registry.get_sample_value("slurm_sync_elastic_nodes", {**gauge, "power": "down"}) == 1.0
-    unchanged, tally, _ = run_step(slurm, elastic(1, 3, **{names.ANNOTATION_POWER_OBSERVED: value}))
+    unchanged, tally, _ = run_step(slurm, elastic(1, 3, **{names.ANNOTATION_POWER_OBSERVED: value}), clock=T + 9)
     assert (unchanged.annotations, tally.kube_writes) == ([], 0)
 
 
