@@ -157,7 +157,8 @@ manifests: $(HELM)
 	  | $(PY) hack/bundle.py slinky > $(DIST)/install.yaml 2> $(DIST)/.ns-operator
 	$(HELM) template slurm-bridge charts/slurm-bridge -n slurm-bridge-system --kube-version 1.33.0 \
 	  --api-versions metacontroller.k8s.io/v1alpha1 --api-versions cert-manager.io/v1 $(IMAGE_SET) \
-	  | $(PY) hack/bundle.py slurm-bridge-system > $(DIST)/install-bridge.yaml 2> $(DIST)/.ns-bridge
+	  | $(PY) hack/bundle.py slurm-bridge-system --existing slurm > $(DIST)/install-bridge.yaml 2> $(DIST)/.ns-bridge
 	@echo "wrote $(DIST)/install.yaml (namespace $$(paste -sd, $(DIST)/.ns-operator)) and" \
-	  "$(DIST)/install-bridge.yaml (namespaces $$(paste -sd, $(DIST)/.ns-bridge)), each creating its namespaces;" \
+	  "$(DIST)/install-bridge.yaml (namespaces $$(paste -sd, $(DIST)/.ns-bridge); slurm, the Slurm cluster's, must exist)," \
+	  "each creating its other namespaces;" \
 	  "apply with: kubectl apply -f $(DIST)/install.yaml" && rm -f $(DIST)/.ns-*

@@ -1,7 +1,11 @@
 """Make a `helm template` output a bundle `kubectl apply` can take on an empty cluster: prepend a
 Namespace for every namespace its objects live in (the release's first) that the chart does not
-create itself, so nothing fails for a namespace that does not exist yet. Reads stdin, writes stdout;
-every namespace the bundle uses goes to stderr, one a line.
+create itself, so nothing fails for a namespace that does not exist yet. Namespaces named after
+`--existing` belong to something else (the bridge's Token lives in the Slurm cluster's): the bundle
+uses them but never makes them, or `kubectl delete -f` of the bundle would delete them and all in
+them. Reads stdin, writes stdout; every namespace the bundle uses goes to stderr, one a line.
+
+    hack/bundle.py <release namespace> [--existing <namespace>]...
 """
 
 from __future__ import annotations
@@ -31,9 +35,12 @@ def namespace_documents(names: list[str]) -> str:
 
 
 def main() -> None:
+    release, *rest = sys.argv[1:]
+    existing = {rest[i + 1] for i, word in enumerate(rest[:-1]) if word == "--existing"}
     rendered = sys.stdin.read()
-    names = namespaces(rendered, sys.argv[1])
-    sys.stdout.write(namespace_documents([n for n in names if n not in created(rendered)]) + rendered)
+    names = namespaces(rendered, release)
+    made = [n for n in names if n not in created(rendered) and n not in existing]
+    sys.stdout.write(namespace_documents(made) + rendered)
     sys.stderr.write("".join(name + "\n" for name in names))
 
 

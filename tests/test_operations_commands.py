@@ -56,6 +56,7 @@ NAMESPACES = ("slurm-bridge", "slurm-bridge-system", "slurm", "slinky")
 RELEASES = (("slurm-bridge", "slurm-bridge-system"), ("slurm", "slurm"), ("slurm-operator", "slinky"))
 NODESET = "slurm-worker-debug"  # examples/crs/nodeset.yaml and examples/requests/nodeset-sync.json
 BRIDGE_POD = "train-0"
+LAB_NODE = "gpu-node-1"  # the Kubernetes Node the Install section gives the bridge
 LEASES = "kubectl get leases -n slinky -o custom-columns=NAME:.metadata.name,HOLDER:.spec.holderIdentity"
 LEADER = "slurm-operator-slurm-sync-7d9c8b6f5-x2x4k_0f3a"  # a pod name and the elector's suffix
 JOB_ID = "4242"
@@ -152,6 +153,11 @@ class Cluster:
         )
         status = self.status_from_hook("nodesets", NODESET, "nodeset", self.nodeset_request)
         (self.draining,) = [p["name"] for p in status["drainingPods"]]
+
+    def kubernetes_node(self) -> None:
+        """The Node a user gives the bridge (made once; the lab has no kubelet to register one)."""
+        if not any(n.metadata.name == LAB_NODE for n in self.core.list_node().items):
+            self.core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": LAB_NODE}})
 
     def bridge_pod(self) -> None:
         """A pod of the managed namespace as admission and slurm_sync leave it: the managed label, the
@@ -263,6 +269,7 @@ def preparations(cluster: Cluster) -> dict[str, Callable[[], None]]:
         "kubectl get controllers,restapis,nodesets -n slurm": cluster.slurm_cluster,
         "kubectl get nodeset <nodeset> -n slurm -o jsonpath='{.status.drainingPods}'": cluster.busy_pods_scaled_in,
         "kubectl get pods -n slurm-bridge -l scheduler.slinky.slurm.net/managed": cluster.bridge_pod,
+        "kubectl label node <node> scheduler.slinky.slurm.net/external-node=true": cluster.kubernetes_node,
         "kubectl describe pod <pod> -n slurm-bridge": cluster.bridge_pod_without_devices,
         LEASES: cluster.slurm_sync_leads,
         'kubectl patch pod <pod> -n slurm-bridge --type=json -p \'[{"op":"remove","path":"/metadata/finalizers"}]\'': (
@@ -285,7 +292,7 @@ def checks(cluster: Cluster) -> dict[str, Callable[[], None]]:
 def as_run(command: Command, cluster: Cluster) -> list[str]:
     """The words to run: placeholders filled in, and the two changes the module docstring explains."""
     pod = BRIDGE_POD if command.option("-n") == "slurm-bridge" else cluster.draining
-    fill = {**PLACEHOLDERS, "<nodeset>": NODESET, "<pod>": pod}
+    fill = {**PLACEHOLDERS, "<nodeset>": NODESET, "<pod>": pod, "<node>": LAB_NODE}
     words = [fill.get(w, w) for w in command.words]
     words = [w.replace("<registry>", PLACEHOLDERS["<registry>"]).replace("<tag>", PLACEHOLDERS["<tag>"]) for w in words]
     if words[:3] == ["helm", "install", "slurm-operator"]:
@@ -302,6 +309,7 @@ def remove_everything(lab: KubeLab) -> None:
         run(lab, "helm", "uninstall", release, "-n", namespace, "--ignore-not-found")
     for namespace in NAMESPACES:
         run(lab, "kubectl", "delete", "namespace", namespace, "--ignore-not-found", "--wait=true")
+    run(lab, "kubectl", "delete", "node", LAB_NODE, "--ignore-not-found")
 
 
 def test_every_expectation_names_a_command_of_the_page() -> None:

@@ -24,6 +24,7 @@ from tests.support.operationsdoc import DOC, PLACEHOLDERS, ROOT, Command, comman
 
 PROGRAMS = ("kubectl", "helm", "make", "curl")
 BUILTIN_KINDS = {
+    "node": "Node",
     "pod": "Pod",
     "pods": "Pod",
     "pvc": "PersistentVolumeClaim",
@@ -198,7 +199,7 @@ def _check_kind_and_names(command: Command, words: list[str]) -> None:
             assert name in {
                 o["metadata"]["name"] for o in rendered(namespace) if o["kind"] == crds()[kind]["spec"]["names"]["kind"]
             }, command.line
-        elif kind != "pod":
+        elif kind not in ("pod", "node"):
             expected = BUILTIN_KINDS[kind]
             assert name in {o["metadata"]["name"] for o in rendered(namespace) if o["kind"] == expected}, command.line
 
@@ -221,13 +222,13 @@ def _object_words(command: Command) -> list[str]:
 def test_kubectl_names_what_exists(command: Command) -> None:
     verb = command.words[1]
     assert verb in (
-        "get", "describe", "logs", "delete", "patch", "annotate", "rollout", "port-forward", "apply", "wait"
+        "get", "describe", "logs", "delete", "patch", "annotate", "label", "rollout", "port-forward", "apply", "wait"
     ), command.line  # fmt: skip
     if verb == "wait":
         condition = next(w for w in command.words if w.startswith("--for=")).removeprefix("--for=condition=")
         assert condition in name_values(), f"{command.line}: no condition {condition}"
     words = _object_words(command)
-    if verb == "annotate":  # kind, object, then key=value (set) or key- (remove) each
+    if verb in ("annotate", "label"):  # kind, object, then key=value (set) or key- (remove) each
         for change in words[2:]:
             key = change.split("=", 1)[0].removesuffix("-")
             assert key in name_values(), f"{command.line}: {key} is not defined in slinky_common/names.py"

@@ -134,9 +134,14 @@ def drain_intent(pod: PodView, cluster: ClusterView) -> str | None:
 
 def condition_reason(node: KubeNodeView, propagated: Iterable[str]) -> str:
     """Slinky's reason from the Node's True conditions listed in --propagated-node-conditions:
-    ``(<reason>: <message>)`` each, in the Node's order, joined by ``; ``; sanitized; "" when none."""
-    wanted = set(propagated)
-    parts = [f"({c.reason}: {c.message})" for c in node.conditions if c.type in wanted and c.status == "True"]
+    ``(<reason>: <message>)`` each, in the order of that list (as Slinky's nodeset_sync.go), joined by ``; ``;
+    sanitized; "" when none."""
+    parts = [
+        f"({c.reason}: {c.message})"
+        for wanted in dict.fromkeys(propagated)
+        for c in node.conditions
+        if c.type == wanted and c.status == "True"
+    ]
     return sanitize_reason("; ".join(parts))
 
 

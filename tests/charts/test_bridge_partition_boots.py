@@ -1,5 +1,5 @@
 """The bridge's partition, run by the real Slurm 26.05 of the lab: charts/slurm with
-tests/charts/slurm_bridge_partition.yaml, through the Controller hook, boots a second slurmctld (inside the lab's
+examples/values/slurm-bridge-partition.yaml, through the Controller hook, boots a second slurmctld (inside the lab's
 chroot, own ports and state; tests/fixtures/secondcluster.py), and a node registered the way the bridge registers a
 Kubernetes Node (the node hook's `node_conf`: State=External, the partition as its feature) is a node of the
 partition `slurm-bridge`, the one the bridge's placeholder jobs ask for."""
@@ -21,7 +21,7 @@ from tests.fixtures.slurm import wait_for
 from tests.support.hooks import by_kind, related, request, secret
 
 pytestmark = pytest.mark.slurm
-PARTITION_VALUES = Path(__file__).with_name("slurm_bridge_partition.yaml")
+PARTITION_VALUES = Path(__file__).resolve().parents[2] / "examples" / "values" / "slurm-bridge-partition.yaml"
 
 
 def test_a_node_the_bridge_registers_lands_in_the_slurm_bridge_partition(second_cluster: SecondCluster) -> None:

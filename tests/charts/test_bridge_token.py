@@ -5,7 +5,7 @@ through the hooks that act on them:
 * the bridge chart renders a Token CR beside the Slurm cluster's JWT key (the key never leaves its namespace),
   for SlurmUser, writing the Secret and key slurm_sync is told to read through the API;
 * in Slinky's layout (the Secret in the bridge's own namespace) the Secret is mounted as a file, as before;
-* charts/slurm with tests/charts/slurm_bridge_partition.yaml gives slurm.conf the partition the bridge's jobs
+* charts/slurm with examples/values/slurm-bridge-partition.yaml gives slurm.conf the partition the bridge's jobs
   ask for, made of the nodes the bridge registers for Kubernetes Nodes (their feature).
 """
 
@@ -34,7 +34,7 @@ from tests.support.hooks import by_kind, related, request, secret
 Obj = dict[str, Any]
 BRIDGE_NS = "slurm-bridge-system"
 SLURM_NS = "slurm"
-PARTITION_VALUES = Path(__file__).with_name("slurm_bridge_partition.yaml")
+PARTITION_VALUES = Path(__file__).resolve().parents[2] / "examples" / "values" / "slurm-bridge-partition.yaml"
 
 
 def bridge(values: Obj | None = None) -> list[Obj]:

@@ -36,16 +36,22 @@ def stored_versions(lab: KubeLab, bundle: Path) -> list[str]:
     return listed.stdout.splitlines()
 
 
-def apply_twice_and_remove(lab: KubeLab, bundle: Path, namespaces: list[str]) -> set[str]:
+def apply_twice_and_remove(
+    lab: KubeLab, bundle: Path, namespaces: list[str], existing: tuple[str, ...] = ()
+) -> set[str]:
     """Apply the bundle twice, the second storing nothing new (every resourceVersion stays), then
-    delete what it made; the namespaces come first in the file (a test of hack/bundle.py). Returns
-    the second apply's output lines."""
+    delete what it made; the namespaces come first in the file (a test of hack/bundle.py), those of
+    ``existing`` (another install's) are not in it and survive its deletion. Returns the second
+    apply's output lines."""
     docs = [d for d in yaml.safe_load_all(bundle.read_text()) if d]
     assert [d["metadata"]["name"] for d in docs[: len(namespaces)]] == namespaces
     assert all(d["kind"] == "Namespace" for d in docs[: len(namespaces)])
+    assert not {d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"} & set(existing)
     for namespace in namespaces:  # left by an earlier test (the bridge chart keeps its managed namespace)
         gone = kubectl(lab, "delete", "namespace", namespace, "--ignore-not-found", "--wait=true")
         assert gone.returncode == 0, gone.stderr
+    for namespace in existing:  # as the other install left it
+        kubectl(lab, "create", "namespace", namespace)
     try:
         first = kubectl(lab, "apply", "-f", str(bundle))
         assert first.returncode == 0, first.stderr
@@ -63,6 +69,10 @@ def apply_twice_and_remove(lab: KubeLab, bundle: Path, namespaces: list[str]) ->
         made.write_text(yaml.safe_dump_all([d for d in docs if d["kind"] != "CustomResourceDefinition"]))
         removed = kubectl(lab, "delete", "-f", str(made), "--ignore-not-found", "--wait=true")
         assert removed.returncode == 0, removed.stderr
+        for namespace in existing:
+            kept = kubectl(lab, "get", "namespace", namespace)
+            assert kept.returncode == 0, f"deleting the bundle deleted {namespace}: {kept.stderr}"
+            kubectl(lab, "delete", "namespace", namespace, "--ignore-not-found", "--wait=true")
 
 
 def test_the_operator_bundle_applies_on_a_cluster_without_its_namespace(
@@ -79,9 +89,10 @@ def test_the_operator_bundle_applies_on_a_cluster_without_its_namespace(
 def test_the_bridge_bundle_applies_on_a_cluster_without_its_namespaces(
     kube_lab: KubeLab, installed_crds, metacontroller, cert_manager, bundles: Path
 ) -> None:
-    # slurm: the bridge's Token CR and the Role to read its Secret, in the Slurm cluster's namespace.
-    namespaces = ["slurm-bridge-system", "slurm", "slurm-bridge"]
-    output = apply_twice_and_remove(kube_lab, bundles / "install-bridge.yaml", namespaces)
+    # slurm: the bridge's Token CR and the Role to read its Secret, in the Slurm cluster's namespace, which the
+    # bundle uses but never makes (nor deletes).
+    namespaces = ["slurm-bridge-system", "slurm-bridge"]
+    output = apply_twice_and_remove(kube_lab, bundles / "install-bridge.yaml", namespaces, existing=("slurm",))
     assert {
         "namespace/slurm-bridge unchanged",
         "decoratorcontroller.metacontroller.k8s.io/slurm-bridge-pod unchanged",

@@ -191,11 +191,12 @@ def test_propagated_condition_is_the_reason() -> None:
     assert reason == "slurm-operator: (KubeletHasMemoryPressure: low memory)"
 
 
-def test_multiple_conditions_are_joined_in_node_order_and_sanitized() -> None:
+def test_multiple_conditions_are_joined_in_the_propagated_lists_order_and_sanitized() -> None:
+    """The order of --propagated-node-conditions, as Slinky's nodeset_sync.go (a name listed twice counts once)."""
     reason = drain_reason(
-        knode(unschedulable=True, conditions=[PRESSURE, READY, GPU]), ("GpuHealthy", "MemoryPressure")
+        knode(unschedulable=True, conditions=[PRESSURE, READY, GPU]), ("GpuHealthy", "MemoryPressure", "GpuHealthy")
     )
-    assert reason == "slurm-operator: (KubeletHasMemoryPressure: low memory); (XidError: xid 79)"
+    assert reason == "slurm-operator: (XidError: xid 79); (KubeletHasMemoryPressure: low memory)"
 
 
 def test_a_condition_that_is_not_true_gives_the_default_reason() -> None:
