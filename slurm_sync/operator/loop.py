@@ -358,13 +358,15 @@ class OperatorLoop:
         """When the next pass has work (docs/architecture.md §4.8): FOLLOW_UP after a Slurm write (its
         effect: a drained node's record to delete, a deleted one to prove absent), and as soon as the
         youngest absence evidence is old enough to confirm; every POWER_POLL while an elastic NodeSet waits on
-        Slurm's power decisions."""
+        Slurm's power decisions, and just past the second a node Slurm powers up may be listed up in."""
         proofs = (self._absence, self.job_absence, self.reservation_absence, self.leftover_pods)
         dues = [d + CONFIRM_MARGIN for proof in proofs if (d := proof.due()) is not None]
         if tally.slurm_writes:
             dues.append(FOLLOW_UP)
         if tally.watch_power:
             dues.append(power.POWER_POLL)
+        if tally.power_due is not None:
+            dues.append(max(tally.power_due, 0.0) + power.RISING_MARGIN)
         return min(dues, default=None)
 
     def _execute(self, cluster: ClusterView, slurm: SlurmView, tally: Tally) -> None:

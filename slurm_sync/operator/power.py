@@ -27,6 +27,7 @@ from slurm_sync.slurm.errors import SlurmError
 from slurm_sync.slurm.types import Node, NodeUpdate
 
 POWER_POLL = 1.0  # seconds between passes while an elastic NodeSet waits on Slurm's power decisions
+RISING_MARGIN = 0.02  # seconds past the second boundary a node Slurm powers up is listed at
 
 
 def plan_report(
@@ -106,7 +107,11 @@ def execute(ctx: StepContext, cluster: ClusterView, slurm: SlurmView, tally: Tal
         if not nodeset.on_demand_nodes or nodeset.deleting:
             continue
         tally.watch_power = True
-        report = plan_report(nodeset, slurm.nodes, ctx.wall_clock(), read_report(nodeset.power_report))
+        now = ctx.wall_clock()
+        report = plan_report(nodeset, slurm.nodes, now, read_report(nodeset.power_report))
+        rising = [since + 1 - now for node, since in report.up_since if node not in report.up]
+        if rising:  # the next pass when the first of them may be listed up, not a whole POWER_POLL later
+            tally.power_due = min([*rising, *([tally.power_due] if tally.power_due is not None else [])])
         _count(ctx, nodeset, report)
         for node in newly_failed(report, slurm.nodes, nodeset.power_report):
             _tell_failed(ctx, nodeset, node)

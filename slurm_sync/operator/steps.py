@@ -24,6 +24,7 @@ class Tally(PassTally):
 
     wrong_cluster: str | None = None  # the slurmrestd reached serves another Slurm cluster: why
     watch_power: bool = False  # an elastic NodeSet waits on Slurm's power decisions (slurm_sync/operator/power.py)
+    power_due: float | None = None  # seconds until a node Slurm powers up may be listed up (power.py)
 
 
 KubeWrite = Callable[[Tally, str, Callable[[], object]], None]

@@ -135,7 +135,8 @@ def test_the_step_writes_a_changed_report_and_counts_the_nodes() -> None:
     recorder, tally, metrics = run_step(slurm, elastic(1, 3))
     rising = '{"up":[],"down":["gpu-2"],"resumeFailed":[],"upSince":{"gpu-1":1795771000}}'
     assert recorder.annotations == [(NS, "gpu", names.ANNOTATION_POWER_OBSERVED, rising)]
-    assert (tally.kube_writes, tally.errors, tally.watch_power) == (1, [], True)  # the next pass within a second
+    assert (tally.kube_writes, tally.errors, tally.watch_power) == (1, [], True)
+    assert tally.power_due == 0.75, "the next pass when the next second begins, not a whole POWER_POLL later"
     recorder, tally, metrics = run_step(slurm, elastic(1, 3, **{names.ANNOTATION_POWER_OBSERVED: rising}), clock=T + 1)
     value = '{"up":["gpu-1"],"down":["gpu-2"],"resumeFailed":[],"upSince":{"gpu-1":1795771000}}'
     assert recorder.annotations == [(NS, "gpu", names.ANNOTATION_POWER_OBSERVED, value)]
@@ -246,5 +247,8 @@ def test_a_cluster_with_an_elastic_nodeset_is_passed_over_every_power_poll(https
         CLUSTER, NS, CLUSTER, slurm, Kube(api_client(httpserver.url_for("/"))), Metrics(), now=lambda: NOW
     )  # type: ignore[arg-type]
     assert loop.run_pass().follow_up == power.POWER_POLL
+    # a node Slurm powers up, not listed up before the next second: the next pass just past that second's start
+    rising = Tally(watch_power=True, power_due=0.3)
+    assert loop._follow_up(rising) == 0.3 + power.RISING_MARGIN
     del kube.get("nodesets", NS, "gpu")["spec"]["elastic"]
     assert loop.run_pass().follow_up is None
