@@ -25,6 +25,7 @@ from tests.support.operationsdoc import DOC, PLACEHOLDERS, ROOT, Command, comman
 PROGRAMS = ("kubectl", "helm", "make", "curl")
 BUILTIN_KINDS = {
     "node": "Node",
+    "nodes": "Node",
     "pod": "Pod",
     "pods": "Pod",
     "pvc": "PersistentVolumeClaim",
@@ -163,7 +164,7 @@ def test_helm_install_and_upgrade_render_with_the_real_helm(command: Command) ->
     images = {
         c["image"] for o in objects if o["kind"] == "Deployment" for c in o["spec"]["template"]["spec"]["containers"]
     }
-    if "--set" in command.words:
+    if any(w.startswith("image.") for w in command.words):
         assert images == {"registry.example/slinky-metacontroller:1.0.0"}
 
 
@@ -199,7 +200,7 @@ def _check_kind_and_names(command: Command, words: list[str]) -> None:
             assert name in {
                 o["metadata"]["name"] for o in rendered(namespace) if o["kind"] == crds()[kind]["spec"]["names"]["kind"]
             }, command.line
-        elif kind not in ("pod", "node"):
+        elif kind not in ("pod", "node", "nodes"):
             expected = BUILTIN_KINDS[kind]
             assert name in {o["metadata"]["name"] for o in rendered(namespace) if o["kind"] == expected}, command.line
 
