@@ -608,6 +608,27 @@ def test_the_obvious_way_deletes_every_custom_resource(kube_lab: KubeLab, slinky
             assert slinky_install.gone(lambda kind=kind: cluster.listed(kind, "slurm")), kind
 
 
+def test_this_operator_is_not_put_over_a_running_slinky_operator(kube_lab: KubeLab, slinky: Installed) -> None:
+    """Step 6 before step 3: the chart refuses the upgrade while Slinky's operator runs (two operators would write
+    the same objects), naming the step; once the webhook configuration is gone and the operator is scaled to 0,
+    the same upgrade passes the check."""
+    image = ["--set", "image.repository=registry.example/slinky-metacontroller", "--set", "image.tag=1.0.0"]
+    upgrade = ["helm", "upgrade", "slurm-operator", "charts/slurm-operator", "-n", "slinky", "--reset-values"]
+    upgrade += ["--set", "crds.enabled=true", "--take-ownership", *image, "--dry-run=server"]
+    refused = run(kube_lab, *upgrade)
+    assert refused.returncode != 0, refused.stdout
+    assert "Slinky's operator still runs" in refused.stderr and "docs/migration.md, step 3" in refused.stderr
+    kubectl = slinky_install.kubectl
+    for deployment in ("slurm-operator", "slurm-operator-webhook"):  # `kubectl scale`: the lab has no scale subresource
+        stopped = '{"spec":{"replicas":0}}'
+        assert kubectl(kube_lab, "patch", "deployment", "-n", "slinky", deployment, "-p", stopped).returncode == 0
+    webhook = run(kube_lab, *upgrade)
+    assert webhook.returncode != 0 and "slurm-operator-webhook is still there" in webhook.stderr, webhook.stderr
+    assert kubectl(kube_lab, "delete", "validatingwebhookconfigurations", "slurm-operator-webhook").returncode == 0
+    passed = run(kube_lab, *upgrade)
+    assert "Slinky's" not in passed.stderr, passed.stderr
+
+
 @pytest.mark.parametrize("slinky", ["subchart"], indirect=True)
 def test_uninstalling_slinkys_operator_release_deletes_the_crds_it_carries(
     kube_lab: KubeLab, slinky: Installed
