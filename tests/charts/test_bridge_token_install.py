@@ -15,14 +15,11 @@ namespace (the Slurm cluster's), charts/slurm-bridge in another, both with the r
 from __future__ import annotations
 
 import base64
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -34,7 +31,7 @@ from slurm_sync.kube import Kube
 from slurm_sync.slurm.errors import SlurmNoToken
 from tests.charts import rbac
 from tests.charts.helm import CHARTS
-from tests.kube.cli import run
+from tests.kube.cli import run_helm
 from tests.kube.kubeapi import GROUP, VERSION
 from tests.kube.plugin import KubeLab
 
@@ -49,18 +46,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-def run_helm(lab: KubeLab, *args: str, values: Obj | None = None) -> None:
-    """helm against the lab, with ``values`` as a values file; fails the test on failure."""
-    with tempfile.TemporaryDirectory() as directory:
-        extra: list[str] = []
-        if values is not None:
-            path = Path(directory) / "values.yaml"
-            path.write_text(yaml.safe_dump(values))
-            extra = ["-f", str(path)]
-        proc = run(lab, "helm", *args, *extra)
-    assert proc.returncode == 0, f"helm {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
 
 
 def as_json(response: Any) -> Obj:

@@ -5,34 +5,18 @@ rendered and go with the release."""
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 
 from tests.charts.cases import CASES, Case
 from tests.charts.helm import CHARTS, render
-from tests.kube.cli import run
+from tests.kube.cli import run_helm
 from tests.kube.kubeapi import GROUP, METACONTROLLER, VERSION, create_cr
 from tests.kube.plugin import KubeLab
 
 Obj = dict[str, Any]
-
-
-def run_helm(lab: KubeLab, *args: str, values: Obj | None = None) -> str:
-    """helm against the lab (tests/kube/cli.py), with ``values`` as a values file; raises on failure."""
-    with tempfile.TemporaryDirectory() as directory:
-        extra: list[str] = []
-        if values is not None:
-            path = Path(directory) / "values.yaml"
-            path.write_text(yaml.safe_dump(values))
-            extra = ["-f", str(path)]
-        proc = run(lab, "helm", *args, *extra)
-    assert proc.returncode == 0, f"helm {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
-    return proc.stdout
 
 
 # --- rendered custom resources ------------------------------------------------------------------------

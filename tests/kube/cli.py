@@ -8,6 +8,9 @@ import os
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from tests.charts import helm
 from tests.kube.plugin import KubeLab
@@ -32,6 +35,19 @@ def run(lab: KubeLab, program: str, *args: str, timeout: float = 300) -> subproc
         return subprocess.run(
             [str(binary), *args], capture_output=True, text=True, env=env, cwd=REPO, timeout=timeout, check=False
         )
+
+
+def run_helm(lab: KubeLab, *args: str, values: dict[str, Any] | None = None) -> str:
+    """helm against the lab, with ``values`` as a values file; fails the test on failure. Its output."""
+    with tempfile.TemporaryDirectory() as directory:
+        extra: list[str] = []
+        if values is not None:
+            path = Path(directory) / "values.yaml"
+            path.write_text(yaml.safe_dump(values))
+            extra = ["-f", str(path)]
+        proc = run(lab, "helm", *args, *extra)
+    assert proc.returncode == 0, f"helm {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
 
 
 def kubectl(lab: KubeLab, *args: str) -> subprocess.CompletedProcess[str]:
