@@ -12,6 +12,10 @@ The rule, client-go's made explicit:
 * So a leader that cannot renew (paused, partitioned, its API server slow) has stopped writing at least
   ``lease_duration - renew_deadline`` (5 s by default) before anyone else may start. Each write is sent
   with a timeout that ends when the fence closes; the margin covers a request already on the wire.
+* A renewal is one request: the update carries the resourceVersion this replica last wrote, so it
+  succeeds only if nobody wrote since, exactly what a read before it would have shown. The Lease is
+  read only when no record is known, while another's record has not stood for its duration (a
+  standby watching it), and once after an update the API server refused (409, or NotFound: deleted).
 
 Why not the client library's ``kubernetes.leaderelection`` (it ships a Lease lock): its loop measures the
 renew deadline with the wall clock from the start of each retry series rather than from the last
@@ -332,6 +336,22 @@ class LeaseElector:
         self.error = error
 
     def _try(self) -> bool:
+        """One request when the record last read or written may be written now (ours to renew, free, or
+        another's that stood unchanged for its duration): an update carrying its resourceVersion, which the
+        API server refuses (409) if anyone wrote the Lease since. Read first only when that record is
+        unknown, held by another and not yet expired, or after such a refusal (or a NotFound: deleted)."""
+        lease, record = self._lease, self._record
+        if lease is not None and record is not None and not self._held_by_another(record, self._clock()):
+            try:
+                return self._write(lease, record)
+            except ApiException as exc:
+                if exc.status != CONFLICT and not is_not_found(exc):
+                    raise
+                log.info("lease %s: written or deleted since (HTTP %s); reading it", self.settings.where, exc.status)
+        return self._read_and_decide()
+
+    def _read_and_decide(self) -> bool:
+        """Read the Lease, then create it, write it or leave it to its holder."""
         lease = self._get()
         if lease is None:
             self._remember(self._create(), self._clock())
@@ -340,16 +360,20 @@ class LeaseElector:
             return True
         self.error = ""
         record = read_record(lease)
-        now = self._clock()
         if record != self._record:
             if record.holder != self.holder and record.holder != self.settings.identity:
                 log.info("lease %s: held by %s", self.settings.where, record.holder or "nobody")
-            self._record, self._seen_at = record, now
+            self._record, self._seen_at = record, self._clock()
         self._lease = lease
-        if self._held_by_another(record, now):
+        if self._held_by_another(record, self._clock()):
             return False
+        return self._write(lease, record)
+
+    def _write(self, lease: JSON, record: LeaseRecord) -> bool:
+        """Renew our record or take over one that may be taken, from ``lease`` as last seen."""
         taking_over = record.holder != self.settings.identity
         self._remember(self._replace(lease, self._spec(record)), self._clock())
+        self.error = ""
         if taking_over:
             log.info(
                 "lease %s: acquired by %s (was held by %s)",
