@@ -8,7 +8,9 @@
   (restartable ones as sidecars), containers, probes, restarts, status written back when it changed,
   preStop and the grace period on deletion, then the final delete with grace 0.
 - Names: one hosts file per pod (its own name, every Service as `svc.ns`, `svc.ns.svc.cluster.local`
-  and, in its namespace, `svc`; headless Services' pods as `host.svc.ns...`), rewritten in place.
+  and, in its namespace, `svc`; headless Services' pods as `host.svc.ns...`), rewritten in place; and the
+  kubelet's resolv.conf, whose nameserver (dns.py, on the bridge's gateway) answers any other name
+  NXDOMAIN at once, as a cluster's DNS does.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 
 import requests
 
-from lab import images, kube, runtime, volumes
+from lab import dns, images, kube, runtime, volumes
 from slinky_common import names
 
 Obj = dict[str, Any]
@@ -436,7 +438,8 @@ class PodWorker:
 
     def mounts(self, c: Obj) -> list[runtime.Mount]:
         out = [runtime.Mount(str(IMAGES_DIR), images.ENTRYPOINTS, True),
-               runtime.Mount(str(self.dir / "hosts"), "/etc/hosts", True)]  # fmt: skip
+               runtime.Mount(str(self.dir / "hosts"), "/etc/hosts", True),
+               runtime.Mount(str(self.dir / "resolv.conf"), "/etc/resolv.conf", True)]  # fmt: skip
         by_name = {v["name"]: v for v in self.pod["spec"].get("volumes", [])}
         for vm in c.get("volumeMounts") or []:
             source = self.volume_dir(by_name[vm["name"]])
@@ -644,6 +647,8 @@ class Agent:
 
     def run(self, stop: threading.Event) -> None:
         runtime.ensure_bridge()
+        server = dns.NxdomainServer(str(runtime.GATEWAY), log=self.log)
+        threading.Thread(target=server.serve, args=(stop,), name="dns", daemon=True).start()
         self.ensure_nodes()
         while not stop.is_set():
             try:
@@ -697,6 +702,7 @@ class Agent:
         worker = PodWorker(self, pod, next(self.addresses), self.lab_dir / "pods" / short)
         worker.dir.mkdir(parents=True, exist_ok=True)
         (worker.dir / "pod").write_text(f"{pod_key(pod)}\n")  # hack/cluster/exec.sh finds pods by this
+        (worker.dir / "resolv.conf").write_text(dns.resolv_conf(pod["metadata"]["namespace"], str(runtime.GATEWAY)))
         default = (pod["metadata"].get("annotations") or {}).get(names.ANNOTATION_DEFAULT_CONTAINER)
         (worker.dir / "default-container").write_text(f"{default or pod['spec']['containers'][0]['name']}\n")
         self.workers[key] = worker
