@@ -110,13 +110,12 @@ def render_external(cluster_name: str, controller: Controller, accounting: Endpo
     )
 
 
-def operator_parameters(jwks: bool, gres_types: tuple[str, ...] = (), elastic: bool = False) -> dict[str, list[str]]:
+def operator_parameters(jwks: bool, gres_types: tuple[str, ...] = ()) -> dict[str, list[str]]:
     """Values the daemons depend on, for the keys a user may extend through extraConf.
 
     `GresTypes` names every gres a NodeSet's nodes register (slinky_common/gres.py); without it slurmctld
-    rejects their registration. With an elastic NodeSet, `cloud_reg_addrs`: a powered-up node's address is the
-    one its pod's slurmd registers from, as a dynamic node's is (a pod's hostname resolves nowhere else, and
-    slurmctld blocks on a name it cannot resolve; docs/architecture.md §4.9).
+    rejects their registration. No `cloud_reg_addrs` for elastic nodes: Slurm has taken a registering node's
+    address from its slurmd since 23.11, and 26.05 logs the option as defunct (docs/architecture.md §4.9).
 
     A user's own setting of one of these keys is merged into a last MERGED CONFIG line (Slurm
     keeps the last setting), so extraConf can add options but never drop ours.
@@ -125,13 +124,13 @@ def operator_parameters(jwks: bool, gres_types: tuple[str, ...] = (), elastic: b
     params = {
         "AuthAltParameters": alt,
         "AuthInfo": ["use_client_ids"],
-        "SlurmctldParameters": ["enable_configless", "reconfig_on_restart", *(["cloud_reg_addrs"] if elastic else [])],
+        "SlurmctldParameters": ["enable_configless", "reconfig_on_restart"],
     }
     return params | ({"GresTypes": list(gres_types)} if gres_types else {})
 
 
 def _operator_parameters(conf: SlurmConf) -> dict[str, list[str]]:
-    return operator_parameters(conf.jwks, _gres_types(conf), any(ns.elastic for ns in conf.nodesets))
+    return operator_parameters(conf.jwks, _gres_types(conf))
 
 
 def _gres_types(conf: SlurmConf) -> tuple[str, ...]:

@@ -5,7 +5,8 @@ operation is done as a user or the platform would (kubectl, a process killed, an
 cluster is waited for to settle, then the invariants are checked:
 
 - no job ended by anything but its own end or the test's own scancel (sacct, every instance of every job
-  this run submitted: a requeue, a NODE_FAIL or a cancel we did not ask for is a lost job);
+  this run submitted, those on the example's elastic NodeSet too: a requeue, a NODE_FAIL or a cancel we did
+  not ask for is a lost job);
 - slurmctld not restarted by us (its BOOT_TIME moves only when the test restarts its pod);
 - no node of the NodeSet left drained or down with the operator's reason once the rollout settled, and
   no node record of the partition without a pod;
@@ -37,6 +38,7 @@ from tests.fixtures.slurm import wait_for
 
 NODESET = "slurm-worker-life"
 PARTITION = "life"
+ELASTIC_PARTITION = "elastic"  # examples/crs/nodeset-elastic.yaml, in the example cluster beside it
 SELECTOR = f"app.kubernetes.io/instance={NODESET}"
 IMAGE = "ghcr.io/slinkyproject/slurmd:25.05-ubuntu24.04"
 IMAGES = (IMAGE, "ghcr.io/slinkyproject/slurmd:25.11-ubuntu24.04")  # the lab runs its own slurmd for either
@@ -337,6 +339,16 @@ class Lifecycle:
         self.jobs[job] = f"-N{nodes} sleep {seconds}"
         return f"submit job {job} (-N{nodes}, {seconds} s)"
 
+    def submit_elastic(self, rng: random.Random) -> str:
+        """A job on examples/crs/nodeset-elastic.yaml's powered-down nodes, counted with the run's own: the
+        operations after it (a leader killed, slurmctld restarted, ...) must not lose it either."""
+        seconds = rng.randint(*JOB_SECONDS)
+        nodes = rng.choice((1, 1, 2))
+        job = self.slurm("sbatch", "--parsable", "-p", ELASTIC_PARTITION, f"-N{nodes}", "-t", "5", "--chdir=/tmp",
+                         "-o", "/dev/null", "--wrap", f"sleep {seconds}").strip()  # fmt: skip
+        self.jobs[job] = f"elastic -N{nodes} sleep {seconds}"
+        return f"submit job {job} to the elastic NodeSet (-N{nodes}, {seconds} s)"
+
     def scale(self, replicas: int) -> str:
         if self.shape.replicas > replicas:
             self.cancel_unrunnable(replicas)
@@ -482,11 +494,12 @@ class Lifecycle:
             "cordon requested": self.cordon_requested,
             "restart controller": lambda rng: self.restart_controller(),
             "kill leader": self.kill_leader,
+            "submit elastic": self.submit_elastic,
         }
 
     WEIGHTS: ClassVar[dict[str, float]] = {
         "submit": 6, "scale": 3, "resize": 2, "refeature": 1, "reimage": 1, "kill slurmd": 2, "delete pod": 1,
-        "cordon requested": 1, "restart controller": 0.25, "kill leader": 0.5,
+        "cordon requested": 1, "restart controller": 0.25, "kill leader": 0.5, "submit elastic": 1,
     }  # fmt: skip
 
     NEEDS_PODS: ClassVar[frozenset[str]] = frozenset({"kill slurmd", "delete pod", "cordon requested", "kill leader"})
