@@ -3,8 +3,8 @@ re-list, measured in the same run (docs/architecture.md §7, §4.8; issues 5 and
 
 Per size, one cluster (bench/slurm_sync_fakes.py: as many worker pods, Kubernetes Nodes and Slurm
 nodes, one running job per busy node) behind a fake API server and slurmrestd in a child process. The
-real ``OperatorLoop`` runs through the real Kubernetes client and the real ``SlurmClient``, each pass
-reading the JWT key Secret first as the service does:
+real ``OperatorLoop`` runs through the real Kubernetes client and the real ``SlurmClient`` (the JWT key
+Secret is not read in an idle pass: the service reads it only when a token is due):
 
 * subject: the production reader, ``CachedKube`` (watches; slurm_sync/cache.py);
 * peer: the old reader, ``Kube``, listing every pod, NodeSet and Node on every pass.
@@ -60,7 +60,6 @@ from bench.slurm_sync_fakes import (
     _PATH,
     CLIENT_HEADER,
     CLUSTER,
-    JWT_SECRET,
     NS,
     FakeSlurmrestd,
     ServerProcess,
@@ -119,7 +118,7 @@ def slurm_client(url: str, slurmd: FakeSlurmrestd | None) -> Any:
 
 @dataclass
 class Loop:
-    """One OperatorLoop and its reader; ``run()`` is one pass as the service makes it (key, then pass)."""
+    """One OperatorLoop and its reader; ``run()`` is one pass as the service makes it."""
 
     loop: OperatorLoop
     kube: Any
@@ -138,7 +137,6 @@ class Loop:
         """The first pass that could read everything, and how many before it could not (``NotSynced``)."""
         deadline, unsynced = time.perf_counter() + timeout, 0
         while True:
-            self.kube.read_secret_key(NS, JWT_SECRET, "jwt.key")
             result = self.loop.run_pass()
             if result.ok:
                 return result, unsynced
@@ -632,8 +630,8 @@ def run(quick: bool = False) -> Report:
         )
         report.notes.extend(f"STRAY ({s.size:,}): {problem}" for problem in s.stray[:5])
     report.notes.append(
-        "CPU = time.process_time of this process (the fakes run in a child process); each pass includes the "
-        "service's GET of the JWT key Secret. Bytes per idle minute: per-pass bytes x 6 (10 s poll); the "
+        "CPU = time.process_time of this process (the fakes run in a child process). Bytes per idle minute: "
+        "per-pass bytes x 6 (10 s poll); the "
         "watch-based figure also holds the watches' traffic over the idle rounds (bookmarks only: nothing changed). "
         "A watch's re-list (after a 410 or a broken stream, e.g. on a loaded machine) is counted above, not "
         "budgeted: the passes that find it under way write nothing and are made again once it is in, an idle "

@@ -284,11 +284,13 @@ class Service:
             handle.key_problem = why
             return False, False, why
         handle.key_problem = ""
+        handle.slurm_read = False
         try:
             result = handle.loop.run_pass()
         except Exception:  # one cluster's bug must not stop the others
             log.exception("cluster %s: pass crashed", name)
             return False, False, "pass crashed"
+        handle.slurm_read = result.slurm_ok
         level = logging.INFO if result.ok else logging.WARNING
         log.log(
             level,

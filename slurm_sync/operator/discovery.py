@@ -117,6 +117,12 @@ class TokenSource:
             if key != self._key or version != self._version:
                 self._key, self._version, self._token = key, version, None
 
+    def due(self) -> bool:
+        """Whether the next call mints a token (none yet, or a fifth of its lifetime left): when the key is
+        worth reading again."""
+        with self._lock:
+            return self._key is None or self._token is None or self._clock() >= self._refresh_at
+
     def __call__(self) -> str:
         with self._lock:
             if self._key is None:
@@ -142,6 +148,7 @@ class ClusterHandle:
     client: SlurmClient
     loop: OperatorLoop
     key_problem: str = ""  # why the last pass could not use the JWT key ("" when it could): said once
+    slurm_read: bool = False  # the last pass read Slurm with the key it had (so that key is still good)
 
 
 class Clusters:
@@ -213,8 +220,12 @@ class Clusters:
                 log.info("cluster %s: slurmrestd at %s, Slurm cluster %r", name, ref.url, ref.cluster_name)
 
     def load_key(self, handle: ClusterHandle) -> None:
-        """Read the JWT key each pass; a new resourceVersion re-mints the token. ``KeyUnusable`` when the
-        Secret lacks the key or the key is empty."""
+        """Read the JWT key when a token is to be minted from it (the first, then one a fifth of its lifetime
+        before the last expires) and after a pass that could not read Slurm (slurmctld may have a new key); a
+        new resourceVersion re-mints the token. Not every pass, and not from a watch (docs/architecture.md
+        §4.8 says why). ``KeyUnusable`` when the Secret lacks the key or the key is empty."""
+        if handle.slurm_read and not handle.tokens.due():
+            return
         ref = handle.ref
         where = f"JWT key Secret {ref.namespace}/{ref.key_secret}"
         try:
