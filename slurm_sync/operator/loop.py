@@ -275,7 +275,10 @@ class OperatorLoop:
         self._hashes: tuple[object, dict[str, str]] | None = None  # (what they hash, each NodeSet's observed_hash)
 
     def read_slurm(self, tally: Tally) -> SlurmView:
-        nodes = ping = jobs = None
+        """Slurm's node and job listings, and the ping only when the node listing failed: it then tells
+        whether slurmrestd reaches any slurmctld. A pass whose listing answered pings only when the active
+        slurmctld label may have to move (``planning.needs_ping``)."""
+        nodes = jobs = None
         try:
             nodes = self._watch.poll(self._check_listing).items
         except SlurmError as exc:
@@ -284,11 +287,16 @@ class OperatorLoop:
             jobs = self._jobs.poll().items if nodes is not None else None  # jobs are read only next to their nodes
         except SlurmError as exc:
             self._slurm_error(tally, "list jobs", exc)
+        view = SlurmView(nodes=nodes, ping=None, jobs=jobs, deadlines=self._node_deadlines(jobs, tally))
+        return view if nodes is not None else self._pinged(view, tally)[0]
+
+    def _pinged(self, slurm: SlurmView, tally: Tally) -> tuple[SlurmView, bool]:
+        """``slurm`` with Slurm's ping, and whether it answered."""
         try:
-            ping = self.slurm.ping()
+            return dataclasses.replace(slurm, ping=self.slurm.ping()), True
         except SlurmError as exc:
             self._slurm_error(tally, "ping", exc)
-        return SlurmView(nodes=nodes, ping=ping, jobs=jobs, deadlines=self._node_deadlines(jobs, tally))
+            return slurm, False
 
     def _node_deadlines(self, jobs: Mapping[int, Job] | None, tally: Tally) -> Mapping[str, int | None] | None:
         """Each node's job deadline, computed again only when the job listing changed (an unchanged
@@ -329,7 +337,7 @@ class OperatorLoop:
         started = time.perf_counter()
         tally = Tally()
         slurm = self.read_slurm(tally)
-        slurm_ok = slurm.nodes is not None and slurm.ping is not None
+        slurm_ok = slurm.nodes is not None
         read_ok = True
         if self._clock() >= self._replan_at:
             self._forget_plans()
@@ -339,6 +347,8 @@ class OperatorLoop:
             read_ok = False
             passes.kube_read_failed(tally, f"cluster {self.name}", exc)
         else:
+            if slurm_ok and planning.needs_ping(cluster.controller_pods):
+                slurm, slurm_ok = self._pinged(slurm, tally)
             self._execute(cluster, slurm, tally)
         self.metrics.poll_seconds.labels(self.name).observe(time.perf_counter() - started)
         self.metrics.cluster_up.labels(self.name).set(1 if slurm_ok else 0)

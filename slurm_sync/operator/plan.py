@@ -522,6 +522,14 @@ def active_hostname(ping: PingResult) -> str | None:
     return chosen[0].hostname if chosen else None
 
 
+def needs_ping(pods: Collection[ControllerPodView]) -> bool:
+    """Whether a pass whose node listing answered asks Slurm which slurmctld answers. Moving the active
+    label is the ping's only use then, and it can move only among two slurmctld pods or more (a backup
+    took over) or onto a lone pod not labelled yet; a lone pod labelled, or none (an external slurmctld),
+    has nothing a ping could change."""
+    return len(pods) > 1 or any(not pod.active for pod in pods)
+
+
 def controller_patches(pods: Iterable[ControllerPodView], ping: PingResult | None) -> tuple[PodPatch, ...]:
     """Move the active label to the answering slurmctld; without an answer, leave it where it is."""
     active = active_hostname(ping) if ping is not None else None
