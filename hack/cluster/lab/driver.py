@@ -1,16 +1,30 @@
-"""The cluster lab's stand-in for Metacontroller 4.17.2: drives every CompositeController on the API server.
+"""The cluster lab's stand-in for Metacontroller 4.17.2: drives every Composite- and DecoratorController.
 
-It reads the same `metacontroller.k8s.io/v1alpha1` CompositeController objects a real Metacontroller would, so
-the lab can swap this driver for the real binary with the same manifests. Modelled on Metacontroller's
-`pkg/controller/composite` (controller.go, hooks.go), `pkg/controller/common` (manage_children.go, finalizer,
-customize) and `pkg/hooks` (webhook.go), read at v4.17.2; children are written through the project's own model
-of its apply (`tests/support/metacontroller_apply.py`), so what the lab writes is what the suite predicts.
+It reads the same `metacontroller.k8s.io/v1alpha1` CompositeController and DecoratorController objects a real
+Metacontroller would, so the lab can swap this driver for the real binary with the same manifests. Modelled on
+Metacontroller's `pkg/controller/composite` (controller.go, hooks.go), `pkg/controller/decorator` (controller.go,
+hooks.go, selector.go, metacontroller.go), `pkg/controller/common` (manage_children.go, finalizer, customize) and
+`pkg/hooks` (webhook.go), read at v4.17.2; children are written through the project's own model of its apply
+(`tests/support/metacontroller_apply.py`), so what the lab writes is what the suite predicts.
 
-One sync of a parent, in Metacontroller's order: the parent's finalizer (added when there is a finalize hook),
-its children claimed (owned by its uid and matching its selector; matching orphans adopted, owned misfits
-released), customize (cached per parent uid and generation) and the related objects its rules select, the v2
-sync (or finalize) request, the finalizer removed on `finalized`, children deleted / created / updated per
-each type's updateStrategy, and the status written through `/status` with `observedGeneration` when it differs.
+One sync of a composite's parent, in Metacontroller's order: the parent's finalizer (added when there is a
+finalize hook), its children claimed (owned by its uid and matching its selector; matching orphans adopted,
+owned misfits released), customize (cached per parent uid and generation) and the related objects its rules
+select, the v2 sync (or finalize) request, the finalizer removed on `finalized`, children deleted / created /
+updated per each type's updateStrategy, and the status written through `/status` with `observedGeneration`
+when it differs.
+
+A decorator's objects are those of its `spec.resources` that its labelSelector and annotationSelector match
+(keyed by group and kind: a later rule for the same kind replaces an earlier one), plus any object still
+carrying its finalizer `metacontroller.io/decoratorcontroller-<name>`. One sync: finalizer.SyncObject (added
+when there is a finalize hook and the object is not being deleted, removed when there is none), customize and
+related objects as for composites, then the finalize hook for an object being deleted or no longer selected
+(the sync hook otherwise) with `{controller, object, attachments, related, finalizing}`, and the answer's
+labels and annotations (null removes a key), status (null keeps it) and, on `finalized`, the finalizer's
+removal written in one update of the version synced (status first through `/status` when the type has one; a
+conflict or a gone object is left to the next sync). Metacontroller restarts a decorator only when its spec
+changes, and keeps sending the object it started with as `controller`: so does the driver, which then syncs
+every object anew (a new informer lists them all).
 
 Instead of informers, every pass (1 s) lists each resource it needs once. A parent is synced when what its
 sync would read changed (resourceVersions of the parent, its children and its related objects: the events
@@ -18,23 +32,26 @@ Metacontroller reacts to), when a resync it asked for (`resyncAfterSeconds`), it
 retry after a failure is due. Nothing changed means no hook call and no write.
 
 Not modelled (none is used by the project's manifests): Rolling* update methods (treated as their plain
-method), v1 hooks, server-side apply, ETags, TLS to hooks, and DecoratorControllers (logged once, not driven).
+method), v1 hooks, server-side apply, ETags, TLS to hooks, and a decorator's attachments (`spec.attachments`
+is refused as configuration, attachments in an answer fail the sync; the request's `attachments` is `{}`).
 """
 
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import logging
 import re
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from functools import partial
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 import requests
@@ -48,18 +65,18 @@ ObjectMap = dict[str, dict[str, Obj]]  # {"Kind.apiVersion": {"ns/name" or "name
 METACONTROLLER = "metacontroller.k8s.io/v1alpha1"
 COMPOSITES = kube.Resource(METACONTROLLER, "compositecontrollers")
 DECORATORS = kube.Resource(METACONTROLLER, "decoratorcontrollers")
-FINALIZER_PREFIX = "metacontroller.io/compositecontroller-"
 GC_FINALIZERS = ("foregroundDeletion", "orphan")  # the GC owns the children then: no managing them
 DEFAULT_RESYNC = 30 * 60.0  # no resyncPeriodSeconds: parents still resync on the 30m informer relist
 DEFAULT_HOOK_TIMEOUT = 10.0  # webhook.go: no (or a non-positive) timeout
 CUSTOMIZE_TTL = 20 * 60.0  # customize answers are cached per (uid, generation) for 20 minutes
 DISCOVERY_TTL = 20.0  # Metacontroller's --discovery-interval
 MAX_BACKOFF = 60.0
-PRIVATE = "lab.slinky.slurm.net/private-driver"  # a CompositeController only a Driver naming it in `only` drives
+PRIVATE = "lab.slinky.slurm.net/private-driver"  # a controller only a Driver naming it in `only` drives
 CONFLICT_TRIES = 4  # client-go retry.DefaultBackoff: 4 steps from 10 ms, factor 5
 METHODS = {"": "OnDelete", "OnDelete": "OnDelete", "InPlace": "InPlace", "Recreate": "Recreate",
            "RollingInPlace": "InPlace", "RollingRecreate": "Recreate"}  # fmt: skip
 SYNC_FIELDS = frozenset({"status", "children", "resyncAfterSeconds", "finalized"})
+DECORATE_FIELDS = frozenset({"labels", "annotations", "status", "attachments", "resyncAfterSeconds", "finalized"})
 RULE_FIELDS = frozenset({"apiVersion", "resource", "labelSelector", "namespaceSelector", "namespace", "names"})
 
 
@@ -68,7 +85,7 @@ class DriverError(Exception):
 
 
 class ConfigError(DriverError):
-    """A CompositeController this driver cannot drive (its parents are left alone)."""
+    """A controller this driver cannot drive (its parents are left alone)."""
 
 
 class HookError(DriverError):
@@ -247,24 +264,62 @@ class ChildRule:
 
 
 @dataclass(frozen=True)
-class Composite:
-    """A parsed CompositeController."""
+class Controller(ABC):
+    """What both kinds share: the object the driver started it from, its hooks, its resync period."""
 
     name: str
     obj: Obj
-    parent: ApiType
-    children: tuple[ChildRule, ...]
     sync: Hook | None
     customize: Hook | None
     finalize: Hook | None
-    generate_selector: bool
-    parent_selector: Obj | None
-    ignore_status: bool
     resync: float
+    finalizer_prefix: ClassVar[str]
 
     @property
     def finalizer(self) -> str:
-        return FINALIZER_PREFIX + self.name
+        return self.finalizer_prefix + self.name
+
+    @property
+    @abstractmethod
+    def parents(self) -> tuple[ApiType, ...]:
+        """The types whose objects it syncs."""
+
+    @abstractmethod
+    def selects(self, obj: Obj) -> bool:
+        """Whether its selectors pick `obj` (an object they don't pick is synced only while it has our finalizer)."""
+
+    @abstractmethod
+    def ignores_status(self, obj: Obj) -> bool:
+        """ignoreStatusChanges for `obj`'s type: a status-only change of a live object wakes no sync."""
+
+    @abstractmethod
+    def api_of(self, obj: Obj) -> ApiType:
+        """The discovered type of `obj`, for writing it."""
+
+
+@dataclass(frozen=True)
+class Composite(Controller):
+    """A parsed CompositeController."""
+
+    parent: ApiType
+    children: tuple[ChildRule, ...]
+    generate_selector: bool
+    parent_selector: Obj | None
+    ignore_status: bool
+    finalizer_prefix: ClassVar[str] = "metacontroller.io/compositecontroller-"
+
+    @property
+    def parents(self) -> tuple[ApiType, ...]:
+        return (self.parent,)
+
+    def selects(self, obj: Obj) -> bool:
+        return selector_matches(self.parent_selector, labels_of(obj))
+
+    def ignores_status(self, obj: Obj) -> bool:
+        return self.ignore_status
+
+    def api_of(self, obj: Obj) -> ApiType:
+        return self.parent
 
     def rule_for(self, key: str) -> ChildRule | None:
         return next((rule for rule in self.children if rule.api.key == key), None)
@@ -275,6 +330,53 @@ class Composite:
             if api_group(rule.api.resource.api_version) == api_group(api_version) and rule.api.kind == kind:
                 return rule.method
         return "OnDelete"
+
+
+@dataclass(frozen=True)
+class ParentRule:
+    """One of a DecoratorController's spec.resources: the type, and what selects its objects."""
+
+    api: ApiType
+    labels: Obj | None
+    annotations: Obj | None  # annotationSelector as the label selector Metacontroller makes of it
+    ignore_status: bool
+
+    def matches(self, obj: Obj) -> bool:
+        """Both selectors (decoratorSelector.Matches); an absent one selects everything."""
+        annotations = meta(obj).get("annotations") or {}
+        return selector_matches(self.labels, labels_of(obj)) and selector_matches(self.annotations, annotations)
+
+
+@dataclass(frozen=True)
+class Decorator(Controller):
+    """A parsed DecoratorController: one rule per group and kind of its spec.resources."""
+
+    rules: tuple[ParentRule, ...]
+    finalizer_prefix: ClassVar[str] = "metacontroller.io/decoratorcontroller-"
+
+    @property
+    def parents(self) -> tuple[ApiType, ...]:
+        return tuple(rule.api for rule in self.rules)
+
+    def rule_of(self, obj: Obj) -> ParentRule | None:
+        """The rule for `obj`'s group and kind, any version."""
+        group, kind = api_group(obj.get("apiVersion", "")), obj.get("kind")
+        return next((r for r in self.rules if api_group(r.api.resource.api_version) == group and r.api.kind == kind),
+                    None)  # fmt: skip
+
+    def selects(self, obj: Obj) -> bool:
+        rule = self.rule_of(obj)
+        return rule is not None and rule.matches(obj)
+
+    def ignores_status(self, obj: Obj) -> bool:
+        rule = self.rule_of(obj)
+        return rule is not None and rule.ignore_status
+
+    def api_of(self, obj: Obj) -> ApiType:
+        rule = self.rule_of(obj)
+        if rule is None:
+            raise DriverError(f"{describe(obj)} is of no type in the spec.resources of {self.name}")
+        return rule.api
 
 
 @dataclass
@@ -317,9 +419,10 @@ class Snapshot:
 
 
 class Driver:
-    """Calls the hooks of every CompositeController as Metacontroller 4.17 does, and applies their answers.
+    """Calls the hooks of every Composite- and DecoratorController as Metacontroller 4.17 does, and applies
+    their answers.
 
-    `only` limits it to the CompositeControllers of those names; without it, it drives every one but those
+    `only` limits it to the controllers of those names; without it, it drives every one but those
     annotated PRIVATE (a test's own, which the lab's driver, running on the same API server, must leave to
     the test's driver). `interval` is the time between passes.
     """
@@ -332,7 +435,8 @@ class Driver:
         self._interval = interval
         self._http = requests.Session()
         self._discovery = Discovery(client)
-        self._composites: dict[str, tuple[str, Composite]] = {}
+        self._composites: dict[str, tuple[str, Composite]] = {}  # by name: (resourceVersion, parsed)
+        self._decorators: dict[str, tuple[str, Decorator]] = {}  # by name: (spec as JSON, parsed)
         self._states: dict[tuple[str, str], ParentState] = {}
         self._customized: dict[tuple[str, str, int], tuple[float, list[Obj]]] = {}
         self._warned: dict[str, str] = {}
@@ -345,7 +449,8 @@ class Driver:
 
     def run(self, stop: threading.Event) -> None:
         """Pass after pass until `stop` is set; a failed pass is logged and the next one tries again."""
-        self.log.info("driving CompositeControllers (Metacontroller 4.17 stand-in), a pass every %.1fs", self._interval)
+        self.log.info("driving Composite- and DecoratorControllers (Metacontroller 4.17 stand-in), a pass every %.1fs",
+                      self._interval)  # fmt: skip
         while not stop.is_set():
             started = time.monotonic()
             try:
@@ -372,92 +477,101 @@ class Driver:
 
     def _pass(self, stop: threading.Event) -> None:
         snap = Snapshot(self._client)
-        self._note_decorators(snap)
-        try:
-            objects = snap.objects(COMPOSITES)
-        except kube.ApiError as err:
-            if err.status == 404:
-                self._warn("crd", "no CompositeController CRD (metacontroller.k8s.io/v1alpha1) is installed yet")
-                return
-            raise
-        self._warned.pop("crd", None)
+        kinds = ((COMPOSITES, self._composite, self._composites), (DECORATORS, self._decorator, self._decorators))
         seen: set[tuple[str, str]] = set()
-        for obj in sorted(objects, key=lambda o: meta(o).get("name", "")):
-            if stop.is_set():
-                return
-            if self._wanted(obj):
-                seen |= self._drive(obj, snap)
+        for res, parse, parsed in kinds:
+            objects = self._controllers(snap, res)
+            for obj in objects:
+                if stop.is_set():
+                    return
+                if self._wanted(obj):
+                    seen |= self._drive(obj, parse, snap)
+            names = {meta(o).get("name") for o in objects}
+            for name in set(parsed) - names:
+                del parsed[name]
         for key in set(self._states) - seen:
             del self._states[key]
-        names = {meta(o).get("name") for o in objects}
-        for name in set(self._composites) - names:
-            del self._composites[name]
         self._expire_customize(seen)
+
+    def _controllers(self, snap: Snapshot, res: kube.Resource) -> list[Obj]:
+        """The controllers of one kind by name; none while its CRD is not installed."""
+        try:
+            objects = snap.objects(res)
+        except kube.ApiError as err:
+            if err.status == 404:
+                self._warn(f"crd/{res.plural}", f"no {res.plural} CRD ({METACONTROLLER}) is installed yet")
+                return []
+            raise
+        self._warned.pop(f"crd/{res.plural}", None)
+        return sorted(objects, key=lambda o: meta(o).get("name", ""))
 
     def _wanted(self, obj: Obj) -> bool:
         if self._only is not None:
             return meta(obj).get("name") in self._only
         return PRIVATE not in (meta(obj).get("annotations") or {})
 
-    def _drive(self, obj: Obj, snap: Snapshot) -> set[tuple[str, str]]:
-        """Visit every parent of one CompositeController; the (controller, parent uid) pairs seen."""
-        name = meta(obj)["name"]
+    def _drive(self, obj: Obj, parse: Callable[[Obj], Controller], snap: Snapshot) -> set[tuple[str, str]]:
+        """Visit every parent of one controller; the (finalizer, parent uid) pairs seen."""
+        name, kind = meta(obj)["name"], obj.get("kind", "")
         try:
-            cc = self._composite(obj)
-            parents = snap.objects(cc.parent.resource)
+            ctl = parse(obj)
+            parents = [p for api in ctl.parents for p in snap.objects(api.resource)]
         except (DriverError, kube.ApiError) as err:
-            self._warn(f"cc/{name}", f"CompositeController {name} is not driven: {err}")
+            self._warn(f"{kind}/{name}", f"{kind} {name} is not driven: {err}")
             return set()
-        self._warned.pop(f"cc/{name}", None)
+        self._warned.pop(f"{kind}/{name}", None)
         now = time.monotonic()
         seen = set()
         for parent in parents:
-            seen.add((name, meta(parent)["uid"]))
-            self._visit(cc, parent, snap, now)
+            seen.add((ctl.finalizer, meta(parent)["uid"]))
+            self._visit(ctl, parent, snap, now)
         return seen
 
-    def _visit(self, cc: Composite, parent: Obj, snap: Snapshot, now: float) -> None:
+    def _visit(self, ctl: Controller, parent: Obj, snap: Snapshot, now: float) -> None:
         """Sync one parent if anything its sync reads changed or a resync is due."""
-        state = self._states.setdefault((cc.name, meta(parent)["uid"]), ParentState())
+        state = self._states.setdefault((ctl.finalizer, meta(parent)["uid"]), ParentState())
         try:
-            if not self._selected(cc, parent):
+            if not self._selected(ctl, parent):
                 return
-            candidates = self._candidates(cc, parent, snap)
-            rules = self._cached_rules(cc, parent)
+            candidates = self._candidates(ctl, parent, snap) if isinstance(ctl, Composite) else {}
+            rules = self._cached_rules(ctl, parent)
             related = self._related(rules, snap) if rules is not None else None
-            fingerprint = self._fingerprint(cc, parent, candidates, related)
+            fingerprint = self._fingerprint(ctl, parent, candidates, related)
             if fingerprint == state.fingerprint and not state.due(now):
                 return
             state.fingerprint = fingerprint
             self._count("syncs")
-            outcome = self._sync(cc, parent, candidates, snap)
+            if isinstance(ctl, Composite):
+                outcome = self._sync(ctl, parent, candidates, snap)
+            else:
+                outcome = self._decorate(ctl, parent, snap)
         except TooManyRequests as err:
             state.retry_at = now + err.after
-            self.log.info("%s hook of %s: %s", cc.name, describe(parent), err)
+            self.log.info("%s hook of %s: %s", ctl.name, describe(parent), err)
             return
         except (DriverError, kube.ApiError, apply.MergeError, requests.RequestException) as err:
-            self._failed(cc, parent, state, str(err))
+            self._failed(ctl, parent, state, str(err))
             return
         except Exception as err:
-            self.log.exception("sync of %s by %s failed", describe(parent), cc.name)
-            self._failed(cc, parent, state, repr(err))
+            self.log.exception("sync of %s by %s failed", describe(parent), ctl.name)
+            self._failed(ctl, parent, state, repr(err))
             return
         if outcome.related is not None:  # customize was called in this sync: its rules now in the fingerprint
-            state.fingerprint = self._fingerprint(cc, parent, candidates, outcome.related)
-        self._succeeded(cc, state, now, outcome)
+            state.fingerprint = self._fingerprint(ctl, parent, candidates, outcome.related)
+        self._succeeded(ctl, state, now, outcome)
 
-    def _failed(self, cc: Composite, parent: Obj, state: ParentState, why: str) -> None:
+    def _failed(self, ctl: Controller, parent: Obj, state: ParentState, why: str) -> None:
         state.failures += 1
         delay = min(MAX_BACKOFF, 2.0 ** (state.failures - 1))
         state.retry_at = time.monotonic() + delay
         self._count("failed_syncs")
-        self.log.warning("%s: sync of %s failed, retry in %.0fs: %s", cc.name, describe(parent), delay, why)
+        self.log.warning("%s: sync of %s failed, retry in %.0fs: %s", ctl.name, describe(parent), delay, why)
 
-    def _succeeded(self, cc: Composite, state: ParentState, now: float, outcome: Outcome) -> None:
+    def _succeeded(self, ctl: Controller, state: ParentState, now: float, outcome: Outcome) -> None:
         """Resyncs asked for before `now` (when the sync started) are done; new ones count from its end."""
         done = time.monotonic()
         state.failures, state.retry_at = 0, None
-        state.periodic_at = done + cc.resync
+        state.periodic_at = done + ctl.resync
         state.requested = [t for t in state.requested if t > now]
         if outcome.resync_after > 0:
             state.requested.append(done + outcome.resync_after)
@@ -466,9 +580,9 @@ class Driver:
 
     # -- what a sync reads -------------------------------------------------------------------------
 
-    def _selected(self, cc: Composite, parent: Obj) -> bool:
-        """A parent outside the controller's labelSelector is left alone unless it carries our finalizer."""
-        return cc.finalizer in finalizers(parent) or selector_matches(cc.parent_selector, labels_of(parent))
+    def _selected(self, ctl: Controller, parent: Obj) -> bool:
+        """A parent outside the controller's selectors is left alone unless it carries our finalizer."""
+        return ctl.finalizer in finalizers(parent) or ctl.selects(parent)
 
     def _selector(self, cc: Composite, parent: Obj) -> Obj:
         """makeSelector: controller-uid=<uid> with generateSelector, else the parent's spec.selector."""
@@ -499,17 +613,20 @@ class Driver:
             out[rule] = found
         return out
 
-    def _cached_rules(self, cc: Composite, parent: Obj) -> list[Obj] | None:
-        entry = self._customized.get(_customize_key(cc, parent))
+    def _cached_rules(self, ctl: Controller, parent: Obj) -> list[Obj] | None:
+        """The related rules customize gave for this parent's generation; none to ask for without customize."""
+        if ctl.customize is None:
+            return []
+        entry = self._customized.get(_customize_key(ctl, parent))
         if entry is None or time.monotonic() - entry[0] > CUSTOMIZE_TTL:
             return None
         return entry[1]
 
-    def _fingerprint(self, cc: Composite, parent: Obj, candidates: dict[ChildRule, list[Obj]],
+    def _fingerprint(self, ctl: Controller, parent: Obj, candidates: dict[ChildRule, list[Obj]],
                      related: ObjectMap | None) -> tuple:  # fmt: skip
         """What a sync of this parent reads, by resourceVersion: equal fingerprints need no new sync."""
         m = meta(parent)
-        if cc.ignore_status and not deleting(parent):
+        if ctl.ignores_status(parent) and not deleting(parent):
             parent_part: Any = (
                 m.get("generation"),
                 apply.go_json(m.get("labels")),
@@ -523,7 +640,7 @@ class Driver:
         if related is not None:
             linked = tuple(sorted((k, meta(o)["uid"], meta(o).get("resourceVersion"))
                                   for k, group in related.items() for o in group.values()))  # fmt: skip
-        return meta(cc.obj).get("resourceVersion"), parent_part, children, linked
+        return meta(ctl.obj).get("resourceVersion"), parent_part, children, linked
 
     # -- one sync (syncParentObject) ---------------------------------------------------------------
 
@@ -534,13 +651,8 @@ class Driver:
             return outcome
         parent = updated
         children = self._claim(cc, parent, candidates)
-        rules = self._cached_rules(cc, parent)
-        if rules is None:
-            rules = self._customize(cc, parent)
-            outcome.related = related = self._related(rules, snap)
-        else:
-            related = self._related(rules, snap)
-        finalizing = cc.finalize is not None and (deleting(parent) or not _parent_matches(cc, parent))
+        related = self._related_for(cc, parent, snap, outcome)
+        finalizing = _finalizing(cc, parent)
         hook = cc.finalize if finalizing else cc.sync
         if hook is None:
             raise ConfigError("sync hook nil//not defined")
@@ -578,21 +690,75 @@ class Driver:
             if not selector_matches(selector, labels_of(child)):
                 raise DriverError(f"labels on desired child {describe(child)} don't match parent selector")
 
+    # -- one decorator sync (decorator's syncParentObject) ----------------------------------------
+
+    def _decorate(self, dc: Controller, parent: Obj, snap: Snapshot) -> Outcome:
+        """A DecoratorController's sync: finalizer, related objects, the sync or finalize hook, and its answer
+        written onto the object (typed Controller: it needs nothing more of a Decorator)."""
+        outcome = Outcome()
+        updated = self._sync_finalizer(dc, parent)
+        if updated is None or not self._selected(dc, updated):
+            return outcome
+        parent = updated
+        related = self._related_for(dc, parent, snap, outcome)
+        finalizing = _finalizing(dc, parent)
+        hook = dc.finalize if finalizing else dc.sync
+        if hook is None:
+            raise ConfigError("no enabled hooks found")
+        request = {"controller": dc.obj, "object": parent, "attachments": {}, "related": related,
+                   "finalizing": finalizing}  # fmt: skip
+        answer = self._call(hook, request, _check_decorate_answer)
+        if answer.get("attachments"):
+            raise DriverError(f"the {hook.name} hook answered attachments, which the lab does not model")
+        outcome.resync_after = float(answer.get("resyncAfterSeconds") or 0)
+        self._write_decoration(dc, parent, answer)
+        return outcome
+
+    def _write_decoration(self, dc: Controller, parent: Obj, answer: Obj) -> None:
+        """The answer written onto the object: one update of the version synced, status first through /status;
+        a conflict or a gone object is left to the next sync, as Metacontroller leaves it to the next event."""
+        decoration = _decoration(parent, answer, dc.finalizer)
+        if decoration is None:
+            return
+        body, status_changed, release = decoration
+        api = dc.api_of(parent)
+        if status_changed and api.status:
+            written = self._write(partial(self._client.update_status, api.resource, body), body, "update_status",
+                                  f"status from {dc.name}")  # fmt: skip
+            if written is None:
+                return
+            body["metadata"]["resourceVersion"] = meta(written)["resourceVersion"]
+        if release:
+            _set_finalizer(body, dc.finalizer, False)
+        why = f"remove finalizer {dc.finalizer} (finalized)" if release else f"decorated by {dc.name}"
+        self._write(partial(self._client.update, api.resource, body), body, "update", why)
+
+    def _write(self, call: Callable[[], Obj], body: Obj, verb: str, why: str) -> Obj | None:
+        """One write whose conflict or 404 is not an error (None): the object changed or went since it was read."""
+        try:
+            written = call()
+        except kube.ApiError as err:
+            if err.status in (404, 409):
+                return None
+            raise
+        self._wrote(verb, body, why)
+        return written
+
     # -- finalizer, claim, customize, related ------------------------------------------------------
 
-    def _sync_finalizer(self, cc: Composite, parent: Obj) -> Obj | None:
+    def _sync_finalizer(self, ctl: Controller, parent: Obj) -> Obj | None:
         """finalizer.SyncObject: ours on the parent iff there is a finalize hook (never added under deletion)."""
-        enabled = cc.finalize is not None
-        if (cc.finalizer in finalizers(parent)) == enabled or (enabled and deleting(parent)):
+        enabled = ctl.finalize is not None
+        if (ctl.finalizer in finalizers(parent)) == enabled or (enabled and deleting(parent)):
             return parent
         if enabled:
-            return self._atomic(cc.parent, parent, lambda o: _set_finalizer(o, cc.finalizer, True),
-                                f"add finalizer {cc.finalizer}")  # fmt: skip
-        return self._remove_finalizer(cc, parent)
+            return self._atomic(ctl.api_of(parent), parent, lambda o: _set_finalizer(o, ctl.finalizer, True),
+                                f"add finalizer {ctl.finalizer}")  # fmt: skip
+        return self._remove_finalizer(ctl, parent)
 
-    def _remove_finalizer(self, cc: Composite, parent: Obj) -> Obj | None:
-        return self._atomic(cc.parent, parent, lambda o: _set_finalizer(o, cc.finalizer, False),
-                            f"remove finalizer {cc.finalizer}")  # fmt: skip
+    def _remove_finalizer(self, ctl: Controller, parent: Obj) -> Obj | None:
+        return self._atomic(ctl.api_of(parent), parent, lambda o: _set_finalizer(o, ctl.finalizer, False),
+                            f"remove finalizer {ctl.finalizer}")  # fmt: skip
 
     def _claim(self, cc: Composite, parent: Obj, candidates: dict[ChildRule, list[Obj]]) -> ObjectMap:
         """ClaimChildren: keep owned children that match, release owned misfits, adopt matching orphans."""
@@ -623,13 +789,21 @@ class Driver:
             memo.append(True)
         return True
 
-    def _customize(self, cc: Composite, parent: Obj) -> list[Obj]:
+    def _related_for(self, ctl: Controller, parent: Obj, snap: Snapshot, outcome: Outcome) -> ObjectMap:
+        """GetRelatedObjects: by the cached rules, else by customize's answer (then kept in `outcome`)."""
+        rules = self._cached_rules(ctl, parent)
+        if rules is not None:
+            return self._related(rules, snap)
+        outcome.related = self._related(self._customize(ctl, parent), snap)
+        return outcome.related
+
+    def _customize(self, ctl: Controller, parent: Obj) -> list[Obj]:
         """The customize hook's related rules, cached per parent uid and generation as Metacontroller does."""
-        if cc.customize is None:
+        if ctl.customize is None:
             return []
-        answer = self._call(cc.customize, {"controller": cc.obj, "parent": parent}, _check_customize_answer)
+        answer = self._call(ctl.customize, {"controller": ctl.obj, "parent": parent}, _check_customize_answer)
         rules = answer.get("relatedResources") or []
-        self._customized[_customize_key(cc, parent)] = (time.monotonic(), rules)
+        self._customized[_customize_key(ctl, parent)] = (time.monotonic(), rules)
         return rules
 
     def _expire_customize(self, seen: set[tuple[str, str]]) -> None:
@@ -867,6 +1041,46 @@ class Driver:
                        f"{METHODS[method]} (the lab does not model rollouts)")  # fmt: skip
         return ChildRule(api, METHODS[method])
 
+    def _decorator(self, obj: Obj) -> Decorator:
+        """The parsed DecoratorController, parsed again only when its spec changes: Metacontroller restarts a
+        decorator on a spec change only, and keeps the object it started it from (sent as `controller`)."""
+        name, spec = meta(obj)["name"], obj.get("spec") or {}
+        digest = apply.go_json(spec)
+        cached = self._decorators.get(name)
+        if cached and cached[0] == digest:
+            return cached[1]
+        if not spec.get("hooks"):
+            raise ConfigError("no hooks defined")
+        if spec.get("attachments"):
+            raise ConfigError("spec.attachments is not modelled by the lab (no project DecoratorController has any)")
+        dc = Decorator(
+            name=name,
+            obj=obj,
+            sync=self._hook(spec, "sync"),
+            customize=self._hook(spec, "customize"),
+            finalize=self._hook(spec, "finalize"),
+            resync=_resync_period(spec.get("resyncPeriodSeconds")),
+            rules=self._parent_rules(spec.get("resources") or []),
+        )
+        self._decorators[name] = (digest, dc)
+        self.log.info("driving DecoratorController %s (%s)", name, ", ".join(api.key for api in dc.parents))
+        return dc
+
+    def _parent_rules(self, resources: list[Obj]) -> tuple[ParentRule, ...]:
+        """spec.resources keyed by group and kind, as decoratorSelector keys them: a later rule replaces one."""
+        rules: dict[tuple[str, str], ParentRule] = {}
+        for rule in resources:
+            api = self._discovery.lookup(rule.get("apiVersion", ""), rule.get("resource", ""))
+            by_annotation = rule.get("annotationSelector")
+            annotations = None if by_annotation is None else {
+                "matchLabels": by_annotation.get("matchAnnotations"),
+                "matchExpressions": by_annotation.get("matchExpressions"),
+            }  # fmt: skip
+            rules[(api_group(api.resource.api_version), api.kind)] = ParentRule(
+                api, rule.get("labelSelector"), annotations, bool(rule.get("ignoreStatusChanges"))
+            )
+        return tuple(rules.values())
+
     def _hook(self, spec: Obj, name: str) -> Hook | None:
         hook = (spec.get("hooks") or {}).get(name)
         if hook is None:
@@ -937,15 +1151,6 @@ class Driver:
             raise ConfigError(f"secret {ref.get('namespace')}/{ref.get('name')} does not contain key {key!r}")
         return base64.b64decode(value).decode()
 
-    def _note_decorators(self, snap: Snapshot) -> None:
-        try:
-            decorators = snap.objects(DECORATORS)
-        except kube.ApiError:
-            return
-        for obj in decorators:
-            name = meta(obj).get("name", "")
-            self._warn(f"decorator/{name}", f"DecoratorController {name} is not driven (out of the lab's scope)")
-
     # -- bookkeeping -------------------------------------------------------------------------------
 
     def _warn(self, key: str, message: str) -> None:
@@ -979,13 +1184,14 @@ def _adoptable(selector: Obj, parent: Obj, obj: Obj) -> bool:
     return _matches(selector, obj) and not deleting(parent) and not deleting(obj)
 
 
-def _parent_matches(cc: Composite, parent: Obj) -> bool:
-    return selector_matches(cc.parent_selector, labels_of(parent))
+def _finalizing(ctl: Controller, parent: Obj) -> bool:
+    """The finalize hook is called (and not sync) for a parent being deleted or no longer selected."""
+    return ctl.finalize is not None and (deleting(parent) or not ctl.selects(parent))
 
 
-def _customize_key(cc: Composite, parent: Obj) -> tuple[str, str, int]:
+def _customize_key(ctl: Controller, parent: Obj) -> tuple[str, str, int]:
     m = meta(parent)
-    return cc.name, m["uid"], m.get("generation", 0)
+    return ctl.finalizer, m["uid"], m.get("generation", 0)
 
 
 def _resync_period(seconds: Any) -> float:
@@ -1008,6 +1214,37 @@ def _add_owner(obj: Obj, ref: Obj) -> bool:
 def _drop_owner(obj: Obj, uid: str) -> bool:
     obj["metadata"]["ownerReferences"] = [r for r in meta(obj).get("ownerReferences") or [] if r.get("uid") != uid]
     return True
+
+
+def _decoration(parent: Obj, answer: Obj, finalizer: str) -> tuple[Obj, bool, bool] | None:
+    """The object with the answer's labels and annotations (null removes a key) and status (null keeps it),
+    whether its status changed and whether `finalized` releases our finalizer; None when nothing changes."""
+    body = copy.deepcopy(parent)
+    m = body["metadata"]
+    labels, annotations = dict(m.get("labels") or {}), dict(m.get("annotations") or {})
+    changed = _update_strings(labels, answer.get("labels"))
+    changed = _update_strings(annotations, answer.get("annotations")) or changed
+    status = parent.get("status") if answer.get("status") is None else answer["status"]
+    status_changed = not apply.go_equal(parent.get("status"), status)
+    release = bool(answer.get("finalized")) and finalizer in finalizers(parent)
+    if not (changed or status_changed or release):
+        return None
+    m["labels"], m["annotations"] = labels, annotations
+    if status is not None:
+        body["status"] = status
+    return body, status_changed, release
+
+
+def _update_strings(dest: dict[str, str], updates: dict[str, str | None] | None) -> bool:
+    """updateStringMap: set each key, remove those given as null; whether anything changed."""
+    changed = False
+    for key, value in (updates or {}).items():
+        if value is None:
+            changed |= dest.pop(key, None) is not None
+        elif dest.get(key) != value:
+            dest[key] = value
+            changed = True
+    return changed
 
 
 def _set_finalizer(obj: Obj, name: str, present: bool) -> bool:
@@ -1051,9 +1288,36 @@ def _no_constant(name: str) -> Any:
 
 def _check_sync_answer(data: Any, strict: bool) -> str | None:
     """What Go's (strict) unmarshal of a CompositeHookResponse would refuse, plus children it cannot apply."""
+    problem = _answer_problem(data, strict, SYNC_FIELDS)
+    if problem:
+        return problem
+    children = data.get("children")
+    if children is not None and not isinstance(children, list):
+        return "children is not a list"
+    return next((p for p in map(_child_problem, children or []) if p), None)
+
+
+def _check_decorate_answer(data: Any, strict: bool) -> str | None:
+    """What Go's (strict) unmarshal of a v2 DecoratorHookResponse would refuse."""
+    problem = _answer_problem(data, strict, DECORATE_FIELDS)
+    if problem:
+        return problem
+    for key in ("labels", "annotations"):
+        values = data.get(key)
+        if values is not None and (
+            not isinstance(values, dict) or not all(v is None or isinstance(v, str) for v in values.values())
+        ):
+            return f"{key} is not a map of strings and nulls"
+    if data.get("attachments") is not None and not isinstance(data["attachments"], list):
+        return "attachments is not a list"
+    return None
+
+
+def _answer_problem(data: Any, strict: bool, fields: frozenset[str]) -> str | None:
+    """What both kinds' answers share: an object of known fields, status, resyncAfterSeconds, finalized."""
     if not isinstance(data, dict):
         return "not a JSON object"
-    unknown = set(data) - SYNC_FIELDS
+    unknown = set(data) - fields
     if strict and unknown:
         return f"unknown field(s) {sorted(unknown)}"
     if data.get("status") is not None and not isinstance(data["status"], dict):
@@ -1063,10 +1327,7 @@ def _check_sync_answer(data: Any, strict: bool) -> str | None:
         return "resyncAfterSeconds is not a number"
     if data.get("finalized") is not None and not isinstance(data["finalized"], bool):
         return "finalized is not a boolean"
-    children = data.get("children")
-    if children is not None and not isinstance(children, list):
-        return "children is not a list"
-    return next((p for p in map(_child_problem, children or []) if p), None)
+    return None
 
 
 def _child_problem(child: Any) -> str | None:
