@@ -12,7 +12,7 @@ HOOKS_BIND ?= 127.0.0.1:8080
 HELM := .cache/bin/helm
 KUBECTL := .cache/bin/kubectl
 
-.PHONY: help run unit test lint bench venv lock slurm-up slurm-down slurm-purge kube-up kube-down kube-purge cluster-up cluster-down crds clean image
+.PHONY: help run unit test lint model bench venv lock slurm-up slurm-down slurm-purge kube-up kube-down kube-purge cluster-up cluster-down crds clean image
 
 # The image of both processes: the charts default to this repository and their appVersion as the tag.
 IMAGE_REPOSITORY ?= ghcr.io/slinky-metacontroller/slinky-metacontroller
@@ -41,10 +41,16 @@ $(STAMP): $(VENV)/bin/python requirements.lock requirements-test.lock pyproject.
 run: $(STAMP)
 	HOOKS_BIND=$(HOOKS_BIND) exec $(VENV)/bin/gunicorn -c hooks/gunicorn_conf.py 'hooks.app:create_app()'
 
-## The fast loop: lint, then every test that needs no lab (no Slurm, no API server, no cluster lab) and
-## starts no gunicorn, on every core, each test stopped after 120 s; under a minute. `make test` runs all.
+## The fast loop: lint, then every test that needs no lab (no Slurm, no API server, no cluster lab), starts
+## no gunicorn and runs no model checker, on every core, each test stopped after 120 s; under a minute.
+## `make test` runs all.
 unit: lint $(STAMP)
-	$(PY) -m pytest -m "not slurm and not kube and not cluster and not gunicorn" -n auto --timeout=120 -q $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slurm and not kube and not cluster and not gunicorn and not model" -n auto --timeout=120 -q $(PYTEST_ARGS)
+
+## The drain protocol, model-checked (model/drain.pml, docs/architecture.md §4): spin (installed with apt-get
+## when missing) checks each scenario's safety and liveness; prints errors, states and bounds; about a minute.
+model: $(STAMP)
+	hack/model.sh
 
 ## ruff (lint and format check) over the repository and mypy over our three packages and the helpers in
 ## tests/ and bench/, not the test_*.py modules (pyproject.toml configures all three); non-zero on any finding.
@@ -53,18 +59,20 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-## Lint first (a finding fails it before any lab starts), then start the real Slurm and the real
+## Lint first (a finding fails it before any lab starts), check the drain protocol's model (hack/model.sh,
+## which installs spin), then start the real Slurm and the real
 ## Kubernetes API server, run every test, stop both; then the cluster lab's tests on the cluster lab
 ## (hack/cluster/test.sh); non-zero on any failure. A lab that cannot be built or started is reported
 ## in one line and its tests are skipped.
 test: lint $(STAMP) $(HELM) $(KUBECTL)
-	@rc=0; hack/slurm/up.sh || rc=$$?; \
+	@model=0; hack/model.sh || model=1; \
+	rc=0; hack/slurm/up.sh || rc=$$?; \
 	hack/kube/up.sh || echo "make test: the Kubernetes API server lab did not start: $$(cat .kube-lab/error 2>/dev/null); its tests are skipped" >&2; \
 	if [ $$rc -eq 0 ]; then $(PY) -m pytest -m "not cluster" $(PYTEST_ARGS) || rc=$$?; \
 	else echo "make test: the Slurm harness did not start (exit $$rc); running the suite anyway so the Slurm tests say why" >&2; \
 	  $(PY) -m pytest -m "not cluster" $(PYTEST_ARGS); rc=1; fi; \
 	hack/kube/down.sh || true; hack/slurm/down.sh || true; \
-	hack/cluster/test.sh $(PYTEST_ARGS) || rc=1; exit $$rc
+	hack/cluster/test.sh $(PYTEST_ARGS) || rc=1; [ $$model -eq 0 ] || rc=1; exit $$rc
 
 ## Build $(IMAGE_REPOSITORY):$(IMAGE_TAG) with docker, podman or buildah (IMAGE_ENGINE= picks one).
 image:

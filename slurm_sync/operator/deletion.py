@@ -192,6 +192,8 @@ def execute(ctx: StepContext, cluster: ClusterView, slurm: SlurmView, tally: Tal
         return
     jobs = slurm.jobs.values()
     ctx.job_absence.next_pass()
+    ctx.nothing_left.next_pass()
+    ctx.nothing_left.forget_except(n.name for n in deleting)
     for nodeset in deleting:
         pending, unknown = still_pending(ctx, nodeset, jobs)
         if unknown:
@@ -207,7 +209,7 @@ def execute(ctx: StepContext, cluster: ClusterView, slurm: SlurmView, tally: Tal
         )
         error = _end_jobs(ctx, plan, tally) or _delete_nodes(ctx, plan, tally) or plan.report.error
         value = Report(plan.report.pending_jobs, plan.report.cancel_at, plan.report.nodes_left, error).value()
-        if value != nodeset.deletion_report:
+        if value != nodeset.deletion_report and proven(ctx, nodeset, plan.report):
             ctx.kube_write(
                 tally,
                 f"nodeset {nodeset.name} deletion report",
@@ -219,6 +221,25 @@ def execute(ctx: StepContext, cluster: ClusterView, slurm: SlurmView, tally: Tal
                     value,
                 ),
             )
+
+
+def proven(ctx: StepContext, nodeset: NodeSetView, report: Report) -> bool:
+    """Whether ``report`` may be written. One that lists no pending job and no record lets finalize finish and the
+    partition's lines go, ending any job still queued there: that is an absence (§4.2), so it is written only once a
+    later pass, some seconds on, said the same. A single wrong listing (an empty job listing, the first of a term
+    having no earlier one to be compared with) would otherwise end the NodeSet's queued jobs (model/drain.pml)."""
+    if report.pending_jobs or report.nodes_left:
+        ctx.nothing_left.found(nodeset.name)
+        return True
+    before = previous_report(nodeset)
+    if before is not None and not before.pending_jobs and not before.nodes_left:
+        return True  # said already: only its error changes
+    if ctx.nothing_left.not_found(nodeset.name):
+        return True
+    log.info(
+        "cluster %s: nodeset %s shows nothing left in Slurm; confirming on a later pass", ctx.cluster, nodeset.name
+    )
+    return False
 
 
 def still_pending(ctx: StepContext, nodeset: NodeSetView, jobs: Iterable[Job]) -> tuple[list[Job], SlurmError | None]:

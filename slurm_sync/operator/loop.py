@@ -266,12 +266,15 @@ class OperatorLoop:
         self.job_absence: AbsenceProof[int] = AbsenceProof(absence_confirm_seconds, clock)  # jobs of deleting NodeSets
         self.reservation_absence: AbsenceProof[str] = AbsenceProof(absence_confirm_seconds, clock)  # ScheduledUpdate
         self.leftover_pods: AbsenceProof[str] = AbsenceProof(absence_confirm_seconds, clock)  # leftover records
+        # deleting NodeSets with nothing left in Slurm: said once, the report that ends finalize waits for a later pass
+        self.nothing_left: AbsenceProof[str] = AbsenceProof(absence_confirm_seconds, clock)
         self.deletion_grace = deletion_grace
         # What makes a pass cost what changed (docs/architecture.md §4.8), all dropped at each full re-plan:
         self.full_replan_interval = full_replan_interval
         self._replan_at = clock() + full_replan_interval
         self._views = ClusterViews()
         self._quiet: dict[str, tuple[tuple[object, ...], PodState]] = {}  # pod -> inputs and state of a plan
+        self._marks: dict[str, tuple[bool, bool]] = {}  # pod -> (drained, absent) this term wrote (_own_marks)
         self._hashes: tuple[object, dict[str, str]] | None = None  # (what they hash, each NodeSet's observed_hash)
 
     def read_slurm(self, tally: Tally) -> SlurmView:
@@ -369,7 +372,7 @@ class OperatorLoop:
         effect: a drained node's record to delete, a deleted one to prove absent), and as soon as the
         youngest absence evidence is old enough to confirm; every POWER_POLL while an elastic NodeSet waits on
         Slurm's power decisions, and just past the second a node Slurm powers up may be listed up in."""
-        proofs = (self._absence, self.job_absence, self.reservation_absence, self.leftover_pods)
+        proofs = (self._absence, self.job_absence, self.reservation_absence, self.leftover_pods, self.nothing_left)
         dues = [d + CONFIRM_MARGIN for proof in proofs if (d := proof.due()) is not None]
         if tally.slurm_writes:
             dues.append(FOLLOW_UP)
@@ -385,7 +388,8 @@ class OperatorLoop:
         self._planned = set()
         slurm = self._prove_absence(cluster, slurm, now, tally)
         quiet: dict[str, tuple[tuple[object, ...], PodState]] = {}
-        for pod in cluster.pods:
+        self._marks = {p.name: m for p in cluster.pods if (m := self._marks.get(p.name)) is not None}
+        for pod in map(self._own_marks, cluster.pods):
             inputs = planning.plan_inputs(pod, cluster, slurm, self._applied_topology)
             last = self._quiet.get(pod.name)
             if last is not None and last[0] == inputs:
@@ -525,6 +529,25 @@ class OperatorLoop:
         self._watch.relist()
         self._jobs.relist()
 
+    def _own_marks(self, pod: PodView) -> PodView:
+        """The pod as planned: a drained or absent mark this term wrote counts as there until the watch cache shows
+        the write. A patch carries only what differs from the view, so a mark the cache does not show yet would
+        never be removed: its drain lifted under it, or a wrong answer's mark not corrected, the NodeSet could
+        delete the pod while a job starts there (model/drain.pml, -DNO_OWN_MARKS). A new term lists anew."""
+        wrote = self._marks.get(pod.name)
+        if wrote is None:
+            return pod
+        seen = planning.observed_state(pod)
+        if (seen.drained, seen.absent) == wrote:
+            del self._marks[pod.name]  # the cache shows our write
+            return pod
+        keys = (
+            (names.ANNOTATION_DRAINED, wrote[0], seen.drained),
+            (names.ANNOTATION_SLURM_NODE_ABSENT, wrote[1], seen.absent),
+        )
+        extra = {key: "true" for key, mine, shown in keys if mine and not shown}
+        return dataclasses.replace(pod, annotations={**pod.annotations, **extra}) if extra else pod
+
     def _apply_pod(self, pod_plan: PodPlan, cluster: ClusterView, slurm: SlurmView, now: str, tally: Tally) -> PodState:
         """Patches (retried from a fresh read on 409), then Slurm updates; the hook-visible state."""
         for attempt in range(CONFLICT_ATTEMPTS):
@@ -536,6 +559,8 @@ class OperatorLoop:
                         self.kube.patch_pod(patch.namespace, patch.name, patch.body)
                         self._notify(pod_plan.pod, mark_notices(pod_plan.pod.slurm_node, patch.body))
                     tally.kube_writes += 1
+                if pod_plan.patches:
+                    self._marks[pod_plan.pod.name] = (pod_plan.state.drained, pod_plan.state.absent)
                 break
             except ApiException as exc:
                 if exc.status == 409 and attempt + 1 < CONFLICT_ATTEMPTS:
@@ -674,6 +699,7 @@ class OperatorLoop:
             job_absence=self.job_absence,
             reservation_absence=self.reservation_absence,
             leftover_pods=self.leftover_pods,
+            nothing_left=self.nothing_left,
             deletion_grace=self.deletion_grace,
         )
 

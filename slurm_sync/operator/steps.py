@@ -50,5 +50,6 @@ class StepContext:
     job_absence: AbsenceProof[int]  # jobs of deleting NodeSets that Slurm says are gone
     reservation_absence: AbsenceProof[str]  # maintenance reservations Slurm says are gone
     leftover_pods: AbsenceProof[str]  # pods of leftover node records the apiserver says are gone
+    nothing_left: AbsenceProof[str]  # deleting NodeSets whose partition showed no pending job and no record
     deletion_grace: float  # seconds a deleting NodeSet's pending jobs may wait before they are ended
     wall_clock: Callable[[], float] = time.time  # now, read after Slurm answered (an elastic node's upSince)

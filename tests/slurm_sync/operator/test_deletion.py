@@ -114,6 +114,8 @@ def test_the_loop_ends_pending_jobs_on_purpose_and_removes_records_once_pods_are
     del kube.objects[("pods", NS, "gpu-0")]  # the pod is gone: the apiserver answers NotFound
     looper.run_pass()
     assert ("delete node", "gpu-0", {}) in slurm.job_writes
+    looper.run_pass()  # nothing left: an absence, reported only once a later pass says so too
+    assert report(kube)["nodesLeft"] == ["gpu-0"]
     looper.run_pass()
     assert report(kube) == {"pendingJobs": [], "cancelAt": None, "nodesLeft": [], "error": ""}
     writes = len(kube.writes)
@@ -132,7 +134,7 @@ def test_a_record_slurm_already_deleted_ends_the_deletion_without_an_error(https
     looper = loop_rig(httpserver, slurm, kube)
     assert looper.run_pass().ok
     assert slurm.job_writes == [("delete node", "gpu-0", {})] and slurm.relists >= 1
-    assert looper.run_pass().ok
+    assert looper.run_pass().ok and looper.run_pass().ok  # nothing left, said on two passes
     assert report(kube) == {"pendingJobs": [], "cancelAt": None, "nodesLeft": [], "error": ""}
     assert slurm.job_writes == [("delete node", "gpu-0", {})]
 
@@ -152,9 +154,29 @@ def test_a_reported_job_the_listing_omits_stays_until_slurm_says_so(httpserver: 
     del slurm.jobs[7]  # really gone: a first not-found, then a confirmed one
     looper.run_pass()
     assert report(kube)["pendingJobs"] == [7]
+    looper.run_pass()  # confirmed gone: nothing left, which the next pass must say again
+    assert report(kube)["pendingJobs"] == [7]
     looper.run_pass()
     assert report(kube)["pendingJobs"] == []
     assert slurm.job_writes == []  # nothing ended: it was never due
+
+
+def test_one_empty_job_listing_does_not_end_the_partitions_queued_jobs(httpserver: HTTPServer) -> None:
+    """model/drain.pml (-DNO_EMPTY_PROOF): the NodeSet's pods and records are gone, a job still waits in its
+    partition, and the first listing of a term comes back empty (one wrong answer, nothing earlier to compare it
+    with). The report that lets finalize finish, and the partition's lines go, needs a later pass to agree."""
+    slurm = FakeSlurm({})
+    slurm.jobs = {7: job(7, "PENDING")}
+    kube = FakeKube()
+    kube.add("nodesets", deleting_nodeset())
+    looper = loop_rig(httpserver, slurm, kube)
+    listing = slurm.list_jobs
+    slurm.list_jobs = lambda: listing().__class__((), 1, unchanged=False)  # type: ignore[method-assign]  # empty
+    looper.run_pass()
+    assert names.ANNOTATION_DELETION_OBSERVED not in kube.get("nodesets", NS, "gpu")["metadata"]["annotations"]
+    slurm.list_jobs = listing  # type: ignore[method-assign]  # the truth again
+    looper.run_pass()
+    assert report(kube)["pendingJobs"] == [7]
 
 
 def test_an_elastic_nodesets_slurm_conf_nodes_are_not_left_to_delete() -> None:
@@ -165,3 +187,27 @@ def test_an_elastic_nodesets_slurm_conf_nodes_are_not_left_to_delete() -> None:
     listed = {n: node(n, "IDLE", comment=COMMENT) for n in ("gpu-0", "gpu-2", "gpu-7")}
     plan = plan_deletion(read_nodeset(obj), [], listed, (), T0, 600)
     assert plan.report.nodes_left == ("gpu-7",)
+
+
+def test_a_mark_the_cache_does_not_show_yet_is_still_removed_before_a_lift(httpserver: HTTPServer) -> None:
+    """model/drain.pml (-DNO_OWN_MARKS): a pass marks the pod drained; the intent is withdrawn before the watch
+    cache shows that write. The next pass lifts the drain: the removal of the mark must be sent first, or the pod
+    keeps a drained mark on a node that takes jobs again (and a NodeSet condemning it anew deletes it at once)."""
+    drained = node("gpu-0", "IDLE", "DRAIN", reason="slurm-operator: scale-in", comment=COMMENT)
+    slurm = FakeSlurm({"gpu-0": drained})
+    kube = FakeKube()
+    kube.add("nodesets", nodeset(intents={"gpu-0": "scale-in"}))
+    kube.add("pods", pod("gpu-0", states=("IDLE", "DRAIN"), reason="slurm-operator: scale-in"))
+    looper = loop_rig(httpserver, slurm, kube)
+    looper.run_pass()
+    annotations = kube.get("pods", NS, "gpu-0")["metadata"]["annotations"]
+    assert annotations[names.ANNOTATION_DRAINED] == "true"
+    del annotations[names.ANNOTATION_DRAINED]  # the watch cache lists the pod as it was before that write
+    kube.get("nodesets", NS, "gpu")["status"][names.STATUS_DRAINING_PODS] = []  # the intent is withdrawn
+    writes = len(kube.writes)
+    looper.run_pass()
+    assert any(u == ("gpu-0", ("UNDRAIN",)) for u in ((n, up.state) for n, up in slurm.updates))
+    patches = [body for verb, path, _, body in kube.writes[writes:] if verb == "PATCH" and path.endswith("/pods/gpu-0")]
+    assert any(
+        (p.get("metadata") or {}).get("annotations", {}).get(names.ANNOTATION_DRAINED, "x") is None for p in patches
+    )
