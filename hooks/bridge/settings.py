@@ -8,8 +8,11 @@ DecoratorControllers (the chart renders them from its values; unset means Slinky
 * names.ANNOTATION_SETTING_MCS_LABEL      -> job `mcs_label` (`kubernetes`; empty = not sent)
 * names.ANNOTATION_SETTING_SCHEDULER_NAME -> scheduler name, also the managed-node taint value
 
-A changed annotation reaches the hooks with the next request; nothing is cached. The admission
-webhook gets no `controller`; its settings travel in the webhook URL (see admission.py).
+Nothing is cached here, but Metacontroller keeps sending the DecoratorController it started with until
+its spec changes: the chart puts the settings' digest in each hook's path (`?settings=`, ignored here), so
+a changed setting restarts the controller. Annotations edited by hand need a spec change too (or a
+Metacontroller restart). The admission webhook gets no `controller`; its settings travel in the webhook URL
+(see admission.py).
 """
 
 from __future__ import annotations

@@ -55,6 +55,7 @@ def _unpatched(doc: Obj, prefix: str) -> Obj:
         prefix, "slurm-operator-" if "operator" in prefix else "slurm-bridge-", 1
     )
     for hook in doc["spec"]["hooks"].values():
+        hook["webhook"]["path"] = hook["webhook"]["path"].split("?settings=")[0]
         hook["webhook"]["service"] = {
             "name": "slurm-operator-hooks",
             "namespace": "slinky",
@@ -85,6 +86,29 @@ def test_bridge_settings_reach_the_decorators_as_annotations() -> None:
             annotations = doc["metadata"]["annotations"]
             assert annotations["scheduler.slinky.slurm.net/default-partition"] == "k8s"
             assert annotations["scheduler.slinky.slurm.net/mcs-label"] == ""
+
+
+def hook_paths(values: dict) -> dict[tuple[str, str], str]:
+    return {
+        (doc["metadata"]["name"], hook): spec["webhook"]["path"]
+        for doc in helm.render("slurm-bridge", values, "slurm-bridge-system")
+        if doc["kind"] == "DecoratorController"
+        for hook, spec in doc["spec"]["hooks"].items()
+    }
+
+
+def test_a_changed_bridge_setting_changes_every_decorators_spec() -> None:
+    """Metacontroller hands the hooks a DecoratorController's new annotations only once its spec changed: the
+    settings' digest is in each hook's path, so `helm upgrade --set schedulerConfig.partition=...` reaches them."""
+    default, same = hook_paths({}), hook_paths({"schedulerConfig": {"partition": "slurm-bridge"}})
+    assert default == same, "Slinky's default spelled out is the same setting"
+    for changed in ({"partition": "k8s"}, {"mcsLabel": ""}, {"schedulerName": "my-scheduler"}):
+        paths = hook_paths({"schedulerConfig": changed})
+        assert paths.keys() == default.keys()
+        for key, path in paths.items():
+            assert path != default[key], (changed, key)
+            route, query = path.split("?")
+            assert (route, query.split("=")[0]) == (default[key].split("?")[0], "settings")
 
 
 def test_bridge_scheduler_name_reaches_every_hook_container() -> None:
