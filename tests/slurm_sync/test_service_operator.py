@@ -133,9 +133,9 @@ def test_slurmrestd_outage_fails_closed_and_recovers(rig: Rig) -> None:
 
 
 def test_slurmrestd_dying_between_the_listing_and_the_updates_of_one_pass_moves_nothing(rig: Rig) -> None:
-    """The listing and ping of a pass succeed, then slurmrestd dies before the pass's first node
-    update: the half pass may not set a drained or absent mark nor lift a drain, and the next full
-    pass finishes the job."""
+    """The node and job listings of a pass succeed (an idle pass pings no more: the slurmctld pod is
+    labelled), then slurmrestd dies before the pass's first node update: the half pass may not set a
+    drained or absent mark nor lift a drain, and the next full pass finishes the job."""
     rig.set_intents({"gpu-n4": "scale-in to 1 replicas"})
     assert rig.service.run_pass()
     wait_for(lambda: rig.slurm_node("n4"), lambda s: "DRAIN" in s, what="n4 drained by us")
@@ -157,7 +157,7 @@ def test_slurmrestd_dying_between_the_listing_and_the_updates_of_one_pass_moves_
     try:
         assert not rig.service.run_pass()
         assert dead, "the pass made no Slurm write: the test did not test anything"
-        assert any(p.endswith("/nodes/") for p in reads) and any(p.endswith("/ping/") for p in reads)
+        assert any(p.endswith("/nodes/") for p in reads) and any(p.endswith("/jobs/") for p in reads)
         n3, n4 = rig.slurm_node("n3"), rig.slurm_node("n4")
         assert "DRAIN" not in n3  # its drain failed ...
         assert names.ANNOTATION_DRAINED not in rig.annotations("gpu-n3")  # ... and no mark claims one
