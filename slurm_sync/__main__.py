@@ -433,11 +433,10 @@ def run_elected(cfg: Config, replica: Replica) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    logs.configure(args.log_level, kind=args.log_format)
-    metrics = Metrics()
-    cfg = Config(
+def service_config(args: argparse.Namespace) -> Config:
+    """The service's settings from the flags; the per-pass API server heartbeat only without leader election
+    (the Lease renewals are that check)."""
+    return Config(
         namespaces=tuple(n.strip() for n in args.namespace.split(",") if n.strip()),
         poll_interval=args.poll_interval,
         slurm_url=args.slurm_url or None,
@@ -450,7 +449,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         absence_confirm_seconds=args.absence_confirm_seconds,
         nodeset_deletion_grace=args.nodeset_deletion_grace,
         full_replan_interval=args.full_replan_interval,
+        kube_heartbeat=not args.leader_elect,
     )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    logs.configure(args.log_level, kind=args.log_format)
+    metrics = Metrics()
+    cfg = service_config(args)
     api = kube_client(args.kubeconfig)
     settings = lease_settings(args) if args.leader_elect else None
     fence = Fence(settings.renew_deadline) if settings else None

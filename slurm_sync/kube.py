@@ -224,6 +224,7 @@ class Kube:
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.events = client.EventsV1Api(api)
+        self.discovery = client.CoreApi(api)
         self._count = count_write
 
     @staticmethod
@@ -298,6 +299,11 @@ class Kube:
         return stream.stream(
             self.custom.list_namespaced_custom_object, names.GROUP, names.VERSION, namespace, plural, **options
         )
+
+    def heartbeat(self) -> None:
+        """The smallest read there is (``GET /api``, the core group's versions, which any identity may
+        read): an API server that stopped answering is named by readiness while it is in flight."""
+        released(self.discovery.get_api_versions(_preload_content=False))
 
     def read_secret_key(self, namespace: str, name: str, key: str) -> SecretValue:
         """One key of a Secret, decoded; KeyError when the key is missing."""

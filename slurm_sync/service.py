@@ -22,6 +22,7 @@ from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Protocol
 
+from kubernetes.client.exceptions import ApiException
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from slurm_sync.bridge.loop import BridgeLoop
@@ -59,6 +60,9 @@ class Config:
     nodeset_deletion_grace: float = DEFAULT_GRACE
     # Every pod is planned again this often, changed or not (a safety net under planning what changed)
     full_replan_interval: float = FULL_REPLAN_INTERVAL
+    # A read of the API server at each pass (Kube.heartbeat), so that readiness names one that stopped
+    # answering while every read is a watch's; off under leader election, whose Lease renewals are that check
+    kube_heartbeat: bool = True
 
     @property
     def operator(self) -> bool:
@@ -152,13 +156,27 @@ class Service:
         """
         self._loop_started = time.monotonic()
         try:
-            outcomes = self._operator_pass() if self.config.operator else {}
+            outcomes = self._heartbeat() | (self._operator_pass() if self.config.operator else {})
         finally:
             self._loop_started = None
         self.health.record({name: why for name, (ready, _, why) in outcomes.items() if not ready})
         started = [runner.request() for runner in self._runners()]
         ended = [future.result() for future in started] if wait else []
         return all(ok for _, ok, _ in [*outcomes.values(), *ended])
+
+    def _heartbeat(self) -> dict[str, Outcome]:
+        """(ready, ok, why) of "kubernetes" when the API server does not answer the pass's heartbeat (any
+        answer, an error status too, says it is there: what it refuses, the watches' reads name)."""
+        if not self.config.kube_heartbeat:
+            return {}
+        try:
+            self.kube.heartbeat()
+        except ApiException:
+            return {}
+        except Exception as exc:  # the apiserver unreachable, a timeout
+            log.error("kubernetes: the API server does not answer: %s", describe_error(exc))
+            return {"kubernetes": (False, False, describe_error(exc))}
+        return {}
 
     def _runners(self) -> list[Runner]:
         return [runner for _, runner in self._clusters.values()] + ([self._bridge] if self._bridge else [])
