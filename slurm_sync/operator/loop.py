@@ -447,7 +447,8 @@ class OperatorLoop:
     def _prove_absence(self, cluster: ClusterView, slurm: SlurmView, now: str, tally: Tally) -> SlurmView:
         """The listing's view plus the nodes proven absent: each pod's node the listing lacks is asked
         about by name (when marking it absent would change anything), and counts as absent only once
-        Slurm's not-found answer held on a later pass. Busy evidence wins: while the job listing of the
+        Slurm's not-found answer held on a later pass; one Slurm has has the listing read again at once
+        (``_listed_again``). Busy evidence wins: while the job listing of the
         pass cannot be read, no node is absent; while it shows a job on a node the node listing lacks, the
         node listing is proven wrong and counts as unread (nothing that depends on it is written)."""
         self._absence.next_pass()
@@ -474,9 +475,10 @@ class OperatorLoop:
             if plan is not None and (plan.patches or plan.slurm):
                 settled.discard(pod.slurm_node)  # marking it absent would write: needs proof
         absent = set(settled)  # already marked as absent: nothing to write, nothing to prove
+        found: dict[str, Node] = {}
         for name in [n for n in missing if n not in settled][:PROBES_PER_PASS]:
             try:
-                node = self.slurm.get_node(name)
+                found[name] = self.slurm.get_node(name)
             except SlurmNotFound:
                 if self._absence.not_found(name):
                     absent.add(name)
@@ -489,14 +491,36 @@ class OperatorLoop:
                 self._slurm_error(tally, f"get node {name}", exc)
                 continue
             self._absence.found(name)
-            self._relist()  # the listing lacks a node Slurm has: the next one is read whole
+        if found:
+            slurm = self._listed_again(slurm, found, tally)
+            absent = {name for name in absent if name not in (slurm.nodes or {})}
+        return dataclasses.replace(slurm, absent=frozenset(absent))
+
+    def _listed_again(self, slurm: SlurmView, found: Mapping[str, Node], tally: Tally) -> SlurmView:
+        """The pass's view from the whole node listing read again now, for nodes Slurm has that the listing
+        read at its start lacked: most often registered in between (a pod's slurmd starting while the pass
+        runs), so the pass plans them at once. A node this listing lacks too is a wrong listing: nothing is
+        written for it, and the next listing is read whole."""
+        self._watch.relist()
+        try:
+            nodes = self._watch.poll(self._check_listing).items
+        except SlurmError as exc:
+            self._slurm_error(tally, "list nodes again", exc)
+            nodes = slurm.nodes or {}
+        else:
+            slurm = dataclasses.replace(slurm, nodes=nodes)
+        for name, node in sorted(found.items()):
+            if name in nodes:
+                log.info("cluster %s: node %s registered after the pass read the listing; read again", self.name, name)
+                continue
+            self._relist()
             log.warning(
                 "cluster %s: node %s is missing from the listing but Slurm has it (%s); nothing written for it",
                 self.name,
                 name,
                 ",".join(sorted(node.state)),
             )
-        return dataclasses.replace(slurm, absent=frozenset(absent))
+        return slurm
 
     def _busy(self, slurm: SlurmView, nodes: list[str], tally: Tally) -> dict[str, tuple[int, ...]] | None:
         """The jobs this pass's job listing shows on each of ``nodes``; None when it cannot tell."""

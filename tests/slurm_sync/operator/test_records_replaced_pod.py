@@ -9,50 +9,20 @@ The lab is shared: the slurmds (by PID), the partition and the record are remove
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
 from collections.abc import Iterator
 
 import pytest
 from pytest_httpserver import HTTPServer
 
 from slinky_common import names
-from tests.fixtures.slurm import EXEC, SlurmLab, _load_lab, wait_for
+from tests.fixtures.slurm import SlurmLab, _load_lab, wait_for
+from tests.slurm_sync.dynamicnode import NODE, registered_idle, start_slurmd, stop
 from tests.slurm_sync.kubefixtures import NS, pod
 from tests.slurm_sync.servicerig import Rig, rig_of
 
 pytestmark = pytest.mark.slurm
-NODE = f"dr{os.getpid() % 100000}"
 PARTITION = f"p{NODE}"
 REASON = "rolling update to revision abc"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_slurmd(cpus: int, memory: int) -> subprocess.Popen:
-    """exec.sh execs: this PID is slurmd's."""
-    conf = f"NodeHostname=localhost NodeAddr=127.0.0.1 Port={free_port()} CPUs={cpus} RealMemory={memory}"
-    argv = [str(EXEC), "slurmd", "-D", "-Z", "-N", NODE, "--conf", conf]
-    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-def stop(slurmd: subprocess.Popen) -> None:
-    if slurmd.poll() is None:
-        slurmd.terminate()
-        slurmd.wait(timeout=30)
-
-
-def registered_idle(rig: Rig) -> str:
-    return wait_for(
-        lambda: rig.lab.run("scontrol", "show", "node", NODE).stdout,
-        lambda s: "State=IDLE+DYNAMIC_NORM " in s,
-        what=f"dynamic node {NODE} registered idle",
-    )
 
 
 @pytest.fixture
@@ -63,7 +33,7 @@ def rig(slurm_lab: SlurmLab, httpserver: HTTPServer) -> Iterator[Rig]:
             for name in ("gpu-n3", "gpu-n4"):  # the rig's pods on static nodes: this NodeSet has only the dynamic one
                 del rig.kube.objects[("pods", NS, name)]
             rig.kube.add("pods", pod("gpu-0", NODE))
-            registered_idle(rig)
+            registered_idle(rig.lab)
             rig.lab.run("scontrol", "create", f"partitionname={PARTITION}", f"nodes={NODE}", "state=up", check=True)
             rig.slurmds = slurmds  # type: ignore[attr-defined]
             yield rig
@@ -98,7 +68,7 @@ def test_a_replacement_with_new_resources_registers_them_and_runs_a_job_sized_fo
     del rig.kube.objects[("pods", NS, "gpu-0")]
     stop(rig.slurmds[0])  # type: ignore[attr-defined]
     rig.slurmds.append(start_slurmd(2, 800))  # type: ignore[attr-defined]
-    node = registered_idle(rig)
+    node = registered_idle(rig.lab)
     assert "CPUTot=2 " in node and "RealMemory=800 " in node, node
     assert "DRAIN" not in node, node
 
