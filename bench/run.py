@@ -33,6 +33,7 @@ SUITES: dict[str, str] = {
     "bridge": "bench.bridge",
     "memory": "bench.hooks_memory",
     "elastic": "bench.elastic",
+    "idle": "bench.idle",
 }
 
 
