@@ -1,17 +1,15 @@
 """docs/getting-started.md, run: its commands in the page's order with the real kubectl and helm against
 the real API server, up to those that need running pods; and what its last steps promise (two workers
 `cpu-0` and `cpu-1` in the default partition) checked on what the chart renders and the hooks answer.
+Steps 5 and 6 run to `srun` on the cluster lab (tests/cluster/test_getting_started.py).
 
 Not run against the API server: what needs a kubelet, a running Metacontroller, the internet or an API
 the lab does not serve (NOT_RUN); `helm install slurm-operator` gets `--take-ownership`, because this
-session's tests installed the CRDs before it, as in tests/test_operations_commands.py. The cluster lab's
-tests run the real Slurm and `srun` (tests/cluster/), from examples/crs/ rather than from this page's
-chart install.
+session's tests installed the CRDs before it, as in tests/test_operations_commands.py.
 """
 
 from __future__ import annotations
 
-import re
 import subprocess
 from pathlib import Path
 
@@ -24,7 +22,7 @@ from tests.charts import helm
 from tests.kube.cli import run
 from tests.kube.plugin import KubeLab
 from tests.support.hooks import by_kind, related, request, secret
-from tests.support.operationsdoc import PLACEHOLDERS, Command, commands
+from tests.support.operationsdoc import PLACEHOLDERS, Command, sections
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "getting-started.md"
@@ -47,8 +45,7 @@ RELEASES = (("slurm", "slurm"), ("slurm-operator", "slinky"))
 
 
 def steps() -> dict[str, list[Command]]:
-    parts = re.split(r"^## (.+)$", PAGE.read_text(), flags=re.M)
-    return {title.strip(): commands(body) for title, body in zip(parts[1::2], parts[2::2], strict=True)}
+    return sections(PAGE)
 
 
 def page_commands() -> list[Command]:

@@ -33,7 +33,7 @@ def commands(text: str | None = None) -> list[Command]:
     return [Command(line, shlex.split(line)) for line in lines]
 
 
-def sections() -> dict[str, list[Command]]:
-    """The commands of each `## ` section, by its title."""
-    parts = re.split(r"^## (.+)$", DOC.read_text(), flags=re.M)
+def sections(page: Path = DOC) -> dict[str, list[Command]]:
+    """The commands of each `## ` section of ``page`` (docs/operations.md by default), by its title."""
+    parts = re.split(r"^## (.+)$", page.read_text(), flags=re.M)
     return {title.strip(): commands(body) for title, body in zip(parts[1::2], parts[2::2], strict=True)}
