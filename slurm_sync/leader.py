@@ -42,11 +42,10 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from kubernetes.client.api_client import ApiClient
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from slurm_sync.kube import describe_error, is_not_found
-from slurm_sync.kubeapi import CoordinationV1
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +181,7 @@ class _FencedRest:
         return getattr(self._inner, name)
 
 
-def fence_writes(api: ApiClient, fence: Fence) -> None:
+def fence_writes(api: client.ApiClient, fence: Fence) -> None:
     """Put ``fence`` in front of every write made through ``api`` (pods, bindings, nodes, our CRs,
     PVCs, Events: whichever wrapper makes it). The Lease itself goes through another client."""
     api.rest_client = _FencedRest(api.rest_client, fence)  # type: ignore[assignment]  # same request()
@@ -241,12 +240,12 @@ class LeaseElector:
 
     def __init__(
         self,
-        api: ApiClient,
+        api: client.ApiClient,
         settings: LeaseSettings,
         fence: Fence,
         clock: Clock = time.monotonic,
     ) -> None:
-        self.coordination = CoordinationV1(api)
+        self.coordination = client.CoordinationV1Api(api)
         self.settings = settings
         self.fence = fence
         self.on_change: Callable[[bool], None] = lambda leading: None
@@ -455,7 +454,7 @@ class LeaseElector:
         }
         response = self.coordination.create_namespaced_lease(
             self.settings.namespace,
-            body,
+            body,  # type: ignore[arg-type]  # the client sends a dict body as it is
             _preload_content=False,
             _request_timeout=self._timeout(),
         )
@@ -466,7 +465,7 @@ class LeaseElector:
         response = self.coordination.replace_namespaced_lease(
             self.settings.name,
             self.settings.namespace,
-            {**lease, "spec": spec},
+            {**lease, "spec": spec},  # type: ignore[arg-type]  # the client sends a dict body as it is
             _preload_content=False,
             _request_timeout=self._timeout(),
         )

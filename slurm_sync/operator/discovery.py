@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import jwt
+
 from slinky_common import fields, wellknown
 from slinky_common.errors import BadHookRequest, InvalidSpec
 from slinky_common.logs import register_secret
@@ -24,7 +26,6 @@ from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
 from slurm_sync.operator.deletion import DEFAULT_GRACE
 from slurm_sync.operator.loop import FULL_REPLAN_INTERVAL, OperatorLoop
-from slurm_sync.slurm import hs256
 from slurm_sync.slurm.client import SlurmClient, WriteBudget
 from slurm_sync.slurm.errors import SlurmNoToken
 
@@ -130,7 +131,7 @@ class TokenSource:
             if self._token is None or now >= self._refresh_at:
                 issued = int(now)
                 claims = {"iat": issued, "exp": issued + self.lifetime, "sun": self.user}
-                self._token = hs256.encode(claims, self._key)
+                self._token = jwt.encode(claims, self._key, algorithm="HS256")
                 register_secret(self._token)
                 self._refresh_at = issued + self.lifetime * 4 / 5
             return self._token
