@@ -21,6 +21,7 @@ from slurm_sync.bridge.loop import BridgeLoop, token_file
 from slurm_sync.bridge.token import DEFAULT_KEY, REFRESH_SECONDS, SecretToken, parse_secret_ref
 from slurm_sync.cache import IDLE_SECONDS, CachedKube, KubeCache
 from slurm_sync.kube import Kube
+from slurm_sync.kubeapi import Discovery
 from slurm_sync.leader import (
     LEASE_DURATION,
     RENEW_DEADLINE,
@@ -257,7 +258,7 @@ def check_api(api: client.ApiClient) -> None:
     level = urllib3_log.level
     urllib3_log.setLevel(logging.ERROR)  # its retry warnings would repeat the one line below
     try:
-        client.VersionApi(api).get_code(_request_timeout=10)
+        Discovery(api).get_code(_request_timeout=10)
     except Exception as err:  # any failure here means the same: that API server cannot be used
         raise SystemExit(
             f"slurm-sync: cannot reach the Kubernetes API at {api.configuration.host}: "

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
 import orjson
-from kubernetes import client
+from kubernetes.client.api_client import ApiClient
 
 from slinky_common import names
 from slinky_common.decode import shaped
@@ -191,7 +191,7 @@ class CachedKube(Kube):
     same_dicts = True
 
     def __init__(
-        self, api: client.ApiClient, count_write: WriteCounter = lambda kind, verb: None, *, cache: KubeCache
+        self, api: ApiClient, count_write: WriteCounter = lambda kind, verb: None, *, cache: KubeCache
     ) -> None:
         super().__init__(api, count_write)
         self.cache = cache

@@ -27,11 +27,13 @@ from urllib.parse import urlsplit
 
 import orjson
 import urllib3
-from kubernetes import client, watch
+from kubernetes import watch
+from kubernetes.client.api_client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from slinky_common import names
 from slurm_sync.inflight import InFlight
+from slurm_sync.kubeapi import CoreV1, CustomObjects, Discovery, EventsV1
 from slurm_sync.shapes import Decode  # a listing page's bytes -> its JSON (the cache's decodes only what it keeps)
 
 JSON = dict[str, Any]
@@ -199,7 +201,7 @@ class _TimedRest:
         return getattr(self._inner, name)
 
 
-def timed_requests(api: client.ApiClient, timeout: float = REQUEST_TIMEOUT) -> InFlight:
+def timed_requests(api: ApiClient, timeout: float = REQUEST_TIMEOUT) -> InFlight:
     """Give every request made through ``api`` a deadline (once per client); its calls in flight."""
     rest: Any = api.rest_client
     if not isinstance(rest, _TimedRest):
@@ -219,12 +221,12 @@ class Kube:
     # views of such objects need not be made again); a listing from the API server never does.
     same_dicts = False
 
-    def __init__(self, api: client.ApiClient, count_write: WriteCounter = lambda kind, verb: None) -> None:
+    def __init__(self, api: ApiClient, count_write: WriteCounter = lambda kind, verb: None) -> None:
         self.calls = timed_requests(api)  # every call through ``api`` has a deadline, and hangs are seen
-        self.core = client.CoreV1Api(api)
-        self.custom = client.CustomObjectsApi(api)
-        self.events = client.EventsV1Api(api)
-        self.discovery = client.CoreApi(api)
+        self.core = CoreV1(api)
+        self.custom = CustomObjects(api)
+        self.events = EventsV1(api)
+        self.discovery = Discovery(api)
         self._count = count_write
 
     @staticmethod
@@ -238,7 +240,7 @@ class Kube:
             body = self.custom.list_cluster_custom_object(names.GROUP, names.VERSION, plural)
         else:
             body = self.custom.list_namespaced_custom_object(names.GROUP, names.VERSION, namespace, plural)
-        # The client decodes a custom object listing into the JSON object; its types say object.
+        # The listing decoded (no _preload_content=False): the JSON object.
         return list(cast(JSON, body).get("items") or [])
 
     def list_pods(self, namespace: str, labels: dict[str, str]) -> list[JSON]:
@@ -348,7 +350,7 @@ class Kube:
         released(
             self.events.create_namespaced_event(
                 namespace,
-                body,  # type: ignore[arg-type]  # the client sends a dict body as it is, no model needed
+                body,
                 _preload_content=False,
             )
         )

@@ -42,10 +42,11 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from kubernetes import client
+from kubernetes.client.api_client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from slurm_sync.kube import describe_error, is_not_found
+from slurm_sync.kubeapi import CoordinationV1
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +182,7 @@ class _FencedRest:
         return getattr(self._inner, name)
 
 
-def fence_writes(api: client.ApiClient, fence: Fence) -> None:
+def fence_writes(api: ApiClient, fence: Fence) -> None:
     """Put ``fence`` in front of every write made through ``api`` (pods, bindings, nodes, our CRs,
     PVCs, Events: whichever wrapper makes it). The Lease itself goes through another client."""
     api.rest_client = _FencedRest(api.rest_client, fence)  # type: ignore[assignment]  # same request()
@@ -240,12 +241,12 @@ class LeaseElector:
 
     def __init__(
         self,
-        api: client.ApiClient,
+        api: ApiClient,
         settings: LeaseSettings,
         fence: Fence,
         clock: Clock = time.monotonic,
     ) -> None:
-        self.coordination = client.CoordinationV1Api(api)
+        self.coordination = CoordinationV1(api)
         self.settings = settings
         self.fence = fence
         self.on_change: Callable[[bool], None] = lambda leading: None
@@ -454,7 +455,7 @@ class LeaseElector:
         }
         response = self.coordination.create_namespaced_lease(
             self.settings.namespace,
-            body,  # type: ignore[arg-type]  # the client sends a dict body as it is
+            body,
             _preload_content=False,
             _request_timeout=self._timeout(),
         )
@@ -465,7 +466,7 @@ class LeaseElector:
         response = self.coordination.replace_namespaced_lease(
             self.settings.name,
             self.settings.namespace,
-            {**lease, "spec": spec},  # type: ignore[arg-type]  # the client sends a dict body as it is
+            {**lease, "spec": spec},
             _preload_content=False,
             _request_timeout=self._timeout(),
         )

@@ -11,16 +11,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
-from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from slinky_common import names
 from slurm_sync.bridge.view import BridgeNode, BridgePod
 from slurm_sync.kube import Kube, WriteCounter, released
+from slurm_sync.kubeapi import ResourceV1
 
 JSON = dict[str, Any]
-# The generated client sends no Content-Type for create-binding and delete bodies; the apiserver needs one.
-_JSON_BODY = {"Content-Type": "application/json"}
 
 
 def label_body(pod: BridgePod, job_id: int, applied: str) -> JSON:
@@ -94,7 +92,7 @@ class BridgeKube:
     def __init__(self, kube: Kube, count_write: WriteCounter = lambda kind, verb: None) -> None:
         self.kube = kube
         self.core = kube.core
-        self.resource = client.ResourceV1Api(kube.core.api_client)
+        self.resource = ResourceV1(kube.core.api_client)
         self.count = count_write
 
     def list_pods(self, namespace: str) -> list[JSON]:
@@ -111,27 +109,21 @@ class BridgeKube:
             self.core.create_namespaced_pod_binding(
                 pod.name,
                 pod.namespace,
-                binding_body(pod, node),  # type: ignore[arg-type]  # the client sends a dict body as it is
+                binding_body(pod, node),
                 _preload_content=False,
-                _headers=dict(_JSON_BODY),
             )
         )
         self.count("pod_binding", "create")
 
     def delete_pod(self, pod: BridgePod) -> None:
-        options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=pod.uid))
-        released(
-            self.core.delete_namespaced_pod(
-                pod.name, pod.namespace, body=options, _preload_content=False, _headers=dict(_JSON_BODY)
-            )
-        )
+        options = {"preconditions": {"uid": pod.uid}}
+        released(self.core.delete_namespaced_pod(pod.name, pod.namespace, body=options, _preload_content=False))
         self.count("pod", "delete")
 
     def read_pod_group(self, namespace: str, name: str) -> JSON | None:
         """A built-in PodGroup (hooks.bridge.workload.POD_GROUP), None when it does not exist."""
         try:
-            # Any: an undecoded urllib3 response (_preload_content=False); the client's types say object.
-            response: Any = self.kube.custom.get_namespaced_custom_object(
+            response = self.kube.custom.get_namespaced_custom_object(
                 "scheduling.k8s.io", "v1alpha2", namespace, "podgroups", name, _preload_content=False
             )
         except ApiException as exc:
@@ -160,22 +152,20 @@ class BridgeKube:
 
     def list_resource_slices(self, node: str) -> list[JSON]:
         """The ResourceSlices the DRA drivers publish for ``node``."""
-        response: Any = self.resource.list_resource_slice(
-            field_selector=f"spec.nodeName={node}", _preload_content=False
-        )  # Any: an undecoded urllib3 response, as every read here
+        response = self.resource.list_resource_slice(field_selector=f"spec.nodeName={node}", _preload_content=False)
         return list(orjson.loads(response.data).get("items") or [])
 
     def create_resource_claim(self, namespace: str, body: JSON) -> JSON:
-        response: Any = self.resource.create_namespaced_resource_claim(
+        response = self.resource.create_namespaced_resource_claim(
             namespace,
-            body,  # type: ignore[arg-type]  # the client sends a dict body as it is
+            body,
             _preload_content=False,
         )
         self.count("resourceclaim", "create")
         return orjson.loads(response.data)
 
     def read_resource_claim(self, namespace: str, name: str) -> JSON:
-        response: Any = self.resource.read_namespaced_resource_claim(name, namespace, _preload_content=False)
+        response = self.resource.read_namespaced_resource_claim(name, namespace, _preload_content=False)
         return orjson.loads(response.data)
 
     def patch_resource_claim_status(self, namespace: str, name: str, body: JSON) -> None:
@@ -189,12 +179,8 @@ class BridgeKube:
 
     def delete_resource_claim(self, namespace: str, name: str, uid: str | None = None) -> None:
         """Delete a claim (only that incarnation when ``uid`` is given)."""
-        options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid) if uid else None)
-        released(
-            self.resource.delete_namespaced_resource_claim(
-                name, namespace, body=options, _preload_content=False, _headers=dict(_JSON_BODY)
-            )
-        )
+        options = {"preconditions": {"uid": uid}} if uid else {}
+        released(self.resource.delete_namespaced_resource_claim(name, namespace, body=options, _preload_content=False))
         self.count("resourceclaim", "delete")
 
     def patch_pod_claim_status(self, pod: BridgePod, body: JSON) -> None:
