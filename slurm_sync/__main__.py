@@ -41,6 +41,7 @@ from slurm_sync.operator.loop import FULL_REPLAN_INTERVAL
 from slurm_sync.replica import Replica
 from slurm_sync.service import Config, Readiness, Service, health_server
 from slurm_sync.slurm.client import SlurmClient, TokenProvider, WriteBudget
+from slurm_sync.throttle import DEFAULT_BURST, DEFAULT_QPS, TokenBucket
 from slurm_sync.wake import Wakeup
 
 log = logging.getLogger("slurm_sync")
@@ -119,6 +120,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--kubeconfig",
         default=_env("KUBECONFIG", os.environ.get("KUBECONFIG")),
         help="also $KUBECONFIG; unset: in-cluster, else ~/.kube/config",
+    )
+    p.add_argument(
+        "--kube-api-qps",
+        type=float,
+        default=float(_env("KUBE_API_QPS", str(DEFAULT_QPS))),
+        help="requests a second to the Kubernetes API once a burst is spent (0: no limit; docs/operations.md)",
+    )
+    p.add_argument(
+        "--kube-api-burst",
+        type=int,
+        default=int(_env("KUBE_API_BURST", str(DEFAULT_BURST))),
+        help="requests to the Kubernetes API that may go at once before --kube-api-qps paces them",
     )
     p.add_argument(
         "--mode",
@@ -217,6 +230,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="one pass, then exit (0 = every cluster ok); under leader election only after taking the Lease",
     )
     args = p.parse_args(argv)
+    if args.kube_api_qps < 0 or args.kube_api_burst < 1:
+        p.error(
+            f"--kube-api-qps must be 0 (no limit) or more and --kube-api-burst at least 1, got "
+            f"{args.kube_api_qps:g} and {args.kube_api_burst}"
+        )
     if args.slurm_url and not _http_url(args.slurm_url):
         p.error(f"--slurm-url (or {ENV_PREFIX}SLURM_URL) must be an http:// or https:// URL, got {args.slurm_url!r}")
     return args
@@ -276,10 +294,11 @@ def _first_line(err: Exception) -> str:
 def kube_reader(api: client.ApiClient, metrics: Metrics, wakeup: Wakeup, args: argparse.Namespace) -> Kube:
     """One pass (--once) lists what it reads; the service watches it (docs/architecture.md §4.8), and a
     collection no pass read for a while (its cluster went away) stops being watched."""
+    throttle = TokenBucket(args.kube_api_qps, args.kube_api_burst)  # every request waits its turn, then the fence
     if args.once:
-        return Kube(api, metrics.count_kube_write)
+        return Kube(api, metrics.count_kube_write, throttle)
     cache = KubeCache(wakeup.set, idle_seconds=max(IDLE_SECONDS, 3 * args.poll_interval))
-    return CachedKube(api, metrics.count_kube_write, cache=cache)
+    return CachedKube(api, metrics.count_kube_write, throttle, cache=cache)
 
 
 def bridge_tokens(args: argparse.Namespace, kube: Kube | None = None) -> TokenProvider:

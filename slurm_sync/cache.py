@@ -31,6 +31,7 @@ from slinky_common.decode import shaped
 from slurm_sync.informer import Collection, Informer, Lister, Watcher
 from slurm_sync.kube import Kube, WriteCounter, selector
 from slurm_sync.shapes import record
+from slurm_sync.throttle import TokenBucket
 
 JSON = dict[str, Any]
 V = TypeVar("V")
@@ -191,9 +192,14 @@ class CachedKube(Kube):
     same_dicts = True
 
     def __init__(
-        self, api: ApiClient, count_write: WriteCounter = lambda kind, verb: None, *, cache: KubeCache
+        self,
+        api: ApiClient,
+        count_write: WriteCounter = lambda kind, verb: None,
+        throttle: TokenBucket | None = None,
+        *,
+        cache: KubeCache,
     ) -> None:
-        super().__init__(api, count_write)
+        super().__init__(api, count_write, throttle)
         self.cache = cache
 
     def list_pods(self, namespace: str, labels: dict[str, str]) -> list[JSON]:

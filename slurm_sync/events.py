@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -96,6 +97,7 @@ class Events:
         self._clock = clock
         # (kind, namespace, name, reason) -> (when, note) of the last post
         self._posted: dict[tuple[str, str, str, str], tuple[float, str]] = {}
+        self._lock = threading.Lock()
 
     def normal(self, ref: ObjectRef, reason: str, note: str, action: str) -> bool:
         """Something we did on the user's behalf."""
@@ -125,9 +127,10 @@ class Events:
                 "event %s on %s %s/%s not posted: %s", reason, ref.kind, ref.namespace, ref.name, describe_error(exc)
             )
             return False
-        if len(self._posted) >= _FORGET_AT:
-            self._posted = {k: v for k, v in self._posted.items() if now - v[0] < self.interval}
-        self._posted[key] = (now, note)
+        with self._lock:  # the operator loop's write workers post from several threads
+            if len(self._posted) >= _FORGET_AT:
+                self._posted = {k: v for k, v in self._posted.items() if now - v[0] < self.interval}
+            self._posted[key] = (now, note)
         return True
 
 

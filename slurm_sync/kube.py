@@ -12,7 +12,9 @@ dicts (``DictWatch``).
 Every request has a client deadline (``_request_timeout``; a watch brings its own, every other call
 gets ``REQUEST_TIMEOUT``), so a stopped API server or a half-open connection fails a call instead of
 blocking the pass for as long as the kernel keeps the socket; and each request in flight is recorded
-(``Kube.calls``), so readiness names one that hangs before its deadline ends it.
+(``Kube.calls``), so readiness names one that hangs before its deadline ends it. A request first takes
+a token of the client's rate limit (``--kube-api-qps``/``--kube-api-burst``, slurm_sync/throttle.py); its
+deadline, and its place among the calls in flight, start once it may go.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from slinky_common import names
 from slurm_sync.inflight import InFlight
 from slurm_sync.kubeapi import CoreV1, CustomObjects, Discovery, EventsV1
 from slurm_sync.shapes import Decode  # a listing page's bytes -> its JSON (the cache's decodes only what it keeps)
+from slurm_sync.throttle import TokenBucket
 
 JSON = dict[str, Any]
 WriteCounter = Callable[[str, str], None]  # (kind, verb)
@@ -43,6 +46,9 @@ CONNECT_TIMEOUT = 10.0
 READ_MARGIN = 30.0  # a watch silent this long past the server's own timeout is a broken stream
 REQUEST_TIMEOUT = 10.0  # seconds, connection to last byte, for every request but a watch, all its tries
 RETRIES = 2  # more tries of a request whose connection failed at once, within REQUEST_TIMEOUT
+# Connections kept to the API server: the watches' (one each) and the operator loop's pod writers
+# (slurm_sync/operator/loop.py, WRITERS) with room; urllib3 opens more when needed, but closes them after.
+POOL_SIZE = 32
 
 
 @dataclass(frozen=True)
@@ -153,17 +159,25 @@ class _TimedRest:
     at once (refused, a stale pooled connection) is made again only within the deadline, at most
     ``RETRIES`` times."""
 
-    def __init__(self, inner: Any, timeout: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        inner: Any,
+        timeout: float,
+        clock: Callable[[], float] = time.monotonic,
+        throttle: TokenBucket | None = None,
+    ) -> None:
         self._inner = inner
         self.timeout = timeout
         self.calls = InFlight()
         self._clock = clock
+        self.throttle = throttle
         pools = getattr(inner, "pool_manager", None)  # the RESTClientObject's, through any wrapper (the fence's)
         if isinstance(pools, urllib3.PoolManager):
             # No try again of urllib3's own; up to 3 redirects are followed, as before.
             pools.connection_pool_kw["retries"] = urllib3.util.Retry(
                 None, connect=0, read=0, status=0, other=0, redirect=3
             )
+            pools.connection_pool_kw["maxsize"] = max(pools.connection_pool_kw.get("maxsize") or 1, POOL_SIZE)
             pools.clear()  # pools made before (the start's version check) had the default retries
 
     def request(
@@ -176,6 +190,8 @@ class _TimedRest:
         _request_timeout: Any = None,
     ) -> Any:
         method = method.upper()
+        if self.throttle is not None:
+            self.throttle.wait()
         with self.calls.call(f"{method} {urlsplit(url).path}"):
             if _request_timeout:  # its own (a watch): one try
                 return self._inner.request(
@@ -201,12 +217,15 @@ class _TimedRest:
         return getattr(self._inner, name)
 
 
-def timed_requests(api: ApiClient, timeout: float = REQUEST_TIMEOUT) -> InFlight:
-    """Give every request made through ``api`` a deadline (once per client); its calls in flight."""
+def timed_requests(api: ApiClient, timeout: float = REQUEST_TIMEOUT, throttle: TokenBucket | None = None) -> InFlight:
+    """Give every request made through ``api`` a deadline (once per client), and a rate limit when
+    ``throttle`` is given (the first call with one sets it); its calls in flight."""
     rest: Any = api.rest_client
     if not isinstance(rest, _TimedRest):
         rest = _TimedRest(rest, timeout)
         api.rest_client = rest  # the same request()
+    if throttle is not None:
+        rest.throttle = throttle
     return rest.calls
 
 
@@ -221,8 +240,11 @@ class Kube:
     # views of such objects need not be made again); a listing from the API server never does.
     same_dicts = False
 
-    def __init__(self, api: ApiClient, count_write: WriteCounter = lambda kind, verb: None) -> None:
-        self.calls = timed_requests(api)  # every call through ``api`` has a deadline, and hangs are seen
+    def __init__(
+        self, api: ApiClient, count_write: WriteCounter = lambda kind, verb: None, throttle: TokenBucket | None = None
+    ) -> None:
+        # every call through ``api`` has a deadline, and hangs are seen; with ``throttle``, a rate limit
+        self.calls = timed_requests(api, throttle=throttle)
         self.core = CoreV1(api)
         self.custom = CustomObjects(api)
         self.events = EventsV1(api)

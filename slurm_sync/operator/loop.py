@@ -28,6 +28,8 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping
+from concurrent import futures
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -94,6 +96,7 @@ _UPDATE_FIELDS = {
 FULL_REPLAN_INTERVAL = 300.0  # seconds between passes that plan every pod, whatever changed
 FOLLOW_UP = 1.0  # seconds after a pass that wrote to Slurm until the next looks at the effect
 CONFIRM_MARGIN = 0.05  # seconds past the time absence evidence may be confirmed, for the pass that does it
+WRITERS = 8  # pods whose writes are in flight at once (paced by the client's rate limit, slurm_sync/throttle.py)
 
 
 def utc_now() -> str:
@@ -242,8 +245,11 @@ class OperatorLoop:
         deletion_grace: float = deletion.DEFAULT_GRACE,
         events: Events | None = None,
         full_replan_interval: float = FULL_REPLAN_INTERVAL,
+        writers: int = WRITERS,
     ) -> None:
         self.name = name
+        self.writers = writers
+        self._pool: ThreadPoolExecutor | None = None  # made at the first pass with two pods to write
         self.events = events if events is not None else Events(kube)
         self.propagated_conditions = propagated_conditions
         self.namespace = namespace
@@ -389,6 +395,7 @@ class OperatorLoop:
         slurm = self._prove_absence(cluster, slurm, now, tally)
         quiet: dict[str, tuple[tuple[object, ...], PodState]] = {}
         self._marks = {p.name: m for p in cluster.pods if (m := self._marks.get(p.name)) is not None}
+        work: list[PodPlan] = []
         for pod in map(self._own_marks, cluster.pods):
             inputs = planning.plan_inputs(pod, cluster, slurm, self._applied_topology)
             last = self._quiet.get(pod.name)
@@ -397,9 +404,12 @@ class OperatorLoop:
                 states[pod.name] = last[1]
                 continue
             pod_plan = topology_copy.plan_pod_with_topology(pod, cluster, slurm, now, self._applied_topology)
-            states[pod.name] = self._apply_pod(pod_plan, cluster, slurm, now, tally)
             if not pod_plan.patches and not pod_plan.slurm:
                 quiet[pod.name] = (inputs, pod_plan.state)
+                states[pod.name] = pod_plan.state
+            else:
+                work.append(pod_plan)
+        states.update(self._apply_plans(work, cluster, slurm, now, tally))
         self._quiet = quiet
         self._forget(slurm)
         for patch in planning.controller_patches(cluster.controller_pods, slurm.ping):
@@ -571,6 +581,34 @@ class OperatorLoop:
         )
         extra = {key: "true" for key, mine, shown in keys if mine and not shown}
         return dataclasses.replace(pod, annotations={**pod.annotations, **extra}) if extra else pod
+
+    def _apply_plans(
+        self, plans: list[PodPlan], cluster: ClusterView, slurm: SlurmView, now: str, tally: Tally
+    ) -> dict[str, PodState]:
+        """Each pod's writes (``_apply_pod``), up to ``writers`` pods at once and busiest first
+        (``planning.write_order``: a pod whose node just took a job gets its ``pod-protect`` label before
+        anyone's conditions), so that a storm of changes is written at the client's rate limit
+        (slurm_sync/throttle.py), not one round trip at a time (docs/architecture.md §4.8). A pod's own
+        writes keep their order; a pass ends only when every pod's have ended, and a write the fence
+        closes on while it waits for its turn is refused like any other (slurm_sync/leader.py)."""
+        ordered = sorted(plans, key=planning.write_order)
+        if len(ordered) <= 1 or self.writers <= 1:
+            return {p.pod.name: self._apply_pod(p, cluster, slurm, now, tally) for p in ordered}
+        pool = self._pool
+        if pool is None:
+            pool = self._pool = ThreadPoolExecutor(self.writers, thread_name_prefix=f"writes-{self.name}")
+        tallies = [Tally() for _ in ordered]
+        jobs = [pool.submit(self._apply_pod, p, cluster, slurm, now, t) for p, t in zip(ordered, tallies, strict=True)]
+        futures.wait(jobs)
+        for own in tallies:
+            tally.merge(own)  # in write order: the pass's errors read as if one writer had made them
+        return {p.pod.name: job.result() for p, job in zip(ordered, jobs, strict=True)}
+
+    def close(self) -> None:
+        """Stop the write workers (a loop the service drops; its last pass has ended)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
     def _apply_pod(self, pod_plan: PodPlan, cluster: ClusterView, slurm: SlurmView, now: str, tally: Tally) -> PodState:
         """Patches (retried from a fresh read on 409), then Slurm updates; the hook-visible state."""

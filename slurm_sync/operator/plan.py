@@ -432,10 +432,6 @@ def plan_pod(
             topology = topology_action(node, kube_node, (applied_topology or {}).get(node.name))
             actions += [a for a in (features_action(node, kube_node), topology) if a is not None]
     protect = busy and (nodeset.protect if nodeset else True)
-    patches = []
-    status = conditions_patch(pod, desired, now)
-    if status is not None:
-        patches.append(PodPatch(pod.namespace, pod.name, "status", status))
     annotations = {
         names.ANNOTATION_DRAINED: _flag(drained),
         names.ANNOTATION_SLURM_NODE_ABSENT: _flag(node is None),
@@ -448,11 +444,27 @@ def plan_pod(
     ):
         # the Node's topology on the pod (POD_TOPOLOGY at its next start); an unsafe one is not copied
         annotations[names.ANNOTATION_TOPOLOGY_SPEC] = topology_spec(kube_node)
+    patches = []  # the label that keeps a running job's pod from eviction first, conditions after
     meta = metadata_patch(pod, {names.LABEL_POD_PROTECT: _flag(protect)}, annotations)
     if meta is not None:
         patches.append(PodPatch(pod.namespace, pod.name, "", meta))
+    status = conditions_patch(pod, desired, now)
+    if status is not None:
+        patches.append(PodPatch(pod.namespace, pod.name, "status", status))
     state = PodState(drained=drained, absent=node is None, states=tuple(sorted(c["type"] for c in desired)))
     return PodPlan(pod, tuple(patches), tuple(actions), state)
+
+
+def write_order(plan: PodPlan) -> tuple[int, str]:
+    """The order a pass writes its pods in (issue 28), busiest first: a pod whose node took a job and
+    is not protected yet (its ``pod-protect`` label is what keeps a node drain from evicting that job),
+    then pods with a Slurm update to make (a drain asked for, a drain to lift), then the rest; by name
+    within each."""
+    protects = any(
+        patch.body.get("metadata", {}).get("labels", {}).get(names.LABEL_POD_PROTECT) == "true"
+        for patch in plan.patches
+    )
+    return (0 if protects else 1 if plan.slurm else 2), plan.pod.name
 
 
 # --- retained PVCs of a deleted NodeSet ---------------------------------------------------------

@@ -26,6 +26,17 @@ class Tally(PassTally):
     watch_power: bool = False  # an elastic NodeSet waits on Slurm's power decisions (slurm_sync/operator/power.py)
     power_due: float | None = None  # seconds until a node Slurm powers up may be listed up (power.py)
 
+    def merge(self, other: Tally) -> None:
+        """Add what ``other`` (one write worker's tally of the same pass) holds."""
+        self.errors += other.errors
+        self.unready += other.unready
+        self.kube_writes += other.kube_writes
+        self.slurm_writes += other.slurm_writes
+        self.wrong_cluster = self.wrong_cluster or other.wrong_cluster
+        self.watch_power = self.watch_power or other.watch_power
+        if other.power_due is not None:
+            self.power_due = other.power_due if self.power_due is None else min(self.power_due, other.power_due)
+
 
 KubeWrite = Callable[[Tally, str, Callable[[], object]], None]
 SlurmErrorReport = Callable[[Tally, str, SlurmError], None]

@@ -81,6 +81,12 @@ def test_pod_conditions_are_a_strategic_merge_status_patch(server: HTTPServer) -
     )
     expect_patch(
         server,
+        f"/api/v1/namespaces/{NS}/pods/gpu-0",
+        SMP,
+        {"metadata": {"annotations": {names.ANNOTATION_DRAINED: "true"}}},
+    )
+    expect_patch(
+        server,
         f"/api/v1/namespaces/{NS}/pods/gpu-0/status",
         SMP,
         {
@@ -93,12 +99,6 @@ def test_pod_conditions_are_a_strategic_merge_status_patch(server: HTTPServer) -
             }
         },
     )
-    expect_patch(
-        server,
-        f"/api/v1/namespaces/{NS}/pods/gpu-0",
-        SMP,
-        {"metadata": {"annotations": {names.ANNOTATION_DRAINED: "true"}}},
-    )
     result = run(server, loop(server, slurm))
     assert result.ok and result.kube_writes == 2
     assert slurm.updates == [], "an administrator's drain is neither changed nor lifted"
@@ -108,6 +108,9 @@ def test_busy_pod_gets_protect_label_and_nodeset_is_touched(server: HTTPServer) 
     slurm = FakeSlurm({"gpu-0": node("gpu-0", "ALLOCATED", comment=COMMENT)})
     allocated = PodState(drained=False, absent=False, states=("SlurmNodeStateAllocated",))
     expect_reads(server, [steady_pod()], [nodeset(observed=settled_hash(("gpu-0", IDLE_STATE)))], [kube_node()], [])
+    expect_patch(
+        server, f"/api/v1/namespaces/{NS}/pods/gpu-0", SMP, {"metadata": {"labels": {names.LABEL_POD_PROTECT: "true"}}}
+    )
     expect_patch(
         server,
         f"/api/v1/namespaces/{NS}/pods/gpu-0/status",
@@ -120,9 +123,6 @@ def test_busy_pod_gets_protect_label_and_nodeset_is_touched(server: HTTPServer) 
                 ]
             }
         },
-    )
-    expect_patch(
-        server, f"/api/v1/namespaces/{NS}/pods/gpu-0", SMP, {"metadata": {"labels": {names.LABEL_POD_PROTECT: "true"}}}
     )
     expect_patch(
         server,
@@ -184,15 +184,15 @@ def test_absent_node_marks_pod_and_clears_conditions_once_slurm_said_so_twice(se
     expect_reads(server, [observed], [nodeset(observed=settled_hash(("gpu-0", absent)))], [kube_node()], [])
     expect_patch(
         server,
-        f"/api/v1/namespaces/{NS}/pods/gpu-0/status",
-        SMP,
-        {"status": {"conditions": [{"type": "SlurmNodeStateIdle", "$patch": "delete"}]}},
-    )
-    expect_patch(
-        server,
         f"/api/v1/namespaces/{NS}/pods/gpu-0",
         SMP,
         {"metadata": {"annotations": {names.ANNOTATION_DRAINED: None, names.ANNOTATION_SLURM_NODE_ABSENT: "true"}}},
+    )
+    expect_patch(
+        server,
+        f"/api/v1/namespaces/{NS}/pods/gpu-0/status",
+        SMP,
+        {"status": {"conditions": [{"type": "SlurmNodeStateIdle", "$patch": "delete"}]}},
     )
     assert run(server, looper).kube_writes == 2
     assert slurm.asked == ["gpu-0"] * 3
@@ -301,22 +301,22 @@ def test_conflict_is_retried_from_a_fresh_read(server: HTTPServer) -> None:
         [kube_node()],
         [],
     )
-    status_body = {
-        "status": {
-            "conditions": [
-                {"type": "SlurmNodeStateDrain", "status": "True", "message": "maint", "lastTransitionTime": NOW}
-            ]
-        }
-    }
-    expect_patch(server, f"/api/v1/namespaces/{NS}/pods/gpu-0/status", SMP, status_body, status=409)
-    # meanwhile someone else wrote the Drain condition: the fresh plan sends only the mark
-    fresh = pod("gpu-0", states=("IDLE", "DRAIN"), reason="maint")
+    mark = {"metadata": {"annotations": {names.ANNOTATION_DRAINED: "true"}}}
+    expect_patch(server, f"/api/v1/namespaces/{NS}/pods/gpu-0", SMP, mark, status=409)
+    # meanwhile someone else wrote the drained mark: the fresh plan sends only the Drain condition
+    fresh = pod("gpu-0", states=("IDLE",), reason="maint", annotations={names.ANNOTATION_DRAINED: "true"})
     server.expect_ordered_request(f"/api/v1/namespaces/{NS}/pods/gpu-0", "GET").respond_with_json(fresh)
     expect_patch(
         server,
-        f"/api/v1/namespaces/{NS}/pods/gpu-0",
+        f"/api/v1/namespaces/{NS}/pods/gpu-0/status",
         SMP,
-        {"metadata": {"annotations": {names.ANNOTATION_DRAINED: "true"}}},
+        {
+            "status": {
+                "conditions": [
+                    {"type": "SlurmNodeStateDrain", "status": "True", "message": "maint", "lastTransitionTime": NOW}
+                ]
+            }
+        },
     )
     result = run(server, loop(server, slurm))
     assert result.ok and result.kube_writes == 1
