@@ -30,6 +30,7 @@ SUITES: dict[str, str] = {
     "nodeset": "bench.nodeset_sync",
     "http": "bench.http_p99",
     "slurm_sync": "bench.slurm_sync",
+    "storm": "bench.storm",
     "bridge": "bench.bridge",
     "memory": "bench.hooks_memory",
     "elastic": "bench.elastic",

@@ -157,6 +157,7 @@ class Loop:
         return int(getattr(self.kube, "lists", 0))
 
     def close(self) -> None:
+        self.loop.close()
         if hasattr(self.kube, "cache"):
             self.kube.cache.close()
 

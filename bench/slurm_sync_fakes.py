@@ -309,7 +309,9 @@ class FakeApiserver:
             return 200, orjson.dumps(obj)
         if method == "PATCH":
             patch = orjson.loads(body)
-            self.writes.append({"method": method, "path": url.path, "content_type": content_type, "body": patch})
+            at = time.monotonic()  # CLOCK_MONOTONIC: the same in every process of the machine
+            write = {"method": method, "path": url.path, "content_type": content_type, "body": patch, "at": at}
+            self.writes.append(write)
             merge_metadata(obj, patch.get("metadata") or {})
             if match["sub"] == "status":
                 merge_conditions(obj, (patch.get("status") or {}).get("conditions") or [])

@@ -115,17 +115,24 @@ class ViewMemo(Generic[V]):
     def __init__(self, read: Callable[[JSON], V]) -> None:
         self._read = read
         self._last: dict[int, tuple[JSON, V]] = {}
+        self._listed: tuple[Iterable[JSON], list[V]] | None = None  # the last listing read and its views
 
     def __call__(self, objects: Iterable[JSON], keep: bool = True) -> list[V]:
+        """The views of ``objects``; the very same list for the very same listing (the cache hands it out
+        again while its collection is unchanged: an idle pass costs nothing per object, issue 28)."""
         if not keep:
-            self._last = {}
+            self._last, self._listed = {}, None
             return [self._read(obj) for obj in objects]
+        if self._listed is not None and self._listed[0] is objects:
+            return self._listed[1]
         seen: dict[int, tuple[JSON, V]] = {}
         for obj in objects:
             hit = self._last.get(id(obj))
             seen[id(obj)] = hit if hit is not None and hit[0] is obj else (obj, self._read(obj))
         self._last = seen
-        return [view for _, view in seen.values()]
+        views = [view for _, view in seen.values()]
+        self._listed = (objects, views)
+        return views
 
 
 class KubeCache:

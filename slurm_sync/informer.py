@@ -156,6 +156,7 @@ class Informer:
         self._tried = threading.Event()  # the first listing has ended, done or failed (never cleared)
         self._stopping = threading.Event()
         self._store: dict[Key, JSON] = {}
+        self._items: list[JSON] | None = None  # the store's objects, listed for readers until it changes
         self._strings = SharedStrings()
         self._resource_version = ""
         self._why = "not listed yet"
@@ -167,11 +168,15 @@ class Informer:
     # --- reading ----------------------------------------------------------------------------
 
     def items(self) -> list[JSON]:
-        """Every object of the collection as of the last event applied; NotSynced while that is unknown."""
+        """Every object of the collection as of the last event applied; NotSynced while that is unknown. The
+        very same list while nothing changed (a reader may tell an unchanged collection at no cost:
+        slurm_sync/cache.py ``ViewMemo``): read it, never change it."""
         with self._lock:
             if not self._synced.is_set():
                 raise NotSynced(f"Kubernetes cache of {self.collection} not synced: {self._why}")
-            return list(self._store.values())
+            if self._items is None:
+                self._items = list(self._store.values())
+            return self._items
 
     @property
     def synced(self) -> bool:
@@ -238,6 +243,7 @@ class Informer:
                 break
         with self._lock:
             old, self._store, self._resource_version = self._store, store, version
+            self._items = None
             strings.listed()
             self._strings = strings
             resynced = self.relists > 0
@@ -289,6 +295,7 @@ class Informer:
             old = self._store.pop(key, None) if new is None else self._store.get(key)
             if new is not None:
                 self._store[key] = new
+            self._items = None
             self._resource_version = version or self._resource_version
         self._strings.prune(self._store.values())  # only this thread changes the store
         if self._changed(old, new):

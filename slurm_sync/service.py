@@ -198,10 +198,10 @@ class Service:
         running now has ended (closed under it, the pass would fail half way, "pass crashed")."""
         entry = self._clusters.get(handle.ref.name)
         if entry is None or entry[0] is not handle:  # no worker ever ran it
-            handle.client.close()
+            handle.close()
             return
         self._retiring.append(entry)
-        entry[1].close(wait=False, then=handle.client.close)
+        entry[1].close(wait=False, then=handle.close)
 
     def _sync_runners(self) -> None:
         """A worker for each cluster handle (a new one for a handle built anew, starting once the one it

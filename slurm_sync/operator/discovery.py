@@ -150,6 +150,11 @@ class ClusterHandle:
     key_problem: str = ""  # why the last pass could not use the JWT key ("" when it could): said once
     slurm_read: bool = False  # the last pass read Slurm with the key it had (so that key is still good)
 
+    def close(self) -> None:
+        """Once no pass of it runs: its loop's write workers, then its Slurm client."""
+        self.loop.close()
+        self.client.close()
+
 
 class Clusters:
     """The live set of clusters: one client, token source and loop each."""
@@ -189,7 +194,7 @@ class Clusters:
             if name not in wanted or self.handles[name].ref != wanted[name]:
                 handle = self.handles.pop(name)
                 if retire is None:
-                    handle.client.close()
+                    handle.close()
                 else:
                     retire(handle)
                 log.info("cluster %s: removed", name)
@@ -242,5 +247,5 @@ class Clusters:
 
     def close(self) -> None:
         for handle in self.handles.values():
-            handle.client.close()
+            handle.close()
         self.handles.clear()

@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import operator
 import time
 from collections.abc import Callable, Mapping
 from concurrent import futures
@@ -74,6 +75,7 @@ from slurm_sync.slurm.types import Job, Node, NodeUpdate
 log = logging.getLogger(__name__)
 
 CONFLICT_ATTEMPTS = 3
+NO_VIEWS: tuple[KubeNodeView, ...] = ()  # the Nodes of a cluster that needs none
 CONTROLLER_APP = "slurmctld"
 WORKER_APP = "slurmd"  # NodeSet children carry selector_labels(WORKER_APP, <nodeset>)
 UNPROCESSABLE = 422  # a JSON patch whose test op failed: the object changed since it was read
@@ -120,6 +122,8 @@ class ClusterViews:
     nodesets: ViewMemo[NodeSetView] = field(default_factory=lambda: ViewMemo(read_nodeset))
     kube_nodes: ViewMemo[KubeNodeView] = field(default_factory=lambda: ViewMemo(read_kube_node))
     controller_pods: ViewMemo[ControllerPodView] = field(default_factory=lambda: ViewMemo(read_controller_pod))
+    # the view lists last read (the cache's very lists while unchanged), their cluster and its pods' Nodes
+    last: tuple[tuple[object, ...], ClusterView, frozenset[str]] | None = None
 
 
 def read_cluster(
@@ -132,23 +136,35 @@ def read_cluster(
     """The cluster's worker pods (by the cluster label), its NodeSets, Nodes and slurmctld pods.
     Nodes are listed when a pod runs on one, and all kept when a NodeSet prunes defunct Slurm nodes."""
     views, keep = views or ClusterViews(), kube.same_dicts
-    workers = kube.list_pods(namespace, {names.LABEL_CLUSTER: controller})
-    pods = [v for v in views.pods(workers, keep) if v is not None]
-    nodesets = [n for n in views.nodesets(kube.list_custom("nodesets", namespace), keep) if n.controller == controller]
-    node_names = {p.node_name for p in pods if p.node_name}
+    pod_views = views.pods(kube.list_pods(namespace, {names.LABEL_CLUSTER: controller}), keep)
+    nodeset_views = views.nodesets(kube.list_custom("nodesets", namespace), keep)
+    last = views.last if keep else None
+    if last is not None and last[0][0] is pod_views:
+        pods, node_names = last[1].pods, last[2]
+    else:
+        pods = tuple(v for v in pod_views if v is not None)
+        node_names = frozenset(p.node_name for p in pods if p.node_name)
+    nodesets = [n for n in nodeset_views if n.controller == controller]
     all_nodes = any(n.prunes_defunct_nodes for n in nodesets)
-    kube_nodes = views.kube_nodes(kube.list_nodes(), keep) if node_names or all_nodes else []
+    node_views = views.kube_nodes(kube.list_nodes(), keep) if node_names or all_nodes else NO_VIEWS
     ctl_labels = {names.LABEL_NAME: CONTROLLER_APP, names.LABEL_INSTANCE: controller}
-    return ClusterView(
+    ctl_views = views.controller_pods(kube.list_pods(namespace, ctl_labels), keep)
+    read = (pod_views, nodeset_views, node_views, ctl_views)
+    if last is not None and all(map(operator.is_, last[0], read)):
+        return last[1]  # the very same objects: the very same cluster (an idle pass costs nothing per object)
+    cluster = ClusterView(
         namespace=namespace,
         controller=controller,
-        pods=tuple(pods),
+        pods=pods,
         nodesets={n.name: n for n in nodesets},
-        kube_nodes={n.name: n for n in kube_nodes if all_nodes or n.name in node_names},
-        controller_pods=tuple(views.controller_pods(kube.list_pods(namespace, ctl_labels), keep)),
+        kube_nodes={n.name: n for n in node_views if all_nodes or n.name in node_names},
+        controller_pods=tuple(ctl_views),
         propagated_conditions=propagated_conditions,
         all_kube_nodes=all_nodes,
     )
+    if keep:
+        views.last = (read, cluster, node_names)
+    return cluster
 
 
 def release_retained_claims(kube: Kube, nodeset: NodeSetView, tally: Tally, events: Events) -> None:
@@ -282,6 +298,7 @@ class OperatorLoop:
         self._quiet: dict[str, tuple[tuple[object, ...], PodState]] = {}  # pod -> inputs and state of a plan
         self._marks: dict[str, tuple[bool, bool]] = {}  # pod -> (drained, absent) this term wrote (_own_marks)
         self._hashes: tuple[object, dict[str, str]] | None = None  # (what they hash, each NodeSet's observed_hash)
+        self._settled_read: tuple[ClusterView, SlurmView] | None = None  # what a pass with nothing to do read
 
     def read_slurm(self, tally: Tally) -> SlurmView:
         """Slurm's node and job listings, and the ping only when the node listing failed: it then tells
@@ -358,7 +375,10 @@ class OperatorLoop:
         else:
             if slurm_ok and planning.needs_ping(cluster.controller_pods):
                 slurm, slurm_ok = self._pinged(slurm, tally)
-            self._execute(cluster, slurm, tally)
+            if self._unchanged(cluster, slurm):
+                log.debug("cluster %s: nothing changed since a pass that had nothing to do", self.name)
+            else:
+                self._execute(cluster, slurm, tally)
         self.metrics.poll_seconds.labels(self.name).observe(time.perf_counter() - started)
         self.metrics.cluster_up.labels(self.name).set(1 if slurm_ok else 0)
         return PassResult(
@@ -388,7 +408,42 @@ class OperatorLoop:
             dues.append(max(tally.power_due, 0.0) + power.RISING_MARGIN)
         return min(dues, default=None)
 
+    def _unchanged(self, cluster: ClusterView, slurm: SlurmView) -> bool:
+        """This pass read the very objects of a pass that had nothing to do and left nothing waiting on time
+        (``_settled``): it would do nothing either, so it is not made (an idle pass costs nothing per pod or
+        node, issue 28). Every view is the last one's own object while its source is unchanged: the cache's
+        lists (slurm_sync/cache.py), Slurm's listings answered "not modified since" (the same snapshot)."""
+        last = self._settled_read
+        return (
+            last is not None
+            and cluster is last[0]
+            and slurm.nodes is last[1].nodes
+            and slurm.jobs is last[1].jobs
+            and slurm.deadlines is last[1].deadlines
+            and slurm.ping == last[1].ping
+        )
+
+    def _settled(self, cluster: ClusterView, slurm: SlurmView, tally: Tally) -> bool:
+        """Whether this pass (``slurm`` its view, absence proofs included) had nothing to do and leaves nothing
+        that waits on time: no write, error or refusal; no pod with work planned; no mark not seen yet; no
+        evidence to confirm or other follow-up; no NodeSet being deleted, elastic or with a maintenance window
+        (their steps go by the clock); nothing its later steps would act on (records, leftovers, pruning)."""
+        if tally.kube_writes or tally.slurm_writes or tally.errors or tally.unready or tally.wrong_cluster:
+            return False
+        if self._follow_up(tally) is not None or self._marks or self._refused or len(self._quiet) != len(cluster.pods):
+            return False
+        if any(n.deleting or n.on_demand_nodes for n in cluster.nodesets.values()) or reservations.in_scope(cluster):
+            return False
+        return not (
+            planning.controller_patches(cluster.controller_pods, slurm.ping)
+            or any(True for _ in records.record_deletes(cluster, slurm))
+            or any(True for _ in records.leftovers(cluster, slurm))
+            or planning.prune_candidates(cluster, slurm)
+        )
+
     def _execute(self, cluster: ClusterView, slurm: SlurmView, tally: Tally) -> None:
+        given = slurm
+        self._settled_read = None
         now = self._now()
         states: dict[str, PodState] = {}
         self._planned = set()
@@ -438,6 +493,8 @@ class OperatorLoop:
                 release_retained_claims(self.kube, nodeset, tally, self.events)
         for candidate in planning.prune_candidates(cluster, slurm):
             self._prune(candidate, tally)
+        if self._settled(cluster, slurm, tally):
+            self._settled_read = (cluster, given)
 
     def _nodeset_hashes(self, cluster: ClusterView, states: Mapping[str, PodState]) -> dict[str, str]:
         """planning.nodeset_hashes, computed again only when a pod's state or NodeSet changed."""
@@ -453,6 +510,7 @@ class OperatorLoop:
         self._views = ClusterViews()
         self._quiet = {}
         self._hashes = None
+        self._settled_read = None
 
     def _prove_absence(self, cluster: ClusterView, slurm: SlurmView, now: str, tally: Tally) -> SlurmView:
         """The listing's view plus the nodes proven absent: each pod's node the listing lacks is asked

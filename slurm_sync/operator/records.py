@@ -120,8 +120,10 @@ def leftovers(cluster: ClusterView, slurm: SlurmView) -> Iterator[Leftover]:
     listed = {(p.namespace, p.name) for p in cluster.pods}
     serving = Counter(p.nodeset for p in cluster.pods if not p.terminating)
     for node in slurm.nodes.values():
+        if node.name in claimed or node.name in wanted:
+            continue  # cheap first: in a steady cluster every record is claimed, and no comment is read
         info = pod_info(node.comment)
-        if info is None or not info["podName"] or node.name in claimed or node.name in wanted:
+        if info is None or not info["podName"]:
             continue
         nodeset = cluster.nodesets.get(info["nodeSetName"])
         if nodeset is None or nodeset.deleting or nodeset.scaling_mode == "DaemonSet":

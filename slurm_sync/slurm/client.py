@@ -38,6 +38,7 @@ from urllib.parse import quote
 
 import httpx
 import jwt
+import msgspec
 import orjson
 
 from slinky_common.decode import shaped
@@ -58,6 +59,7 @@ from slurm_sync.slurm.errors import (
     SlurmWrongCluster,
     is_transport_number,
 )
+from slurm_sync.slurm.items import ItemMemo
 from slurm_sync.slurm.types import (
     JOB_FIELDS,
     JSON,
@@ -70,8 +72,10 @@ from slurm_sync.slurm.types import (
     PingResult,
     Reservation,
     SubmitResult,
+    listed,
     no_val_number,
     object_list,
+    object_of,
     parse_job,
     parse_node,
     parse_node_layout,
@@ -187,6 +191,8 @@ class SlurmClient:
         the token comes from, for the message when slurmrestd refuses it (a setting and its file, a Secret)."""
         self.base_url = base_url.rstrip("/")
         self._cluster = cluster
+        self._node_items = ItemMemo(_decode_node, parse_node, "nodes")  # a listing's unchanged nodes: not parsed
+        self._job_items = ItemMemo(_decode_job, parse_job, "jobs")
         self._verified = False  # the last answer came from our cluster
         self._token = token
         self._user_name = user_name
@@ -249,7 +255,7 @@ class SlurmClient:
     def list_nodes(self, since: int | None = None) -> Listing[Node]:
         """All nodes, or (with ``since`` = a previous ``last_update``) ``unchanged`` when Slurm
         saw no node change since then. Slurm never sends a partial list: any change gives all."""
-        return self._listing(self._path("nodes", ""), "nodes", parse_node, since, _decode_nodes)
+        return self._listing(self._path("nodes", ""), "nodes", self._node_items, since, _decode_nodes)
 
     def get_node(self, name: str) -> Node:
         """One node; ``SlurmNotFound`` only on Slurm's own answer that it has no such node."""
@@ -284,7 +290,7 @@ class SlurmClient:
 
     def list_jobs(self, since: int | None = None) -> Listing[Job]:
         """All jobs Slurm still holds; ``since`` works as for ``list_nodes``."""
-        return self._listing(self._path("jobs", ""), "jobs", parse_job, since, _decode_jobs)
+        return self._listing(self._path("jobs", ""), "jobs", self._job_items, since, _decode_jobs)
 
     def get_job(self, job_id: int) -> Job:
         """One job; ``SlurmNotFound`` only on Slurm's not-found error (404 with error 2017)."""
@@ -346,7 +352,9 @@ class SlurmClient:
     # --- reservations -----------------------------------------------------------------------
 
     def list_reservations(self, since: int | None = None) -> Listing[Reservation]:
-        return self._listing(self._path("reservations", ""), "reservations", parse_reservation, since)
+        return self._listing(
+            self._path("reservations", ""), "reservations", _parsed(parse_reservation, "reservations"), since
+        )
 
     def get_reservation(self, name: str) -> Reservation:
         """One reservation; ``SlurmNotFound`` only on Slurm's own answer that it has none of that name."""
@@ -407,7 +415,12 @@ class SlurmClient:
         )
 
     def _listing(
-        self, path: str, key: str, parse: Callable[[JSON], T], since: int | None, decode: Decode | None = None
+        self,
+        path: str,
+        key: str,
+        parse: Callable[[list[Any]], tuple[T, ...]],
+        since: int | None,
+        decode: Decode | None = None,
     ) -> Listing[T]:
         params = {"update_time": since} if since is not None else None
         body = self._call("GET", path, params=params, retry=True, decode=decode or _decode)
@@ -415,11 +428,11 @@ class SlurmClient:
             if since is None:  # "unchanged" since nothing: no listing at all (never an empty one)
                 raise SlurmMalformed(f"GET {path}: HTTP 304 without update_time")
             return Listing((), since, unchanged=True)
-        items = object_list(body, key, key)
+        items = listed(body, key)
         last_update = no_val_number(body, "last_update", key)
         if since is not None and not items and not last_update:  # jobs say "no change" this way
             return Listing((), since, unchanged=True)
-        return Listing(tuple(parse(item) for item in items), last_update, unchanged=False)
+        return Listing(parse(items), last_update, unchanged=False)
 
     def _call(
         self,
@@ -673,16 +686,29 @@ def _decode(content: Body) -> JSON | None:
     return body if isinstance(body, dict) else None
 
 
-def listing_decoder(key: str, fields: tuple[str, ...]) -> Decode:
-    """A listing's answer decoded into each object of ``key`` with only ``fields`` (what its parser reads),
-    and the answer's ``last_update``, ``meta``, ``errors`` and ``warnings`` (slurm_sync/shapes.py): a
-    20,000-node listing's nodes decoded whole would cost some 130 MB at once."""
-    item = record(key, fields)
-    return shaped(record("listing", ("last_update", "meta", "errors", "warnings"), **{key: list[item]}), _decode)  # type: ignore[valid-type]
+def listing_decoder(key: str) -> Decode:
+    """A listing's answer with each object of ``key`` left as its JSON text (``msgspec.Raw``: decoded only when
+    it changed, slurm_sync/slurm/items.py), and the answer's ``last_update``, ``meta``, ``errors`` and
+    ``warnings`` (slurm_sync/shapes.py)."""
+    return shaped(record("listing", ("last_update", "meta", "errors", "warnings"), **{key: list[msgspec.Raw]}), _decode)
 
 
-_decode_nodes = listing_decoder("nodes", NODE_FIELDS)
-_decode_jobs = listing_decoder("jobs", JOB_FIELDS)
+def _parsed(parse: Callable[[JSON], T], what: str) -> Callable[[list[Any]], tuple[T, ...]]:
+    """A listing decoded whole: each of its objects parsed."""
+    return lambda items: tuple(parse(object_of(item, f"{what}[{index}]")) for index, item in enumerate(items))
+
+
+def item_decoder(key: str, fields: tuple[str, ...]) -> Decode:
+    """One object of a listing (valid JSON: the listing was) decoded with only ``fields`` (what its parser
+    reads; a 20,000-node listing's nodes decoded whole would cost some 130 MB at once); one that is not an
+    object is decoded as it is, for the parser's verdict."""
+    return shaped(record(key, fields), orjson.loads)
+
+
+_decode_nodes = listing_decoder("nodes")
+_decode_jobs = listing_decoder("jobs")
+_decode_node = item_decoder("node", NODE_FIELDS)
+_decode_job = item_decoder("job", JOB_FIELDS)
 
 
 def _errors(where: str, body: JSON) -> tuple[SlurmErrorDetail, ...]:
@@ -770,7 +796,7 @@ class ListingWatch(Generic[K, T]):
             snapshot = Snapshot(
                 items=MappingProxyType(items),
                 last_update=listing.last_update,
-                changed=frozenset(k for k, v in items.items() if old.get(k) != v),
+                changed=frozenset(k for k, v in items.items() if (was := old.get(k)) is not v and was != v),
                 removed=frozenset(old.keys() - items.keys()),
             )
         self._last = snapshot

@@ -72,18 +72,23 @@ def no_val_number(obj: JSON, key: str, what: str) -> int | None:
     return number if value.get("set", False) and not value.get("infinite", False) else None
 
 
-def _object(value: Any, what: str) -> JSON:
+def object_of(value: Any, what: str) -> JSON:
     if not isinstance(value, Mapping):
         raise SlurmMalformed(f"{what} is {type(value).__name__}, expected an object")
     return value
 
 
-def object_list(body: JSON, key: str, what: str) -> list[JSON]:
-    """A required list of objects (the body of every listing)."""
+def listed(body: JSON, key: str, what: str = "") -> list[Any]:
+    """A required list (the body of every listing), its items as they are."""
+    what = what or key
     if key not in body:
         raise SlurmMalformed(f"{what}: field {key!r} is missing")
-    value = _field(body, key, list, None, what)
-    return [_object(item, f"{what}[{index}]") for index, item in enumerate(value)]
+    return list(_field(body, key, list, None, what))
+
+
+def object_list(body: JSON, key: str, what: str) -> list[JSON]:
+    """A required list of objects."""
+    return [object_of(item, f"{what}[{index}]") for index, item in enumerate(listed(body, key, what))]
 
 
 # --- version and ping ---------------------------------------------------------------------
@@ -101,8 +106,8 @@ class SlurmVersion:
 
 def parse_slurm_version(body: JSON) -> SlurmVersion:
     """``meta.slurm.version`` of any response."""
-    meta = _object(body.get("meta", {}), "meta")
-    version = _object(_object(meta.get("slurm", {}), "meta.slurm").get("version", {}), "meta.slurm.version")
+    meta = object_of(body.get("meta", {}), "meta")
+    version = object_of(object_of(meta.get("slurm", {}), "meta.slurm").get("version", {}), "meta.slurm.version")
     try:
         return SlurmVersion(*(int(version[part]) for part in ("major", "minor", "micro")))
     except (KeyError, TypeError, ValueError):
@@ -336,7 +341,7 @@ class NodeLayout:
 
 def parse_node_layout(obj: JSON) -> NodeLayout:
     what = f"resource layout of node {obj.get('node')!r}"
-    gres = [_object(g, f"{what}: gres") for g in _field(obj, "gres", list, [], what)]
+    gres = [object_of(g, f"{what}: gres") for g in _field(obj, "gres", list, [], what)]
     return NodeLayout(
         node=_required_str(obj, "node", what),
         sockets=_opt_int(obj, "sockets_per_node", what),
