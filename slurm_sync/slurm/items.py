@@ -7,8 +7,9 @@ that did not change, 1 s of CPU at 20,000 nodes against 0.1 s to find them. The 
 object's JSON text, unparsed (``msgspec.Raw``); an object whose text has the digest of one of the last answer's
 is that answer's very object (parsed objects are immutable), and only the others are decoded and parsed.
 
-The digest is BLAKE2b-128: an object reused for a text it was not parsed from would be a wrong view of Slurm,
-so a mere hash (64 bits, collisions to be expected at scale over months) will not do; 2**-128 will.
+The digest is SHA-256: an object reused for a text it was not parsed from would be a wrong view of Slurm, so a
+mere hash (64 bits, collisions to be expected at scale over months) will not do; and SHA-256 is the fastest
+strong digest here (the CPU's SHA extensions: 40 ms for 20,000 nodes, BLAKE2b 70 ms).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from slurm_sync.shapes import Decode
 from slurm_sync.slurm.types import JSON, object_of
 
 T = TypeVar("T")
-DIGEST_SIZE = 16
 
 
 class ItemMemo(Generic[T]):
@@ -38,15 +38,15 @@ class ItemMemo(Generic[T]):
         """Each item parsed, or reused when its text is unchanged; a decoded item (the answer did not fit the
         listing's shape and was decoded whole) is parsed as it is."""
         kept: dict[bytes, T] = {}
-        out = []
+        last, digest, out = self._last, hashlib.sha256, []
         for index, item in enumerate(items):
             if not isinstance(item, msgspec.Raw):
                 out.append(self._parse(object_of(item, f"{self._what}[{index}]")))
                 continue
-            key = hashlib.blake2b(item, digest_size=DIGEST_SIZE).digest()
+            key = digest(item).digest()
             parsed = kept.get(key)
             if parsed is None:
-                parsed = self._last.get(key)
+                parsed = last.get(key)
             if parsed is None:
                 parsed = self._parse(object_of(self._decode(bytes(item)), f"{self._what}[{index}]"))
                 self.parsed += 1
