@@ -29,7 +29,6 @@ import logging
 import operator
 import time
 from collections.abc import Callable, Mapping
-from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -60,6 +59,7 @@ from slurm_sync.operator.view import (
     read_nodeset,
     read_pod,
 )
+from slurm_sync.operator.writes import PodWrites
 from slurm_sync.proof import PROBES_PER_PASS, AbsenceProof, refuse_unproven_loss, sudden_loss
 from slurm_sync.slurm.client import ListingWatch, SlurmClient
 from slurm_sync.slurm.errors import (
@@ -450,7 +450,7 @@ class OperatorLoop:
         slurm = self._prove_absence(cluster, slurm, now, tally)
         quiet: dict[str, tuple[tuple[object, ...], PodState]] = {}
         self._marks = {p.name: m for p in cluster.pods if (m := self._marks.get(p.name)) is not None}
-        work: list[PodPlan] = []
+        writes = PodWrites(partial(self._apply_pod, cluster=cluster, slurm=slurm, now=now), self._writers())
         for pod in map(self._own_marks, cluster.pods):
             inputs = planning.plan_inputs(pod, cluster, slurm, self._applied_topology)
             last = self._quiet.get(pod.name)
@@ -463,8 +463,8 @@ class OperatorLoop:
                 quiet[pod.name] = (inputs, pod_plan.state)
                 states[pod.name] = pod_plan.state
             else:
-                work.append(pod_plan)
-        states.update(self._apply_plans(work, cluster, slurm, now, tally))
+                writes.add(pod_plan)
+        states.update(writes.finish(tally))
         self._quiet = quiet
         self._forget(slurm)
         for patch in planning.controller_patches(cluster.controller_pods, slurm.ping):
@@ -640,27 +640,14 @@ class OperatorLoop:
         extra = {key: "true" for key, mine, shown in keys if mine and not shown}
         return dataclasses.replace(pod, annotations={**pod.annotations, **extra}) if extra else pod
 
-    def _apply_plans(
-        self, plans: list[PodPlan], cluster: ClusterView, slurm: SlurmView, now: str, tally: Tally
-    ) -> dict[str, PodState]:
-        """Each pod's writes (``_apply_pod``), up to ``writers`` pods at once and busiest first
-        (``planning.write_order``: a pod whose node just took a job gets its ``pod-protect`` label before
-        anyone's conditions), so that a storm of changes is written at the client's rate limit
-        (slurm_sync/throttle.py), not one round trip at a time (docs/architecture.md §4.8). A pod's own
-        writes keep their order; a pass ends only when every pod's have ended, and a write the fence
-        closes on while it waits for its turn is refused like any other (slurm_sync/leader.py)."""
-        ordered = sorted(plans, key=planning.write_order)
-        if len(ordered) <= 1 or self.writers <= 1:
-            return {p.pod.name: self._apply_pod(p, cluster, slurm, now, tally) for p in ordered}
-        pool = self._pool
-        if pool is None:
-            pool = self._pool = ThreadPoolExecutor(self.writers, thread_name_prefix=f"writes-{self.name}")
-        tallies = [Tally() for _ in ordered]
-        jobs = [pool.submit(self._apply_pod, p, cluster, slurm, now, t) for p, t in zip(ordered, tallies, strict=True)]
-        futures.wait(jobs)
-        for own in tallies:
-            tally.merge(own)  # in write order: the pass's errors read as if one writer had made them
-        return {p.pod.name: job.result() for p, job in zip(ordered, jobs, strict=True)}
+    def _writers(self) -> ThreadPoolExecutor | None:
+        """The loop's write workers (slurm_sync/operator/writes.py); None with one writer. Threads start only
+        when a pass has two pods or more to write at once."""
+        if self.writers <= 1:
+            return None
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.writers, thread_name_prefix=f"writes-{self.name}")
+        return self._pool
 
     def close(self) -> None:
         """Stop the write workers (a loop the service drops; its last pass has ended)."""
@@ -668,8 +655,12 @@ class OperatorLoop:
             self._pool.shutdown(wait=True)
             self._pool = None
 
-    def _apply_pod(self, pod_plan: PodPlan, cluster: ClusterView, slurm: SlurmView, now: str, tally: Tally) -> PodState:
-        """Patches (retried from a fresh read on 409), then Slurm updates; the hook-visible state."""
+    def _apply_pod(
+        self, pod_plan: PodPlan, tally: Tally, *, cluster: ClusterView, slurm: SlurmView, now: str
+    ) -> PodState:
+        """Patches (retried from a fresh read on 409), then Slurm updates; the hook-visible state. Run by the
+        pass's write workers (slurm_sync/operator/writes.py): it touches only its own pod's and node's entries
+        of the loop's bookkeeping."""
         for attempt in range(CONFLICT_ATTEMPTS):
             try:
                 for patch in pod_plan.patches:

@@ -20,6 +20,7 @@ from slurm_sync.kube import Kube
 from slurm_sync.leader import Fence, fence_writes
 from slurm_sync.metrics import Metrics
 from slurm_sync.operator import plan as planning
+from slurm_sync.operator import topology as topology_copy
 from slurm_sync.operator.loop import WRITERS, OperatorLoop
 from slurm_sync.operator.plan import PodPatch, PodPlan, SlurmAction
 from slurm_sync.operator.view import PodView, read_pod
@@ -213,3 +214,36 @@ def test_no_write_leaves_after_the_fence_closes_not_even_one_queued_behind_the_r
     assert all(sent < closes for _, _, _, sent in recorder.writes), "a write left after the fence closed"
     assert len(pod_writes(recorder)) + len(refused) <= 2 * len(pods)
     assert not result.ok
+
+
+def test_a_busy_pods_label_goes_out_while_the_pass_still_plans_the_others(monkeypatch: Any) -> None:
+    """The last pod's planning waits (up to 10 s) for the first write to reach the API server: a pass that
+    wrote only once planning had ended would make it wait in vain."""
+    pods, slurm = storm()
+    recorder = Recorder(pods)
+    first_write = threading.Event()
+    real_request = recorder.request
+
+    def request(method: str, url: str, **kwargs: Any) -> Any:
+        answer = real_request(method, url, **kwargs)
+        if method != "GET":
+            first_write.set()
+        return answer
+
+    recorder.request = request  # type: ignore[method-assign]
+    real_plan = topology_copy.plan_pod_with_topology
+    seen_while_planning: list[bool] = []
+
+    def plan(pod: Any, *args: Any) -> Any:
+        if pod.name == pods[-1]["metadata"]["name"]:
+            seen_while_planning.append(first_write.wait(10))
+        return real_plan(pod, *args)
+
+    monkeypatch.setattr(topology_copy, "plan_pod_with_topology", plan)
+    looper = operator_loop(with_recorder(recorder), slurm, writers=WRITERS)
+    try:
+        result = looper.run_pass()
+    finally:
+        looper.close()
+    assert result.ok and seen_while_planning == [True]
+    assert protects(recorder.writes[0][2]), "the first write is a busy pod's label"
