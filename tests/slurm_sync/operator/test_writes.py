@@ -1,6 +1,7 @@
-"""A storm of changes (issue 28): the operator loop writes its pods on several workers at once, busiest first,
-paced by the client's rate limit, and the leader's write fence still stops every write, queued ones included,
-at its deadline (slurm_sync/operator/loop.py ``_apply_plans``, slurm_sync/throttle.py, slurm_sync/leader.py).
+"""A storm of changes (issue 28): a pass writes its pods on several workers at once, busiest first (the busiest
+while it still plans the others), paced by the client's rate limit, and the leader's write fence still stops
+every write, queued ones included, at its deadline (slurm_sync/operator/writes.py, slurm_sync/throttle.py,
+slurm_sync/leader.py).
 
 The API server is the client's own REST layer replaced by a recorder (every request the real ``Kube`` makes
 reaches it, with the fence and the rate limit in front as in production); Slurm is the loop's fake."""
