@@ -18,6 +18,7 @@ asking the API server (docs/architecture.md §4.8).
 
 from __future__ import annotations
 
+import operator
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -119,18 +120,30 @@ class ViewMemo(Generic[V]):
 
     def __call__(self, objects: Iterable[JSON], keep: bool = True) -> list[V]:
         """The views of ``objects``; the very same list for the very same listing (the cache hands it out
-        again while its collection is unchanged: an idle pass costs nothing per object, issue 28)."""
+        again while its collection is unchanged: an idle pass costs nothing per object, issue 28), and for a
+        listing whose objects changed only in what no view reads (a resourceVersion, a condition's heartbeat,
+        a container's status): such an object's view is the view it had, and the list the list it was."""
         if not keep:
             self._last, self._listed = {}, None
             return [self._read(obj) for obj in objects]
         if self._listed is not None and self._listed[0] is objects:
             return self._listed[1]
+        before = self._listed[1] if self._listed is not None else []
         seen: dict[int, tuple[JSON, V]] = {}
-        for obj in objects:
+        views: list[V] = []
+        for index, obj in enumerate(objects):
             hit = self._last.get(id(obj))
-            seen[id(obj)] = hit if hit is not None and hit[0] is obj else (obj, self._read(obj))
+            if hit is not None and hit[0] is obj:
+                view = hit[1]
+            else:
+                view = self._read(obj)
+                if index < len(before) and view == before[index]:
+                    view = before[index]  # the cache keeps an object's place when it changes
+            seen[id(obj)] = (obj, view)
+            views.append(view)
         self._last = seen
-        views = [view for _, view in seen.values()]
+        if len(views) == len(before) and all(map(operator.is_, views, before)):
+            views = before
         self._listed = (objects, views)
         return views
 

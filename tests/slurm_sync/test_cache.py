@@ -119,6 +119,24 @@ def test_view_memo_reads_only_objects_it_has_not_seen() -> None:
     assert memo([a, b2]) == ["A", "B"] and reads == ["a", "b", "b"]
 
 
+def test_view_memo_hands_out_the_same_list_while_no_view_changes() -> None:
+    """The same listing, or one whose objects changed only in what the views do not read: the very same list
+    (an idle pass then costs nothing per object, issue 28); a change a view reads: a new list, the other
+    objects' views as they were."""
+    memo = ViewMemo(lambda obj: (obj["metadata"]["name"], obj["metadata"].get("labels", {}).get("x")))
+    a, b = pod("a"), pod("b")
+    listing = [a, b]
+    first = memo(listing)
+    assert memo(listing) is first
+    b_heartbeat = copy.deepcopy(b)
+    b_heartbeat["metadata"]["resourceVersion"] = "99"  # what no view reads
+    assert memo([a, b_heartbeat]) is first
+    b_labelled = copy.deepcopy(b)
+    b_labelled["metadata"].setdefault("labels", {})["x"] = "1"
+    changed = memo([a, b_labelled])
+    assert changed is not first and changed == [("a", None), ("b", "1")] and changed[0] is first[0]
+
+
 class SameDicts:
     """The cache's side of the loop: the very same dicts pass after pass until an object changes (a
     write replaces the written object's dict, as its watch event would)."""
