@@ -8,8 +8,8 @@
   bookmarks them when the client allows it, replayed from a retained event log, and an ``Expired`` 410
   ERROR event before it; every error a ``metav1.Status`` with reason and message, bench/apistatus.py;
   strategic-merge patches of pod metadata and conditions, merge patches of NodeSet annotations; Events
-  taken). It records every write to an object, and counts the requests and the bytes it sends per
-  client (header ``X-Bench-Client``). It runs in a child process, with
+  taken and logged, not kept as objects). It records every write to an object, and counts the requests and
+  the bytes it sends per client (header ``X-Bench-Client``). It runs in a child process, with
   ``FakeSlurmrestd`` over HTTP beside it, so that the CPU time and memory of a process measured are its
   own.
 * ``FakeSlurmrestd``: the v0.0.45 paths slurm_sync uses (``GET /nodes/`` with ``last_update``, 304 for
@@ -270,6 +270,7 @@ class FakeApiserver:
     def __init__(self, objects: dict[tuple[str, str, str], JSON]) -> None:
         self.objects = objects
         self.writes: list[JSON] = []
+        self.posted: list[JSON] = []  # Kubernetes Events posted (taken, not kept as objects): path, body, when
         self.version = 1_000_000
         self.lock = threading.Lock()
         self.watches: list[Watch] = []
@@ -287,10 +288,13 @@ class FakeApiserver:
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         if url.path == "/_bench/writes":
             return 200, orjson.dumps(self.writes)
+        if url.path == "/_bench/events":
+            return 200, orjson.dumps(self.posted)
         if url.path == "/_bench/sent":
             return 200, orjson.dumps(self.sent)
         if method == "POST" and url.path.startswith("/apis/events.k8s.io/"):
-            return 201, body  # an Event slurm_sync posts about what it did: taken, not kept
+            self.posted.append({"path": url.path, "body": orjson.loads(body), "at": time.monotonic()})
+            return 201, body  # an Event slurm_sync posts about what it did: taken, not kept as an object
         match = _PATH.match(url.path)
         if not match:
             return 404, orjson.dumps(apistatus.not_found())
@@ -563,6 +567,10 @@ class ServerProcess:
 
     def writes(self) -> list[JSON]:
         return orjson.loads(self.get("/_bench/writes"))
+
+    def events(self) -> list[JSON]:
+        """The Events posted, in order (each with ``at``, as the writes)."""
+        return orjson.loads(self.get("/_bench/events"))
 
     def sent(self) -> Counter[str]:
         return Counter(orjson.loads(self.get("/_bench/sent")))
