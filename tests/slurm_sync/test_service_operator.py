@@ -145,12 +145,15 @@ def test_slurmrestd_dying_between_the_listing_and_the_updates_of_one_pass_moves_
     rig.set_intents({"gpu-n3": "scale-in to 1 replicas"})
     dead: list[Daemon] = []
     reads: list[str] = []
+    killing = threading.Lock()  # the pass sends its pods' updates from several workers at once
 
     def die_before_the_first_write(request: httpx.Request) -> None:
         if request.method == "GET":
             reads.append(request.url.path)
-        elif not dead:
-            dead.append(kill_slurmrestd(rig.lab))
+            return
+        with killing:
+            if not dead:
+                dead.append(kill_slurmrestd(rig.lab))
 
     (handle,) = rig.service.clusters.handles.values()
     handle.client._http.event_hooks["request"].append(die_before_the_first_write)
