@@ -451,19 +451,23 @@ class OperatorLoop:
         quiet: dict[str, tuple[tuple[object, ...], PodState]] = {}
         self._marks = {p.name: m for p in cluster.pods if (m := self._marks.get(p.name)) is not None}
         writes = PodWrites(partial(self._apply_pod, cluster=cluster, slurm=slurm, now=now), self._writers())
-        for pod in map(self._own_marks, cluster.pods):
-            inputs = planning.plan_inputs(pod, cluster, slurm, self._applied_topology)
-            last = self._quiet.get(pod.name)
-            if last is not None and last[0] == inputs:
-                quiet[pod.name] = (inputs, last[1])  # the equal inputs of now: the old ones' Slurm node goes
-                states[pod.name] = last[1]
-                continue
-            pod_plan = topology_copy.plan_pod_with_topology(pod, cluster, slurm, now, self._applied_topology)
-            if not pod_plan.patches and not pod_plan.slurm:
-                quiet[pod.name] = (inputs, pod_plan.state)
-                states[pod.name] = pod_plan.state
-            else:
-                writes.add(pod_plan)
+        try:
+            for pod in map(self._own_marks, cluster.pods):
+                inputs = planning.plan_inputs(pod, cluster, slurm, self._applied_topology)
+                last = self._quiet.get(pod.name)
+                if last is not None and last[0] == inputs:
+                    quiet[pod.name] = (inputs, last[1])  # the equal inputs of now: the old ones' Slurm node goes
+                    states[pod.name] = last[1]
+                    continue
+                pod_plan = topology_copy.plan_pod_with_topology(pod, cluster, slurm, now, self._applied_topology)
+                if not pod_plan.patches and not pod_plan.slurm:
+                    quiet[pod.name] = (inputs, pod_plan.state)
+                    states[pod.name] = pod_plan.state
+                else:
+                    writes.add(pod_plan)
+        except BaseException:
+            writes.abandon()
+            raise
         states.update(writes.finish(tally))
         self._quiet = quiet
         self._forget(slurm)

@@ -42,6 +42,11 @@ class PodWrites:
         else:
             self._later.append(plan)
 
+    def abandon(self) -> None:
+        """The pass failed while planning: the writes already started end before it does (fail closed: no write
+        of a failed pass goes on beside the next one)."""
+        futures.wait([done for _, _, done in self._started if isinstance(done, Future)])
+
     def finish(self, tally: Tally) -> dict[str, PodState]:
         """Every pod's writes made: each pod's state after them; the workers' tallies added to ``tally``."""
         later = sorted(self._later, key=planning.write_order)

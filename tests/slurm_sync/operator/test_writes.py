@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import orjson
+import pytest
 from kubernetes import client
 
 from slinky_common import names
@@ -85,6 +86,7 @@ class Recorder:
         self._lock = threading.Lock()
         self._second = threading.Event()
         self._overlap = overlap
+        self.hold: threading.Event | None = None  # when set up, every write is answered only once it is set
 
     def request(self, method: str, url: str, headers: Any = None, body: Any = None, **_: Any) -> Any:
         parts = urlsplit(url)
@@ -99,6 +101,8 @@ class Recorder:
                 self._second.set()
         if first and self._overlap:
             self._second.wait(10)
+        if self.hold is not None:
+            self.hold.wait(10)
         with self._lock:
             self.in_flight -= 1
         return client.rest.RESTResponse(Answer(b"{}"))
@@ -248,3 +252,28 @@ def test_a_busy_pods_label_goes_out_while_the_pass_still_plans_the_others(monkey
         looper.close()
     assert result.ok and seen_while_planning == [True]
     assert protects(recorder.writes[0][2]), "the first write is a busy pod's label"
+
+
+def test_a_pass_that_fails_while_planning_ends_only_after_the_writes_it_started(monkeypatch: Any) -> None:
+    """Fail closed: a busy pod's label already on its way when planning fails is answered before the pass
+    ends, so no write of the failed pass goes on beside the next one."""
+    pods, slurm = storm()
+    recorder = Recorder(pods)
+    recorder.hold = threading.Event()  # the API server answers the writes half a second after planning fails
+    real_plan = topology_copy.plan_pod_with_topology
+
+    def plan(pod: Any, *args: Any) -> Any:
+        if pod.name == pods[-1]["metadata"]["name"]:
+            assert recorder.hold is not None
+            threading.Timer(0.5, recorder.hold.set).start()
+            raise RuntimeError("a bug while planning")
+        return real_plan(pod, *args)
+
+    monkeypatch.setattr(topology_copy, "plan_pod_with_topology", plan)
+    looper = operator_loop(with_recorder(recorder), slurm, writers=WRITERS)
+    try:
+        with pytest.raises(RuntimeError, match="a bug while planning"):
+            looper.run_pass()
+        assert recorder.writes and recorder.in_flight == 0, "a started write was still in flight"
+    finally:
+        looper.close()
