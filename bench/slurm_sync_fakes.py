@@ -798,6 +798,14 @@ class FakeSlurmrestd:
                 }
             ]
             return httpx.Response(200, json={"pings": pings, "meta": slurm_meta(), "errors": [], "warnings": []})
+        if path.startswith(f"{V}/node/") and request.method == "GET":
+            name = path.rsplit("/", 1)[1]
+            node = self.nodes.get(name)
+            if node is None:  # slurmrestd's answer for a node slurmctld does not know
+                error = {"error": "", "error_number": 0, "description": f"Failure to query node {name}"}
+                return httpx.Response(200, json={"nodes": [], "meta": slurm_meta(), "errors": [error], "warnings": []})
+            body = {"nodes": [node], "last_update": no_val(self.last_update), "meta": slurm_meta()}
+            return httpx.Response(200, json={**body, "errors": [], "warnings": []})
         if path.startswith(f"{V}/node/") and request.method == "POST":
             name = path.rsplit("/", 1)[1]
             update = orjson.loads(request.content)

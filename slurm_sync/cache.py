@@ -22,15 +22,15 @@ import operator
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import orjson
 from kubernetes.client.api_client import ApiClient
 
 from slinky_common import names
 from slinky_common.decode import shaped
-from slurm_sync.informer import Collection, Informer, Lister, Watcher
-from slurm_sync.kube import Kube, WriteCounter, selector
+from slurm_sync.informer import ChangeMark, Collection, Informer, Lister, Watcher
+from slurm_sync.kube import ChangeMarks, Kube, WriteCounter, selector
 from slurm_sync.shapes import record
 from slurm_sync.throttle import TokenBucket
 
@@ -187,6 +187,18 @@ class KubeCache:
             informer.wait_synced(self._sync_timeout)
         return informer.items()
 
+    def mark(self, collection: Collection) -> ChangeMark | None:
+        """Where the collection's informer is now (None: none runs); see ``Informer.mark``."""
+        with self._lock:
+            informer = self._informers.get(collection)
+        return informer.mark() if informer is not None else None
+
+    def changes(self, collection: Collection, mark: ChangeMark | None) -> list[JSON] | None:
+        """The collection's objects changed since ``mark``; None when unknown (see ``Informer.changes``)."""
+        with self._lock:
+            informer = self._informers.get(collection)
+        return informer.changes(mark) if informer is not None and mark is not None else None
+
     def informers(self) -> list[Informer]:
         with self._lock:
             return list(self._informers.values())
@@ -237,6 +249,26 @@ class CachedKube(Kube):
             lambda stream, version, timeout: self.watch_nodes(stream, version, timeout),
             trim_node,
         )
+
+    def change_marks(self, namespace: str, labels: dict[str, str], plural: str) -> ChangeMarks | None:
+        collections = self._watched(namespace, labels, plural)
+        return (self.cache.mark(collections[0]), self.cache.mark(collections[1]), self.cache.mark(collections[2]))
+
+    def changes_since(
+        self, namespace: str, labels: dict[str, str], plural: str, marks: ChangeMarks | None
+    ) -> tuple[list[JSON], list[JSON], list[JSON]] | None:
+        if marks is None:
+            return None
+        pods, customs, nodes = (
+            self.cache.changes(collection, cast(ChangeMark | None, mark))
+            for collection, mark in zip(self._watched(namespace, labels, plural), marks, strict=True)
+        )
+        return None if pods is None or customs is None or nodes is None else (pods, customs, nodes)
+
+    @staticmethod
+    def _watched(namespace: str, labels: dict[str, str], plural: str) -> tuple[Collection, Collection, Collection]:
+        """The collections ``list_pods``, ``list_custom`` and ``list_nodes`` read."""
+        return Collection("pods", namespace, selector(labels)), Collection(plural, namespace), Collection("nodes")
 
     def list_custom(self, plural: str, namespace: str | None) -> list[JSON]:
         return self.cache.items(

@@ -233,6 +233,9 @@ def selector(labels: dict[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
+ChangeMarks = tuple[object, object, object]  # a cache's marks of three collections (slurm_sync/cache.py)
+
+
 class Kube:
     """Typed reads and counted writes over one ``ApiClient``."""
 
@@ -280,6 +283,17 @@ class Kube:
 
     def list_nodes(self) -> list[JSON]:
         return list(self._json(self.core.list_node(_preload_content=False)).get("items") or [])
+
+    def change_marks(self, namespace: str, labels: dict[str, str], plural: str) -> ChangeMarks | None:
+        """Where the pods with ``labels`` and the ``plural`` objects of ``namespace``, and the Nodes, are now, for
+        ``changes_since``; None: this reader cannot tell what changed (only a cache can)."""
+        return None
+
+    def changes_since(
+        self, namespace: str, labels: dict[str, str], plural: str, marks: ChangeMarks | None
+    ) -> tuple[list[JSON], list[JSON], list[JSON]] | None:
+        """The pods, ``plural`` objects and Nodes (as ``change_marks``) changed since ``marks``; None: unknown."""
+        return None
 
     # --- pages and watches, for the cache (slurm_sync/informer.py) ----------------------------
 

@@ -17,6 +17,7 @@ Safety rules (docs/architecture.md §4), all decided here so they are unit-testa
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import hashlib
 import json
@@ -163,6 +164,40 @@ def drain_action(pod: PodView, node: Node, intent: str | None) -> SlurmAction | 
     if node.base_state == "DOWN" and "NOT_RESPONDING" not in node.state and pod.healthy:
         return SlurmAction(node.name, NodeUpdate(state=("RESUME",)), lifts_drain=True)
     return None
+
+
+def new_drain_intents(
+    cluster: ClusterView,
+    pods: Iterable[PodView],
+    nodesets: Iterable[NodeSetView],
+    kube_nodes: Iterable[KubeNodeView],
+    listed: Mapping[str, Node],
+) -> list[tuple[PodView, str]]:
+    """The pods whose drain intent may have appeared with the objects changed since ``cluster`` was read (its
+    pods, NodeSets and Nodes), and whose node, as last ``listed``, is not drained for it: what a pass drains
+    before it reads Slurm's whole listing (``OperatorLoop._drain_at_once``). Only a change can start a drain,
+    so only the changed pods and the pods a changed NodeSet or a cordoned Node names are looked at; a node the
+    listing lacks is left to the pass (unknown, or not there)."""
+    nodesets = [n for n in nodesets if (old := cluster.nodesets.get(n.name)) is None or old.intents != n.intents]
+    cordoned = {n.name: n for n in kube_nodes if n.unschedulable and n.name in cluster.kube_nodes}
+    now = dataclasses.replace(
+        cluster,
+        nodesets={**cluster.nodesets, **{n.name: n for n in nodesets}},
+        kube_nodes={**cluster.kube_nodes, **cordoned} if cordoned else cluster.kube_nodes,
+    )
+    candidates = {pod.name: pod for pod in pods}
+    named = {name for nodeset in nodesets for name in nodeset.intents}
+    if named or cordoned:  # a NodeSet's intents or a Node's cordon changed: which pods they concern
+        for pod in cluster.pods:
+            if pod.name in named or (pod.node_name or "") in cordoned:
+                candidates.setdefault(pod.name, pod)
+    found = []
+    for pod in candidates.values():
+        intent = None if pod.terminating else drain_intent(pod, now)
+        node = listed.get(pod.slurm_node)
+        if intent is not None and node is not None and drain_action(pod, node, intent) is not None:
+            found.append((pod, intent))
+    return found
 
 
 # --- pod writes -----------------------------------------------------------------------------

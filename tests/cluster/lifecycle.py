@@ -531,8 +531,39 @@ class Lifecycle:
                 self.check()
         except AssertionError as exc:
             self.log(f"step {len(self.done)}: {what}: FAILED: {exc}")
-            raise AssertionError(f"lifecycle seed {self.seed}, step {len(self.done)} ({what}): {exc}") from exc
+            state = self.diagnosis()
+            self.log(f"state at the failure:\n{state}")
+            raise AssertionError(f"lifecycle seed {self.seed}, step {len(self.done)} ({what}): {exc}\n{state}") from exc
         self.log(f"step {len(self.done)}: {what}: settled in {time.monotonic() - started:.1f} s")
+
+    def diagnosis(self) -> str:
+        """What a failed step leaves to read when the lab is gone (CI keeps only the test's output): the
+        replicas' roles, the NodeSet's drain intents, each pod and Slurm node, the last lines of slurm_sync."""
+        lines = []
+        try:
+            lines.append(f"slurm_sync roles: {self.lab.sync_roles()}")
+            status = self.lab.get("nodeset", NODESET).get("status", {})
+            lines.append(f"NodeSet status: {json.dumps(status, sort_keys=True)[:1500]}")
+            for pod in self.pods():
+                meta = pod["metadata"]
+                notes = {k.rsplit("/", 1)[-1]: v for k, v in (meta.get("annotations") or {}).items() if "slinky" in k}
+                conditions = {c["type"]: c["status"] for c in pod.get("status", {}).get("conditions", [])}
+                lines.append(f"pod {meta['name']} {meta.get('labels', {}).get(names.LABEL_NODESET_REVISION, '')} "
+                             f"deleting={bool(meta.get('deletionTimestamp'))} {notes} {conditions}")  # fmt: skip
+            for name, fields in self.nodes().items():
+                lines.append(f"node {name}: State={fields.get('State')} Reason={fields.get('Reason', '')}")
+        except Exception as exc:  # the lab itself may be what failed
+            lines.append(f"(state unreadable: {exc})")
+        wanted = {  # each log's last lines that say what its process did: no request lines, the lab's on us
+            "slurm-sync": lambda ln: "httpx" not in ln,
+            "slurm-sync-b": lambda ln: "httpx" not in ln,
+            "lab": lambda ln: "failed" in ln or NODESET in ln,
+        }
+        for log_name, keep in wanted.items():
+            path = LAB / "logs" / f"{log_name}.log"
+            tail = [ln for ln in (path.read_text().splitlines() if path.exists() else []) if keep(ln)]
+            lines += [f"{log_name}: {ln}" for ln in tail[-12:]]
+        return "\n".join(lines)
 
     def log(self, line: str) -> None:
         """One line per step in .cluster-lab/logs/lifecycle.log, to follow a run or read a failed one."""

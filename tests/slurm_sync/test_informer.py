@@ -15,7 +15,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from slurm_sync.cache import KubeCache, matters
-from slurm_sync.informer import Collection, Informer, NotSynced
+from slurm_sync.informer import CHANGES_KEPT, Collection, Informer, NotSynced
 from slurm_sync.kube import DictWatch, Page
 from tests.fixtures.slurm import wait_for
 
@@ -234,3 +234,48 @@ def test_the_cache_starts_a_new_informer_for_one_whose_thread_ended() -> None:
     assert second is not first and second.running
     server.closed.set()
     cache.close()
+
+
+def names_of(objects: list[dict] | None) -> list[str] | None:
+    return None if objects is None else [o["metadata"]["name"] for o in objects]
+
+
+def test_the_objects_changed_since_a_mark_as_they_are_now_deleted_ones_left_out(rig: Rig) -> None:
+    """``Informer.mark`` and ``changes``: what changed since a reader last looked, from the events applied
+    (slurm_sync/operator/loop.py ``_drain_at_once``)."""
+    rig.informer.start()
+    assert rig.informer.wait_synced(10)
+    mark = rig.informer.mark()
+    assert rig.informer.changes(mark) == []
+    rig.server.scripts.put(lambda: iter([event("MODIFIED", pod("a", 11, cordon="true")),
+                                         event("ADDED", pod("c", 12)), event("MODIFIED", pod("a", 13, cordon="x")),
+                                         event("DELETED", pod("b", 14))]))  # fmt: skip
+    wait_for(rig.informer.mark, lambda now: now[1] == mark[1] + 4, what="four events applied")
+    changed = rig.informer.changes(mark)
+    assert names_of(changed) == ["a", "c"], "each once, the deleted one left out"
+    assert changed is not None and changed[0]["metadata"]["annotations"] == {"cordon": "x"}
+    assert rig.informer.changes(rig.informer.mark()) == []
+
+
+def test_what_changed_across_a_relisting_or_another_informers_mark_is_unknown(rig: Rig) -> None:
+    rig.informer.start()
+    assert rig.informer.wait_synced(10)
+    mark = rig.informer.mark()
+    rig.server.scripts.put(lambda: _raise(ApiException(status=410, reason="Expired")))
+    wait_for(lambda: rig.server.lists, lambda lists: len(lists) == 2, what="the re-list")
+    wait_for(lambda: rig.informer.synced and rig.informer.mark()[1] > mark[1], bool, what="synced again")
+    assert rig.informer.changes(mark) is None, "what changed before a re-list is not known"
+    assert rig.informer.changes(rig.informer.mark()) == []
+    other = Informer(Collection("pods", "ns", "app=x"), rig.server.lister, rig.server.watcher, lambda: None)
+    assert rig.informer.changes((other.mark()[0], rig.informer.mark()[1])) is None
+
+
+def test_more_changes_than_are_kept_are_unknown(rig: Rig) -> None:
+    rig.informer.start()
+    assert rig.informer.wait_synced(10)
+    kept = CHANGES_KEPT
+    mark = rig.informer.mark()
+    rig.server.scripts.put(lambda: iter([event("MODIFIED", pod("a", 20 + i)) for i in range(kept + 1)]))
+    wait_for(rig.informer.mark, lambda now: now[1] == mark[1] + kept + 1, what="the events applied")
+    assert rig.informer.changes(mark) is None
+    assert names_of(rig.informer.changes((mark[0], mark[1] + 1))) == ["a"], "the last ones are still known"

@@ -29,20 +29,11 @@ from tests.slurm_sync.kubefixtures import CLUSTER, NS, FakeSlurm, RecordedEvents
 SIZE = 40
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[ServerProcess]:
-    served = ServerProcess(SIZE)
-    try:
-        yield served
-    finally:
-        served.close()
-
-
 @pytest.fixture
-def rig(server: ServerProcess, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Loop, FakeSlurmrestd, list[str]]]:
+def rig(bench_api: ServerProcess, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Loop, FakeSlurmrestd, list[str]]]:
     slots = layout(SIZE)
     slurmd = FakeSlurmrestd({s.pod: slurm_node(s) for s in slots}, [slurm_job(s) for s in slots if s.busy])
-    loop = make_loop(server.url, "http://slurmrestd.slurm.svc:6820", slurmd, watched=True)
+    loop = make_loop(bench_api.url, "http://slurmrestd.slurm.svc:6820", slurmd, watched=True)
     planned: list[str] = []
     real = planning.plan_inputs
 
@@ -76,7 +67,7 @@ def test_a_settled_cluster_is_not_planned_again(rig: tuple[Loop, FakeSlurmrestd,
 
 
 def test_a_slurm_change_is_planned_and_written(
-    rig: tuple[Loop, FakeSlurmrestd, list[str]], server: ServerProcess
+    rig: tuple[Loop, FakeSlurmrestd, list[str]], bench_api: ServerProcess
 ) -> None:
     loop, slurmd, planned = rig
     quiet_pass(loop, planned)
@@ -90,19 +81,19 @@ def test_a_slurm_change_is_planned_and_written(
             break
     else:
         pytest.fail(f"not settled again after the drain: {planned}")
-    pod = server.get(f"/api/v1/namespaces/{NS}/pods/{idle.pod}")
+    pod = bench_api.get(f"/api/v1/namespaces/{NS}/pods/{idle.pod}")
     assert b"maint: a test" in pod
 
 
 def test_a_kubernetes_change_is_planned_and_carried_out(
-    rig: tuple[Loop, FakeSlurmrestd, list[str]], server: ServerProcess
+    rig: tuple[Loop, FakeSlurmrestd, list[str]], bench_api: ServerProcess
 ) -> None:
     loop, slurmd, planned = rig
     quiet_pass(loop, planned)
     quiet_pass(loop, planned)
     idle = [s for s in layout(SIZE) if not s.busy][1]
     body = {"metadata": {"annotations": {names.ANNOTATION_POD_CORDON: "true"}}}
-    server.request("PATCH", f"/api/v1/namespaces/{NS}/pods/{idle.pod}", body)
+    bench_api.request("PATCH", f"/api/v1/namespaces/{NS}/pods/{idle.pod}", body)
     deadline = time.monotonic() + 30
     while idle.pod not in slurmd.drained_at and time.monotonic() < deadline:
         caught_up(loop)
