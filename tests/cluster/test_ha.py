@@ -57,6 +57,17 @@ def saved_running(node: str) -> bool:
     return False
 
 
+def rolled_out(lab: ClusterLab) -> bool:
+    """Every pod of the slurmctld StatefulSet on its latest revision and ready (kubectl rollout status)."""
+    sts = lab.get("statefulset", "ha-controller")
+    status, replicas = sts.get("status", {}), sts["spec"].get("replicas", 1)
+    return (
+        status.get("observedGeneration") == sts["metadata"].get("generation")
+        and status.get("updateRevision") == status.get("currentRevision")
+        and status.get("updatedReplicas") == status.get("readyReplicas") == replicas
+    )
+
+
 def ready_pods(lab: ClusterLab) -> list[str]:
     return sorted(p["metadata"]["name"] for p in lab.pods(SELECTOR) if ready(p))
 
@@ -94,6 +105,11 @@ def test_the_backup_takes_control_when_the_primary_dies_and_a_running_job_comple
     cluster_lab: ClusterLab, ha_cluster: None
 ) -> None:
     both = [PRIMARY, BACKUP]
+    eventually("two slurmctld pods Ready", lambda: ready_pods(cluster_lab) == both, timeout=300)
+    # the Controller's first sync, before its NodeSet's partition, rolls both pods once (a partition is a
+    # slurm.conf change, as in Slinky): the scenario starts once that rollout is over, or its last step restarts
+    # the primary just after it came back and the final job waits through it (CI, 981035d)
+    eventually("the slurmctld StatefulSet rolled out", lambda: rolled_out(cluster_lab), timeout=300)
     eventually("two slurmctld pods Ready", lambda: ready_pods(cluster_lab) == both, timeout=300)
     up = eventually("primary and backup both UP", lambda: both_up(cluster_lab), timeout=120)
     primary = re.search(r"Slurmctld\(primary\) at (\S+) is UP", up)
