@@ -467,6 +467,13 @@ class Lifecycle:
         the leader killed once a node is drained by us and its pod not yet replaced. The other replica
         takes the Lease when it expires, the killed one comes back as a standby; the drain carries on."""
         self.submit(rng)
+        # a job that runs through the update keeps its node drained for a while: an idle node's drain lasts only
+        # until its record is deleted (a Features change registers the node anew), about a second, which this
+        # test's looks can miss (CI at be2a182 seed 619582 step 56; seed 622586 step 53, state printed)
+        held = self.slurm("sbatch", "--parsable", "-p", PARTITION, "-N1", "-t", "5", "--chdir=/tmp", "-o",
+                          "/dev/null", "--wrap", "sleep 30").strip()  # fmt: skip
+        self.jobs[held] = "-N1 sleep 30 (held through a leader kill)"
+        self.wait_running(held)
         update = self.refeature(rng)
         node = eventually("a node drained by us", self.drained_node, timeout=120)
         leader = eventually("the slurm_sync leader", self.leader, timeout=60)
