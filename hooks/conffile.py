@@ -26,7 +26,7 @@ def merged_config(operator: dict[str, list[str]], extra_conf: str) -> list[str]:
     ours win on the same key; option names are lower-cased (Slurm ignores their case, values keep
     theirs: paths are case-sensitive); the union is sorted.
     """
-    user = _last_values(extra_conf, {k.lower() for k in operator})
+    user = last_values(extra_conf, {k.lower() for k in operator})
     lines = []
     for key, ours in operator.items():
         theirs = user.get(key.lower())
@@ -52,7 +52,7 @@ def conf_value(value: str) -> str | None:
     return None if value.startswith('"') else escaped
 
 
-def _last_values(conf: str, keys: set[str]) -> dict[str, str]:
+def last_values(conf: str, keys: set[str]) -> dict[str, str]:
     """The last value of each wanted key in slurm.conf syntax (comments and `\\` continuations)."""
     found: dict[str, str] = {}
     logical = re.sub(r"\\\r?\n", "", conf)

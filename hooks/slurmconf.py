@@ -45,6 +45,7 @@ class Scripts:
 MAX_DYNAMIC_NODES = 1024
 # What slurmctld runs to power an elastic node up or down: nothing (slurm_sync and the NodeSet hook do the work).
 POWER_PROGRAM = "/bin/true"
+ENFORCE_PART_LIMITS = "EnforcePartLimits"  # set with an elastic NodeSet unless extraConf sets it (_power_saving)
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ def render(conf: SlurmConf) -> str:
             "PROLOG & EPILOG",
             _script_lines(conf.scripts.prolog, "Prolog", "") + _script_lines(conf.scripts.epilog, "Epilog", ""),
         ),
-        ("POWER SAVING", _power_saving(conf.nodesets)),
+        ("POWER SAVING", _power_saving(conf.nodesets, conf.extra_conf)),
         ("NODESET & PARTITION", _nodeset_lines(conf.nodesets)),
         ("EXTRA CONFIG", [conf.extra_conf.rstrip("\n")] if conf.extra_conf.strip() else []),
         ("MERGED CONFIG", conffile.merged_config(_operator_parameters(conf), conf.extra_conf)),
@@ -179,16 +180,24 @@ def _script_lines(files: Iterable[str], key: str, prefix: str) -> list[str]:
     return [f"{key}={prefix}{name}" for name in files]
 
 
-def _power_saving(nodesets: Iterable[NodeSetConf]) -> list[str]:
+def _power_saving(nodesets: Iterable[NodeSetConf], extra_conf: str) -> list[str]:
     """With an elastic NodeSet, Slurm's power saving runs (docs/architecture.md §4.9). Its programs do nothing:
     slurm_sync sees a node powering up or down through slurmrestd and the NodeSet hook creates or removes its pod,
     so slurmctld needs no Kubernetes credentials. Only the elastic nodes carry a SuspendTime, so no other node is
-    ever powered down. EnforcePartLimits stays the site's choice: cluster-wide, it would also refuse every job
-    larger than a dynamic NodeSet's current size (all of them at 0 replicas), which pend-then-scale-out and an
-    autoscaler's pending-job metric rely on."""
+    ever powered down.
+
+    Every node an elastic NodeSet may have is known to Slurm, so ``EnforcePartLimits=ANY`` refuses at submit a
+    job larger than its maximum, which would otherwise pend for good. The setting is cluster-wide: on a
+    partition of dynamic nodes (a NodeSet that is not elastic) it also refuses a job larger than the nodes
+    registered now, all of them at 0 replicas; a site that scales such a NodeSet up for pending jobs (KEDA on
+    a pending-job metric) sets ``EnforcePartLimits=NO`` in extraConf, which replaces this line
+    (docs/operations.md, "Elastic NodeSets")."""
     if not any(ns.elastic for ns in nodesets):
         return []
-    return [f"SuspendProgram={POWER_PROGRAM}", f"ResumeProgram={POWER_PROGRAM}"]
+    lines = [f"SuspendProgram={POWER_PROGRAM}", f"ResumeProgram={POWER_PROGRAM}"]
+    if ENFORCE_PART_LIMITS.lower() not in conffile.last_values(extra_conf, {ENFORCE_PART_LIMITS.lower()}):
+        lines.append(f"{ENFORCE_PART_LIMITS}=ANY")
+    return lines
 
 
 def _nodeset_lines(nodesets: Iterable[NodeSetConf]) -> list[str]:

@@ -91,6 +91,11 @@ class Sample:
     nodes: dict[str, dict[str, str]]
 
 
+# Slurm's reasons for refusing at submit a job larger than its partition (EnforcePartLimits): the CPU count is
+# checked before the node count
+TOO_LARGE = ("More processors requested than permitted", "Node count specification invalid")
+
+
 def drained_by_us(node: dict[str, str]) -> bool:
     return "DRAIN" in node.get("State", "") and node.get("Reason", "").startswith(names.DRAIN_REASON_PREFIX)
 
@@ -332,10 +337,21 @@ class Lifecycle:
     # --- operations ----------------------------------------------------------------------------
 
     def submit(self, rng: random.Random) -> str:
+        """A job on the NodeSet. At 0 replicas its partition has no node, and Slurm refuses the job at submit
+        (EnforcePartLimits=ANY, which the elastic NodeSet of the lab's Controller brings): a refusal with
+        Slurm's reason while the partition has fewer nodes than asked is that documented outcome, not a loss."""
         seconds = rng.randint(*JOB_SECONDS)
         nodes = rng.choice((1, 1, 2)) if self.shape.replicas >= 2 else 1
-        job = self.slurm("sbatch", "--parsable", "-p", PARTITION, f"-N{nodes}", "-t", "5", "--chdir=/tmp",
-                         "-o", "/dev/null", "--wrap", f"sleep {seconds}").strip()  # fmt: skip
+        done = self.lab.exec(CONTROLLER_POD, ["sbatch", "--parsable", "-p", PARTITION, f"-N{nodes}", "-t", "5",
+                                              "--chdir=/tmp", "-o", "/dev/null", "--wrap", f"sleep {seconds}"],
+                             check=False, timeout=90)  # fmt: skip
+        if done.returncode != 0:
+            registered = len(self.nodes())
+            assert any(why in done.stderr for why in TOO_LARGE) and registered < nodes, (
+                f"sbatch -N{nodes} refused with {registered} node(s) in the partition: {done.stderr.strip()}"
+            )
+            return f"submit -N{nodes}: refused at submit, {registered} node(s) in the partition"
+        job = done.stdout.strip()
         self.jobs[job] = f"-N{nodes} sleep {seconds}"
         return f"submit job {job} (-N{nodes}, {seconds} s)"
 

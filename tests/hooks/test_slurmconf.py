@@ -5,7 +5,7 @@ from __future__ import annotations
 from hooks import slurmconf
 from hooks.controller.model import Controller, Endpoint
 from hooks.slurmconf import Scripts, SlurmConf
-from slinky_common.nodesetconf import NodeSetConf
+from slinky_common.nodesetconf import Elastic, ElasticNodes, NodeSetConf
 
 # Whole files, as a user gets them through the hook, are pinned by tests/hooks/golden/ (test_golden.py).
 
@@ -94,3 +94,14 @@ def test_external_minimal_conf_is_exact():
     assert with_acct.endswith(
         "AccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost=slurm-accounting.ns\nAccountingStoragePort=6819\n"
     )
+
+
+def test_an_elastic_nodeset_refuses_jobs_larger_than_its_partition_unless_extra_conf_says_otherwise():
+    """EnforcePartLimits=ANY with an elastic NodeSet (its every node is known to Slurm, so a larger job is refused
+    at submit rather than held for good); extraConf's own setting replaces the line; none without one."""
+    elastic = NodeSetConf("gpu", elastic=ElasticNodes(None, "gpu-[0-3]", "CPUs=4", Elastic(0, 4, 600, 600)))
+    assert "\nEnforcePartLimits=ANY\n" in slurmconf.render(conf(nodesets=(elastic,)))
+    for extra in ("EnforcePartLimits=NO", "enforcepartlimits=ALL # every partition"):
+        text = slurmconf.render(conf(nodesets=(elastic,), extra_conf=extra))
+        assert "EnforcePartLimits=ANY" not in text and text.lower().count("enforcepartlimits=") == 1, text
+    assert "EnforcePartLimits" not in slurmconf.render(conf(nodesets=(NodeSetConf("cpu"),)))

@@ -223,23 +223,21 @@ def node_states(cluster: SecondCluster, partition: str) -> dict[str, str]:
 def test_an_elastic_nodeset_is_all_powered_down_holds_a_larger_job_and_powers_a_node_up_for_one(
     second_cluster: SecondCluster,
 ) -> None:
-    """Minimum 0, maximum 4: four powered-down nodes; a 5-node job pends with Slurm's reason and powers nothing
-    up; a 1-node job powers one node up, the pod's slurmd (`-b`, the hook's arguments) registers it and the job
-    runs; idle for suspendTime, Slurm powers the node down again (then the pod would go)."""
+    """Minimum 0, maximum 4: four powered-down nodes; a 5-node job is refused at submit with Slurm's reason (the
+    hook sets EnforcePartLimits=ANY with an elastic NodeSet); a 1-node job powers one node up, the pod's slurmd
+    (`-b`, the hook's arguments) registers it and the job runs; idle for suspendTime, Slurm powers the node down
+    again (then the pod would go)."""
     cluster = second_cluster
     nodeset = elastic_nodeset("ela", minReplicas=0, maxReplicas=4)
     rendered = boot_elastic(cluster, nodeset)
     assert "NodeName=ela-[0-3] State=CLOUD CPUs=1 Features=ela RealMemory=100 SuspendTime=5\n" in rendered, rendered
+    assert rendered.count("EnforcePartLimits=") == 1 and "\nEnforcePartLimits=ANY\n" in rendered, rendered
     wait_for(lambda: node_states(cluster, "ela"), lambda s: s == dict.fromkeys(
         ["ela-0", "ela-1", "ela-2", "ela-3"], "idle~"), timeout=30, what="four powered-down nodes")  # fmt: skip
 
-    too_large = cluster.run("sbatch", "--parsable", "-p", "ela", "-N", "5", "--wrap", "true").strip().split(";")[0]
-    assert too_large.isdigit(), too_large
-    wait_for(lambda: cluster.run("squeue", "-h", "-j", too_large, "-o", "%T %r").strip(),
-             lambda out: out == "PENDING PartitionConfig", timeout=30, what="the 5-node job held")  # fmt: skip
-    time.sleep(12)  # Slurm's power-save pass (every 10 s) has seen the job: it powers nothing up for it
-    assert set(node_states(cluster, "ela").values()) == {"idle~"}, node_states(cluster, "ela")
-    cluster.run("scancel", too_large)
+    refused = cluster.run("sbatch", "-p", "ela", "-N", "5", "--wrap", "true")
+    assert "Batch job submission failed: More processors requested than permitted" in refused, refused
+    assert cluster.run("squeue", "-h", "-p", "ela").strip() == ""
 
     submitted = cluster.run("sbatch", "--parsable", "-p", "ela", "-N", "1", "-t", "2", "--wrap", "sleep 6")
     job = submitted.strip().split(";")[0]
@@ -287,18 +285,23 @@ def test_an_elastic_nodeset_is_all_powered_down_holds_a_larger_job_and_powers_a_
     wait_for(lambda: node_states(cluster, "ela")[node], lambda s: s == "idle~", timeout=90, what=f"{node} idle~")
 
 
-def test_a_site_that_sets_enforce_part_limits_has_a_job_larger_than_the_elastic_maximum_refused_at_submit(
+def test_a_site_that_sets_enforce_part_limits_no_has_a_job_larger_than_the_elastic_maximum_held(
     second_cluster: SecondCluster,
 ) -> None:
-    """The hooks leave EnforcePartLimits to the Controller's extraConf (docs/operations.md, "Elastic NodeSets"):
-    with it, Slurm refuses at submit a job larger than the NodeSet's maximum, with its own reason."""
+    """A site whose other NodeSets scale up for pending jobs sets EnforcePartLimits=NO in extraConf
+    (docs/operations.md, "Elastic NodeSets"): it replaces the hook's line, and a job larger than the elastic
+    maximum pends with Slurm's reason and powers nothing up."""
     cluster = second_cluster
-    rendered = boot_elastic(cluster, elastic_nodeset("ela", minReplicas=0, maxReplicas=4), "EnforcePartLimits=ANY")
+    rendered = boot_elastic(cluster, elastic_nodeset("ela", minReplicas=0, maxReplicas=4), "EnforcePartLimits=NO")
     assert rendered.count("EnforcePartLimits=") == 1, rendered
     wait_for(lambda: node_states(cluster, "ela"), lambda s: len(s) == 4, timeout=30, what="four nodes")
-    refused = cluster.run("sbatch", "-p", "ela", "-N", "5", "--wrap", "true")
-    assert "Batch job submission failed: More processors requested than permitted" in refused, refused
-    assert cluster.run("squeue", "-h", "-p", "ela").strip() == ""
+    too_large = cluster.run("sbatch", "--parsable", "-p", "ela", "-N", "5", "--wrap", "true").strip().split(";")[0]
+    assert too_large.isdigit(), too_large
+    wait_for(lambda: cluster.run("squeue", "-h", "-j", too_large, "-o", "%T %r").strip(),
+             lambda out: out == "PENDING PartitionConfig", timeout=30, what="the 5-node job held")  # fmt: skip
+    time.sleep(12)  # Slurm's power-save pass (every 10 s) has seen the job: it powers nothing up for it
+    assert set(node_states(cluster, "ela").values()) == {"idle~"}, node_states(cluster, "ela")
+    cluster.run("scancel", too_large)
 
 
 def test_an_elastic_nodesets_always_on_nodes_register_and_are_never_powered_down(
