@@ -22,15 +22,15 @@ import operator
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar
 
 import orjson
 from kubernetes.client.api_client import ApiClient
 
 from slinky_common import names
 from slinky_common.decode import shaped
-from slurm_sync.informer import ChangeMark, Collection, Informer, Lister, Watcher
-from slurm_sync.kube import ChangeMarks, Kube, WriteCounter, selector
+from slurm_sync.informer import Collection, Informer, Lister, Watcher
+from slurm_sync.kube import ChangeMark, ChangeMarks, Kube, WriteCounter, selector
 from slurm_sync.shapes import record
 from slurm_sync.throttle import TokenBucket
 
@@ -251,8 +251,8 @@ class CachedKube(Kube):
         )
 
     def change_marks(self, namespace: str, labels: dict[str, str], plural: str) -> ChangeMarks | None:
-        collections = self._watched(namespace, labels, plural)
-        return (self.cache.mark(collections[0]), self.cache.mark(collections[1]), self.cache.mark(collections[2]))
+        pods, customs, nodes = self._watched(namespace, labels, plural)
+        return self.cache.mark(pods), self.cache.mark(customs), self.cache.mark(nodes)
 
     def changes_since(
         self, namespace: str, labels: dict[str, str], plural: str, marks: ChangeMarks | None
@@ -260,7 +260,7 @@ class CachedKube(Kube):
         if marks is None:
             return None
         pods, customs, nodes = (
-            self.cache.changes(collection, cast(ChangeMark | None, mark))
+            self.cache.changes(collection, mark)
             for collection, mark in zip(self._watched(namespace, labels, plural), marks, strict=True)
         )
         return None if pods is None or customs is None or nodes is None else (pods, customs, nodes)

@@ -31,13 +31,12 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from slurm_sync.kube import DictWatch, Page, describe_error
+from slurm_sync.kube import ChangeMark, DictWatch, Page, describe_error
 
 log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
 Key = tuple[str, str]  # (namespace, name)
-ChangeMark = tuple[int, int]  # (an informer's generation, a change's number in it): see Informer.mark
 _GENERATIONS = itertools.count(1)
 Lister = Callable[[str], Page]  # continue token ("" for the first page) -> one page
 Watcher = Callable[[DictWatch, str, int], Iterator[JSON]]  # (watch, resourceVersion, timeout) -> events

@@ -233,7 +233,8 @@ def selector(labels: dict[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
-ChangeMarks = tuple[object, object, object]  # a cache's marks of three collections (slurm_sync/cache.py)
+ChangeMark = tuple[int, int]  # (an informer's generation, a change's number in it): see Informer.mark
+ChangeMarks = tuple[ChangeMark | None, ChangeMark | None, ChangeMark | None]  # pods, custom objects, Nodes
 
 
 class Kube:
