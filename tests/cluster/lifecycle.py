@@ -561,7 +561,8 @@ class Lifecycle:
 
     def diagnosis(self) -> str:
         """What a failed step leaves to read when the lab is gone (CI keeps only the test's output): the
-        replicas' roles, the NodeSet's drain intents, each pod and Slurm node, the last lines of slurm_sync."""
+        replicas' roles, the NodeSet's drain intents, each pod and Slurm node, the queue with Slurm's reasons, the
+        last lines of slurm_sync."""
         lines = []
         try:
             lines.append(f"slurm_sync roles: {self.lab.sync_roles()}")
@@ -575,12 +576,15 @@ class Lifecycle:
                              f"deleting={bool(meta.get('deletionTimestamp'))} {notes} {conditions}")  # fmt: skip
             for name, fields in self.nodes().items():
                 lines.append(f"node {name}: State={fields.get('State')} Reason={fields.get('Reason', '')}")
+            queue = self.slurm("squeue", "-h", "-a", "-o", "%i %P %T %r %D %N %V", check=False)
+            lines += [f"job {line}" for line in queue.splitlines() if line.strip()]
         except Exception as exc:  # the lab itself may be what failed
             lines.append(f"(state unreadable: {exc})")
         wanted = {  # each log's last lines that say what its process did: no request lines, the lab's on us
             "slurm-sync": lambda ln: "httpx" not in ln,
             "slurm-sync-b": lambda ln: "httpx" not in ln,
             "lab": lambda ln: "failed" in ln or NODESET in ln,
+            "lifecycle": lambda ln: "state at the failure" not in ln,  # the steps that led here
         }
         for log_name, keep in wanted.items():
             path = LAB / "logs" / f"{log_name}.log"
