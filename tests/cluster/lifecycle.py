@@ -225,8 +225,9 @@ class Lifecycle:
         nodes = (dict(re.findall(r"(\w+)=(\S*)", line)) for line in done.stdout.splitlines() if line.strip())
         return {n["NodeName"]: n for n in nodes if PARTITION in n.get("Partitions", "").split(",")}
 
-    def wait_running(self, job: str) -> None:
-        eventually(f"job {job} running", lambda: self.slurm("squeue", "-h", "-j", job, "-o", "%T").strip() == "RUNNING")
+    def wait_running(self, job: str, timeout: float = 60) -> None:
+        eventually(f"job {job} running", lambda: self.slurm("squeue", "-h", "-j", job, "-o", "%T").strip() == "RUNNING",
+                   timeout=timeout)  # fmt: skip
 
     def partition_state(self) -> str:
         """ "present", "absent" (slurmctld says so), or "" while it cannot answer."""
@@ -489,7 +490,9 @@ class Lifecycle:
         held = self.slurm("sbatch", "--parsable", "-p", PARTITION, "-N1", "-t", "5", "--chdir=/tmp", "-o",
                           "/dev/null", "--wrap", "sleep 30").strip()  # fmt: skip
         self.jobs[held] = "-N1 sleep 30 (held through a leader kill)"
-        self.wait_running(held)
+        # behind the job just submitted: Slurm starts it when that one ends, or at its next periodic pass (every
+        # 60 s, sched_interval) if nothing else prompts one; CI at b5045ad saw it pend 60 s (seed 900959, step 62)
+        self.wait_running(held, timeout=150)
         update = self.refeature(rng)
         node = eventually("a node drained by us", self.drained_node, timeout=120)
         leader = eventually("the slurm_sync leader", self.leader, timeout=60)
