@@ -846,6 +846,11 @@ def nodeset() -> Kind:
                             "Its replacement registers other resources, or it is scaled in: once drained and idle,"
                             " slurm_sync deletes its Slurm node record, and the pod goes only once that is absent."
                         ),
+                        "epoch": string(
+                            "The NodeSet's resourceVersion when this intent was issued, kept while it stands:"
+                            " slurm_sync's drained mark carries it, and the pod goes only on the mark of its"
+                            " current intent."
+                        ),
                     },
                     required=("name", "reason"),
                 ),

@@ -18,6 +18,7 @@
  *   name: ANNOTATION_POD_DEADLINE nodeset.slinky.slurm.net/pod-deadline        (ev_jobs)
  *   name: STATUS_DRAINING_PODS drainingPods                                    (intent)
  *   name: DRAIN_DELETE_NODE deleteSlurmNode                                    (intent_del)
+ *   name: DRAIN_EPOCH epoch                                                    (ep, m_ep)
  *   name: ANNOTATION_DELETION_OBSERVED nodeset.slinky.slurm.net/deletion-observed  (rep*)
  *   name: ANNOTATION_FORCE_DELETE nodeset.slinky.slurm.net/force-delete        (force)
  *   name: DRAIN_REASON_PREFIX slurm-operator:                                  (DRAIN_OURS)
@@ -36,21 +37,29 @@
  * and the fixes the model led to (their regression tests are in the code's tests):
  *   NO_OWN_MARKS          slurm_sync diffs its pod patch against its watch cache alone, which may not show its
  *                         own last write yet: a mark it must remove (a drain lifted, a wrong answer corrected)
- *                         stays, as before the fix (slurm_sync/operator/loop.py:OperatorLoop._own_marks)
+ *                         stays, as before the fix (slurm_sync/operator/loop.py:OperatorLoop._own_marks). Since
+ *                         NO_EPOCH's fix, a stale mark no longer answers a new intent, and dropping this rule
+ *                         alone finds no counterexample within the bounds; the code keeps it (a mark says what
+ *                         slurm_sync last saw, and the absent mark carries no epoch).
  *   NO_EMPTY_PROOF        a deletion report that lets finalize finish is written on one listing, as before the
  *                         fix (slurm_sync/operator/deletion.py:execute)
+ *   NO_EPOCH              the hook lets a condemned pod go on any drained mark, as before the fix: an intent
+ *                         withdrawn and given again before slurm_sync carried out the withdrawal lets the pod go
+ *                         on the first intent's mark while slurm_sync, acting on the withdrawal, lifts the drain
+ *                         under it and a job starts. Each intent now carries an epoch (the NodeSet's
+ *                         resourceVersion when issued, hooks/nodeset/hook.py:intent_epochs), the drained mark
+ *                         echoes it (slurm_sync/operator/plan.py:drained_mark), and only the mark of the current
+ *                         intent counts (hooks/nodeset/observe.py:ObservedPod.removable)
  *
  * What the model assumes, and so does not cover:
  *   - At most FAULTS wrong answers from Slurm in a run, each one of: the node listing and a GET of the node
  *     both lose node N for one pass; the node listing shows N idle and drained while a job runs; the job
  *     listing is empty; a GET of a job says not-found. Two consistent lies in one pass defeat any rule.
  *   - slurm_sync's watch may not show its own last write of the pod for one pass (a new term lists anew).
- *   - The hook condemns a pod again only after slurm_sync carried out the withdrawal of its previous intent
- *     (REISSUE_ANYTIME drops this and finds a race, open: the hook lets the pod go on the mark of the first
- *     intent while slurm_sync, acting on the withdrawal, lifts the drain under it and a job starts; the marks
- *     carry no epoch of the intent they answer, and Metacontroller deletes without a precondition on them).
  *   - Metacontroller's view of the pod is current when a sync reads it; the answer is applied a step later.
- *     MC_STALE lets the view lag one write: the race above then needs no quick re-issue. Not covered.
+ *     MC_STALE lets its view of the marks lag one write: safety holds with it too (a test checks), but the
+ *     liveness claims do not (a view could then stay behind for ever). Its view of the NodeSet's status is
+ *     current.
  *   - An administrator drains but never lifts a drain, and Slurm never returns a DOWN node to service on
  *     its own: either would make a drained mark stale until slurm_sync's next pass.
  */
@@ -147,15 +156,8 @@ bool intent, intent_del;   /* status.drainingPods as the last applied sync publi
 bool rep, rep_pending, rep_nodes;  /* slurm_sync's deletion report: present, pending jobs, records left */
 bool grace_over;           /* the report's cancelAt has passed */
 bool finalized;            /* finalize finished: the NodeSet's slurm.conf lines go */
-bool withdrawn;            /* an applied sync withdrew P's intent; slurm_sync has not carried it out yet */
-
-/* The timing the model assumes (REISSUE_ANYTIME drops it, see the header): the hook condemns P again only
-   after slurm_sync carried out the withdrawal of its previous intent (cleared the marks, lifted its drain). */
-#ifdef REISSUE_ANYTIME
-#define MAY_CONDEMN true
-#else
-#define MAY_CONDEMN (!withdrawn || !(pod && !pod_term && (deleting || !want)))
-#endif
+byte ep;                   /* the published intent's epoch; each intent issued anew gets a new one (1, 2, ...) */
+byte m_ep, o_ep;           /* the epoch the drained mark carries (0: none), and before the latest write */
 
 /* ---- the NodeSet hook: a pure function of what Metacontroller observed ---- */
 /* impl: hooks/nodeset/hook.py:sync */
@@ -168,6 +170,14 @@ bool withdrawn;            /* an applied sync withdrew P's intent; slurm_sync ha
 /* impl: hooks/nodeset/observe.py:still_wanted */
 /* impl: hooks/nodeset/observe.py:ObservedPod.removable */
 /* impl: hooks/nodeset/observe.py:ObservedPod.busy_evidence */
+/* impl: hooks/nodeset/hook.py:intent_epochs */
+/* The drained mark counts for the intent the answer publishes: the one published, if it stands, with its epoch;
+   an intent issued anew has an epoch no mark carries yet. */
+#ifdef NO_EPOCH
+#define FOR_INTENT(d, e) (d)
+#else
+#define FOR_INTENT(d, e) ((d) && intent && (e) == ep)
+#endif
 #ifdef NO_BUSY_WINS
 #define REMOVABLE(d, a) ((d) || (a))
 #else
@@ -181,10 +191,10 @@ active proctype Metacontroller() {
 end_mc:
     do
     :: atomic {
-        !finalized && MAY_CONDEMN ->
-        d = m_drained; a = m_absent;
+        !finalized ->
+        d = FOR_INTENT(m_drained, m_ep); a = m_absent;
 #ifdef MC_STALE
-        if :: skip :: d = o_drained; a = o_absent fi;
+        if :: skip :: d = FOR_INTENT(o_drained, o_ep); a = o_absent fi;
 #endif
         rel = deleting && force;   /* force-delete: every pod released, the report not waited for */
         /* a terminating pod is already going and gets no intent (Plan.condemn) */
@@ -196,7 +206,7 @@ end_mc:
         d = false; a = false
        }
        atomic {
-        if :: intent && !cond -> withdrawn = true :: else -> skip fi;
+        if :: cond && !intent -> ep++ :: else -> skip fi;   /* a new intent, a new epoch */
         intent = cond; intent_del = cond_del;
         if
         :: del_p && pod && !pod_term ->
@@ -288,6 +298,7 @@ active proctype Admin() {
 /* impl: slurm_sync/operator/loop.py:OperatorLoop._slurm_updates */
 /* impl: slurm_sync/operator/plan.py:plan_pod */
 /* impl: slurm_sync/operator/plan.py:drain_action */
+/* impl: slurm_sync/operator/plan.py:drained_mark */
 /* impl: slurm_sync/operator/plan.py:deadline_annotation */
 /* impl: slurm_sync/operator/plan.py:metadata_patch */
 /* impl: slurm_sync/proof.py:AbsenceProof.not_found */
@@ -309,8 +320,9 @@ active proctype Admin() {
 proctype Replica(bit r) {
     bool nf_node, nf_empty;   /* the term's memory: a first not-found of N, a first "nothing left" */
     bool my_d, my_a;          /* ... and the marks it last wrote on P (OperatorLoop._own_marks) */
+    byte my_ep, v_ep, i_ep;   /* the epoch of its last drained mark, of the one it sees, of the intent it read */
     bool listed, lost, l_busy, l_rel, l_ours, l_admin, j_on, j_pend, v_d, v_a, v_en, v_ej, intent_now;
-    bool wd, wa, wen, wej, pending, left, lift, nodes_ok, carries;
+    bool wd, wa, wen, wej, pending, left, lift, nodes_ok;
     byte k_d, k_a, k_en, k_ej, w_slurm;   /* what the pass writes ... */
     bool w_delrec, w_cancel, w_rep, w_rp, w_rn;
 end_replica:
@@ -318,18 +330,20 @@ end_replica:
     :: atomic {
         holder == r && fence[r] && !finalized ->
         if
-        :: fresh_term[r] -> nf_node = false; nf_empty = false; my_d = false; my_a = false; fresh_term[r] = false
+        :: fresh_term[r] -> nf_node = false; nf_empty = false; my_d = false; my_a = false; my_ep = 0;
+                            fresh_term[r] = false
         :: else -> skip
         fi;
         /* Kubernetes through slurm_sync's watch cache: the marks may still lack its own latest write */
         intent_now = intent && !pod_term;
-        carries = withdrawn && !intent;   /* the pass acts on a withdrawn intent */
-        v_d = m_drained; v_a = m_absent; v_en = ev_node; v_ej = ev_jobs;
-        if :: pod_writer == r && lagging -> v_d = o_drained; v_a = o_absent :: skip fi;
+        i_ep = (intent_now -> ep : 0);   /* drained_mark: the intent's epoch, none without a NodeSet intent */
+        v_d = m_drained; v_ep = m_ep; v_a = m_absent; v_en = ev_node; v_ej = ev_jobs;
+        if :: pod_writer == r && lagging -> v_d = o_drained; v_ep = o_ep; v_a = o_absent :: skip fi;
         lagging = lagging && pod_writer != r;
 #ifndef NO_OWN_MARKS
         /* the fix: a mark this term wrote counts as seen until the cache shows it, so its removal is sent */
-        v_d = v_d || my_d; v_a = v_a || my_a;
+        if :: my_d -> v_d = true; v_ep = my_ep :: else -> skip fi;
+        v_a = v_a || my_a;
 #endif
         /* Slurm's node listing and job listing, one of them wrong while faults are left */
         listed = n_rec; l_busy = n_job; l_rel = !n_job && (n_drain != DRAIN_NONE || n_down);
@@ -370,6 +384,7 @@ end_replica:
             wej = v_ej;
             if :: j_on -> wej = true :: !j_on && !l_busy -> wej = false :: else -> skip fi;
             k_d = KEY(v_d, l_rel && !lift); k_a = KEY(v_a, false); k_en = KEY(v_en, l_busy); k_ej = KEY(v_ej, wej);
+            if :: k_d == KEEP && v_d && v_ep != i_ep -> k_d = SET1 :: else -> skip fi;   /* another intent's mark */
             /* records: a flagged pod's record goes once released, no job listed, no busy evidence on the pod,
                and a GET of N agrees */
             w_delrec = !deleting && intent_now && intent_del && l_rel && !j_on && !v_en && !v_ej &&
@@ -399,7 +414,7 @@ end_replica:
         :: else -> skip
         fi;
         listed = false; lost = false; l_busy = false; l_rel = false; l_ours = false; l_admin = false;
-        j_on = false; j_pend = false; v_d = false; v_a = false; v_en = false; v_ej = false; intent_now = false;
+        j_on = false; j_pend = false; v_d = false; v_ep = 0; v_a = false; v_en = false; v_ej = false; intent_now = false;
         wej = false; pending = false; left = false; nodes_ok = false
        }
        /* the writes in the loop's order: the pod patch, then Slurm's update (a lift only after the patch landed) */
@@ -408,13 +423,14 @@ end_replica:
            atomic {
             if
             :: MAY_WRITE(r) -> ONE_WRITER(r);
-                o_drained = m_drained; o_absent = m_absent; pod_writer = r; lagging = true;
+                o_drained = m_drained; o_ep = m_ep; o_absent = m_absent; pod_writer = r; lagging = true;
                 m_drained = PATCHED(k_d, m_drained); m_absent = PATCHED(k_a, m_absent);
+                if :: k_d == SET1 -> m_ep = i_ep :: k_d == SET0 -> m_ep = 0 :: else -> skip fi;
                 ev_node = PATCHED(k_en, ev_node); ev_jobs = PATCHED(k_ej, ev_jobs);
-                my_d = m_drained; my_a = m_absent
-            :: else -> lift = false; w_slurm = S_NONE; carries = false   /* refused: no lift follows */
+                my_d = m_drained; my_ep = m_ep; my_a = m_absent
+            :: else -> lift = false; w_slurm = S_NONE   /* refused: no lift follows */
             fi;
-            k_d = KEEP; k_a = KEEP; k_en = KEEP; k_ej = KEEP
+            k_d = KEEP; k_a = KEEP; k_en = KEEP; k_ej = KEEP; i_ep = 0
            }
        :: else -> skip
        fi;
@@ -424,7 +440,7 @@ end_replica:
             if
             :: MAY_WRITE(r) -> ONE_WRITER(r);
                 n_drain = (w_slurm == S_DRAIN -> DRAIN_OURS : DRAIN_NONE)   /* UNDRAIN lifts any drain */
-            :: else -> carries = false
+            :: else -> skip
             fi;
             w_slurm = S_NONE; lift = false
            }
@@ -457,10 +473,6 @@ end_replica:
            }
        :: else -> skip
        fi;
-       /* the withdrawal is carried out once no drain of ours is left that a later pass could lift */
-       atomic { if :: carries && !intent && holder == r && fence[r] && n_drain != DRAIN_OURS -> withdrawn = false
-                   :: else -> skip fi;
-                carries = false }
     od
 }
 

@@ -83,11 +83,17 @@ TAINT_NODESET_WORKER: Final = NODESET_PREFIX + "worker"
 # Metacontroller stores the object it last applied here; kept pods are returned as that object.
 ANNOTATION_LAST_APPLIED: Final = "metacontroller.k8s.io/last-applied-configuration"
 
-# NodeSet status: the drain intents slurm_sync executes (list of {name, reason}, sorted by name).
+# NodeSet status: the drain intents slurm_sync executes (list of {name, reason, epoch}, sorted by name).
 STATUS_DRAINING_PODS: Final = "drainingPods"
 # A drainingPods item's flag: once drained and idle, slurm_sync deletes the pod's Slurm node record, and
 # the pod goes only once that record is proven absent (its replacement registers anew).
 DRAIN_DELETE_NODE: Final = "deleteSlurmNode"
+# A drainingPods item's epoch: the NodeSet's resourceVersion when the intent was issued, kept while it stands.
+# slurm_sync's drained mark carries the epoch of the intent it answers, and the hook lets a pod go only on the
+# mark of its current intent, never on one left from an earlier intent (docs/architecture.md §4.1).
+DRAIN_EPOCH: Final = "epoch"
+# The drained mark of a pod no NodeSet intent names (a cordon's drain, or an intent published without an epoch).
+DRAINED_NO_EPOCH: Final = "true"
 STATUS_ORDINAL_TO_NODE: Final = "ordinalToNode"
 # NodeSet status condition types.
 CONDITION_CONTROLLER_RESOLVED: Final = "ControllerResolved"

@@ -153,13 +153,13 @@ def mark_notices(slurm_node: str, metadata_patch: Mapping[str, Any]) -> list[Not
     meta = metadata_patch.get("metadata") or {}
     labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
     found = []
-    if annotations.get(names.ANNOTATION_DRAINED) == "true":
+    if mark := annotations.get(names.ANNOTATION_DRAINED):
         found.append(
             Notice(
                 "Normal",
                 "SlurmNodeDrained",
                 f"Slurm reports node {slurm_node} drained: no job runs there and "
-                f"none will start; marked {names.ANNOTATION_DRAINED}=true, so the NodeSet may now delete this pod.",
+                f"none will start; marked {names.ANNOTATION_DRAINED}={mark}, so the NodeSet may now delete this pod.",
                 "Mark",
             )
         )

@@ -713,8 +713,11 @@ def controller_related() -> dict[str, dict[str, JSON]]:
 WORKER_NODES = ["kind-worker", "kind-worker2"]
 
 
-def worker_pod(ordinal: int, parent: JSON, slurm_states: list[tuple[str, str]], protect: bool, drained: bool) -> JSON:
-    """One slurmd pod as the nodeset hook creates it, then scheduled, running and observed by slurm_sync."""
+def worker_pod(
+    ordinal: int, parent: JSON, slurm_states: list[tuple[str, str]], protect: bool, drained: str | None
+) -> JSON:
+    """One slurmd pod as the nodeset hook creates it, then scheduled, running and observed by slurm_sync;
+    ``drained``: the epoch of the drain intent slurm_sync marked it drained for."""
     name = f"{NODESET_NAME}-{ordinal}"
     pod_labels = {
         **labels("slurmd", NODESET_NAME, "worker"),
@@ -803,8 +806,8 @@ def worker_pod(ordinal: int, parent: JSON, slurm_states: list[tuple[str, str]], 
     pod = owned(desired, parent, f"{5200 + 10 * ordinal}")
     if protect:  # slurm_sync marks busy pods so the shared PDB protects them
         pod["metadata"]["labels"][n.LABEL_POD_PROTECT] = "true"
-    if drained:  # slurm_sync: Slurm reports the node drained and idle, the pod may go (docs/architecture.md §4)
-        pod["metadata"]["annotations"][n.ANNOTATION_DRAINED] = "true"
+    if drained:  # slurm_sync: Slurm reports the node drained and idle, the pod may go (docs/architecture.md §4.1)
+        pod["metadata"]["annotations"][n.ANNOTATION_DRAINED] = drained
     node = WORKER_NODES[ordinal]
     pod["spec"] |= {  # what the scheduler and the API server's defaulting added
         "nodeName": node,
@@ -843,7 +846,7 @@ def worker_pod(ordinal: int, parent: JSON, slurm_states: list[tuple[str, str]], 
 
 
 def nodeset_children(
-    parent: JSON, states: list[list[tuple[str, str]]], protect: list[bool], drained: list[bool]
+    parent: JSON, states: list[list[tuple[str, str]]], protect: list[bool], drained: list[str | None]
 ) -> dict[str, dict[str, JSON]]:
     pods = [worker_pod(i, parent, states[i], protect[i], drained[i]) for i in range(2)]
     return {"Pod.v1": object_map(*pods), "PersistentVolumeClaim.v1": {}, "ConfigMap.v1": {}}
@@ -1532,17 +1535,22 @@ def requests() -> dict[str, JSON]:
     nodeset_deleting = deleting(NODESET, [cc_finalizer("nodeset.yaml")])
     nodeset_deleting["status"] |= {"slurmIdle": 1, "slurmAllocated": 1, "slurmDrain": 2}
     drain_reason = f"{n.DRAIN_REASON_PREFIX} NodeSet {NS}/{NODESET_NAME} is being deleted"
+    # the drain intents the first finalize published (its epoch: the NodeSet's resourceVersion then)
+    epoch = "5007"
+    nodeset_deleting["status"][n.STATUS_DRAINING_PODS] = [
+        {"name": f"{NODESET_NAME}-{i}", "reason": "NodeSet deleted", n.DRAIN_EPOCH: epoch} for i in range(2)
+    ]
     composite_set(
         "nodeset",
         NODESET,
-        nodeset_children(NODESET, [idle, idle], [False, False], [False, False]),
+        nodeset_children(NODESET, [idle, idle], [False, False], [None, None]),
         nodeset_related(),
         # Mid-drain: pod 0's node is drained and idle (marked), pod 1's still runs a job (busy, protected).
         finalize_children=nodeset_children(
             nodeset_deleting,
             [[("Idle", ""), ("Drain", drain_reason)], [("Mixed", ""), ("Drain", drain_reason)]],
             protect=[False, True],
-            drained=[True, False],
+            drained=[epoch, None],
         ),
         finalize_parent=nodeset_deleting,
     )

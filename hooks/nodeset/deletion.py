@@ -22,6 +22,7 @@ Which pods may go depends on what is known about the Controller (the slurmctld t
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, TypeGuard
@@ -71,14 +72,15 @@ def force_delete(parent: JSON) -> bool:
 
 
 def kept_pods(
-    pods: list[ObservedPod], condemned: dict[str, str], mode: Release, now: float | None
+    pods: list[ObservedPod], epochs: Mapping[str, str], mode: Release, now: float | None
 ) -> list[ObservedPod]:
-    """The pods finalize still returns: every pod a drain or busy evidence still holds."""
+    """The pods finalize still returns: every pod a drain (``epochs``: each condemned pod's intent epoch) or busy
+    evidence still holds."""
     if mode in (Release.FORCE, Release.CLUSTER_DELETED):
         return []
     if mode == Release.NO_CONTROLLER:
         return [p for p in pods if p.name and p.busy_evidence(now) is not None]
-    return still_wanted(pods, condemned, now)
+    return still_wanted(pods, epochs, now)
 
 
 def read_report(parent: JSON) -> Report | None:

@@ -1,7 +1,7 @@
 """NodeSet hooks: slurmd worker pods in StatefulSet or DaemonSet mode, drained before deleted.
 
 Pods are `OnDelete` children: an existing pod is never changed, so the hook publishes the pods
-that must go in `status.drainingPods` ({name, reason}) and keeps returning them until
+that must go in `status.drainingPods` ({name, reason, epoch}) and keeps returning them until
 slurm_sync marks them drained (or says no Slurm node exists for them) and no busy evidence
 contradicts the mark (hooks/nodeset/observe.py). Only then is a pod left out, and Metacontroller
 deletes it. Deleting the NodeSet (finalize) follows hooks/nodeset/deletion.py: what the
@@ -49,7 +49,7 @@ from __future__ import annotations
 import base64
 import binascii
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from hooks import invalidspec, podschema
@@ -157,7 +157,7 @@ def sync(req: CompositeRequest) -> JSON:
     _check_pod_fields(builder, plan, pods, revision)
     if plan.condemned and spec.elastic is None:  # an elastic NodeSet's nodes are slurm.conf's, never deleted
         plan.delete_stale_records(pods, builder.registration)
-    wanted = still_wanted(pods, plan.condemned, ctx.now, frozenset(plan.delete_node))
+    wanted = still_wanted(pods, intent_epochs(req.parent, plan.condemned), ctx.now, frozenset(plan.delete_node))
     built = [builder.build(slot) for slot in plan.create]
     pod_children = _kept(wanted) + built
     claim_owners = _claim_owners(spec, pods, plan, pod_children)
@@ -212,7 +212,7 @@ def finalize(req: CompositeRequest) -> JSON:
     mode, plan = _release_plan(req.parent, pods, controller)
     now = _clock(spec, pods, every_pod=mode == deletion.Release.NO_CONTROLLER)
     ctx = Context(spec=spec, revision=revision_hash(req.parent), draining=_published_draining(req.parent), now=now)
-    held = deletion.kept_pods(pods, plan.condemned, mode, now)
+    held = deletion.kept_pods(pods, intent_epochs(req.parent, plan.condemned), mode, now)
     pod_children = _kept(held)
     children = pod_children + _finalize_claims(req, spec, held)
     children += _ssh_config(req.parent, spec, held, [], keep=False)
@@ -245,7 +245,8 @@ def _finalize_invalid(req: CompositeRequest, err: InvalidSpec) -> JSON:
         controller = None
     mode, plan = _release_plan(parent, pods, controller)
     now = now_if_needed(pods, every_pod=mode == deletion.Release.NO_CONTROLLER)
-    held = deletion.kept_pods(pods, plan.condemned, mode, now)
+    epochs = intent_epochs(parent, plan.condemned)
+    held = deletion.kept_pods(pods, epochs, mode, now)
     pod_children = _kept(held)
     retained = _retained_claims(req, lenient_when_deleted(parent))
     children: list[Child]
@@ -254,7 +255,7 @@ def _finalize_invalid(req: CompositeRequest, err: InvalidSpec) -> JSON:
     else:
         children = list(retained)
     status = dict(parent.get("status") or {})
-    draining = [{"name": name, "reason": plan.condemned[name]} for name in sorted(plan.condemned)]
+    draining = [_drain_intent(name, plan, epochs) for name in sorted(plan.condemned)]
     status[names.STATUS_DRAINING_PODS] = draining
     replaced = (
         names.CONDITION_READY,
@@ -509,7 +510,8 @@ def _status(
     available = sum(1 for p in ours if ctx.available(p))
     # DaemonSet: the Nodes that fit; elastic: the always-on ordinals and those Slurm powers up
     desired = plan.desired if spec.scaling_mode == DAEMONSET or spec.elastic else spec.replicas
-    draining = [_drain_intent(name, plan) for name in sorted(plan.condemned)]
+    epochs = intent_epochs(parent, plan.condemned)
+    draining = [_drain_intent(name, plan, epochs) for name in sorted(plan.condemned)]
     return {
         "replicas": len(ours),
         "updatedReplicas": sum(1 for p in ours if p.revision == ctx.revision),
@@ -534,9 +536,10 @@ def _status(
     }
 
 
-def _drain_intent(name: str, plan: Plan) -> JSON:
-    """One status.drainingPods item; flagged when slurm_sync must delete the pod's Slurm node record."""
-    intent: JSON = {"name": name, "reason": plan.condemned[name]}
+def _drain_intent(name: str, plan: Plan, epochs: Mapping[str, str]) -> JSON:
+    """One status.drainingPods item, with its epoch; flagged when slurm_sync must delete the pod's Slurm node
+    record."""
+    intent: JSON = {"name": name, "reason": plan.condemned[name], names.DRAIN_EPOCH: epochs[name]}
     if name in plan.delete_node:
         intent[names.DRAIN_DELETE_NODE] = True
     return intent
@@ -583,6 +586,24 @@ def _unexpected_condition(parent: JSON, plan: Plan) -> JSON:
 
 def _published_draining(parent: JSON) -> frozenset[str]:
     return frozenset(_published_reasons(parent))
+
+
+def intent_epochs(parent: JSON, condemned: Iterable[str]) -> dict[str, str]:
+    """Each condemned pod's intent epoch (docs/architecture.md §4.1): the one published while its intent stands,
+    else the NodeSet's resourceVersion now. No earlier intent for the pod carried that one: an intent is withdrawn
+    by a published status (a write, a newer resourceVersion) before slurm_sync acts on the withdrawal.
+
+    An intent published without an epoch (by a hook before epochs, or through a CRD that prunes the field) stands
+    with the plain mark that slurm_sync then writes, as before epochs: an upgrade never stalls a drain."""
+    items = (parent.get("status") or {}).get(names.STATUS_DRAINING_PODS)
+    published = {
+        i["name"]: epoch if isinstance(epoch := i.get(names.DRAIN_EPOCH), str) and epoch else names.DRAINED_NO_EPOCH
+        for i in (items if isinstance(items, list) else [])
+        if isinstance(i, dict) and isinstance(i.get("name"), str)
+    }
+    new = (parent.get("metadata") or {}).get("resourceVersion")
+    new = new if isinstance(new, str) and new else "0"
+    return {name: published.get(name, new) for name in condemned}
 
 
 def _published_reasons(parent: JSON) -> dict[str, str]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
@@ -54,7 +55,7 @@ class ObservedPod:
     phase: str
     ready: bool
     terminating: bool
-    drained_mark: bool
+    drained_mark: str | None  # the epoch of the intent slurm_sync's drained mark answers (names.DRAIN_EPOCH)
     absent_mark: bool
     registration: str | None  # names.ANNOTATION_REGISTRATION_HASH; None on pods made before it existed
     slurm_states: frozenset[str]  # Slurm state words (IDLE, DRAIN ...) from the SlurmNodeState* conditions
@@ -145,9 +146,11 @@ class ObservedPod:
             return f"{names.ANNOTATION_POD_DEADLINE} {format_time(self.deadline)} not passed"
         return None
 
-    def removable(self, now: float | None) -> bool:
-        """slurm_sync marked the pod drained or its Slurm node absent, and no busy evidence says otherwise."""
-        return self.marked is not None and self.busy_evidence(now) is None
+    def removable(self, now: float | None, epoch: str) -> bool:
+        """slurm_sync marked the pod drained for the intent of this ``epoch``, or its Slurm node absent, and no busy
+        evidence says otherwise. A drained mark left from an earlier intent is not enough: slurm_sync may be lifting
+        that drain, having seen it withdrawn (model/drain.pml, -DNO_EPOCH)."""
+        return (self.absent_mark or self.drained_mark == epoch) and self.busy_evidence(now) is None
 
     @property
     def healthy(self) -> bool:
@@ -179,7 +182,7 @@ def observe_pod(obj: JSON, nodeset: str, parent_uid: str) -> ObservedPod:
         phase=str(status.get("phase")) if status.get("phase") in KNOWN_PHASES else "Unknown",
         ready=ready_condition.get("status") == "True",
         terminating=bool(meta.get("deletionTimestamp")),
-        drained_mark=annotations.get(names.ANNOTATION_DRAINED) == "true",
+        drained_mark=_str_or_none(annotations.get(names.ANNOTATION_DRAINED)) or None,
         absent_mark=annotations.get(names.ANNOTATION_SLURM_NODE_ABSENT) == "true",
         registration=_str_or_none(annotations.get(names.ANNOTATION_REGISTRATION_HASH)),
         slurm_states=slurm_states,
@@ -194,14 +197,16 @@ def observe_pod(obj: JSON, nodeset: str, parent_uid: str) -> ObservedPod:
 
 
 def still_wanted(
-    pods: list[ObservedPod], condemned: dict[str, str], now: float | None, delete_node: frozenset[str] = frozenset()
+    pods: list[ObservedPod], epochs: Mapping[str, str], now: float | None, delete_node: frozenset[str] = frozenset()
 ) -> list[ObservedPod]:
-    """Every named pod but the condemned ones slurm_sync marked and no busy evidence holds; a pod in
-    `delete_node` needs the absent mark (its Slurm node record deleted), drained is not enough."""
+    """Every named pod but the condemned ones (``epochs``: each one's intent epoch) slurm_sync marked for that
+    intent and no busy evidence holds; a pod in `delete_node` needs the absent mark (its Slurm node record
+    deleted), drained is not enough."""
     return [
         p
         for p in pods
-        if p.name and not (p.name in condemned and p.removable(now) and (p.absent_mark or p.name not in delete_node))
+        if p.name
+        and not (p.name in epochs and p.removable(now, epochs[p.name]) and (p.absent_mark or p.name not in delete_node))
     ]
 
 

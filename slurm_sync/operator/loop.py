@@ -297,7 +297,7 @@ class OperatorLoop:
         self._replan_at = clock() + full_replan_interval
         self._views = ClusterViews()
         self._quiet: dict[str, tuple[tuple[object, ...], PodState]] = {}  # pod -> inputs and state of a plan
-        self._marks: dict[str, tuple[bool, bool]] = {}  # pod -> (drained, absent) this term wrote (_own_marks)
+        self._marks: dict[str, tuple[str | None, bool]] = {}  # pod -> (drained, absent) this term wrote (_own_marks)
         self._hashes: tuple[object, dict[str, str]] | None = None  # (what they hash, each NodeSet's observed_hash)
         self._settled_read: tuple[ClusterView, SlurmView] | None = None  # what a pass with nothing to do read
         # what the last pass read: its cluster, Slurm's node listing, where the watched collections were
@@ -681,9 +681,9 @@ class OperatorLoop:
             return pod
         keys = (
             (names.ANNOTATION_DRAINED, wrote[0], seen.drained),
-            (names.ANNOTATION_SLURM_NODE_ABSENT, wrote[1], seen.absent),
+            (names.ANNOTATION_SLURM_NODE_ABSENT, "true" if wrote[1] else None, "true" if seen.absent else None),
         )
-        extra = {key: "true" for key, mine, shown in keys if mine and not shown}
+        extra = {key: mine for key, mine, shown in keys if mine is not None and mine != shown}
         return dataclasses.replace(pod, annotations={**pod.annotations, **extra}) if extra else pod
 
     def _writers(self) -> ThreadPoolExecutor | None:

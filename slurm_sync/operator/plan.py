@@ -83,7 +83,7 @@ class NodeSetTouch:
 class PodState:
     """What the NodeSet hook reads from a pod, after this pass's writes."""
 
-    drained: bool
+    drained: str | None  # the drained mark's value: its intent's epoch (drained_mark), None when not drained
     absent: bool
     states: tuple[str, ...]  # SlurmNodeState* condition types
 
@@ -178,7 +178,11 @@ def new_drain_intents(
     before it reads Slurm's whole listing (``OperatorLoop._drain_at_once``). Only a change can start a drain,
     so only the changed pods and the pods a changed NodeSet or a cordoned Node names are looked at; a node the
     listing lacks is left to the pass (unknown, or not there)."""
-    nodesets = [n for n in nodesets if (old := cluster.nodesets.get(n.name)) is None or old.intents != n.intents]
+    nodesets = [
+        n
+        for n in nodesets
+        if (old := cluster.nodesets.get(n.name)) is None or (old.intents, old.epochs) != (n.intents, n.epochs)
+    ]
     cordoned = {n.name: n for n in kube_nodes if n.unschedulable and n.name in cluster.kube_nodes}
     now = dataclasses.replace(
         cluster,
@@ -405,7 +409,7 @@ def deadline_annotation(
 def observed_state(pod: PodView) -> PodState:
     """The hook's inputs as they are on the pod now."""
     return PodState(
-        drained=pod.annotations.get(names.ANNOTATION_DRAINED) == "true",
+        drained=pod.annotations.get(names.ANNOTATION_DRAINED) or None,
         absent=pod.annotations.get(names.ANNOTATION_SLURM_NODE_ABSENT) == "true",
         states=tuple(sorted(pod.state_conditions)),
     )
@@ -425,7 +429,9 @@ def plan_inputs(
         None if nodes is None else nodes.get(pod.slurm_node),
         pod.slurm_node in slurm.absent,
         # of its NodeSet only what concerns this pod (a touch of the NodeSet re-plans none of its pods)
-        None if nodeset is None else (nodeset.name, nodeset.uid, nodeset.protect, nodeset.intents.get(pod.name)),
+        None
+        if nodeset is None
+        else (nodeset.name, nodeset.uid, nodeset.protect, nodeset.intents.get(pod.name), nodeset.epochs.get(pod.name)),
         cluster.kube_nodes.get(pod.node_name or ""),
         cluster.propagated_conditions,
         deadlines is None,
@@ -467,8 +473,9 @@ def plan_pod(
             topology = topology_action(node, kube_node, (applied_topology or {}).get(node.name))
             actions += [a for a in (features_action(node, kube_node), topology) if a is not None]
     protect = busy and (nodeset.protect if nodeset else True)
+    mark = drained_mark(pod, nodeset) if drained else None
     annotations = {
-        names.ANNOTATION_DRAINED: _flag(drained),
+        names.ANNOTATION_DRAINED: mark,
         names.ANNOTATION_SLURM_NODE_ABSENT: _flag(node is None),
         **deadline_annotation(node, pod.slurm_node, slurm.deadlines),
     }
@@ -486,8 +493,15 @@ def plan_pod(
     status = conditions_patch(pod, desired, now)
     if status is not None:
         patches.append(PodPatch(pod.namespace, pod.name, "status", status))
-    state = PodState(drained=drained, absent=node is None, states=tuple(sorted(c["type"] for c in desired)))
+    state = PodState(drained=mark, absent=node is None, states=tuple(sorted(c["type"] for c in desired)))
     return PodPlan(pod, tuple(patches), tuple(actions), state)
+
+
+def drained_mark(pod: PodView, nodeset: NodeSetView | None) -> str:
+    """The drained mark's value: the epoch of the NodeSet's intent for the pod, which the hook lets the pod go on
+    (and on no earlier intent's mark: docs/architecture.md §4.1); a pod no epoch names gets the plain mark."""
+    epoch = nodeset.epochs.get(pod.name) if nodeset is not None else None
+    return epoch or names.DRAINED_NO_EPOCH
 
 
 def write_order(plan: PodPlan) -> tuple[int, str]:
@@ -534,8 +548,13 @@ def _obj_list(value: Any) -> list[Any] | None:
 
 
 def observed_hash(states: Iterable[tuple[str, PodState]]) -> str:
-    """A digest of what the NodeSet hook reads from its pods (marks and Slurm states)."""
-    data = [[name, s.drained, s.absent, list(s.states)] for name, s in sorted(states, key=lambda item: item[0])]
+    """A digest of what the NodeSet hook reads from its pods (marks and Slurm states). A plain drained mark counts
+    as it did before marks carried an epoch, so an upgrade does not touch every NodeSet."""
+    data = [
+        [name, s.drained if s.drained not in (None, names.DRAINED_NO_EPOCH) else s.drained is not None, s.absent,
+         list(s.states)]
+        for name, s in sorted(states, key=lambda item: item[0])
+    ]  # fmt: skip
     return hashlib.sha256(json.dumps(data, separators=(",", ":")).encode()).hexdigest()[:16]
 
 

@@ -62,6 +62,8 @@ class NodeSetView:
     # drainingPods flagged names.DRAIN_DELETE_NODE: their Slurm node record goes once drained and idle
     record_deletes: frozenset[str]
     observed_hash: str | None  # our ANNOTATION_SLURM_OBSERVED
+    # drainingPods' epochs (names.DRAIN_EPOCH): the drained mark of a pod named here carries its intent's epoch
+    epochs: Mapping[str, str] = field(default_factory=dict)
     deleting: bool = False  # metadata.deletionTimestamp is set (the hook's finalize runs)
     retain_claims: bool = True  # persistentVolumeClaimRetentionPolicy.whenDeleted is not Delete
     controller: str = ""  # spec.controllerRef.name
@@ -193,10 +195,12 @@ def read_pod(obj: JSON) -> PodView | None:
 def read_nodeset(obj: JSON) -> NodeSetView:
     meta, spec, status = _obj(obj.get("metadata")), _obj(obj.get("spec")), _obj(obj.get("status"))
     protect = spec.get("workloadDisruptionProtection")
-    intents, record_deletes = {}, set()
+    intents, epochs, record_deletes = {}, {}, set()
     for item in status.get(names.STATUS_DRAINING_PODS) or []:
         if isinstance(item, Mapping) and isinstance(item.get("name"), str):
             intents[item["name"]] = _str(item.get("reason")) or "drain requested"
+            if _str(item.get(names.DRAIN_EPOCH)):
+                epochs[item["name"]] = _str(item.get(names.DRAIN_EPOCH))
             if item.get(names.DRAIN_DELETE_NODE) is True:
                 record_deletes.add(item["name"])
     return NodeSetView(
@@ -206,6 +210,7 @@ def read_nodeset(obj: JSON) -> NodeSetView:
         protect=protect if isinstance(protect, bool) else DEFAULT_PROTECTION,
         intents=intents,
         record_deletes=frozenset(record_deletes),
+        epochs=epochs,
         observed_hash=_map(meta.get("annotations")).get(names.ANNOTATION_SLURM_OBSERVED),
         deleting=bool(meta.get("deletionTimestamp")),
         # Read as the NodeSet hook reads a spec it cannot parse: only an explicit Delete deletes.

@@ -70,7 +70,7 @@ def operator_kube_wrongs(
         states = node.states if node else ()
         meta = _metadata(body)
         annotations, labels = meta.get("annotations") or {}, meta.get("labels") or {}
-        if annotations.get(names.ANNOTATION_DRAINED) == "true" and not (node and slurmstate.is_released(states)):
+        if annotations.get(names.ANNOTATION_DRAINED) and not (node and slurmstate.is_released(states)):  # any epoch
             wrongs.append(f"{pod}: drained mark while Slurm has {pod_nodes[pod]} {'+'.join(states) or 'missing'}")
         if annotations.get(names.ANNOTATION_SLURM_NODE_ABSENT) == "true" and node is not None:
             wrongs.append(f"{pod}: absent mark while Slurm has {pod_nodes[pod]} {'+'.join(states)}")

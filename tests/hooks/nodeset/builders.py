@@ -14,6 +14,9 @@ NS = "slurm"
 
 
 NODESET_UID = "uid-gpu"
+# The NodeSet's resourceVersion: the epoch of each drain intent it issues (hooks/nodeset/hook.py:intent_epochs),
+# which a drained mark answering that intent carries
+INTENT_EPOCH = "40"
 
 
 CONTROLLER_KEY = f"Controller.{names.API_VERSION}"
@@ -23,7 +26,13 @@ def nodeset(status: dict | None = None, **spec) -> dict:
     parent = {
         "apiVersion": names.API_VERSION,
         "kind": "NodeSet",
-        "metadata": {"name": "gpu", "namespace": NS, "uid": NODESET_UID, "generation": 1},
+        "metadata": {
+            "name": "gpu",
+            "namespace": NS,
+            "uid": NODESET_UID,
+            "generation": 1,
+            "resourceVersion": INTENT_EPOCH,
+        },
         "spec": {"controllerRef": {"name": "slurm"}, **spec},
     }
     if status is not None:
@@ -90,11 +99,12 @@ def observed(
     ready: bool = True,
     node_name: str | None = "node-a",
     slurm: tuple[str, ...] = ("Idle",),
-    drained: bool = False,
+    drained: bool | str = False,
     absent: bool = False,
     terminating: bool = False,
 ) -> dict:
-    """What Metacontroller shows after creating `child`, with kubelet and slurm_sync state on top."""
+    """What Metacontroller shows after creating `child`, with kubelet and slurm_sync state on top; ``drained``:
+    True marks it drained for the NodeSet's intent (INTENT_EPOCH), a string for the intent of that epoch."""
     obj = json.loads(json.dumps(child))
     meta = obj["metadata"]
     meta.update(namespace=NS, uid=f"uid-{meta['name']}", resourceVersion="7", creationTimestamp="2025-01-01T00:00:00Z")
@@ -111,7 +121,7 @@ def observed(
     annotations = meta.setdefault("annotations", {})
     annotations[names.ANNOTATION_LAST_APPLIED] = orjson.dumps(child).decode()
     if drained:
-        annotations[names.ANNOTATION_DRAINED] = "true"
+        annotations[names.ANNOTATION_DRAINED] = INTENT_EPOCH if drained is True else drained
     if absent:
         annotations[names.ANNOTATION_SLURM_NODE_ABSENT] = "true"
     if terminating:

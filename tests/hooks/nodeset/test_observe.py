@@ -20,6 +20,7 @@ from tests.hooks.nodeset.fixtures import READY_AT, T0
 
 READY = READY_AT  # the pods' Ready transition
 UID = "uid-gpu"
+EPOCH = "41"  # the epoch of the intent the pods' drained marks answer, unless a test says otherwise
 DEADLINE = names.ANNOTATION_POD_DEADLINE
 
 
@@ -71,7 +72,7 @@ def test_a_worker_pod_is_read_field_by_field() -> None:
         slurm=("IDLE", "DRAIN"),
         labels={names.LABEL_NODESET_SCALING_MODE: "StatefulSet", names.LABEL_NODESET_REVISION: "abc"},
         annotations={
-            names.ANNOTATION_DRAINED: "true",
+            names.ANNOTATION_DRAINED: "41",
             names.ANNOTATION_REGISTRATION_HASH: "h1",
         },
     )
@@ -79,7 +80,7 @@ def test_a_worker_pod_is_read_field_by_field() -> None:
     p = observe_pod(obj, "gpu", UID)
     assert (p.name, p.namespace, p.ours, p.scaling_mode, p.revision) == ("gpu-0", "slurm", True, "StatefulSet", "abc")
     assert (p.node_name, p.phase, p.ready, p.terminating) == ("node-a", "Running", True, False)
-    assert (p.drained_mark, p.absent_mark, p.marked, p.registration) == (True, False, "drained", "h1")
+    assert (p.drained_mark, p.absent_mark, p.marked, p.registration) == ("41", False, "drained", "h1")
     assert p.slurm_states == frozenset({"IDLE", "DRAIN"})
     assert (p.slurm_base, p.slurm_drain, p.protected, p.busy) == ("IDLE", True, False, False)
     assert p.config_maps == ("gpu-ssh",)
@@ -103,10 +104,10 @@ def test_a_worker_pod_is_read_field_by_field() -> None:
 def test_a_pod_of_any_shape_is_read_without_raising_and_kept_alive(obj: dict[str, Any]) -> None:
     p = observe_pod(obj, "gpu", UID)
     assert (p.phase, p.ready, p.terminating, p.healthy) == ("Unknown", False, False, False)
-    assert (p.drained_mark, p.absent_mark, p.marked) == (False, False, None)
+    assert (p.drained_mark, p.absent_mark, p.marked) == (None, False, None)
     assert (p.slurm_states, p.slurm_base, p.slurm_drain) == (frozenset(), None, False)
     assert (p.ours, p.config_maps, p.node_name, p.deletion_cost, p.pinned_node) == (False, (), None, 0, None)
-    assert p.removable(T0) is False
+    assert p.removable(T0, EPOCH) is False
 
 
 def test_a_pod_without_a_name_has_nothing_kept() -> None:
@@ -137,10 +138,21 @@ def test_a_drain_being_lifted_is_no_drain_in_force() -> None:
 
 
 @pytest.mark.parametrize(("value", "marked"), [("true", True), ("True", False), ("yes", False), ("", False)])
-def test_marks_need_the_exact_value_true(value: str, marked: bool) -> None:
-    drained = pod(annotations={names.ANNOTATION_DRAINED: value})
-    absent = pod(annotations={names.ANNOTATION_SLURM_NODE_ABSENT: value})
-    assert (drained.drained_mark, absent.absent_mark) == (marked, marked)
+def test_the_absent_mark_needs_the_exact_value_true(value: str, marked: bool) -> None:
+    assert pod(annotations={names.ANNOTATION_SLURM_NODE_ABSENT: value}).absent_mark is marked
+
+
+@pytest.mark.parametrize(("value", "epoch"), [("41", "41"), ("true", "true"), ("", None), (41, None)])
+def test_the_drained_mark_is_read_as_the_epoch_it_carries(value: object, epoch: str | None) -> None:
+    assert pod(annotations={names.ANNOTATION_DRAINED: value}).drained_mark == epoch
+
+
+@pytest.mark.parametrize(("mark", "removable"), [(EPOCH, True), ("39", False), ("true", False)])
+def test_a_drained_mark_lets_the_pod_go_only_for_the_intent_of_its_epoch(mark: str, removable: bool) -> None:
+    """A mark left from an earlier intent (or one without an epoch) is not enough: slurm_sync may be lifting that
+    drain, having seen the earlier intent withdrawn (model/drain.pml, -DNO_EPOCH)."""
+    p = pod(slurm=("IDLE", "DRAIN"), annotations={names.ANNOTATION_DRAINED: mark})
+    assert p.removable(T0, EPOCH) is removable
 
 
 def test_the_absent_mark_is_named_before_the_drained_one() -> None:
@@ -300,8 +312,8 @@ def test_an_empty_or_missing_deadline_is_no_evidence_and_needs_no_clock() -> Non
 
 
 def test_an_unreadable_deadline_needs_no_clock_but_holds_the_pod() -> None:
-    p = pod(annotations={DEADLINE: 17, names.ANNOTATION_DRAINED: "true"})
-    assert (p.deadline_unreadable, p.needs_clock, p.removable(None)) == (True, False, False)
+    p = pod(annotations={DEADLINE: 17, names.ANNOTATION_DRAINED: EPOCH})
+    assert (p.deadline_unreadable, p.needs_clock, p.removable(None, EPOCH)) == (True, False, False)
 
 
 @pytest.mark.parametrize("mark", [names.ANNOTATION_DRAINED, names.ANNOTATION_SLURM_NODE_ABSENT])
@@ -315,14 +327,15 @@ def test_an_unreadable_deadline_needs_no_clock_but_holds_the_pod() -> None:
 )
 def test_busy_evidence_wins_over_either_mark(mark: str, evidence: dict[str, Any]) -> None:
     state = dict(evidence)
-    p = pod(annotations={mark: "true", **state.pop("annotations", {})}, **state)
-    assert p.marked is not None and p.removable(T0) is False
+    value = EPOCH if mark == names.ANNOTATION_DRAINED else "true"
+    p = pod(annotations={mark: value, **state.pop("annotations", {})}, **state)
+    assert p.marked is not None and p.removable(T0, EPOCH) is False
 
 
 def test_a_pod_is_removable_only_when_marked_and_idle() -> None:
-    assert pod(slurm=("IDLE", "DRAIN"), annotations={names.ANNOTATION_DRAINED: "true"}).removable(T0) is True
-    assert pod(slurm=(), annotations={names.ANNOTATION_SLURM_NODE_ABSENT: "true"}).removable(T0) is True
-    assert pod(slurm=("IDLE", "DRAIN")).removable(T0) is False, "Slurm's drain alone is not slurm_sync's mark"
+    assert pod(slurm=("IDLE", "DRAIN"), annotations={names.ANNOTATION_DRAINED: EPOCH}).removable(T0, EPOCH) is True
+    assert pod(slurm=(), annotations={names.ANNOTATION_SLURM_NODE_ABSENT: "true"}).removable(T0, EPOCH) is True
+    assert pod(slurm=("IDLE", "DRAIN")).removable(T0, EPOCH) is False, "Slurm's drain alone is not slurm_sync's mark"
 
 
 # --- still_wanted --------------------------------------------------------------------------------
@@ -333,23 +346,24 @@ def names_of(pods: list[ObservedPod]) -> list[str]:
 
 
 def test_still_wanted_leaves_out_only_condemned_pods_that_may_go() -> None:
-    drained = {names.ANNOTATION_DRAINED: "true"}
+    drained = {names.ANNOTATION_DRAINED: EPOCH}
     pods = [
         pod("gpu-0", annotations=drained),  # marked but not condemned
         pod("gpu-1", slurm=("IDLE", "DRAIN"), annotations=drained),  # condemned, drained: goes
         pod("gpu-2", slurm=("ALLOCATED", "DRAIN"), annotations=drained),  # condemned, busy: stays
         pod("gpu-3"),  # condemned, not marked yet: stays
     ]
-    condemned = {"gpu-1": "scale-in", "gpu-2": "scale-in", "gpu-3": "scale-in"}
-    assert names_of(still_wanted(pods, condemned, T0)) == ["gpu-0", "gpu-2", "gpu-3"]
+    epochs = {"gpu-1": EPOCH, "gpu-2": EPOCH, "gpu-3": EPOCH}
+    assert names_of(still_wanted(pods, epochs, T0)) == ["gpu-0", "gpu-2", "gpu-3"]
+    assert names_of(still_wanted(pods, {**epochs, "gpu-1": "42"}, T0)) == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]
 
 
 def test_a_pod_whose_record_must_go_needs_the_absent_mark() -> None:
-    drained = pod("gpu-1", slurm=("IDLE", "DRAIN"), annotations={names.ANNOTATION_DRAINED: "true"})
+    drained = pod("gpu-1", slurm=("IDLE", "DRAIN"), annotations={names.ANNOTATION_DRAINED: EPOCH})
     absent = pod("gpu-2", slurm=(), annotations={names.ANNOTATION_SLURM_NODE_ABSENT: "true"})
-    condemned = {"gpu-1": "scale-in", "gpu-2": "scale-in"}
-    assert names_of(still_wanted([drained, absent], condemned, T0, frozenset({"gpu-1", "gpu-2"}))) == ["gpu-1"]
-    assert names_of(still_wanted([drained, absent], condemned, T0)) == []
+    epochs = {"gpu-1": EPOCH, "gpu-2": EPOCH}
+    assert names_of(still_wanted([drained, absent], epochs, T0, frozenset({"gpu-1", "gpu-2"}))) == ["gpu-1"]
+    assert names_of(still_wanted([drained, absent], epochs, T0)) == []
 
 
 def test_a_pod_without_a_name_is_never_wanted() -> None:
@@ -425,10 +439,10 @@ def test_parse_time_of_anything_else_is_none(value: Any) -> None:
 def test_a_readable_deadline_past_year_9999_still_reads_as_evidence() -> None:
     """ "9999-12-31T23:59:59-10:00" parses to an instant in year 10000 UTC, which has no RFC 3339 UTC form: still
     busy evidence, and the message says it is beyond what can be printed (it once failed the whole sync, a 500)."""
-    p = pod(annotations={DEADLINE: "9999-12-31T23:59:59-10:00", names.ANNOTATION_DRAINED: "true"})
+    p = pod(annotations={DEADLINE: "9999-12-31T23:59:59-10:00", names.ANNOTATION_DRAINED: EPOCH})
     assert p.deadline is not None
     assert p.busy_evidence(T0) == f"{names.ANNOTATION_POD_DEADLINE} after 9999-12-31T23:59:59Z not passed"
-    assert p.removable(T0) is False
+    assert p.removable(T0, EPOCH) is False
 
 
 def test_format_time_is_whole_seconds_utc() -> None:

@@ -8,13 +8,17 @@ from typing import Any
 
 from slinky_common import names
 from slinky_common.powerreport import PowerReport
-from tests.hooks.nodeset.builders import children, draining, nodeset, observed, request, sync
+from tests.hooks.nodeset.builders import INTENT_EPOCH, children, draining, nodeset, observed, request, sync
 
 
 def elastic_nodeset(report: PowerReport | None = None, draining_pods: tuple[str, ...] = (), **elastic: Any) -> dict:
     """NodeSet `gpu` with minReplicas 1 and maxReplicas 4 unless given: slurm.conf's gpu-0 always on, gpu-[1-3]
     on demand; `report` as slurm_sync writes it."""
-    status = {names.STATUS_DRAINING_PODS: [{"name": n, "reason": "earlier"} for n in draining_pods]}
+    status = {
+        names.STATUS_DRAINING_PODS: [
+            {"name": n, "reason": "earlier", names.DRAIN_EPOCH: INTENT_EPOCH} for n in draining_pods
+        ]
+    }
     parent = nodeset(
         status=status,
         elastic={"minReplicas": 1, "maxReplicas": 4, **elastic},

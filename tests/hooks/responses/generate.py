@@ -30,6 +30,7 @@ from hooks.app import create_app  # noqa: E402
 from slinky_common import names  # noqa: E402
 
 JSON = dict[str, Any]
+EPOCH = "90000"  # the epoch of the published drain intents (the NodeSet's resourceVersion then; it is 90210 now)
 REQUESTS = Path(__file__).with_name("requests")
 LAST_APPLIED = names.ANNOTATION_LAST_APPLIED
 # The pinned clock of tests/hooks/test_responses.py is 2025-06-02T10:00:00Z.
@@ -115,17 +116,19 @@ def scale_in() -> JSON:
     pods, status = desired_pods(6)
     observed = [lean(b.observed_pod(p, i)) for i, p in enumerate(pods)]
     marks: dict[int, dict[str, str]] = {
-        2: {names.ANNOTATION_DRAINED: "true"},
-        3: {names.ANNOTATION_DRAINED: "true", names.ANNOTATION_POD_DEADLINE: PAST},
+        2: {names.ANNOTATION_DRAINED: EPOCH},
+        3: {names.ANNOTATION_DRAINED: EPOCH, names.ANNOTATION_POD_DEADLINE: PAST},
         4: {names.ANNOTATION_SLURM_NODE_ABSENT: "true", names.ANNOTATION_POD_DEADLINE: FUTURE},
-        5: {names.ANNOTATION_DRAINED: "true"},
+        5: {names.ANNOTATION_DRAINED: EPOCH},
     }
     for index, mark in marks.items():
         observed[index]["metadata"]["annotations"].update(mark)
         observed[index]["metadata"]["labels"].pop(names.LABEL_POD_PROTECT, None)
         observed[index]["status"]["conditions"] = observed[index]["status"]["conditions"][:-1]
     observed[4]["metadata"]["labels"][names.LABEL_POD_PROTECT] = "true"
-    status[names.STATUS_DRAINING_PODS] = [{"name": f"{b.NODESET}-{i}", "reason": "scale-in"} for i in (2, 3, 4, 5)]
+    status[names.STATUS_DRAINING_PODS] = [
+        {"name": f"{b.NODESET}-{i}", "reason": "scale-in", names.DRAIN_EPOCH: EPOCH} for i in (2, 3, 4, 5)
+    ]
     return resync(observed, status, 2, minReadySeconds=30)
 
 
@@ -140,7 +143,9 @@ def finalize() -> JSON:
     body["finalizing"] = True
     body["parent"]["metadata"]["deletionTimestamp"] = PAST
     first = next(iter(body["children"]["Pod.v1"].values()))
-    first["metadata"]["annotations"][names.ANNOTATION_DRAINED] = "true"
+    first["metadata"]["annotations"][names.ANNOTATION_DRAINED] = EPOCH
+    intent = {"name": first["metadata"]["name"], "reason": "NodeSet deleted", names.DRAIN_EPOCH: EPOCH}
+    body["parent"].setdefault("status", {})[names.STATUS_DRAINING_PODS] = [intent]
     return body
 
 

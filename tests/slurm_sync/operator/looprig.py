@@ -23,7 +23,7 @@ from tests.slurm_sync.kubefixtures import (
     pod,
 )
 
-IDLE_STATE = PodState(drained=False, absent=False, states=("SlurmNodeStateIdle",))
+IDLE_STATE = PodState(drained=None, absent=False, states=("SlurmNodeStateIdle",))
 
 SMP = "application/strategic-merge-patch+json"
 

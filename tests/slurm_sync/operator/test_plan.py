@@ -3,6 +3,8 @@ writes only on change."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from slinky_common import names
@@ -292,3 +294,45 @@ def test_active_controller_keeps_labels_when_no_answer() -> None:
         ("c-0", None),
         ("c-1", "true"),
     ]
+
+
+# --- the drained mark's epoch (docs/architecture.md §4.1) -------------------------------------
+
+
+def with_epoch(c: ClusterView, epoch: str) -> ClusterView:
+    """``c`` with its NodeSet's drain intents published with ``epoch``, as the NodeSet hook publishes them."""
+    obj = nodeset({p: r for p, r in c.nodesets["gpu"].intents.items()})
+    for item in obj["status"][names.STATUS_DRAINING_PODS]:
+        item[names.DRAIN_EPOCH] = epoch
+    ns = read_nodeset(obj)
+    return dataclasses.replace(c, nodesets={ns.name: ns})
+
+
+def drained_patch(p: plan.PodPlan) -> object:
+    meta = next((x.body["metadata"] for x in p.patches if not x.subresource), {})
+    return meta.get("annotations", {}).get(names.ANNOTATION_DRAINED, "-")
+
+
+def test_the_drained_mark_carries_the_epoch_of_the_intent_it_answers() -> None:
+    c = with_epoch(cluster(pod("gpu-0", states=("IDLE",)), intents={"gpu-0": "scale-in to 1 replicas"}), "57")
+    assert c.nodesets["gpu"].epochs == {"gpu-0": "57"}
+    p = plan_one(c, node("gpu-0", "IDLE", "DRAIN", reason=OUR, comment=COMMENT))
+    assert (p.state.drained, drained_patch(p)) == ("57", "57")
+
+
+def test_a_mark_left_from_an_earlier_intent_is_rewritten_for_the_current_one() -> None:
+    stale = pod("gpu-0", states=("IDLE", "DRAIN"), reason=OUR, annotations={names.ANNOTATION_DRAINED: "40"})
+    c = with_epoch(cluster(stale, intents={"gpu-0": "scale-in to 1 replicas"}), "57")
+    p = plan_one(c, node("gpu-0", "IDLE", "DRAIN", reason=OUR, comment=COMMENT))
+    assert (p.state.drained, drained_patch(p)) == ("57", "57")
+
+
+def test_a_drain_without_an_epoch_gets_the_plain_mark() -> None:
+    """A cordon's drain, or an intent published before intents carried an epoch: "true", which lets no
+    condemned pod go (the hook waits for the mark of its intent)."""
+    cordoned = pod("gpu-0", states=("IDLE",), annotations={names.ANNOTATION_POD_CORDON: "true"})
+    reason = f"slurm-operator: Pod ({NS}/gpu-0) was cordoned"
+    p = plan_one(cluster(cordoned), node("gpu-0", "IDLE", "DRAIN", reason=reason, comment=COMMENT))
+    assert (p.state.drained, drained_patch(p)) == (names.DRAINED_NO_EPOCH, names.DRAINED_NO_EPOCH)
+    c = cluster(pod("gpu-0", states=("IDLE",)), intents={"gpu-0": "scale-in to 1 replicas"})
+    assert plan_one(c, node("gpu-0", "IDLE", "DRAIN", reason=OUR, comment=COMMENT)).state.drained == "true"
