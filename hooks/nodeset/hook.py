@@ -157,13 +157,14 @@ def sync(req: CompositeRequest) -> JSON:
     _check_pod_fields(builder, plan, pods, revision)
     if plan.condemned and spec.elastic is None:  # an elastic NodeSet's nodes are slurm.conf's, never deleted
         plan.delete_stale_records(pods, builder.registration)
-    wanted = still_wanted(pods, intent_epochs(req.parent, plan.condemned), ctx.now, frozenset(plan.delete_node))
+    epochs = intent_epochs(req.parent, plan.condemned)
+    wanted = still_wanted(pods, epochs, ctx.now, frozenset(plan.delete_node))
     built = [builder.build(slot) for slot in plan.create]
     pod_children = _kept(wanted) + built
     claim_owners = _claim_owners(spec, pods, plan, pod_children)
     children = pod_children + _claims(req, spec, claim_owners, retain=spec.pvc_when_scaled == RETAIN)
     children += _ssh_config(req.parent, spec, wanted, built, keep=True)
-    status = _status(req.parent, spec, pods, plan, ctx, controller_condition(req.parent, spec, controller))
+    status = _status(req.parent, spec, pods, plan, epochs, ctx, controller_condition(req.parent, spec, controller))
     if spec.pin_to_node:
         status[names.STATUS_ORDINAL_TO_NODE] = ordinal_to_node
     _add_reservation(status, req.parent, spec, reservation.intent(spec, pods, status, report), report)
@@ -212,13 +213,14 @@ def finalize(req: CompositeRequest) -> JSON:
     mode, plan = _release_plan(req.parent, pods, controller)
     now = _clock(spec, pods, every_pod=mode == deletion.Release.NO_CONTROLLER)
     ctx = Context(spec=spec, revision=revision_hash(req.parent), draining=_published_draining(req.parent), now=now)
-    held = deletion.kept_pods(pods, intent_epochs(req.parent, plan.condemned), mode, now)
+    epochs = intent_epochs(req.parent, plan.condemned)
+    held = deletion.kept_pods(pods, epochs, mode, now)
     pod_children = _kept(held)
     children = pod_children + _finalize_claims(req, spec, held)
     children += _ssh_config(req.parent, spec, held, [], keep=False)
     retained = _retained_claims(req, spec.pvc_when_deleted)
     resolved = controller_condition(req.parent, spec, controller, mode)
-    status = _status(req.parent, spec, pods, plan, ctx, resolved, deleting=True)
+    status = _status(req.parent, spec, pods, plan, epochs, ctx, resolved, deleting=True)
     status["conditions"].append(_retained_condition(req.parent, retained))
     report = reservation.read_report(req.parent)
     if mode == deletion.Release.DRAIN:
@@ -411,7 +413,8 @@ def _hold(req: CompositeRequest, spec: NodeSetSpec, pods: list[ObservedPod]) -> 
     for type_key in (PVC_TYPE_KEY, CONFIGMAP_TYPE_KEY):
         children += [kept(obj) for obj in req.children_of(type_key)]
     ctx = Context(spec=spec, revision=revision_hash(req.parent), draining=draining, now=_clock(spec, pods))
-    status = _status(req.parent, spec, pods, plan, ctx, controller_condition(req.parent, spec, None))
+    epochs = intent_epochs(req.parent, plan.condemned)
+    status = _status(req.parent, spec, pods, plan, epochs, ctx, controller_condition(req.parent, spec, None))
     published = (req.parent.get("status") or {}).get(names.STATUS_RESERVATION)
     if isinstance(published, dict):  # nothing can be decided: the published intent stays
         status[names.STATUS_RESERVATION] = published
@@ -501,16 +504,17 @@ def _status(
     spec: NodeSetSpec,
     pods: list[ObservedPod],
     plan: Plan,
+    epochs: Mapping[str, str],
     ctx: Context,
     controller: JSON,
     deleting: bool = False,
 ) -> JSON:
-    """Counts describe the observed pods of this NodeSet (foreign and terminating pods excluded)."""
+    """Counts describe the observed pods of this NodeSet (foreign and terminating pods excluded); ``epochs``: each
+    condemned pod's intent epoch (intent_epochs), published with its drain intent."""
     ours = [p for p in pods if p.ours and not p.terminating]
     available = sum(1 for p in ours if ctx.available(p))
     # DaemonSet: the Nodes that fit; elastic: the always-on ordinals and those Slurm powers up
     desired = plan.desired if spec.scaling_mode == DAEMONSET or spec.elastic else spec.replicas
-    epochs = intent_epochs(parent, plan.condemned)
     draining = [_drain_intent(name, plan, epochs) for name in sorted(plan.condemned)]
     return {
         "replicas": len(ours),
