@@ -7,6 +7,8 @@
 # As in Slinky's images, the Slurm user is slurm with uid and gid 401 (the pods' runAsUser).
 # Exit 0 when the cached rootfs is current; on failure, one line on stderr and exit 1.
 set -Eeuo pipefail
+# shellcheck source=../lib/mirror.sh
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")/../lib" && pwd)/mirror.sh"
 ROOTFS=${CLUSTER_LAB_ROOTFS:-/var/cache/slinky-mc/cluster-sid}
 MIRROR=${CLUSTER_LAB_MIRROR:-}
 SUITE=sid
@@ -21,11 +23,8 @@ fail() { log "ERROR: $*"; exit 1; }
 [ "$(cat "$ROOTFS/etc/slinky-cluster-lab" 2>/dev/null)" = "$STAMP" ] && exit 0
 [ "$(id -u)" = 0 ] || fail "building $ROOTFS needs root (mmdebstrap)"
 command -v mmdebstrap >/dev/null || fail "mmdebstrap is missing: run hack/slurm/up.sh once (it installs it) or apt-get install mmdebstrap"
-if [ -z "$MIRROR" ]; then
-  MIRROR=$(apt-get indextargets --format '$(REPO_URI)' 'Identifier: Packages' 2>/dev/null \
-    | grep -m1 -E '/debian/?$' | sed 's:/$::' || true)
-fi
-MIRROR=${MIRROR:-http://deb.debian.org/debian}
+[ -n "$MIRROR" ] || MIRROR=$(debian_mirror)
+[ -n "$MIRROR" ] || fail "no Debian mirror found in this host's apt configuration; set CLUSTER_LAB_MIRROR to a Debian mirror's URL"
 mkdir -p "$(dirname "$ROOTFS")"
 exec 9>"$ROOTFS.lock"
 flock -w 1800 9 || fail "timed out waiting for $ROOTFS.lock"

@@ -67,7 +67,7 @@ t0=$SECONDS
 "$CLUSTER_HACK_DIR/rootfs.sh" 2>&1 | tee -a "$LOG_FILE" >&2 || fail "the cluster lab's root filesystem could not be built; see $LOG_FILE"
 STARTED=1
 "$CLUSTER_HACK_DIR/down.sh" >/dev/null 2>&1 || true   # leftovers of an earlier run
-rm -rf "$LAB/pvc" "$LAB/pods" "$LAB/logs/pods" "$LAB/hold"
+rm -rf "$LAB/pvc" "$LAB/pods" "$LAB/logs/pods" "$LAB/hold" "$LAB/resolv.conf" "$LAB/hosts"
 kube_lab up 2>&1 | tee -a "$LOG_FILE" >&2 || fail "the API server did not start: $(cat "$LAB/kube/error" 2>/dev/null)"
 export KUBECONFIG=$LAB/kube/kubeconfig
 mkdir -p "$LAB/logs"
@@ -93,17 +93,18 @@ if [ -n "$METACONTROLLER" ]; then
      --metrics-address=127.0.0.1:18083 </dev/null >>"$LAB/logs/metacontroller.log" 2>&1) &
   record_pid metacontroller $!
 fi
-for _ in $(seq 50); do [ -s "$LAB/hosts" ] && break; sleep 0.2; done
-[ -s "$LAB/hosts" ] || fail "the node agent wrote no $LAB/hosts; see $LAB/logs/lab.log"
+for _ in $(seq 50); do [ -s "$LAB/resolv.conf" ] && break; sleep 0.2; done
+[ -s "$LAB/resolv.conf" ] || fail "the node agent wrote no $LAB/resolv.conf (its DNS did not start); see $LAB/logs/lab.log"
 
 log "starting slurm_sync (operator, two replicas under leader election)"
 # As a Deployment of two would run it: each replica restarted when its process ends, the Lease deciding
-# which one writes; names resolve as in a pod (hack/cluster/replica.sh, in a mount namespace of its own).
+# which one writes; names resolve through the lab's DNS as in a pod (hack/cluster/replica.sh, in a mount
+# namespace of its own).
 for replica in "slurm-sync $SYNC_PORT" "slurm-sync-b $SYNC_PORT_B"; do
   # shellcheck disable=SC2086 # two words: the replica's name and port
   set -- $replica
   (cd "$REPO" && HOSTNAME=$1 exec setsid unshare --mount --propagation private -- /bin/sh \
-     "$CLUSTER_HACK_DIR/replica.sh" "$LAB/hosts" "$PY" -m slurm_sync --kubeconfig "$KUBECONFIG" \
+     "$CLUSTER_HACK_DIR/replica.sh" "$LAB/resolv.conf" "$PY" -m slurm_sync --kubeconfig "$KUBECONFIG" \
      --mode operator --bind "127.0.0.1:$2" --lease-namespace slurm --log-format text \
      </dev/null >>"$LAB/logs/$1.log" 2>&1) &
   record_pid "$1" $!

@@ -25,6 +25,8 @@
 set -Eeuo pipefail
 # shellcheck source=lib.sh
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
+# shellcheck source=../lib/mirror.sh
+. "$REPO/hack/lib/mirror.sh"
 LOG_TAG=up
 
 TIMEOUT=${KUBE_LAB_TIMEOUT:-90}
@@ -76,17 +78,12 @@ done
 # ---------------------------------------------------------------- rootfs (cached, shared by checkouts)
 rootfs_ok() { [ "$(cat "$ROOTFS/etc/slinky-kube-lab" 2>/dev/null)" = "$STAMP" ]; }
 
-host_mirror() {  # the first Debian archive the host's apt knows
-  apt-get indextargets --format '$(REPO_URI)' 'Identifier: Packages' 2>/dev/null \
-    | grep -m1 -E '/debian/?$' | sed 's:/$::'
-}
-
 build_rootfs() {
   local build=$ROOTFS.build.$$ reason t0=$SECONDS
   [ "$(id -u)" = 0 ] || fail "building the kube lab's rootfs ($ROOTFS) needs root (mmdebstrap); run 'sudo make kube-up' once"
   command -v mmdebstrap >/dev/null || fail "mmdebstrap is missing: apt-get install mmdebstrap (or run hack/slurm/up.sh, which installs it)"
-  [ -n "$MIRROR" ] || MIRROR=$(host_mirror)
-  [ -n "$MIRROR" ] || MIRROR=http://deb.debian.org/debian
+  [ -n "$MIRROR" ] || MIRROR=$(debian_mirror)
+  [ -n "$MIRROR" ] || fail "no Debian mirror found in this host's apt configuration; set KUBE_LAB_MIRROR to a Debian mirror's URL"
   BUILD_DIR=$build
   log "building Debian $SUITE rootfs with Go and the Kubernetes libraries from $MIRROR (about 2 min; log: $LAB/build.log)"
   if ! timeout 1800 mmdebstrap --variant=apt \

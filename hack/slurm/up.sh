@@ -24,6 +24,8 @@ set -Eeuo pipefail   # -E: the ERR trap below also sees failures inside function
 HACK_ROLE=up   # lib.sh: use $SLURM_LAB_ROOTFS or the default, not this checkout's last rootfs
 # shellcheck source=lib.sh
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
+# shellcheck source=../lib/mirror.sh
+. "$REPO/hack/lib/mirror.sh"
 LOG_TAG=up
 
 CTLD_PORT=${SLURM_LAB_CTLD_PORT:-16817}
@@ -161,26 +163,6 @@ rootfs_ok() {
   [ "$(cat "$ROOTFS/etc/slinky-lab-rootfs" 2>/dev/null)" = "$STAMP" ] && chroot "$ROOTFS" test -x /usr/sbin/slurmctld
 }
 
-host_mirror() {  # first Debian mirror serving the host's own suite (deb822 or one-line sources)
-  local codename
-  codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
-  {
-    for f in /etc/apt/sources.list.d/*.sources; do
-      [ -e "$f" ] || continue
-      awk -v c="$codename" '
-        function flush() { if (uri != "" && (" " suites " ") ~ (" " c " ")) { print uri; found = 1; exit } uri = ""; suites = "" }
-        /^[[:space:]]*$/ { flush(); next }
-        tolower($1) == "uris:" { uri = $2 }
-        tolower($1) == "suites:" { $1 = ""; suites = $0 }
-        END { if (!found) flush() }' "$f"
-    done
-    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-      [ -e "$f" ] || continue
-      sed -E 's/\[[^]]*\]//' "$f" | awk -v c="$codename" '$1 == "deb" && $3 == c { print $2; exit }'
-    done
-  } | head -1
-}
-
 build_rootfs() {
   local build=$ROOTFS.build.$$ old=$ROOTFS.old.$$ d reason
   BUILD_DIR=$build   # on_exit removes it if we fail before the swap
@@ -198,8 +180,8 @@ build_rootfs() {
     } >"$LAB/apt.log" 2>&1 || { [ $own_policy = 1 ] && rm -f /usr/sbin/policy-rc.d; fail "apt-get could not install mmdebstrap; see $LAB/apt.log"; }
     [ $own_policy = 0 ] || rm -f /usr/sbin/policy-rc.d
   fi
-  [ -n "$MIRROR" ] || MIRROR=$(host_mirror)
-  [ -n "$MIRROR" ] || fail "no Debian mirror found in /etc/apt/sources*; set SLURM_LAB_MIRROR=http://deb.debian.org/debian (or your mirror)"
+  [ -n "$MIRROR" ] || MIRROR=$(debian_mirror)
+  [ -n "$MIRROR" ] || fail "no Debian mirror found in this host's apt configuration; set SLURM_LAB_MIRROR to a Debian mirror's URL"
 
   # leftovers of an interrupted build (we hold the lock, so nobody is building)
   for d in "$ROOTFS".build.* "$ROOTFS".old.*; do

@@ -7,10 +7,9 @@
 - Running: each bound pod becomes a `PodWorker` (runtime.py): sandbox, init containers in order
   (restartable ones as sidecars), containers, probes, restarts, status written back when it changed,
   preStop and the grace period on deletion, then the final delete with grace 0.
-- Names: one hosts file per pod (its own name, every Service as `svc.ns`, `svc.ns.svc.cluster.local`
-  and, in its namespace, `svc`; headless Services' pods as `host.svc.ns...`), rewritten in place; and the
-  kubelet's resolv.conf, whose nameserver (dns.py, on the bridge's gateway) answers any other name
-  NXDOMAIN at once, as a cluster's DNS does.
+- Names: the kubelet's hosts file (the pod itself, written once) and resolv.conf, whose nameserver
+  (dns.py, on the bridge's gateway) answers Services and headless Services' pods as a cluster's DNS does,
+  from records replaced whole each pass, and any other name NXDOMAIN at once.
 """
 
 from __future__ import annotations
@@ -37,6 +36,7 @@ from slinky_common import names
 Obj = dict[str, Any]
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 IMAGES_DIR = Path(__file__).resolve().parent.parent / "images"
+OPERATOR_NAMESPACE = "slinky"  # docs/getting-started.md's namespace for charts/slurm-operator
 
 
 def now() -> str:
@@ -130,49 +130,18 @@ def lab_node(name: str) -> Obj:
 # ---------------------------------------------------------------- names
 
 
-def hosts_file(pod: Obj, address: str, services: list[Obj], pods: list[Obj]) -> str:
-    """The pod's /etc/hosts: itself, then every Service and headless-Service pod it may look up."""
+def hosts_file(pod: Obj, address: str) -> str:
+    """The pod's /etc/hosts as the kubelet writes it: localhost and the pod itself. Every other name comes
+    from the cluster DNS (dns.py), so this file never changes while the pod runs."""
     ns = pod["metadata"]["namespace"]
     spec = pod["spec"]
     host = spec.get("hostname") or pod["metadata"]["name"]
     names = [host]
     if spec.get("subdomain"):
         names[:0] = [f"{host}.{spec['subdomain']}.{ns}.svc.cluster.local", f"{host}.{spec['subdomain']}.{ns}"]
-    lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback", f"{address}\t{' '.join(names)}"]
-    ready = [p for p in pods if p.get("status", {}).get("podIP") and p["metadata"].get("deletionTimestamp") is None]
-    for svc in services:
-        sns, sname = svc["metadata"]["namespace"], svc["metadata"]["name"]
-        selector = svc["spec"].get("selector")
-        if not selector:
-            continue
-        members = [p for p in ready if p["metadata"]["namespace"] == sns
-                   and all((p["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())]  # fmt: skip
-        if not svc["spec"].get("publishNotReadyAddresses"):
-            members = [p for p in members if _is_ready(p)]
-        short = [sname] if sns == ns else []
-        if svc["spec"].get("clusterIP") != "None":
-            # A ClusterIP name always resolves; with no ready endpoint, connections are refused (the
-            # host's bridge address has no listener on the Service's ports), as kube-proxy rejects them.
-            address = members[0]["status"]["podIP"] if members else str(runtime.GATEWAY)
-            lines.append(f"{address}\t{sname}.{sns}.svc.cluster.local {sname}.{sns} {' '.join(short)}")
-            continue
-        if not members:
-            continue
-        lines.append(
-            f"{members[0]['status']['podIP']}\t{sname}.{sns}.svc.cluster.local {sname}.{sns} {' '.join(short)}"
-        )
-        if svc["spec"].get("clusterIP") == "None":
-            for member in members:
-                mhost = member["spec"].get("hostname")
-                if mhost and member["spec"].get("subdomain") == sname:
-                    lines.append(
-                        f"{member['status']['podIP']}\t{mhost}.{sname}.{sns}.svc.cluster.local {mhost}.{sname}.{sns}"
-                    )
-    return "\n".join(line.rstrip() for line in lines) + "\n"
-
-
-def _is_ready(pod: Obj) -> bool:
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", []))
+    lines = ["# Kubernetes-managed hosts file.", "127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback",
+             f"{address}\t{' '.join(names)}"]  # fmt: skip
+    return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------- containers
@@ -639,6 +608,7 @@ class Agent:
         self.stores: dict[str, volumes.Store] = {"Secret": {}, "ConfigMap": {}}
         self.services: list[Obj] = []
         self.pods: list[Obj] = []
+        self.dns: dns.ClusterDns | None = None  # bound in run(), on the bridge's address
         self.addresses = (str(a) for a in runtime.SUBNET.hosts() if a > ipaddress.ip_address("10.77.0.9"))
         self.passwd = _passwd(Path(rootfs))
 
@@ -647,8 +617,9 @@ class Agent:
 
     def run(self, stop: threading.Event) -> None:
         runtime.ensure_bridge()
-        server = dns.NxdomainServer(str(runtime.GATEWAY), log=self.log)
-        threading.Thread(target=server.serve, args=(stop,), name="dns", daemon=True).start()
+        self.dns = dns.ClusterDns(str(runtime.GATEWAY), log=self.log)
+        threading.Thread(target=self.dns.serve, args=(stop,), name="dns", daemon=True).start()
+        self.write_host_resolv_conf()
         self.ensure_nodes()
         while not stop.is_set():
             try:
@@ -675,7 +646,8 @@ class Agent:
                 f"{o['metadata']['namespace']}/{o['metadata']['name']}": o for o in self.client.list(res)
             }
         self.schedule()
-        self.write_host_hosts()
+        if self.dns is not None:
+            self.dns.update(dns.cluster_records(self.services, self.pods, str(runtime.GATEWAY)))
         self.release_claims({(c["metadata"]["namespace"], c["metadata"]["name"]) for c in self.client.list(kube.PVCS)})
         seen = set()
         for pod in self.pods:
@@ -736,11 +708,10 @@ class Agent:
             self.log.info("pod %s: binding failed: %s", pod_key(pod), err)
 
     def write_hosts(self, worker: PodWorker) -> None:
-        text = hosts_file(worker.pod, worker.address, self.services, self.pods)
+        """Once, before the pod's containers start (it never changes: see hosts_file)."""
         path = worker.dir / "hosts"
-        if not path.exists() or path.read_text() != text:
-            with open(path, "w") as out:  # same inode: the containers' bind mounts see it
-                out.write(text)
+        if not path.exists():
+            path.write_text(hosts_file(worker.pod, worker.address))
 
     def release_claims(self, claims: set[tuple[str, str]]) -> None:
         """A deleted claim's directory goes with it, as a dynamically provisioned volume's (reclaim policy Delete)."""
@@ -752,16 +723,11 @@ class Agent:
                 shutil.rmtree(path, ignore_errors=True)
                 self.log.info("claim %s/%s: deleted, its directory removed", path.parent.name, path.name)
 
-    def write_host_hosts(self) -> None:
-        """The hosts file of the lab's own host processes (slurm_sync): the host's, then every Service."""
-        own = Path("/etc/hosts").read_text()
-        services = hosts_file({"metadata": {"namespace": ""}, "spec": {"hostname": "localhost"}}, "127.0.0.1",
-                              self.services, self.pods).splitlines()[3:]  # fmt: skip
-        text = own.rstrip("\n") + "\n# cluster lab Services\n" + "".join(line + "\n" for line in services)
-        path = self.lab_dir / "hosts"
-        if not path.exists() or path.read_text() != text:
-            with open(path, "w") as out:  # same inode: slurm_sync's bind mount sees it
-                out.write(text)
+    def write_host_resolv_conf(self) -> None:
+        """The resolv.conf of the lab's own host processes (slurm_sync's replicas, hack/cluster/replica.sh): a
+        pod's in the namespace the operator chart installs into, so they resolve Service names as its pods."""
+        path = self.lab_dir / "resolv.conf"
+        path.write_text(dns.resolv_conf(OPERATOR_NAMESPACE, str(runtime.GATEWAY)))
 
     def finish_deletion(self, worker: PodWorker) -> None:
         meta = worker.pod["metadata"]
