@@ -16,7 +16,7 @@ t0=$SECONDS
 hack/cluster/up.sh || echo "make test: the cluster lab did not start: $(cat .cluster-lab/error 2>/dev/null); its tests are skipped" >&2
 up=$((SECONDS - t0))
 rc=0
-"$PY" -m pytest -m cluster "$@" || rc=$?
+"$PY" -m pytest -m cluster --durations=10 "$@" || rc=$?
 hack/cluster/down.sh || true
 echo "make test: cluster lab part: $((SECONDS - t0)) s ($selected tests; start $up s, tests and stop $((SECONDS - t0 - up)) s)" >&2
 exit "$rc"
