@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hmac
 import logging
-import os
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -36,9 +35,8 @@ from flask import Flask, Response
 from werkzeug.exceptions import HTTPException, InternalServerError, MethodNotAllowed
 from werkzeug.wrappers import Request
 
-from hooks import applied, contract, metrics
+from hooks import applied, contract, metrics, serve
 from hooks.routes import Handler, Route, route_table
-from hooks.serve import setting
 from slinky_common.errors import BadHookRequest
 from slinky_common.gcpause import collector_paused
 
@@ -112,34 +110,20 @@ class HookRoutes:
 
 
 def max_body_bytes() -> int:
-    raw = setting("HOOKS_MAX_BODY_BYTES").strip()
-    if not raw.isdigit() or int(raw) <= 0:
-        raise ValueError(f"HOOKS_MAX_BODY_BYTES must be a positive number of bytes, got {raw!r}")
-    return int(raw)
+    """HOOKS_MAX_BODY_BYTES; SettingError (a ValueError) naming it unless a positive whole number."""
+    return serve.MAX_BODY_BYTES.value()
 
 
 def _check_auth_config() -> None:
-    """HOOKS_AUTH_TOKEN_FILE set but empty, or naming an empty file, would mean "no authentication"."""
-    path = os.environ.get("HOOKS_AUTH_TOKEN_FILE")
-    if path is None:
-        return
-    if not path.strip():
-        raise ValueError(
-            "HOOKS_AUTH_TOKEN_FILE is set but empty: unset it to serve without authentication, or name the token file"
-        )
-    try:
-        with open(path, "rb") as f:
-            empty = not f.read().strip()
-    except OSError:
-        return  # not mounted yet: every hook answers 503 until it can be read
-    if empty:
-        raise ValueError(f"HOOKS_AUTH_TOKEN_FILE {path} is empty: refusing to serve hooks with an empty bearer token")
+    """HOOKS_AUTH_TOKEN_FILE set but empty, or naming an empty file, would mean "no authentication":
+    SettingError (a ValueError) saying so (hooks/serve.py)."""
+    serve.AUTH_TOKEN_FILE.value()
 
 
 def _auth_token() -> tuple[bytes | None, str]:
     """The bearer token HOOKS_AUTH_TOKEN_FILE holds (None when no file is configured), or "" and why it
     cannot be used: the file is read on every request, so a rotated Secret takes effect at once."""
-    path = os.environ.get("HOOKS_AUTH_TOKEN_FILE")
+    path = serve.AUTH_TOKEN_FILE.raw()
     if not path:
         return None, ""
     try:

@@ -1,13 +1,15 @@
 """gunicorn settings for the hook server; every knob is an environment variable (hooks/serve.py
-lists them with their defaults; `slinky-hooks --help` prints them).
+lists them with their defaults and parsers; `slinky-hooks --help` prints them). A bad one stops gunicorn
+here with one line naming it, before anything starts.
 
 Hooks are CPU-bound pure functions (one worker per core by default). The workers are gevent's
-(hooks/worker.py): a slow or stalled client costs a greenlet, not a worker; its headers must arrive
-within HOOKS_READ_TIMEOUT and its body within as long again. The worker timeout sits well above
-Metacontroller's default 10 s webhook timeout. Logs (gunicorn's
-own lines too) are JSON lines, or text with HOOKS_LOG_FORMAT=text (slinky_common/logs.py). Nothing is
-written outside /tmp (and PROMETHEUS_MULTIPROC_DIR when the environment names one), so the server
-runs on a read-only root filesystem.
+(hooks/worker.py): a slow or stalled client costs a greenlet, not a worker. A connection waits up to
+HOOKS_IDLE_TIMEOUT for its next request (longer than Go clients keep one idle); once a request starts,
+its line and headers must arrive within HOOKS_READ_TIMEOUT and its body within as long again. The worker
+timeout sits well above Metacontroller's default 10 s webhook timeout. Logs (gunicorn's own lines too)
+are JSON lines, or text with HOOKS_LOG_FORMAT=text (slinky_common/logs.py). Nothing is written outside
+/tmp (and PROMETHEUS_MULTIPROC_DIR when the environment names one), so the server runs on a read-only
+root filesystem.
 """
 
 import ctypes
@@ -15,34 +17,32 @@ import multiprocessing
 import os
 import tempfile
 
-from hooks import gunicorn_logger
-from hooks.serve import bind_problem, read_timeout, setting
+from hooks import gunicorn_logger, serve
 from slinky_common import logs
 
-bind = setting("HOOKS_BIND")
-workers = int(setting("HOOKS_WORKERS") or multiprocessing.cpu_count())
+serve.check_settings()  # SystemExit("slinky-hooks: HOOKS_... must be ..."): gunicorn prints that line alone
+bind = serve.BIND.value()
+workers = serve.WORKERS.value() or multiprocessing.cpu_count()
 worker_class = "hooks.worker.HookWorker"
-worker_connections = int(setting("HOOKS_MAX_CONNECTIONS"))
-timeout = int(setting("HOOKS_TIMEOUT"))
-# gunicorn's gevent worker waits this long for a request's headers, the first on a connection too,
-# and closes a kept-alive connection idle for as long.
-keepalive = read_timeout()
+worker_connections = serve.MAX_CONNECTIONS.value()
+timeout = serve.TIMEOUT.value()
+# How long a connection may wait for its next request, its first too (hooks/worker.py then gives the
+# request's line and headers HOOKS_READ_TIMEOUT); above the 90 s Go's http.Transport keeps a connection idle.
+keepalive = serve.IDLE_TIMEOUT.value()
 graceful_timeout = 10
 # Access logging costs about half the throughput; opt in with HOOKS_ACCESS_LOG=- (stdout) or a path.
-accesslog = setting("HOOKS_ACCESS_LOG") or None
+accesslog = serve.ACCESS_LOG.value()
 errorlog = "-"
-loglevel = setting("HOOKS_LOG_LEVEL")
+loglevel = serve.LOG_LEVEL.value()
 logger_class = gunicorn_logger.GunicornLogger
 # The hook code's own loggers (hooks.*) write through the root logger, in the same format.
-logs.configure(loglevel, kind=setting("HOOKS_LOG_FORMAT"))
-# gunicorn's control socket (for gunicornc) lives under $HOME by default, which a read-only root
-# cannot hold and which several servers on one machine would share: off unless
-# HOOKS_CONTROL_SOCKET names a path for it.
-control_socket_disable = not setting("HOOKS_CONTROL_SOCKET")
+logs.configure(loglevel, kind=serve.LOG_FORMAT.value())
+# gunicorn's control socket (for gunicornc) would live under $HOME, which a read-only root cannot hold
+# and several servers on one machine would share: off unless HOOKS_CONTROL_SOCKET names a path.
+control_socket_disable = serve.CONTROL_SOCKET.value() is None
 if not control_socket_disable:
-    control_socket = setting("HOOKS_CONTROL_SOCKET")
-
-# Aggregate Prometheus metrics across workers (see hooks/metrics.py); must be set before workers import it.
+    control_socket = serve.CONTROL_SOCKET.value()
+# Aggregate Prometheus metrics across workers (hooks/metrics.py); set before the workers import it.
 if workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="slinky-hooks-metrics-")
 
@@ -54,7 +54,7 @@ LARGE_BLOCK_BYTES = 1 << 20
 
 def on_starting(server):
     """A HOOKS_BIND that cannot be listened on is one line naming it (`make run` beside another server)."""
-    problem = bind_problem(bind)
+    problem = serve.bind_problem(bind)
     if problem:
         server.log.error(problem)
         raise SystemExit(1)

@@ -18,6 +18,8 @@ from typing import Any, Final, TextIO
 
 REDACTED: Final = "<redacted>"
 FORMATS: Final = ("json", "text")
+# The levels both processes take, in any case: configure() upper-cases one for logging, gunicorn lower-cases it.
+LEVELS: Final = ("debug", "info", "warning", "error", "critical")
 _JWT: Final = re.compile(r"eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*")
 _secrets: set[str] = set()
 _secrets_lock = threading.Lock()

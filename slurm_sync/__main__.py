@@ -11,7 +11,7 @@ import threading
 import urllib.parse
 from collections.abc import Callable, Sequence
 from http.server import ThreadingHTTPServer
-from typing import overload
+from typing import Final, NoReturn, TypeVar, overload
 
 from kubernetes import client, config
 
@@ -46,6 +46,9 @@ from slurm_sync.wake import Wakeup
 
 log = logging.getLogger("slurm_sync")
 ENV_PREFIX = "SLURM_SYNC_"
+MODES: Final = ("operator", "bridge", "both")
+LOG_LEVELS: Final = tuple(level.upper() for level in logs.LEVELS)
+T = TypeVar("T")
 
 
 @overload
@@ -56,15 +59,70 @@ def _env(name: str, default: str | None = None) -> str | None:
     return os.environ.get(ENV_PREFIX + name, default)
 
 
-def _env_bool(name: str, default: bool) -> bool:
+class Refused(SystemExit):
+    """A bad flag or environment value: exit status 2 (argparse's for a bad command line) once the line
+    saying why is on stderr. The line is the exception's text too, for a caller that catches it."""
+
+    def __init__(self, line: str) -> None:
+        super().__init__(line)
+        self.code = 2  # the interpreter prints a message of its own for any code but a number
+
+
+def _refuse(line: str) -> NoReturn:
+    print(line, file=sys.stderr)
+    raise Refused(line)
+
+
+def _env_parsed(name: str, default: T, parse: Callable[[str], T], expected: str) -> T:
+    """SLURM_SYNC_<name> parsed, or `default` when unset. A value `parse` refuses (ValueError) is one line
+    naming the variable: argparse checks a flag's value, never its default."""
     value = _env(name)
     if value is None:
         return default
-    if value.strip().lower() in ("true", "1", "yes", "on"):
+    try:
+        return parse(value)
+    except ValueError:
+        _refuse(f"slurm-sync: {ENV_PREFIX}{name}={value!r}: expected {expected}")
+
+
+def _env_number(name: str, default: float) -> float:
+    return _env_parsed(name, float(default), float, "a number")
+
+
+def _env_whole(name: str, default: int) -> int:
+    return _env_parsed(name, int(default), int, "a whole number")
+
+
+def _env_choice(name: str, default: str, choices: Sequence[str], *, any_case: bool = False) -> str:
+    """One of `choices` (upper-cased first with `any_case`, as --log-level is)."""
+
+    def parse(value: str) -> str:
+        word = value.upper() if any_case else value
+        if word not in choices:
+            raise ValueError(value)
+        return word
+
+    return _env_parsed(name, default, parse, "one of " + ", ".join(choices))
+
+
+def _boolean(value: str) -> bool:
+    word = value.strip().lower()
+    if word in ("true", "1", "yes", "on"):
         return True
-    if value.strip().lower() in ("false", "0", "no", "off"):
+    if word in ("false", "0", "no", "off"):
         return False
-    raise SystemExit(f"slurm-sync: {ENV_PREFIX}{name}={value!r}: expected true or false")
+    raise ValueError(value)
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    return _env_parsed(name, default, _boolean, "true or false")
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse whose errors are one line naming the flag: its usage block, printed first, buries it."""
+
+    def error(self, message: str) -> NoReturn:
+        _refuse(f"{self.prog}: {message} (see --help)")
 
 
 class _HelpWithEnv(argparse.ArgumentDefaultsHelpFormatter):
@@ -77,8 +135,9 @@ class _HelpWithEnv(argparse.ArgumentDefaultsHelpFormatter):
         return f"{text} [env {ENV_PREFIX}{action.dest.upper()}]".lstrip()
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
+def parser() -> argparse.ArgumentParser:
+    """Every flag, each with its environment variable's value (checked here) as its default."""
+    p = _OneLineParser(
         prog="slurm-sync",
         description="Keep Slurm and Kubernetes in step (Slinky operator side).",
         formatter_class=_HelpWithEnv,
@@ -89,13 +148,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--poll-interval",
         type=float,
-        default=float(_env("POLL_INTERVAL", "10")),
+        default=_env_number("POLL_INTERVAL", 10.0),
         help="seconds between passes at the latest (a change Kubernetes reports starts one at once)",
     )
     p.add_argument(
         "--full-replan-interval",
         type=float,
-        default=float(_env("FULL_REPLAN_INTERVAL", str(FULL_REPLAN_INTERVAL))),
+        default=_env_number("FULL_REPLAN_INTERVAL", FULL_REPLAN_INTERVAL),
         help="seconds between passes that plan every pod again, whether or not anything changed",
     )
     p.add_argument(
@@ -103,17 +162,24 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--token-user", default=_env("TOKEN_USER", "slurm"), help="Slurm user in the minted JWT")
     p.add_argument(
-        "--token-lifetime", type=int, default=int(_env("TOKEN_LIFETIME", "300")), help="JWT lifetime in seconds"
+        "--token-lifetime", type=int, default=_env_whole("TOKEN_LIFETIME", 300), help="JWT lifetime in seconds"
     )
     p.add_argument(
-        "--slurm-timeout", type=float, default=float(_env("SLURM_TIMEOUT", "10")), help="slurmrestd request timeout"
+        "--slurm-timeout", type=float, default=_env_number("SLURM_TIMEOUT", 10.0), help="slurmrestd request timeout"
     )
     p.add_argument("--bind", default=_env("BIND", "127.0.0.1:8081"), help="host:port for /healthz, /readyz, /metrics")
-    p.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"), help="DEBUG, INFO, WARNING, ERROR")
+    p.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        metavar="LEVEL",
+        default=_env_choice("LOG_LEVEL", "INFO", LOG_LEVELS, any_case=True),
+        help=", ".join(LOG_LEVELS) + " (any case)",
+    )
     p.add_argument(
         "--log-format",
         choices=logs.FORMATS,
-        default=_env("LOG_FORMAT", "json"),
+        default=_env_choice("LOG_FORMAT", "json", logs.FORMATS),
         help="json lines, or text for a terminal",
     )
     p.add_argument(
@@ -124,19 +190,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--kube-api-qps",
         type=float,
-        default=float(_env("KUBE_API_QPS", str(DEFAULT_QPS))),
+        default=_env_number("KUBE_API_QPS", DEFAULT_QPS),
         help="requests a second to the Kubernetes API once a burst is spent (0: no limit; docs/operations.md)",
     )
     p.add_argument(
         "--kube-api-burst",
         type=int,
-        default=int(_env("KUBE_API_BURST", str(DEFAULT_BURST))),
+        default=_env_whole("KUBE_API_BURST", DEFAULT_BURST),
         help="requests to the Kubernetes API that may go at once before --kube-api-qps paces them",
     )
     p.add_argument(
         "--mode",
-        choices=("operator", "bridge", "both"),
-        default=_env("MODE", "operator"),
+        choices=MODES,
+        default=_env_choice("MODE", "operator", MODES),
         help="operator: Slinky operator side; bridge: slurm-bridge loop against --slurm-url; both",
     )
     p.add_argument(
@@ -167,7 +233,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--job-list-interval",
         type=float,
-        default=float(_env("JOB_LIST_INTERVAL", "30")),
+        default=_env_number("JOB_LIST_INTERVAL", 30.0),
         help="bridge: seconds between full job listings (orphan jobs; adoption after a crash)",
     )
     p.add_argument(
@@ -178,13 +244,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--absence-confirm-seconds",
         type=float,
-        default=float(_env("ABSENCE_CONFIRM_SECONDS", "5")),
+        default=_env_number("ABSENCE_CONFIRM_SECONDS", 5.0),
         help="a Slurm node or job is gone only when Slurm's not-found answer holds on a later pass this much later",
     )
     p.add_argument(
         "--nodeset-deletion-grace",
         type=float,
-        default=float(_env("NODESET_DELETION_GRACE", str(DEFAULT_GRACE))),
+        default=_env_number("NODESET_DELETION_GRACE", DEFAULT_GRACE),
         help="seconds jobs pending in a deleting NodeSet's partition get before they are cancelled on purpose",
     )
     p.add_argument(
@@ -208,27 +274,32 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--lease-duration",
         type=float,
-        default=float(_env("LEASE_DURATION", str(LEASE_DURATION))),
+        default=_env_number("LEASE_DURATION", LEASE_DURATION),
         help="seconds a standby waits, after the leader's last renew it saw, before taking the Lease over",
     )
     p.add_argument(
         "--renew-deadline",
         type=float,
-        default=float(_env("RENEW_DEADLINE", str(RENEW_DEADLINE))),
+        default=_env_number("RENEW_DEADLINE", RENEW_DEADLINE),
         help="seconds after its last successful renew at which a leader stops writing (less than --lease-duration)",
     )
     p.add_argument(
         "--retry-period",
         type=float,
-        default=float(_env("RETRY_PERIOD", str(RETRY_PERIOD))),
+        default=_env_number("RETRY_PERIOD", RETRY_PERIOD),
         help="seconds between tries to acquire or renew the Lease",
     )
     p.add_argument(
         "--once",
         action="store_true",
-        default=_env("ONCE", "") == "1",
+        default=_env_bool("ONCE", False),
         help="one pass, then exit (0 = every cluster ok); under leader election only after taking the Lease",
     )
+    return p
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = parser()
     args = p.parse_args(argv)
     if args.kube_api_qps < 0 or args.kube_api_burst < 1:
         p.error(

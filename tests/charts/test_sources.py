@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from slinky_common import logs
 from tests.charts import helm
 
 Obj = dict[str, Any]
@@ -174,6 +175,8 @@ def _different(value: str) -> str:
     """A value parse_args accepts that differs from its default (numbers stay numbers)."""
     if value in ("operator", "bridge", "both"):
         return "both"
+    if value.lower() in logs.LEVELS:  # a closed set: another of its words
+        return "debug" if value.lower() != "debug" else "info"
     if value.isdigit():
         return str(int(value) + 1)
     try:

@@ -6,14 +6,24 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from ipaddress import IPv4Address
 from pathlib import Path
+from typing import BinaryIO
 
 import httpx
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from hooks.routes import route_table
 
@@ -28,13 +38,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+def _wait_healthy(
+    url: str, proc: subprocess.Popen, timeout: float = 30.0, verify: ssl.SSLContext | bool = True
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise AssertionError(f"server exited with {proc.returncode}: {proc.stdout.read() if proc.stdout else ''}")
         try:
-            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+            if httpx.get(url + "/healthz", timeout=1, verify=verify).status_code == 200:
                 return
         except httpx.TransportError:
             time.sleep(0.1)
@@ -298,17 +310,22 @@ def test_slow_clients_cannot_take_the_hooks_away():
 
 
 def test_a_request_not_sent_within_the_read_timeout_is_cut_off():
-    """HOOKS_READ_TIMEOUT bounds the headers and then the body: late headers close the connection,
-    a late body gets 408; the server goes on answering."""
+    """HOOKS_READ_TIMEOUT bounds the line and headers once they start, and then the body: late headers close
+    the connection, a late body gets 408; the server goes on answering. A connection that has sent nothing is
+    idle, not late (HOOKS_IDLE_TIMEOUT): it is served when it sends, three read timeouts later."""
     url, proc = _start({"HOOKS_READ_TIMEOUT": "1"})
     try:
         _wait_healthy(url, proc)
-        late = [_SlowClient(url, slow=kind, pieces=10, pause=0.1, stall_after=3) for kind in ("headers", "body")]
-        for client in late:
-            client.start()
-        for client in late:
-            client.join(timeout=30)
-        after = httpx.post(url + "/nodeset/sync", content=b"{}")
+        with _connect(url) as silent, silent.makefile("rb") as answers:
+            connected = time.monotonic()
+            late = [_SlowClient(url, slow=kind, pieces=10, pause=0.1, stall_after=3) for kind in ("headers", "body")]
+            for client in late:
+                client.start()
+            for client in late:
+                client.join(timeout=30)
+            after = httpx.post(url + "/nodeset/sync", content=b"{}")
+            time.sleep(max(0.0, connected + 3 - time.monotonic()))
+            idle = _get(silent, answers, "/healthz")
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -316,6 +333,7 @@ def test_a_request_not_sent_within_the_read_timeout_is_cut_off():
     assert headers.answer == b""  # closed before the request was complete: nothing to answer
     assert body.answer.startswith(b"HTTP/1.1 408") and b"HOOKS_READ_TIMEOUT" in body.answer, body.answer
     assert after.status_code == 400
+    assert idle == b"HTTP/1.1 200 OK", idle
 
 
 def test_a_dead_workers_counts_are_kept_and_its_metric_files_removed(tmp_path):
@@ -364,3 +382,167 @@ def _wait_replaced(make_pid: int, dead: int) -> None:
             return
         time.sleep(0.1)
     raise AssertionError(f"worker {dead} was not replaced")
+
+
+def _connect(url: str) -> socket.socket:
+    host, port = url.removeprefix("http://").split(":")
+    return socket.create_connection((host, int(port)), timeout=30)
+
+
+def _answer(answers: BinaryIO) -> bytes:
+    """The status line of the next answer on a connection, its body read off so the connection can carry
+    the next one; what the socket said instead if the server had closed it."""
+    try:
+        status = answers.readline()
+        length = 0
+        while (line := answers.readline()) not in (b"\r\n", b""):
+            name, _, value = line.partition(b":")
+            length = int(value) if name.strip().lower() == b"content-length" else length
+        answers.read(length)
+    except OSError as err:
+        return f"{type(err).__name__}: {err}".encode()
+    return status.rstrip() or b"closed by the server"
+
+
+def _get(sock: socket.socket, answers: BinaryIO, path: str) -> bytes:
+    """One GET on an open connection: its answer's status line (see `_answer`)."""
+    try:
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: hooks\r\n\r\n".encode())
+    except OSError as err:
+        return f"{type(err).__name__}: {err}".encode()
+    return _answer(answers)
+
+
+def _self_signed(directory: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key, as the bridge's hook server gets from cert-manager."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "slinky-hooks")])
+    now = datetime.now(UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(IPv4Address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = directory / "tls.crt", directory / "tls.key"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert_file, key_file
+
+
+def _hooks_env(**settings: str) -> dict[str, str]:
+    """The environment with none of the hook server's settings but `settings`: their defaults otherwise."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKS_") and k != "PROMETHEUS_MULTIPROC_DIR"}
+    return {**env, **settings}
+
+
+@contextmanager
+def _charts_server(scheme: str, directory: Path) -> Iterator[Callable[[], socket.socket]]:
+    """gunicorn as the charts run it, with the default settings (one worker), over TLS for "https" (as the
+    bridge's admission hooks are); yields a function opening a connection to it."""
+    port = _free_port()
+    args: list[str] = []
+    tls: ssl.SSLContext | None = None
+    if scheme == "https":
+        cert, key = _self_signed(directory)
+        args = [f"--certfile={cert}", f"--keyfile={key}"]
+        tls = ssl.create_default_context(cafile=str(cert))
+    proc = subprocess.Popen(
+        [str(ROOT / ".venv/bin/gunicorn"), "-c", "hooks/gunicorn_conf.py", *args, "hooks.app:create_app()"],
+        cwd=ROOT,
+        env=_hooks_env(HOOKS_BIND=f"127.0.0.1:{port}", HOOKS_WORKERS="1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+    def connect() -> socket.socket:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        return tls.wrap_socket(sock, server_hostname="127.0.0.1") if tls else sock
+
+    try:
+        _wait_healthy(f"{scheme}://127.0.0.1:{port}", proc, verify=tls or True)
+        yield connect
+    finally:
+        proc.kill()
+        proc.communicate()
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_a_kept_alive_connection_outlasts_the_idle_time_go_clients_keep_one(scheme: str, tmp_path: Path) -> None:
+    """Go's http.Transport (Metacontroller's, the API server's webhook client) reuses a connection idle up to
+    90 s: the server closing one sooner races the client's next request ("connection reset by peer").
+    With the default settings, a second request 12 s after the first, on the same connection, is answered
+    (the server closed it after 10 s, HOOKS_READ_TIMEOUT, before HOOKS_IDLE_TIMEOUT)."""
+    with _charts_server(scheme, tmp_path) as connect, connect() as sock, sock.makefile("rb") as answers:
+        first = _get(sock, answers, "/healthz")
+        time.sleep(12)  # past the 10 s the server used to keep an idle connection
+        second = _get(sock, answers, "/healthz")
+    assert first == b"HTTP/1.1 200 OK", first
+    assert second == b"HTTP/1.1 200 OK", second
+
+
+def _padded_get(path: str, size: int) -> bytes:
+    """A GET of exactly `size` bytes (headers padded)."""
+    head = f"GET {path} HTTP/1.1\r\nHost: hooks\r\n".encode()
+    room = size - len(head) - len(b"X-Pad-1: \r\nX-Pad-2: \r\n\r\n")
+    return head + b"X-Pad-1: " + b"a" * (room // 2) + b"\r\nX-Pad-2: " + b"a" * (room - room // 2) + b"\r\n\r\n"
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_requests_sent_before_their_answers_are_all_answered(scheme: str, tmp_path: Path) -> None:
+    """Bytes of the next request may already be off the socket, where waiting on it would never see them:
+    two small requests in one packet leave the second in gunicorn's read-ahead; over TLS a first request
+    of exactly gunicorn's read (8192 bytes) leaves the second decrypted in TLS, the socket silent."""
+    small = b"GET /healthz HTTP/1.1\r\nHost: hooks\r\n\r\n"
+    read_sized = _padded_get("/healthz", 8192)
+    assert len(read_sized) == 8192
+    with _charts_server(scheme, tmp_path) as connect, connect() as sock, sock.makefile("rb") as answers:
+        sock.sendall(small + small)
+        read_ahead = [_answer(answers), _answer(answers)]
+        sock.sendall(read_sized + small)
+        decrypted = [_answer(answers), _answer(answers)]
+    assert read_ahead == [b"HTTP/1.1 200 OK"] * 2, read_ahead
+    assert decrypted == [b"HTTP/1.1 200 OK"] * 2, decrypted
+
+
+# A bad setting through gunicorn as the charts and the image run it: one line naming it.
+BAD_SETTINGS = [
+    ("HOOKS_WORKERS", "abc", "HOOKS_WORKERS must be a positive whole number, got 'abc'"),
+    ("HOOKS_LOG_LEVEL", "LOUD", "HOOKS_LOG_LEVEL must be one of debug, info, warning, error, critical, got 'LOUD'"),
+    ("HOOKS_IDLE_TIMEOUT", "2m", "HOOKS_IDLE_TIMEOUT must be a positive whole number of seconds, got '2m'"),
+]
+
+
+@pytest.mark.parametrize(("env", "value", "line"), BAD_SETTINGS, ids=[f"{e}={v}" for e, v, _ in BAD_SETTINGS])
+def test_a_bad_setting_stops_gunicorn_with_one_line_naming_it(env: str, value: str, line: str) -> None:
+    result = subprocess.run(
+        [str(ROOT / ".venv/bin/gunicorn"), "-c", "hooks/gunicorn_conf.py", "hooks.app:create_app()"],
+        cwd=ROOT,
+        env=_hooks_env(**{env: value}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (result.returncode, result.stdout, result.stderr) == (1, "", f"slinky-hooks: {line}\n")
+
+
+def test_a_bad_setting_stops_slinky_hooks_before_it_starts_gunicorn() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", "import sys; from hooks.serve import main; main(sys.argv[1:])"],
+        cwd=ROOT,
+        env=_hooks_env(HOOKS_WORKERS="abc"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    line = "slinky-hooks: HOOKS_WORKERS must be a positive whole number, got 'abc'\n"
+    assert (result.returncode, result.stdout, result.stderr) == (1, "", line)

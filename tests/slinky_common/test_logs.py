@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+from collections.abc import Iterator
 
 import pytest
 
@@ -42,3 +43,28 @@ def test_text_lines_are_readable() -> None:
 def test_an_unknown_format_names_the_choices() -> None:
     with pytest.raises(ValueError, match="'yaml' is not one of json, text"):
         logs.formatter("yaml")
+
+
+@pytest.fixture()
+def root_logger() -> Iterator[logging.Logger]:
+    """The root logger, its handlers and level put back afterwards."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        yield root
+    finally:
+        root.handlers[:], root.level = handlers, level
+
+
+@pytest.mark.parametrize("level", [*logs.LEVELS, *(level.upper() for level in logs.LEVELS), "Warning"])
+def test_every_level_both_processes_take_is_one_logging_takes_in_any_case(
+    level: str, root_logger: logging.Logger
+) -> None:
+    """slurm-sync's --log-level and HOOKS_LOG_LEVEL are this closed set; configure() upper-cases it."""
+    logs.configure(level, io.StringIO())
+    assert root_logger.level == logging.getLevelName(level.upper())
+
+
+def test_a_level_outside_the_set_is_refused_by_logging_itself(root_logger: logging.Logger) -> None:
+    with pytest.raises(ValueError, match="LOUD"):
+        logs.configure("LOUD", io.StringIO())

@@ -153,3 +153,111 @@ def test_a_busy_health_port_is_one_line_naming_the_setting() -> None:
             cli._serve_health(f"127.0.0.1:{port}", Health(), Metrics())
     with pytest.raises(SystemExit, match="it is not host:port"):
         cli._serve_health("localhost", Health(), Metrics())
+
+
+# A bad value of each typed flag, and the one line it gets (argparse's message, without its usage block).
+BAD_FLAGS = [
+    (["--poll-interval", "abc"], "argument --poll-interval: invalid float value: 'abc'"),
+    (["--full-replan-interval", "1h"], "argument --full-replan-interval: invalid float value: '1h'"),
+    (["--token-lifetime", "1.5"], "argument --token-lifetime: invalid int value: '1.5'"),
+    (["--slurm-timeout", ""], "argument --slurm-timeout: invalid float value: ''"),
+    (["--kube-api-qps", "fast"], "argument --kube-api-qps: invalid float value: 'fast'"),
+    (["--kube-api-burst", "ten"], "argument --kube-api-burst: invalid int value: 'ten'"),
+    (["--job-list-interval", "x"], "argument --job-list-interval: invalid float value: 'x'"),
+    (["--absence-confirm-seconds", "x"], "argument --absence-confirm-seconds: invalid float value: 'x'"),
+    (["--nodeset-deletion-grace", "x"], "argument --nodeset-deletion-grace: invalid float value: 'x'"),
+    (["--lease-duration", "x"], "argument --lease-duration: invalid float value: 'x'"),
+    (["--renew-deadline", "x"], "argument --renew-deadline: invalid float value: 'x'"),
+    (["--retry-period", "x"], "argument --retry-period: invalid float value: 'x'"),
+    (
+        ["--log-level", "LOUD"],
+        "argument --log-level: invalid choice: 'LOUD' (choose from 'DEBUG', 'INFO', 'WARNING', 'ERROR', 'CRITICAL')",
+    ),
+    (["--log-format", "yaml"], "argument --log-format: invalid choice: 'yaml' (choose from 'json', 'text')"),
+    (["--mode", "all"], "argument --mode: invalid choice: 'all' (choose from 'operator', 'bridge', 'both')"),
+    (["--leader-elect=yes"], "argument --leader-elect/--no-leader-elect: ignored explicit argument 'yes'"),
+    (["--once=1"], "argument --once: ignored explicit argument '1'"),
+    (["--poll-interval"], "argument --poll-interval: expected one argument"),
+    (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+    (
+        ["--kube-api-burst", "0"],
+        "--kube-api-qps must be 0 (no limit) or more and --kube-api-burst at least 1, got 100 and 0",
+    ),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), BAD_FLAGS, ids=[" ".join(argv) for argv, _ in BAD_FLAGS])
+def test_a_bad_flag_value_is_one_line_naming_the_flag(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.parse_args(argv)
+    assert exited.value.code == 2
+    assert capsys.readouterr() == ("", f"slurm-sync: {message} (see --help)\n")
+
+
+# A bad value of each typed flag's environment variable, and the one line naming the variable.
+BAD_ENV = [
+    ("POLL_INTERVAL", "abc", "a number"),
+    ("FULL_REPLAN_INTERVAL", "1h", "a number"),
+    ("TOKEN_LIFETIME", "5m", "a whole number"),
+    ("TOKEN_LIFETIME", "1.5", "a whole number"),
+    ("SLURM_TIMEOUT", "", "a number"),
+    ("KUBE_API_QPS", "fast", "a number"),
+    ("KUBE_API_BURST", "ten", "a whole number"),
+    ("JOB_LIST_INTERVAL", "x", "a number"),
+    ("ABSENCE_CONFIRM_SECONDS", "x", "a number"),
+    ("NODESET_DELETION_GRACE", "x", "a number"),
+    ("LEASE_DURATION", "15s", "a number"),
+    ("RENEW_DEADLINE", "x", "a number"),
+    ("RETRY_PERIOD", "x", "a number"),
+    ("LOG_LEVEL", "LOUD", "one of DEBUG, INFO, WARNING, ERROR, CRITICAL"),
+    ("LOG_FORMAT", "yaml", "one of json, text"),
+    ("LOG_FORMAT", "JSON", "one of json, text"),
+    ("MODE", "all", "one of operator, bridge, both"),
+    ("LEADER_ELECT", "maybe", "true or false"),
+    ("ONCE", "twice", "true or false"),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "expected"), BAD_ENV, ids=[f"{n}={v!r}" for n, v, _ in BAD_ENV])
+def test_a_bad_environment_value_is_one_line_naming_the_variable(
+    name: str, value: str, expected: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(f"SLURM_SYNC_{name}", value)
+    with pytest.raises(SystemExit) as exited:
+        cli.parse_args([])
+    line = f"slurm-sync: SLURM_SYNC_{name}={value!r}: expected {expected}"
+    assert exited.value.code == 2 and str(exited.value) == line  # its text, for a caller that catches it
+    assert capsys.readouterr() == ("", line + "\n")
+
+
+def test_every_typed_flag_has_a_bad_flag_and_a_bad_environment_value_in_the_tables() -> None:
+    typed = {
+        action.dest
+        for action in cli.parser()._actions
+        if action.dest != "help" and (action.type is not None or action.choices is not None or action.nargs == 0)
+    }
+    assert len(typed) > 15
+    assert typed <= {argv[0].split("=")[0][2:].replace("-", "_") for argv, _ in BAD_FLAGS}
+    assert typed <= {name.lower() for name, _, _ in BAD_ENV}
+
+
+@pytest.mark.parametrize(("value", "level"), [("debug", "DEBUG"), ("Warning", "WARNING"), ("CRITICAL", "CRITICAL")])
+def test_the_log_level_takes_any_case(value: str, level: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert cli.parse_args(["--log-level", value]).log_level == level
+    monkeypatch.setenv("SLURM_SYNC_LOG_LEVEL", value)
+    assert cli.parse_args([]).log_level == level
+
+
+def test_once_takes_the_words_leader_elect_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert cli.parse_args([]).once is False
+    for word, once in (("1", True), ("true", True), ("yes", True), ("0", False), ("off", False)):
+        monkeypatch.setenv("SLURM_SYNC_ONCE", word)
+        assert cli.parse_args([]).once is once, word
+
+
+def test_a_bad_flag_value_is_one_line_on_stderr_of_the_process() -> None:
+    result = _run("--poll-interval", "abc")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == "slurm-sync: argument --poll-interval: invalid float value: 'abc' (see --help)\n"
