@@ -3,9 +3,16 @@
 #   slurm_sync:  python -m slurm_sync
 # Runs as a non-root user and writes nothing outside /tmp and PROMETHEUS_MULTIPROC_DIR, so it works
 # with readOnlyRootFilesystem (the charts mount emptyDirs there).
-# BASE_IMAGE names another registry's copy of the same base when Docker Hub is not reachable.
+# BASE_IMAGE names another registry's copy of the same base when Docker Hub is not reachable, or the equivalent
+# hack/image-base.sh makes from Debian's archive (hack/image.sh picks it then). Nothing here depends on where
+# the base keeps python, pip and the console scripts: they are found on its PATH.
 ARG BASE_IMAGE=docker.io/library/python:3.11-slim-bookworm
 FROM ${BASE_IMAGE}
+
+# pip's settings for this build only, from the building machine's pip (hack/image.sh); pip ignores them empty.
+ARG PIP_INDEX_URL=
+ARG PIP_TRUSTED_HOST=
+ARG PIP_CERT=
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

@@ -12,7 +12,7 @@ HOOKS_BIND ?= 127.0.0.1:8080
 HELM := .cache/bin/helm
 KUBECTL := .cache/bin/kubectl
 
-.PHONY: help run unit test soak lint model bench venv lock slurm-up slurm-down slurm-purge kube-up kube-down kube-purge cluster-up cluster-down crds clean image
+.PHONY: help run unit test soak image-ci lint model bench venv lock slurm-up slurm-down slurm-purge kube-up kube-down kube-purge cluster-up cluster-down crds clean image
 
 # The image of both processes: the charts default to this repository and their appVersion as the tag.
 IMAGE_REPOSITORY ?= ghcr.io/slinky-metacontroller/slinky-metacontroller
@@ -74,9 +74,17 @@ SOAK_RUNS ?= 3
 soak: $(STAMP) $(HELM) $(KUBECTL)
 	LIFECYCLE_SEEDS=random:$(SOAK_RUNS) hack/cluster/test.sh tests/cluster/test_lifecycle.py -k seeded_run $(PYTEST_ARGS)
 
-## Build $(IMAGE_REPOSITORY):$(IMAGE_TAG) with docker, podman or buildah (IMAGE_ENGINE= picks one).
+## Build $(IMAGE_REPOSITORY):$(IMAGE_TAG) with docker, podman or buildah (IMAGE_ENGINE= picks one; as root with
+## apt-get, buildah is installed when none is), over BASE_IMAGE=, else the Dockerfile's base when it can be
+## pulled, else the equivalent hack/image-base.sh makes once from this host's Debian mirror.
 image:
 	@hack/image.sh $(IMAGE_REPOSITORY):$(IMAGE_TAG)
+
+## The image `make test` builds and tests/test_image.py runs: localhost/slinky-metacontroller:ci-<hash of the
+## base's name, the Dockerfile and what .dockerignore lets in>, built only when that tag is missing; prints
+## where it is and how long the build took.
+image-ci:
+	@hack/image.sh --ci
 
 ## Every budget of docs/architecture.md §7, each a ratio against a floor measured in the same run; non-zero
 ## when one is missed or a suite cannot run. The HTTP suite installs its load generator (wrk) with apt-get.

@@ -1,9 +1,10 @@
 #!/bin/bash
-# test.sh - `make test`: lint, the drain protocol's model, then the real Slurm and the real Kubernetes API
-# server with every test that is not the cluster lab's, then the cluster lab's tests on the cluster lab
-# (hack/cluster/test.sh). Each part's time is printed as it ends and all of them at the end, so a slow CI
-# says where its time went. Non-zero when any part failed; a lab that cannot be built or started is
-# reported in one line and its tests are skipped (hack/slurm/up.sh, hack/kube/up.sh, hack/cluster/up.sh).
+# test.sh - `make test`: lint, the drain protocol's model, the image (hack/image.sh --ci), then the real
+# Slurm and the real Kubernetes API server with every test that is not the cluster lab's, then the
+# cluster lab's tests on the cluster lab (hack/cluster/test.sh). Each part's time is printed as it ends
+# and all of them at the end, so a slow CI says where its time went. Non-zero when any part failed; a
+# lab that cannot be built or started is reported in one line and its tests are skipped
+# (hack/slurm/up.sh, hack/kube/up.sh, hack/cluster/up.sh).
 #   hack/test.sh [PYTEST ARGS...]
 set -uo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -24,6 +25,7 @@ lint() { .venv/bin/ruff check . && .venv/bin/ruff format --check . && .venv/bin/
 part lint lint || exit 1   # a finding fails the run before any lab starts
 rc=0
 part model hack/model.sh || rc=1
+part image hack/image.sh --ci || rc=1   # tagged by its content: built only when that changed; tests/test_image.py runs it
 slurm=0
 part "Slurm lab start" hack/slurm/up.sh || slurm=$?
 part "API server lab start" hack/kube/up.sh \
