@@ -1,8 +1,9 @@
 """No job lost across a NodeSet's lifecycle on the cluster lab (tests/cluster/lifecycle.py says what is
-checked after every step). The scenarios of Slinky's lifecycle bugs first, then seeded random runs of
-`LIFECYCLE_OPS` operations (default 100), one per seed of `seeds()`: CI's fixed list, so a red CI is a
-regression and not a new seed's luck; `make soak` draws new ones. A seed that fails a soak joins CI_SEEDS
-once what it found is fixed."""
+checked after every step). The scenarios of Slinky's lifecycle bugs first, then a seeded random run for
+each seed of `seeds()`: CI's fixed list, so a red CI is a regression and not a new seed's luck, each run
+as far as its seed once failed and ten operations more; `make soak` draws new seeds and runs
+`LIFECYCLE_OPS` operations (default 100) of each. A seed that fails a soak joins CI_SEEDS once what it
+found is fixed."""
 
 from __future__ import annotations
 
@@ -21,24 +22,29 @@ from tests.cluster.plugin import NAMESPACE, SUMMARIES, ClusterLab, eventually, r
 pytestmark = pytest.mark.cluster
 
 
-# Seeds that passed, each added when a run from it found a fault that is now fixed (the commit that fixed it):
-# 652146: a name missing while the lab rewrote hosts files (issue 40; the lab's DNS since).
-CI_SEEDS = (652146,)
+# Seeds that once failed, each with the step it failed at, added once the fault it found was fixed; CI runs
+# each to that step and ten more (a fixed list: a red CI is a regression; `make soak` explores).
+CI_SEEDS = {
+    652146: 41,  # a name missing while the lab rewrote hosts files in place (issue 40: the lab's DNS since)
+}
+SOAK_OPERATIONS = 100
 
 
-def seeds() -> list[int]:
-    """LIFECYCLE_SEED (comma-separated) repeats given runs; LIFECYCLE_SEEDS=random:N draws N new ones
-    (`make soak`); else CI_SEEDS."""
+def seeds() -> list[tuple[int, int]]:
+    """(seed, operations) of each seeded run. LIFECYCLE_SEED (comma-separated) repeats given seeds and
+    LIFECYCLE_SEEDS=random:N draws N new ones (`make soak`), each LIFECYCLE_OPS operations (100); else
+    CI_SEEDS, each to its failing step and ten more (LIFECYCLE_OPS, when set, for all)."""
+    ops = os.environ.get("LIFECYCLE_OPS", "").strip()
     given = os.environ.get("LIFECYCLE_SEED", "").strip()
-    if given:
-        return [int(seed) for seed in given.split(",")]
     drawn = os.environ.get("LIFECYCLE_SEEDS", "").strip()
+    if given:
+        return [(int(seed), int(ops or SOAK_OPERATIONS)) for seed in given.split(",")]
     if drawn:
         kind, _, count = drawn.partition(":")
         if kind != "random" or not count.isdigit():
             raise pytest.UsageError(f"LIFECYCLE_SEEDS must be random:N, got {drawn!r}")
-        return [random.SystemRandom().randrange(1_000_000) for _ in range(int(count))]
-    return list(CI_SEEDS)
+        return [(random.SystemRandom().randrange(1_000_000), int(ops or SOAK_OPERATIONS)) for _ in range(int(count))]
+    return [(seed, int(ops) if ops else failed_at + 10) for seed, failed_at in CI_SEEDS.items()]
 
 
 SEEDS = seeds()
@@ -47,7 +53,7 @@ SEEDS = seeds()
 @pytest.fixture
 def life(cluster_lab: ClusterLab, request: pytest.FixtureRequest) -> Iterator[Lifecycle]:
     """The scenarios run from the first seed; the seeded runs from each (indirect parametrization)."""
-    seed = getattr(request, "param", SEEDS[0])
+    seed = getattr(request, "param", SEEDS[0])[0]
     life = Lifecycle(cluster_lab, seed)
     try:
         life.start()
@@ -174,7 +180,12 @@ def deletion_report(life: Lifecycle) -> dict | None:
 
 
 @pytest.mark.timeout(3600)  # 100 operations take 13 to 16 minutes here
-@pytest.mark.parametrize("life", SEEDS, indirect=True, ids=[f"seed-{seed}" for seed in SEEDS])
-def test_a_seeded_run_of_lifecycle_operations_loses_no_job(life: Lifecycle) -> None:
-    life.run(int(os.environ.get("LIFECYCLE_OPS", "100")))
+@pytest.mark.parametrize(
+    ("life", "operations"),
+    [((s, n), n) for s, n in SEEDS],
+    indirect=["life"],
+    ids=[f"seed-{s}-{n}-ops" for s, n in SEEDS],
+)
+def test_a_seeded_run_of_lifecycle_operations_loses_no_job(life: Lifecycle, operations: int) -> None:
+    life.run(operations)
     life.finish()
