@@ -10,6 +10,8 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -101,13 +103,13 @@ func init() {
 	for _, add := range []func(*runtime.Scheme) error{
 		corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme, policyv1.AddToScheme, coordinationv1.AddToScheme,
 		eventsv1.AddToScheme, rbacv1.AddToScheme, schedulingv1.AddToScheme, networkingv1.AddToScheme,
-		admissionregistrationv1.AddToScheme, resourcev1.AddToScheme,
+		admissionregistrationv1.AddToScheme, resourcev1.AddToScheme, authenticationv1.AddToScheme, authorizationv1.AddToScheme,
 	} {
 		utilruntime.Must(add(builtinScheme))
 	}
 	// The versioned types are also their own internal version: with no internal types packaged,
 	// "conversion" between the two is the identity, and storage holds exactly what was served.
-	for _, gv := range servedGroupVersions() {
+	for _, gv := range append(servedGroupVersions(), reviewGroupVersions...) {
 		internal := schema.GroupVersion{Group: gv.Group, Version: runtime.APIVersionInternal}
 		for name, t := range builtinScheme.KnownTypes(gv) {
 			if strings.HasPrefix(t.PkgPath(), "k8s.io/api/") && !builtinScheme.Recognizes(internal.WithKind(name)) {
@@ -123,6 +125,11 @@ func init() {
 	}
 }
 
+// reviewGroupVersions: the groups of the token and review APIs (tokens.go, reviews.go), served but
+// never stored.
+var reviewGroupVersions = []schema.GroupVersion{authenticationv1.SchemeGroupVersion, authorizationv1.SchemeGroupVersion}
+
+// servedGroupVersions: the groups of the stored kinds, in the table's order.
 func servedGroupVersions() []schema.GroupVersion {
 	var gvs []schema.GroupVersion
 	seen := map[schema.GroupVersion]bool{}
@@ -205,20 +212,32 @@ func newStore(k *kind, getter generic.RESTOptionsGetter) (*genericregistry.Store
 	return store, err
 }
 
-// installBuiltins serves every kind of the table, with /status and pods/binding.
-func installBuiltins(server *genericapiserver.GenericAPIServer, getter generic.RESTOptionsGetter) error {
+// apiExtras: what installBuiltins serves besides the table's kinds (the token and review APIs), and
+// the RBAC policy the RBAC kinds' storage enforces on writes (rbacstore.go).
+type apiExtras struct {
+	storage map[schema.GroupVersion]map[string]rest.Storage
+	policy  *rbacPolicy
+}
+
+// installBuiltins serves every kind of the table, with /status and pods/binding, and the extras.
+func installBuiltins(server *genericapiserver.GenericAPIServer, getter generic.RESTOptionsGetter, extras apiExtras) error {
 	byGroup := map[schema.GroupVersion]map[string]rest.Storage{}
+	storageOf := func(gv schema.GroupVersion) map[string]rest.Storage {
+		if byGroup[gv] == nil {
+			byGroup[gv] = map[string]rest.Storage{}
+		}
+		return byGroup[gv]
+	}
 	for _, k := range kinds {
 		store, err := newStore(k, getter)
 		if err != nil {
 			return fmt.Errorf("storage for %s: %w", k.resource, err)
 		}
-		storage := byGroup[k.gv]
-		if storage == nil {
-			storage = map[string]rest.Storage{}
-			byGroup[k.gv] = storage
-		}
+		storage := storageOf(k.gv)
 		storage[k.resource] = shortNamesStore{store, k.shortNames}
+		if k.gv.Group == rbacv1.GroupName && extras.policy != nil {
+			storage[k.resource] = escalationCheckingStore{shortNamesStore{store, k.shortNames}, extras.policy, k.groupResource()}
+		}
 		if k.status {
 			storage[k.resource+"/status"] = newStatusREST(store)
 		}
@@ -226,7 +245,15 @@ func installBuiltins(server *genericapiserver.GenericAPIServer, getter generic.R
 			storage["pods/binding"] = &bindingREST{pods: store}
 		}
 	}
-	for _, gv := range servedGroupVersions() {
+	for gv, resources := range extras.storage {
+		for name, storage := range resources {
+			storageOf(gv)[name] = storage
+		}
+	}
+	for _, gv := range append(servedGroupVersions(), reviewGroupVersions...) {
+		if byGroup[gv] == nil {
+			continue
+		}
 		info := genericapiserver.NewDefaultAPIGroupInfo(gv.Group, builtinScheme, metav1.ParameterCodec, builtinCodecs)
 		info.PrioritizedVersions = []schema.GroupVersion{gv}
 		info.VersionedResourcesStorageMap[gv.Version] = byGroup[gv]

@@ -8,9 +8,12 @@
 // Kubernetes main repository, which is not packaged: built-in objects are stored as given, apart
 // from the few server-side behaviours listed in strategy.go.
 //
-// Serving is TLS on loopback (a self-signed CA written to --cert-dir), authentication is one
-// bearer token (--token-file) for an administrator, authorization allows everything. On start it
-// writes a kubeconfig (--kubeconfig-out) for that token.
+// Serving is TLS on loopback (a self-signed CA written to --cert-dir). Authentication: the
+// administrator's bearer token (--token-file, in system:masters), ServiceAccount tokens the server
+// signs (auth.go, minted by serviceaccounts/token: tokens.go), else anonymous. Authorization:
+// system:masters, then RBAC over the stored roles and bindings (rbac.go, with kube's escalation
+// checks on writing them: rbacstore.go, and the bootstrap roles: bootstrap.go); access reviews in
+// reviews.go. On start it writes a kubeconfig (--kubeconfig-out) for the administrator's token.
 package main
 
 import (
@@ -22,6 +25,9 @@ import (
 	"os"
 	"strings"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1beta1"
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
@@ -29,11 +35,11 @@ import (
 	extensionsopenapi "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle"
-	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
-	"k8s.io/apiserver/pkg/authentication/user"
-	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
+	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
@@ -59,6 +65,7 @@ type settings struct {
 	tokenFile     string
 	kubeconfigOut string
 	gcInterval    float64
+	anonymousAuth bool
 }
 
 func parseFlags() settings {
@@ -69,6 +76,8 @@ func parseFlags() settings {
 	flag.StringVar(&s.tokenFile, "token-file", "token", "file holding the administrator's bearer token")
 	flag.StringVar(&s.kubeconfigOut, "kubeconfig-out", "kubeconfig", "kubeconfig to write for that token")
 	flag.Float64Var(&s.gcInterval, "gc-interval", 1, "seconds between garbage collector sweeps")
+	flag.BoolVar(&s.anonymousAuth, "anonymous-auth", true,
+		"requests without credentials are system:anonymous (as kube-apiserver's default), else 401")
 	flag.BoolVar(&gracefulPodDeletion, "graceful-pod-deletion", false,
 		"delete bound pods gracefully, for a kubelet stand-in to finish (the cluster lab)")
 	klog.InitFlags(nil)
@@ -96,7 +105,7 @@ func run(s settings) error {
 	etcd := genericoptions.NewEtcdOptions(storagebackend.NewDefaultConfig("/registry", nil))
 	etcd.StorageConfig.Transport.ServerList = strings.Split(s.etcdServers, ",")
 
-	base, err := baseConfig(s, adminToken)
+	base, auth, err := baseConfig(s, adminToken)
 	if err != nil {
 		return err
 	}
@@ -109,7 +118,7 @@ func run(s settings) error {
 	if err != nil {
 		return fmt.Errorf("building the built-in API server: %w", err)
 	}
-	if err := installBuiltins(core, coreConfig.RESTOptionsGetter); err != nil {
+	if err := installBuiltins(core, coreConfig.RESTOptionsGetter, auth.extras()); err != nil {
 		return err
 	}
 
@@ -135,7 +144,7 @@ func run(s settings) error {
 	}
 	server := extensions.GenericAPIServer
 	shareLegacyDiscovery(core, server)
-	addLabHooks(server, s)
+	addLabHooks(server, s, base.SharedInformerFactory)
 	if err := writeKubeconfig(s, adminToken); err != nil {
 		return err
 	}
@@ -145,14 +154,14 @@ func run(s settings) error {
 
 // baseConfig is what both servers share: serving, authentication, authorization, admission,
 // OpenAPI and the aggregated discovery document (one, so /apis lists both servers' groups).
-func baseConfig(s settings, adminToken string) (*genericapiserver.RecommendedConfig, error) {
+func baseConfig(s settings, adminToken string) (*genericapiserver.RecommendedConfig, *labAuth, error) {
 	serving := genericoptions.NewSecureServingOptions().WithLoopback()
 	serving.BindAddress = netutils.ParseIPSloppy("127.0.0.1")
 	serving.BindPort = s.bindPort
 	serving.ServerCert.CertDirectory = s.certDir
 	serving.ServerCert.PairName = "apiserver"
 	if err := serving.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{netutils.ParseIPSloppy("127.0.0.1")}); err != nil {
-		return nil, fmt.Errorf("creating self-signed certificates: %w", err)
+		return nil, nil, fmt.Errorf("creating self-signed certificates: %w", err)
 	}
 	config := genericapiserver.NewRecommendedConfig(builtinCodecs)
 	config.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
@@ -161,12 +170,8 @@ func baseConfig(s settings, adminToken string) (*genericapiserver.RecommendedCon
 		return trimTrailingSlash(genericapiserver.DefaultBuildHandlerChain(handler, c))
 	}
 	if err := serving.ApplyTo(&config.SecureServing, &config.LoopbackClientConfig); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	admin := &user.DefaultInfo{Name: "kube-lab-admin", Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated}}
-	config.Authentication.Authenticator = authenticatorfactory.NewFromTokens(map[string]*user.DefaultInfo{adminToken: admin}, nil)
-	config.Authorization.Authorizer = authorizerfactory.NewAlwaysAllowAuthorizer()
-	genericapiserver.AuthorizeClientBearerToken(config.LoopbackClientConfig, &config.Authentication, &config.Authorization)
 
 	namer := openapinamer.NewDefinitionNamer(builtinScheme, apiextensionsapiserver.Scheme)
 	config.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(openAPIDefinitions, namer)
@@ -177,14 +182,24 @@ func baseConfig(s settings, adminToken string) (*genericapiserver.RecommendedCon
 
 	client, err := kubernetes.NewForConfig(config.LoopbackClientConfig)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	dynamicClient, err := dynamic.NewForConfig(config.LoopbackClientConfig)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	config.ClientConfig = config.LoopbackClientConfig
 	config.SharedInformerFactory = informers.NewSharedInformerFactory(client, 0)
+
+	auth, err := newLabAuth(s, adminToken, config.SharedInformerFactory, client)
+	if err != nil {
+		return nil, nil, err
+	}
+	config.Authentication.Authenticator = auth.authenticator
+	config.Authentication.APIAudiences = apiAudiences
+	config.Authorization.Authorizer = auth.authorizer
+	// the loopback client's own token, in system:masters
+	genericapiserver.AuthorizeClientBearerToken(config.LoopbackClientConfig, &config.Authentication, &config.Authorization)
 	// Admission: only NamespaceLifecycle (no writes into missing or terminating namespaces).
 	// Webhooks and admission policies would need a cluster network and their own APIs.
 	admission := genericoptions.NewAdmissionOptions()
@@ -193,9 +208,45 @@ func baseConfig(s settings, adminToken string) (*genericapiserver.RecommendedCon
 		"ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook"}
 	if err := admission.ApplyTo(&config.Config, config.SharedInformerFactory, client, dynamicClient,
 		utilfeature.DefaultFeatureGate, config.EffectiveVersion); err != nil {
-		return nil, fmt.Errorf("admission: %w", err)
+		return nil, nil, fmt.Errorf("admission: %w", err)
 	}
-	return config, nil
+	return config, auth, nil
+}
+
+// labAuth: who a request is (auth.go) and what it may do (rbac.go), and the APIs over them.
+type labAuth struct {
+	issuer        *tokenIssuer
+	authenticator authenticator.Request
+	authorizer    authorizer.Authorizer
+	rbac          *rbacAuthorizer
+	client        kubernetes.Interface
+}
+
+func newLabAuth(s settings, adminToken string, factory informers.SharedInformerFactory, client kubernetes.Interface) (*labAuth, error) {
+	issuer, err := newTokenIssuer(s.certDir)
+	if err != nil {
+		return nil, err
+	}
+	authz, rbac := newAuthorizer(factory)
+	return &labAuth{
+		issuer:        issuer,
+		authenticator: newAuthenticator(adminToken, issuer, newBoundObjects(factory, client), s.anonymousAuth),
+		authorizer:    authz,
+		rbac:          rbac,
+		client:        client,
+	}, nil
+}
+
+// extras: the token and review APIs, and the RBAC policy the RBAC kinds' storage enforces.
+func (a *labAuth) extras() apiExtras {
+	return apiExtras{
+		storage: map[schema.GroupVersion]map[string]rest.Storage{
+			corev1.SchemeGroupVersion:           {"serviceaccounts/token": &tokenRequestREST{issuer: a.issuer, client: a.client}},
+			authenticationv1.SchemeGroupVersion: authenticationStorage(a.authenticator),
+			authorizationv1.SchemeGroupVersion:  reviewStorage(a.authorizer, a.rbac),
+		},
+		policy: &rbacPolicy{authorizer: a.authorizer, rbac: a.rbac},
+	}
 }
 
 // openAPIDefinitions: the built-in kinds' (generated at build time by openapi-gen over k8s.io/api)
@@ -254,9 +305,16 @@ func shareLegacyDiscovery(core, front *genericapiserver.GenericAPIServer) {
 	})
 }
 
-func addLabHooks(server *genericapiserver.GenericAPIServer, s settings) {
+func addLabHooks(server *genericapiserver.GenericAPIServer, s settings, factory informers.SharedInformerFactory) {
 	server.AddPostStartHookOrDie("kube-lab-namespaces", func(hook genericapiserver.PostStartHookContext) error {
 		return createSystemNamespaces(hook.Context, hook.LoopbackClientConfig)
+	})
+	server.AddPostStartHookOrDie("rbac/bootstrap-roles", func(hook genericapiserver.PostStartHookContext) error {
+		return createBootstrapPolicy(hook.Context, hook.LoopbackClientConfig)
+	})
+	server.AddPostStartHookOrDie("kube-lab-clusterrole-aggregation", func(hook genericapiserver.PostStartHookContext) error {
+		go runClusterRoleAggregation(hook.Context, factory, hook.LoopbackClientConfig)
+		return nil
 	})
 	server.AddPostStartHookOrDie("kube-lab-garbage-collector", func(hook genericapiserver.PostStartHookContext) error {
 		go runGarbageCollector(hook.Context, hook.LoopbackClientConfig, s.gcInterval)

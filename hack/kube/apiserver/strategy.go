@@ -14,8 +14,10 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/api/validation/path"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -121,14 +123,16 @@ func validateImmutable(obj, old runtime.Object) field.ErrorList {
 	return errs
 }
 
-// nameRule: Services and Namespaces become DNS labels, so their names are labels; everything
-// else we serve is a DNS subdomain.
+// nameRule: Services and Namespaces become DNS labels, so their names are labels; RBAC's roles and
+// bindings need only be path segments (system:discovery); everything else we serve is a DNS subdomain.
 func (s strategy) nameRule() apimachineryvalidation.ValidateNameFunc {
-	switch s.k.resource {
-	case "services":
+	switch {
+	case s.k.resource == "services":
 		return apimachineryvalidation.NameIsDNS1035Label
-	case "namespaces":
+	case s.k.resource == "namespaces":
 		return apimachineryvalidation.NameIsDNSLabel
+	case s.k.gv.Group == rbacv1.GroupName:
+		return path.ValidatePathSegmentName
 	}
 	return apimachineryvalidation.NameIsDNSSubdomain
 }
