@@ -30,25 +30,6 @@ has_image() {
   esac >/dev/null 2>&1
 }
 
-# The host's security archive for the suite, from apt's sources (deb822 .sources or one-line .list); empty if none.
-security_archive() {
-  {
-    for f in /etc/apt/sources.list.d/*.sources; do
-      [ -e "$f" ] || continue
-      awk -v s="$SUITE-security" '
-        function flush() { if (uri != "" && (" " suites " ") ~ (" " s " ")) { print uri; exit } uri = ""; suites = "" }
-        /^[[:space:]]*$/ { flush(); next }
-        tolower($1) == "uris:" { uri = $2 }
-        tolower($1) == "suites:" { $1 = ""; suites = $0 }
-        END { flush() }' "$f"
-    done
-    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-      [ -e "$f" ] || continue
-      sed -E 's/\[[^]]*\]//' "$f" | awk -v s="$SUITE-security" '$1 == "deb" && $3 == s { print $2; exit }'
-    done
-  } | head -1 | sed 's:/$::'
-}
-
 if has_image "$image"; then echo "$image"; exit 0; fi
 # one build at a time; whoever waited finds the image made
 exec 9>"${TMPDIR:-/tmp}/slinky-mc-python-base.lock"
@@ -67,7 +48,7 @@ mirror=${IMAGE_BASE_MIRROR:-$(debian_mirror)}
 [ -n "$mirror" ] || fail "no Debian mirror in this host's apt configuration; set IMAGE_BASE_MIRROR to a Debian mirror's URL"
 sources=("deb $mirror $SUITE main" "deb $mirror $SUITE-updates main")
 # the security archive too when this host's apt has one for the suite (its address is the host's configuration)
-security=$(security_archive)
+security=$(apt_archive_for "$SUITE-security")
 [ -z "$security" ] || sources+=("deb $security $SUITE-security main")
 
 work=$(mktemp -d /var/tmp/slinky-mc-python-base.XXXXXX)
