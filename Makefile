@@ -12,7 +12,7 @@ HOOKS_BIND ?= 127.0.0.1:8080
 HELM := .cache/bin/helm
 KUBECTL := .cache/bin/kubectl
 
-.PHONY: help run unit test soak image-ci lint model bench venv lock slurm-up slurm-down slurm-purge kube-up kube-down kube-purge cluster-up cluster-down crds clean image
+.PHONY: help run unit test soak image-ci release lint model bench venv lock slurm-up slurm-down slurm-purge kube-up kube-down kube-purge cluster-up cluster-down crds clean image
 
 # The image of both processes: the charts default to this repository and their appVersion as the tag.
 IMAGE_REPOSITORY ?= ghcr.io/slinky-metacontroller/slinky-metacontroller
@@ -86,6 +86,13 @@ image:
 image-ci:
 	@hack/image.sh --ci
 
+## Publish as Slinky publishes (hack/release.sh): the image REGISTRY/slinky-metacontroller:VERSION and the three
+## charts as oci://REGISTRY/charts/<chart>:VERSION (helm push), the charts' default image the one pushed beside
+## them. VERSION defaults to charts/slurm-operator's version; log in first (buildah login, helm registry login).
+release: $(HELM)
+	@[ -n "$(REGISTRY)" ] || { echo "make release: set REGISTRY=host[:port][/path], e.g. make release REGISTRY=<registry>/slinky-metacontroller" >&2; exit 1; }
+	@hack/release.sh $(REGISTRY) $(VERSION)
+
 ## Every budget of docs/architecture.md §7, each a ratio against a floor measured in the same run; non-zero
 ## when one is missed or a suite cannot run. The HTTP suite installs its load generator (wrk) with apt-get.
 bench: $(STAMP) $(HELM)
@@ -101,8 +108,9 @@ lock:
 	rm -rf .lock-venv
 
 ## The cluster lab (docs/cluster-lab.md): the whole cluster of examples/crs/ on this machine, every daemon
-## real; METACONTROLLER=/path/to/metacontroller uses a real one instead of the stand-in. Needs root.
-cluster-up: $(STAMP) $(KUBECTL)
+## real, the operator installed with helm from the image (built when missing); CLUSTER_LAB_OPERATOR=worktree
+## runs it from the work tree, and with that METACONTROLLER=/path/to/metacontroller uses a real one. Needs root.
+cluster-up: $(STAMP) $(KUBECTL) $(HELM)
 	hack/cluster/up.sh
 
 cluster-down:

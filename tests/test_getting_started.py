@@ -5,7 +5,9 @@ Steps 5 and 6 run to `srun` on the cluster lab (tests/cluster/test_getting_start
 
 Not run against the API server: what needs a kubelet, a running Metacontroller, the internet or an API
 the lab does not serve (NOT_RUN); `helm install slurm-operator` gets `--take-ownership`, because this
-session's tests installed the CRDs before it, as in tests/test_operations_commands.py.
+session's tests installed the CRDs before it, as in tests/test_operations_commands.py. The published charts
+(`oci://ghcr.io/slinky-metacontroller/charts/...`) are read from charts/, which `make release` packages them
+from; tests/test_release.py publishes them to a registry of its own and installs from there.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from tests.charts import helm
 from tests.kube.cli import run
 from tests.kube.plugin import KubeLab
 from tests.support.hooks import by_kind, related, request, secret
-from tests.support.operationsdoc import PLACEHOLDERS, Command, sections
+from tests.support.operationsdoc import PLACEHOLDERS, PUBLISHED_CHARTS, Command, local_charts, sections
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "getting-started.md"
@@ -30,8 +32,7 @@ NOT_RUN = {
     "kubectl get storageclass": "a StorageClass API (the lab's API server serves none)",
     "kubectl apply -k https://github.com/metacontroller/metacontroller/manifests/production": "the internet",
     "kubectl rollout status -n metacontroller statefulset/metacontroller": "a kubelet",
-    "make image IMAGE_REPOSITORY=<registry>/slinky-metacontroller IMAGE_TAG=<tag>": "a container engine",
-    "podman push <registry>/slinky-metacontroller:<tag>": "a registry",
+    "make release REGISTRY=<registry> VERSION=<tag>": "a registry (tests/test_release.py runs it against a local one)",
     "kubectl rollout status -n slinky deploy/slurm-operator-hooks deploy/slurm-operator-slurm-sync": "a kubelet",
     "kubectl wait --for=condition=Ready -n slurm controllers,nodesets,restapis --all --timeout=10m": "Metacontroller",
     "kubectl exec -n slurm statefulset/slurm-controller -c slurmctld -- sinfo": "a kubelet",
@@ -62,6 +63,7 @@ def test_six_numbered_steps_each_with_commands_and_every_skip_named() -> None:
 def chart_objects() -> dict[str, dict]:
     """charts/slurm as step 5 installs it, by kind/name."""
     (install,) = [c for c in page_commands() if c.words[:3] == ["helm", "install", "slurm"]]
+    assert install.words[3] == f"{PUBLISHED_CHARTS}slurm", install.line
     sets = [install.words[i + 1] for i, w in enumerate(install.words) if w == "--set"]
     args = ["template", "slurm", "charts/slurm", "-n", "slurm", *(a for s in sets for a in ("--set", s))]
     out = subprocess.run([str(helm.helm()), *args], capture_output=True, text=True, cwd=ROOT, check=True).stdout
@@ -105,7 +107,7 @@ def test_the_page_runs_against_the_api_server(kube_lab: KubeLab, installed_crds,
             if command.line in NOT_RUN:
                 continue
             words = [w.replace("<registry>", PLACEHOLDERS["<registry>"]).replace("<tag>", PLACEHOLDERS["<tag>"])
-                     for w in command.words]  # fmt: skip
+                     for w in local_charts(command.words)]  # fmt: skip
             if words[:3] == ["helm", "install", "slurm-operator"]:
                 words.append("--take-ownership")
             proc = run(kube_lab, words[0], *words[1:])

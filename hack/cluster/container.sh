@@ -18,8 +18,31 @@ mount -t overlay overlay -o "lowerdir=$rootfs,upperdir=$state/upper,workdir=$sta
 mount -t proc proc "$root/proc"
 mount --rbind /dev "$root/dev"
 mount -t tmpfs -o mode=1777 tmpfs "$root/tmp"
+# in_root PATH: PATH as the container sees it, resolved on the host under $root: symlinks are followed inside the
+# root (an absolute link restarts at the root, `..` stops there), as runc's securejoin does, so a mount target
+# under a link (the image's /var/run -> /run) lands in the container and never on the host's own /run
+in_root() {
+  local rest=${1#/} done="" part link hops=0
+  while [ -n "$rest" ]; do
+    part=${rest%%/*}
+    if [ "$part" = "$rest" ]; then rest=""; else rest=${rest#*/}; fi
+    case $part in
+      ""|.) continue ;;
+      ..) done=${done%/*}; continue ;;
+    esac
+    if [ -L "$root$done/$part" ]; then
+      hops=$((hops + 1)); [ "$hops" -le 40 ] || { echo "container.sh: too many links in $1" >&2; exit 1; }
+      link=$(/usr/bin/readlink "$root$done/$part")
+      case $link in /*) done="" ;; esac
+      rest=${link#/}${rest:+/$rest}
+    else
+      done=$done/$part
+    fi
+  done
+  printf '%s\n' "$root$done"
+}
 while IFS= read -r -d '' source && IFS= read -r -d '' target && IFS= read -r -d '' mode; do
-  dest=$root$target
+  dest=$(in_root "$target")
   if [ -d "$source" ]; then /usr/bin/mkdir -p "$dest"; else /usr/bin/mkdir -p "${dest%/*}"; [ -e "$dest" ] || : >"$dest"; fi
   mount --bind "$source" "$dest"
   if [ "$mode" = ro ]; then mount -o remount,bind,ro "$dest"; fi

@@ -174,6 +174,7 @@ start_etcd() {
 }
 
 start_apiserver() {
+  rm -rf "$RUN/certs"   # a new server on new etcd data: its certificate (SANs from its flags) and token key made anew
   head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$RUN/token"
   chmod 600 "$RUN/token"
   (cd "$RUN" && exec setsid "$BINARY" --etcd-servers "$ETCD_URL" --secure-port "$API_PORT" --cert-dir "$RUN/certs" \

@@ -29,6 +29,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import ClassVar
 
 from slinky_common import names
@@ -583,14 +584,13 @@ class Lifecycle:
             lines += [f"job {line}" for line in queue.splitlines() if line.strip()]
         except Exception as exc:  # the lab itself may be what failed
             lines.append(f"(state unreadable: {exc})")
-        wanted = {  # each log's last lines that say what its process did: no request lines, the lab's on us
-            "slurm-sync": lambda ln: "httpx" not in ln,
-            "slurm-sync-b": lambda ln: "httpx" not in ln,
-            "lab": lambda ln: "failed" in ln or NODESET in ln,
-            "lifecycle": lambda ln: "state at the failure" not in ln,  # the steps that led here
+        wanted: dict[str, tuple[Path, Callable[[str], bool]]] = {  # each log's last lines that say what its process
+            # did: no request lines, the lab's on us
+            **{name: (self.lab.sync_log(name), lambda ln: "httpx" not in ln) for name, _ in self.lab.sync_replicas},
+            "lab": (LAB / "logs" / "lab.log", lambda ln: "failed" in ln or NODESET in ln),
+            "lifecycle": (LAB / "logs" / "lifecycle.log", lambda ln: "state at the failure" not in ln),  # the steps
         }
-        for log_name, keep in wanted.items():
-            path = LAB / "logs" / f"{log_name}.log"
+        for log_name, (path, keep) in wanted.items():
             tail = [ln for ln in (path.read_text().splitlines() if path.exists() else []) if keep(ln)]
             lines += [f"{log_name}: {ln}" for ln in tail[-12:]]
         return "\n".join(lines)

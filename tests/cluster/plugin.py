@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.cluster import privilege
 from tests.fixtures.slurm import read_env_file, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,14 +30,16 @@ LAB = REPO / ".cluster-lab"
 KUBECTL = REPO / ".cache" / "bin" / "kubectl"
 EXEC = REPO / "hack" / "cluster" / "exec.sh"
 NAMESPACE = "slurm"
+OPERATIONS_DOC = REPO / "docs" / "operations.md"  # where an unused grant is explained
 SUMMARIES: list[str] = []  # lines a test leaves for the end of the run (the lifecycle's figures)
 
 
 @dataclass(frozen=True)
 class ClusterLab:
     kubeconfig: Path
-    sync_url: str
-    sync_replicas: tuple[tuple[str, str], ...] = ()  # slurm_sync replicas: (name, URL of its /readyz server)
+    host_replicas: tuple[tuple[str, str], ...] = ()  # CLUSTER_LAB_OPERATOR=worktree: (name, URL of its /readyz)
+    sync_pods: tuple[str, str, int] | None = None  # the operator chart's slurm_sync pods: namespace, selector, port
+    image: str = ""  # the project's image the operator chart runs ("" with CLUSTER_LAB_OPERATOR=worktree)
 
     def kubectl(self, *args: str, timeout: float = 240, input_text: str | None = None) -> str:
         done = subprocess.run([str(KUBECTL), "--kubeconfig", str(self.kubeconfig), *args], capture_output=True,
@@ -49,9 +52,9 @@ class ClusterLab:
         return json.loads(self.kubectl("get", "-n", NAMESPACE, *args, "-o", "json"))
 
     def exec(self, pod: str, command: Sequence[str], container: str | None = None, timeout: float = 60,
-             check: bool = True) -> subprocess.CompletedProcess[str]:  # fmt: skip
+             check: bool = True, namespace: str = NAMESPACE) -> subprocess.CompletedProcess[str]:  # fmt: skip
         """A command in a pod's container (hack/cluster/exec.sh, as `kubectl exec`)."""
-        argv = [str(EXEC), NAMESPACE, pod, *(["--container", container] if container else []), "--", *command]
+        argv = [str(EXEC), namespace, pod, *(["--container", container] if container else []), "--", *command]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
         if check:
             assert done.returncode == 0, f"{' '.join(command)} in {pod}: exit {done.returncode}: {done.stderr.strip()}"
@@ -69,6 +72,25 @@ class ClusterLab:
         os.kill(container_pid(state), signal.SIGKILL)
         return state
 
+    @property
+    def sync_replicas(self) -> tuple[tuple[str, str], ...]:
+        """slurm_sync's replicas, each (name, URL of its /readyz server): the operator chart's pods, as they are
+        now, or the work tree's two host processes."""
+        if self.sync_pods is None:
+            return self.host_replicas
+        namespace, selector, port = self.sync_pods
+        pods = json.loads(self.kubectl("get", "pods", "-n", namespace, "-l", selector, "-o", "json"))["items"]
+        return tuple(sorted(
+            (p["metadata"]["name"], f"http://{p['status']['podIP']}:{port}") for p in pods
+            if p.get("status", {}).get("podIP") and not p["metadata"].get("deletionTimestamp")
+        ))  # fmt: skip
+
+    def sync_log(self, name: str) -> Path:
+        """A replica's log: its container's, or the host process's."""
+        if self.sync_pods is None:
+            return LAB / "logs" / f"{name}.log"
+        return LAB / "logs" / "pods" / f"{self.sync_pods[0]}_{name}" / "slurm-sync.log"
+
     def sync_roles(self) -> dict[str, str]:
         """Each slurm_sync replica's /readyz line ("leader <identity>: ok", "standby …"), "" when it
         does not answer (restarting)."""
@@ -84,8 +106,13 @@ class ClusterLab:
         return roles
 
     def kill_sync(self, name: str) -> int:
-        """SIGKILL a slurm_sync replica's process (hack/cluster/replica.sh starts it again a second
-        later, as the kubelet would); its PID."""
+        """SIGKILL a slurm_sync replica's process, as a crash would: its pod's container, which the node agent
+        restarts as a kubelet does (or the host process, which hack/cluster/replica.sh starts again a second
+        later); its PID."""
+        if self.sync_pods is not None:
+            pid = container_pid(container_dir(self.sync_pods[0], name, "slurm-sync"))
+            os.kill(pid, signal.SIGKILL)
+            return pid
         wrapper = (LAB / "run" / "pids" / name).read_text().split()[0]
         (child,) = Path(f"/proc/{wrapper}/task/{wrapper}/children").read_text().split()
         os.kill(int(child), signal.SIGKILL)
@@ -139,9 +166,58 @@ def cluster_lab() -> ClusterLab:
     replicas = tuple(
         (n, url) for n, _, url in (r.partition("=") for r in env.get("CLUSTER_LAB_SYNC_REPLICAS", "").split())
     )
-    lab = ClusterLab(Path(env["KUBECONFIG"]), env["CLUSTER_LAB_SYNC_URL"], replicas)
+    pods = env.get("CLUSTER_LAB_SYNC_PODS", "").split()
+    lab = ClusterLab(Path(env["KUBECONFIG"]), replicas, (pods[0], pods[1], int(pods[2])) if pods else None,
+                     env.get("CLUSTER_LAB_IMAGE", ""))  # fmt: skip
     lab.kubectl("get", "--raw", "/readyz", timeout=10)
     return lab
+
+
+OPERATOR_ACCOUNTS = {  # the operator chart's ServiceAccounts (namespace slinky, release slurm-operator)
+    "slurm_sync": "system:serviceaccount:slinky:slurm-operator-slurm-sync",
+    "the hook server": "system:serviceaccount:slinky:slurm-operator-hooks",
+}
+SYNC_ROLES = (("clusterrole", "slurm-operator-slurm-sync"), ("role", "slurm-operator-slurm-sync-lease"))
+
+
+def least_privilege(kubeconfig: Path, audit: Path, doc: str) -> tuple[list[str], list[str]]:
+    """The figure's lines, and the unused grants docs/operations.md does not explain (privilege.py)."""
+    lab = ClusterLab(kubeconfig)
+    roles = [json.loads(lab.kubectl("get", kind, name, "-n", "slinky", "-o", "json")) for kind, name in SYNC_ROLES]
+    events = audit.read_text().splitlines()
+    granted = privilege.grants(roles)
+    unused = sorted(granted - privilege.uses(events, OPERATOR_ACCOUNTS["slurm_sync"]), key=str)
+    hooks = privilege.uses(events, OPERATOR_ACCOUNTS["the hook server"])
+    lines = [
+        f"least privilege: slurm_sync used {len(granted) - len(unused)} of its {len(granted)} grants; never used: "
+        f"{', '.join(map(str, unused)) or 'none'}",
+        f"least privilege: the hook server's ServiceAccount asked for {len(hooks)} kinds of request",
+    ]
+    return lines, [str(g) for g in privilege.unexplained(unused, doc)]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """After the cluster lab's tests, the least-privilege figure (from the API server's audit log); with
+    CLUSTER_LAB_PRIVILEGE_CHECK=1 (hack/cluster/test.sh, when it runs every cluster test) an unused grant that
+    docs/operations.md does not explain fails the run."""
+    env_file, audit = LAB / "env", LAB / "logs" / "audit.log"
+    ran = any(item.get_closest_marker("cluster") for item in session.items)
+    if not (ran and env_file.is_file() and audit.is_file()):
+        return
+    env = read_env_file(env_file)
+    if env.get("CLUSTER_LAB_OPERATOR") != "chart":
+        return
+    try:
+        lines, missing = least_privilege(Path(env["KUBECONFIG"]), audit, OPERATIONS_DOC.read_text())
+    except (AssertionError, OSError, ValueError) as exc:
+        SUMMARIES.append(f"least privilege: not computed: {exc}")
+        return
+    SUMMARIES.extend(lines)
+    if missing and os.environ.get("CLUSTER_LAB_PRIVILEGE_CHECK") == "1":
+        SUMMARIES.append(
+            f"least privilege: FAILED: unused grants docs/operations.md does not explain: {', '.join(missing)}"
+        )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

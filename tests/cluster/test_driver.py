@@ -257,7 +257,7 @@ def test_hook_answers_that_are_refused() -> None:
 @pytest.mark.parametrize(
     ("webhook", "message"),
     [
-        ({"service": {"name": "hooks", "namespace": "slinky"}, "path": "/token/sync"}, "no cluster DNS"),
+        ({"service": {"name": "hooks", "namespace": "slinky"}, "path": "/token/sync"}, "no way to reach Services"),
         ({}, "either a full 'url', or both 'service' and 'path'"),
     ],
 )
@@ -274,6 +274,21 @@ def test_hook_config() -> None:
     webhook = {"url": "http://x:1/a/sync", "timeout": "1m30s"}
     hook = lab._hook({"hooks": {"sync": {"version": "v2", "webhook": webhook}}}, "sync")
     assert hook == driver.Hook("sync", "http://x:1/a/sync", 90.0, True, None) and hook.path == "/a/sync"
+
+
+def test_a_service_hook_is_called_at_a_ready_endpoint_of_its_service() -> None:
+    """As Metacontroller names it (http://<name>.<namespace>:<port><path>), called where a cluster's DNS and
+    kube-proxy would connect: the endpoint the resolver gives; none ready is a failed call, not a guess."""
+    endpoints = {("slinky", "hooks", 8080): ("10.77.0.12", 8080)}
+    lab = driver.Driver(None, resolve=lambda ns, name, port: endpoints.get((ns, name, port)))  # type: ignore[arg-type]
+    webhook = {"service": {"name": "hooks", "namespace": "slinky", "port": 8080}, "path": "/token/sync"}
+    hook = lab._hook({"hooks": {"sync": {"version": "v2", "webhook": webhook}}}, "sync")
+    assert hook is not None and hook.url == "http://hooks.slinky:8080/token/sync"
+    assert hook.service == ("slinky", "hooks", 8080) and hook.path == "/token/sync"
+    assert lab._dial_url(hook) == "http://10.77.0.12:8080/token/sync"
+    endpoints.clear()
+    with pytest.raises(driver.HookError, match="Service slinky/hooks port 8080 has no ready endpoint"):
+        lab._dial_url(hook)
 
 
 # --- against the lab's API server -----------------------------------------------------------------

@@ -1,12 +1,13 @@
 """docs/getting-started.md, steps 5 and 6, on the cluster lab: the page's own commands, with the real helm and
 kubectl, from `helm install slurm charts/slurm` to `srun -N2 hostname` printing both workers.
 
-Steps 1 to 4 install what the lab already runs (Metacontroller's stand-in, the CRDs, the hooks and slurm_sync
-on the host; tests/test_getting_started.py runs them against the real API server). The lab's example cluster
-lives in namespace `slurm`, so the page's `-n slurm` becomes `-n getting-started`; `kubectl exec` is the lab's
-(hack/cluster/exec.sh), into the StatefulSet's one pod. The lab's hosts give pods no cgroup v2 hierarchy, so
-`helm install` also gets the values step 5 gives for such nodes (without them slurmd exits: "/sys/fs/cgroup is
-not a valid cgroup2 mountpoint"). The release is uninstalled at the end.
+Steps 1 to 4 install what the lab already runs (Metacontroller's stand-in and its CRDs; the operator chart,
+which hack/cluster/up.sh installs with step 4's `helm install` from the image `make test` builds, checked by
+test_install.py; tests/test_getting_started.py runs those steps' commands against the real API server). The
+lab's example cluster lives in namespace `slurm`, so the page's `-n slurm` becomes `-n getting-started`;
+`kubectl exec` is the lab's (hack/cluster/exec.sh), into the StatefulSet's one pod. The lab's hosts give pods
+no cgroup v2 hierarchy, so `helm install` also gets the values step 5 gives for such nodes (without them slurmd
+exits: "/sys/fs/cgroup is not a valid cgroup2 mountpoint"). The release is uninstalled at the end.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import yaml
 
 from tests.charts import helm
 from tests.cluster.plugin import EXEC, KUBECTL, REPO, ClusterLab, eventually
-from tests.support.operationsdoc import Command, sections
+from tests.support.operationsdoc import PUBLISHED_CHARTS, Command, local_charts, sections
 
 pytestmark = pytest.mark.cluster
 PAGE = REPO / "docs" / "getting-started.md"
@@ -81,11 +82,11 @@ def release(cluster_lab: ClusterLab) -> Iterator[None]:
 
 def test_steps_five_and_six_end_with_srun_on_both_workers(cluster_lab: ClusterLab, release: None) -> None:
     install, listing, wait = step("5")
-    assert install.words[:4] == ["helm", "install", "slurm", "charts/slurm"], install.line
+    assert install.words[:4] == ["helm", "install", "slurm", f"{PUBLISHED_CHARTS}slurm"], install.line
     assert wait.words[:2] == ["kubectl", "wait"], wait.line
     with tempfile.NamedTemporaryFile("w", suffix=".yaml") as values:
         yaml.safe_dump(no_cgroup_v2_values(), values)
-        run(cluster_lab, [*in_our_namespace(install.words), "-f", values.name])
+        run(cluster_lab, [*in_our_namespace(local_charts(install.words)), "-f", values.name])
     assert "slurm-worker-cpu" in run(cluster_lab, in_our_namespace(listing.words))
     run(cluster_lab, in_our_namespace(wait.words))
 

@@ -15,6 +15,15 @@ DOC = ROOT / "docs" / "operations.md"
 
 # Values a placeholder stands for when a command is rendered.
 PLACEHOLDERS = {"<registry>": "registry.example", "<tag>": "1.0.0"}
+# Where docs/getting-started.md installs the published charts from (hack/release.sh pushes them there)
+PUBLISHED_CHARTS = "oci://ghcr.io/slinky-metacontroller/charts/"
+
+
+def local_charts(words: list[str]) -> list[str]:
+    """A page command with each published chart read from charts/ instead, the directory `make release`
+    packages it from: the tests have no way to that registry (tests/test_release.py installs a chart from
+    a registry of its own, pushed by `make release`)."""
+    return [f"charts/{w.removeprefix(PUBLISHED_CHARTS)}" if w.startswith(PUBLISHED_CHARTS) else w for w in words]
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,11 @@
 - Running: each bound pod becomes a `PodWorker` (runtime.py): sandbox, init containers in order
   (restartable ones as sidecars), containers, probes, restarts, status written back when it changed,
   preStop and the grace period on deletion, then the final delete with grace 0.
+- Images: the lab's own from its root filesystem, and unpacked OCI images (the project's) from their own
+  filesystem and config (images.py), so the charts' Deployments run what they deploy.
+- Credentials: each pod's ServiceAccount token, bound to the pod, with the CA and namespace where in-cluster
+  clients read them (serviceaccount.py), and KUBERNETES_SERVICE_HOST/PORT naming the lab's relay to the API
+  server (proxy.py), unless the pod or its ServiceAccount turns automounting off.
 - Names: the kubelet's hosts file (the pod itself, written once) and resolv.conf, whose nameserver
   (dns.py, on the bridge's gateway) answers Services and headless Services' pods as a cluster's DNS does,
   from records replaced whole each pass, and any other name NXDOMAIN at once.
@@ -27,15 +32,17 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
+import urllib3
 
-from lab import dns, images, kube, runtime, volumes
+from lab import dns, images, kube, proxy, runtime, serviceaccount, volumes
 from slinky_common import names
 
 Obj = dict[str, Any]
-PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 IMAGES_DIR = Path(__file__).resolve().parent.parent / "images"
+urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)  # HTTPS probes check no certificate, by design
 OPERATOR_NAMESPACE = "slinky"  # docs/getting-started.md's namespace for charts/slurm-operator
 
 
@@ -230,6 +237,8 @@ class PodWorker:
     failure: str = ""
     start_time: str = field(default_factory=now)
     ran: bool = False
+    automount: bool | None = None  # whether the pod gets its ServiceAccount's token; None until its account is read
+    credentials: serviceaccount.Credentials | None = None
 
     @property
     def key(self) -> str:
@@ -317,7 +326,8 @@ class PodWorker:
             container.restart_at = time.time() + 2
             return
         state = self.dir / "containers" / container.name
-        container.process = runtime.start_container(spec, self.network.name if self.network else "", self.agent.rootfs,
+        rootfs = self.agent.catalog.image(container.spec.get("image", "")).rootfs or self.agent.rootfs
+        container.process = runtime.start_container(spec, self.network.name if self.network else "", rootfs,
                                                     state, self.log_dir / f"{container.name}.log")  # fmt: skip
         container.waiting, container.waiting_message = None, ""
         container.reset_probes()
@@ -354,23 +364,38 @@ class PodWorker:
 
     # --- building a container
     def container_spec(self, c: Obj) -> runtime.ContainerSpec:
+        image = self.agent.catalog.image(c.get("image", ""))
         pod_sc = self.pod["spec"].get("securityContext") or {}
-        sc = {**pod_sc, **(c.get("securityContext") or {})}
-        uid = int(sc.get("runAsUser", 0))
-        gid = int(sc.get("runAsGroup", self.agent.primary_gid(uid)))
+        uid, gid = self.identity(c)
         groups = sorted(
             {gid, *([pod_sc["fsGroup"]] if "fsGroup" in pod_sc else []), *pod_sc.get("supplementalGroups", [])}
         )
-        env = self.env(c)
-        argv = [_expand(a, env) for a in images.argv(c)]
+        env = self.env(c, image)
+        argv = [_expand(a, env) for a in self.agent.catalog.argv(c)]
         return runtime.ContainerSpec(
-            name=c["name"], argv=argv, env=env, workdir=c.get("workingDir") or "/", uid=uid, gid=gid, groups=groups,
-            mounts=self.mounts(c), hostname=(self.pod["spec"].get("hostname") or self.pod["metadata"]["name"])[:63],
+            name=c["name"], argv=argv, env=env, workdir=c.get("workingDir") or image.workdir or "/", uid=uid, gid=gid,
+            groups=groups, mounts=self.mounts(c, image),
+            hostname=(self.pod["spec"].get("hostname") or self.pod["metadata"]["name"])[:63],
         )  # fmt: skip
 
-    def env(self, c: Obj) -> dict[str, str]:
+    def identity(self, c: Obj) -> tuple[int, int]:
+        """The container's user and group: its securityContext's, else the pod's, else the image's USER."""
+        sc = {**(self.pod["spec"].get("securityContext") or {}), **(c.get("securityContext") or {})}
+        image = self.agent.catalog.image(c.get("image", ""))
+        rootfs = image.rootfs or self.agent.rootfs
+        image_uid, image_gid = self.agent.image_user(image.user, rootfs)
+        uid = int(sc.get("runAsUser", image_uid))
+        return uid, int(
+            sc.get("runAsGroup", image_gid if "runAsUser" not in sc else self.agent.primary_gid(uid, rootfs))
+        )
+
+    def env(self, c: Obj, image: images.Image) -> dict[str, str]:
+        """The runtime's defaults, the image's Env, the kubelet's service variables, then the container's own."""
         host = self.pod["spec"].get("hostname") or self.pod["metadata"]["name"]
-        env: dict[str, str] = {"PATH": PATH, "HOSTNAME": host, "HOME": "/root", "LANG": "C.UTF-8"}
+        env: dict[str, str] = {"PATH": images.PATH, "HOSTNAME": host, "HOME": "/root", "LANG": "C.UTF-8"}
+        if image.unpacked:
+            env = {"PATH": images.PATH, "HOSTNAME": host, "HOME": "/", **image.env}
+        env.update(self.agent.service_env())
         stores = self.agent.stores
         ns = self.pod["metadata"]["namespace"]
         for source in c.get("envFrom") or []:
@@ -405,10 +430,15 @@ class PodWorker:
             raise volumes.MissingSource(f"{kind} {ref.get('name')} has no key {ref.get('key')!r}")
         return data[ref["key"]].decode()
 
-    def mounts(self, c: Obj) -> list[runtime.Mount]:
-        out = [runtime.Mount(str(IMAGES_DIR), images.ENTRYPOINTS, True),
-               runtime.Mount(str(self.dir / "hosts"), "/etc/hosts", True),
+    def mounts(self, c: Obj, image: images.Image) -> list[runtime.Mount]:
+        out = [runtime.Mount(str(self.dir / "hosts"), "/etc/hosts", True),
                runtime.Mount(str(self.dir / "resolv.conf"), "/etc/resolv.conf", True)]  # fmt: skip
+        if not image.unpacked:  # the lab's own images' entrypoints
+            out.append(runtime.Mount(str(IMAGES_DIR), images.ENTRYPOINTS, True))
+        if self.automount:
+            if self.credentials is None:
+                raise volumes.MissingSource(f"no token yet for ServiceAccount {serviceaccount.account_name(self.pod)}")
+            out.append(runtime.Mount(str(self.dir / "serviceaccount"), serviceaccount.MOUNT_PATH, True))
         by_name = {v["name"]: v for v in self.pod["spec"].get("volumes", [])}
         for vm in c.get("volumeMounts") or []:
             source = self.volume_dir(by_name[vm["name"]])
@@ -445,7 +475,24 @@ class PodWorker:
                 continue
             if files is not None:
                 volumes.write_atomic(self.volume_dir(volume), files, volumes.default_mode(volume), fs_group)
+        self.sync_credentials(fs_group)
         self.agent.write_hosts(self)
+
+    def sync_credentials(self, fs_group: int | None) -> None:
+        """The pod's ServiceAccount token volume: made before its containers start, renewed before it expires."""
+        ns = self.pod["metadata"]["namespace"]
+        if self.automount is None:
+            account = self.agent.client.get(kube.SERVICEACCOUNTS, ns, serviceaccount.account_name(self.pod))
+            self.automount = serviceaccount.automount(self.pod, account)
+        if not self.automount or (self.credentials and time.time() < self.credentials.renew_at):
+            return
+        try:
+            credentials = serviceaccount.request_token(self.agent.client, self.pod)
+        except kube.ApiError as err:
+            self.failure = f"ServiceAccount {ns}/{serviceaccount.account_name(self.pod)}: no token: {err}"
+            return
+        volumes.write_atomic(self.dir / "serviceaccount", credentials.files, 0o644, fs_group)
+        self.credentials = credentials
 
     # --- probes and handlers
     def probe(self, container: Container, now_s: float) -> None:
@@ -475,20 +522,17 @@ class PodWorker:
                 pid = container.process.init_pid() if container.process else None
                 if pid is None:
                     return False, "not running"
-                sc = {
-                    **(self.pod["spec"].get("securityContext") or {}),
-                    **(container.spec.get("securityContext") or {}),
-                }
-                uid = int(sc.get("runAsUser", 0))
-                gid = int(sc.get("runAsGroup", self.agent.primary_gid(uid)))
+                uid, gid = self.identity(container.spec)
                 done = runtime.exec_in(pid, spec["exec"]["command"], uid, gid, timeout)
                 return done.returncode == 0, (done.stdout + done.stderr).strip()
             port = self.port(container, (spec.get("httpGet") or spec.get("tcpSocket"))["port"])
             if "httpGet" in spec:
                 get = spec["httpGet"]
                 headers = {h["name"]: h["value"] for h in get.get("httpHeaders", [])}
-                answer = requests.get(f"http://{self.address}:{port}{get.get('path', '/')}", headers=headers,
-                                      timeout=max(timeout, 1))  # fmt: skip
+                # HTTPS as the kubelet probes it: no certificate check (a probe asks "up?", not "who?")
+                scheme = str(get.get("scheme") or "HTTP").lower()
+                answer = requests.get(f"{scheme}://{self.address}:{port}{get.get('path', '/')}", headers=headers,
+                                      timeout=max(timeout, 1), verify=False)  # fmt: skip
                 return 200 <= answer.status_code < 400, str(answer.status_code)
             with socket.create_connection((self.address, port), timeout=timeout):
                 return True, "open"
@@ -597,8 +641,9 @@ class Agent:
     """Nodes, scheduling and every pod of the lab's nodes."""
 
     def __init__(self, client: kube.Client, lab_dir: Path, rootfs: str, nodes: int = 6,
-                 log: logging.Logger | None = None) -> None:  # fmt: skip
+                 log: logging.Logger | None = None, catalog: images.Catalog | None = None) -> None:  # fmt: skip
         self.client = client
+        self.catalog = catalog or images.Catalog()
         self.lab_dir = lab_dir.resolve()
         self.rootfs = rootfs
         self.node_names = [f"lab-node-{i}" for i in range(1, nodes + 1)]
@@ -610,15 +655,61 @@ class Agent:
         self.pods: list[Obj] = []
         self.dns: dns.ClusterDns | None = None  # bound in run(), on the bridge's address
         self.addresses = (str(a) for a in runtime.SUBNET.hosts() if a > ipaddress.ip_address("10.77.0.9"))
-        self.passwd = _passwd(Path(rootfs))
+        self.passwd: dict[str, dict[str, tuple[int, int]]] = {}  # by root filesystem: user name -> (uid, gid)
 
-    def primary_gid(self, uid: int) -> int:
-        return self.passwd.get(uid, 0)
+    def users(self, rootfs: str) -> dict[str, tuple[int, int]]:
+        if rootfs not in self.passwd:
+            self.passwd[rootfs] = _passwd(Path(rootfs))
+        return self.passwd[rootfs]
+
+    def primary_gid(self, uid: int, rootfs: str) -> int:
+        return next((gid for u, gid in self.users(rootfs).values() if u == uid), 0)
+
+    def image_user(self, user: str, rootfs: str) -> tuple[int, int]:
+        """The image's USER (`uid`, `uid:gid`, or names in its passwd and group files) as numbers; root when unset."""
+        name, _, group = user.partition(":")
+        if not name:
+            return 0, 0
+        uid = int(name) if name.isdigit() else self.users(rootfs)[name][0]
+        if group:
+            return uid, int(group) if group.isdigit() else _group_id(Path(rootfs), group)
+        return uid, self.primary_gid(uid, rootfs)
+
+    def service_address(self, namespace: str, name: str, port: int) -> tuple[str, int] | None:
+        """Where a connection to a Service's port lands, as kube-proxy sends it: a ready endpoint's address at the
+        port's targetPort (a name resolved in that pod's containers); None with no such port or no ready endpoint.
+        For the lab's own host processes (the Metacontroller stand-in calls the hook server's Service)."""
+        services, pods = self.services, self.pods  # one pass's lists, replaced whole
+        svc = next(
+            (s for s in services if (s["metadata"]["namespace"], s["metadata"]["name"]) == (namespace, name)), None
+        )
+        entry = next((p for p in (svc or {}).get("spec", {}).get("ports") or [] if p.get("port") == port), None)
+        members = dns.endpoints(svc, pods) if svc and entry else []
+        if not members:
+            return None
+        pod, target = members[0], entry.get("targetPort", port)
+        if isinstance(target, str) and not target.isdigit():
+            named = [p for c in pod["spec"]["containers"] for p in c.get("ports") or [] if p.get("name") == target]
+            if not named:
+                return None
+            target = named[0]["containerPort"]
+        return str(pod["status"]["podIP"]), int(target)
+
+    def service_env(self) -> dict[str, str]:
+        """What the kubelet sets in every container for the `kubernetes` Service (proxy.py relays it)."""
+        host, port = str(runtime.GATEWAY), str(proxy.SERVICE_PORT)
+        return {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port, "KUBERNETES_SERVICE_PORT_HTTPS": port,
+                "KUBERNETES_PORT": f"tcp://{host}:{port}", f"KUBERNETES_PORT_{port}_TCP": f"tcp://{host}:{port}",
+                f"KUBERNETES_PORT_{port}_TCP_PROTO": "tcp", f"KUBERNETES_PORT_{port}_TCP_PORT": port,
+                f"KUBERNETES_PORT_{port}_TCP_ADDR": host}  # fmt: skip
 
     def run(self, stop: threading.Event) -> None:
         runtime.ensure_bridge()
         self.dns = dns.ClusterDns(str(runtime.GATEWAY), log=self.log)
         threading.Thread(target=self.dns.serve, args=(stop,), name="dns", daemon=True).start()
+        upstream = urlsplit(self.client.server)
+        relay = proxy.ApiProxy(str(runtime.GATEWAY), (upstream.hostname or "127.0.0.1", upstream.port or 443), self.log)
+        threading.Thread(target=relay.serve, args=(stop,), name="kubernetes-service", daemon=True).start()
         self.write_host_resolv_conf()
         self.ensure_nodes()
         while not stop.is_set():
@@ -747,10 +838,18 @@ def _claims(pod: Obj) -> set[str]:
     }
 
 
-def _passwd(rootfs: Path) -> dict[int, int]:
+def _passwd(rootfs: Path) -> dict[str, tuple[int, int]]:
     out = {}
     for line in (rootfs / "etc/passwd").read_text().splitlines():
         parts = line.split(":")
         if len(parts) > 3:
-            out[int(parts[2])] = int(parts[3])
+            out[parts[0]] = (int(parts[2]), int(parts[3]))
     return out
+
+
+def _group_id(rootfs: Path, name: str) -> int:
+    for line in (rootfs / "etc/group").read_text().splitlines():
+        parts = line.split(":")
+        if len(parts) > 2 and parts[0] == name:
+            return int(parts[2])
+    raise KeyError(f"no group {name!r} in the image")

@@ -62,7 +62,7 @@ def _ready(pod: Obj) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", []))
 
 
-def _endpoints(svc: Obj, pods: Iterable[Obj]) -> list[Obj]:
+def endpoints(svc: Obj, pods: Iterable[Obj]) -> list[Obj]:
     """The Service's endpoint pods, as its EndpointSlice would list them (ready ones unless it publishes all)."""
     selector = svc["spec"].get("selector") or {}
     ns = svc["metadata"]["namespace"]
@@ -86,7 +86,7 @@ def cluster_records(services: Iterable[Obj], pods: Iterable[Obj], gateway: str) 
         if not svc["spec"].get("selector"):
             continue
         name = f"{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc.{DOMAIN}".lower()
-        members = _endpoints(svc, pods)
+        members = endpoints(svc, pods)
         if svc["spec"].get("clusterIP") != "None":
             addresses[name] = (members[0]["status"]["podIP"] if members else gateway,)
             continue

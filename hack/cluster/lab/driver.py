@@ -61,6 +61,7 @@ from tests.support import metacontroller_apply as apply
 
 Obj = dict[str, Any]
 ObjectMap = dict[str, dict[str, Obj]]  # {"Kind.apiVersion": {"ns/name" or "name": object}}
+ServiceResolver = Callable[[str, str, int], "tuple[str, int] | None"]  # (namespace, name, port) -> (address, port)
 
 METACONTROLLER = "metacontroller.k8s.io/v1alpha1"
 COMPOSITES = kube.Resource(METACONTROLLER, "compositecontrollers")
@@ -251,6 +252,7 @@ class Hook:
     timeout: float
     strict: bool
     authorization: str | None
+    service: tuple[str, str, int] | None = None  # (namespace, name, port) of a hook named by its Service
 
     @property
     def path(self) -> str:
@@ -428,8 +430,10 @@ class Driver:
     """
 
     def __init__(self, client: kube.Client, log: logging.Logger | None = None, *,
-                 only: Collection[str] | None = None, interval: float = 1.0) -> None:  # fmt: skip
+                 only: Collection[str] | None = None, interval: float = 1.0,
+                 resolve: ServiceResolver | None = None) -> None:  # fmt: skip
         self._client = client
+        self._resolve = resolve
         self.log = log or logging.getLogger("lab.driver")
         self._only = set(only) if only is not None else None
         self._interval = interval
@@ -977,8 +981,9 @@ class Driver:
         if hook.authorization:
             headers["Authorization"] = hook.authorization
         what = f"{hook.name} hook {hook.url}"
+        url = self._dial_url(hook)
         try:
-            answer = self._http.post(hook.url, data=apply.go_json(request).encode(), headers=headers,
+            answer = self._http.post(url, data=apply.go_json(request).encode(), headers=headers,
                                      timeout=hook.timeout)  # fmt: skip
         except requests.Timeout:
             self._hook_call(hook, "timeout")
@@ -1000,6 +1005,21 @@ class Driver:
         if problem:
             raise HookError(f"{what} answered 200 with a malformed body ({problem}): {start!r}")
         return data
+
+    def _dial_url(self, hook: Hook) -> str:
+        """Where a hook is called: its URL, or for a Service's the address a cluster's DNS and kube-proxy would
+        connect to (a ready endpoint's, at the Service port's target), a HookError when none is ready."""
+        if hook.service is None or self._resolve is None:
+            return hook.url
+        namespace, name, port = hook.service
+        target = self._resolve(namespace, name, port)
+        if target is None:
+            self._hook_call(hook, "error")
+            raise HookError(
+                f"{hook.name} hook {hook.url}: Service {namespace}/{name} port {port} has no ready endpoint"
+            )
+        parts = urlsplit(hook.url)
+        return parts._replace(netloc=f"{target[0]}:{target[1]}").geturl()
 
     # -- configuration -----------------------------------------------------------------------------
 
@@ -1090,20 +1110,24 @@ class Driver:
             raise ConfigError(f"the {name} hook is version {version}; the lab drives v2 hooks only")
         webhook = hook.get("webhook") or {}
         url = webhook.get("url")
+        target = None
         if not url:
             service = webhook.get("service") or {}
-            if service and webhook.get("path"):
+            if not (service and webhook.get("path")):
+                raise ConfigError(f"the {name} hook must specify either a full 'url', or both 'service' and 'path'")
+            if self._resolve is None:
                 raise ConfigError(
-                    f"the {name} hook names Service {service.get('namespace')}/{service.get('name')} and path "
-                    f"{webhook['path']}: the lab has no cluster DNS to reach a Service; set webhook.url instead "
-                    f"(http://127.0.0.1:<port>{webhook['path']})"
+                    f"the {name} hook names Service {service.get('namespace')}/{service.get('name')}: this driver "
+                    f"was given no way to reach Services; set webhook.url instead (http://127.0.0.1:<port>{webhook['path']})"
                 )
-            raise ConfigError(f"the {name} hook must specify either a full 'url', or both 'service' and 'path'")
+            # Metacontroller's own URL for a Service (its namespace defaults to the controller's, "" here)
+            target = (service.get("namespace") or "default", service["name"], int(service.get("port") or 80))
+            url = f"{service.get('protocol') or 'http'}://{target[1]}.{target[0]}:{target[2]}{webhook['path']}"
         if (webhook.get("etag") or {}).get("enabled"):
             self._warn(f"etag/{url}", f"{url}: etag is not modelled; every call gets a full answer")
         mode = webhook.get("responseUnMarshallMode")
         return Hook(name, url, self._timeout(url, webhook.get("timeout")), mode == "strict" or mode is None,
-                    self._credentials(webhook, spec.get("endpointConfigs") or [], url))  # fmt: skip
+                    self._credentials(webhook, spec.get("endpointConfigs") or [], url), target)  # fmt: skip
 
     def _timeout(self, url: str, text: str | None) -> float:
         if text is None:

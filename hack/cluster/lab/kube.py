@@ -51,6 +51,7 @@ class Resource:
 
 
 PODS = Resource("v1", "pods")
+SERVICEACCOUNTS = Resource("v1", "serviceaccounts")
 NODES = Resource("v1", "nodes")
 SERVICES = Resource("v1", "services")
 SECRETS = Resource("v1", "secrets")
@@ -78,7 +79,8 @@ class Client:
         self.session = requests.Session()
         self.session.trust_env = False  # else REQUESTS_CA_BUNDLE replaces our CA, and proxies apply
         ca = tempfile.NamedTemporaryFile("wb", suffix=".crt", delete=False)  # noqa: SIM115 - kept for the session
-        ca.write(base64.b64decode(cluster["certificate-authority-data"]))
+        self.ca_pem = base64.b64decode(cluster["certificate-authority-data"])  # the kubelet mounts it in pods as ca.crt
+        ca.write(self.ca_pem)
         ca.close()
         self.session.verify = ca.name
         self.session.headers["Authorization"] = f"Bearer {user['token']}"

@@ -1,8 +1,12 @@
-"""What `make cluster-up` applies before anything runs: CRDs, the CompositeControllers, the cluster's CRs.
+"""What `make cluster-up` applies before anything runs: the cluster's CRs, and CRDs and CompositeControllers
+when the operator chart does not install them.
 
-- The project's CRDs (crds/) and Metacontroller's (hack/cluster/metacontroller-crds.yaml), then the
-  project's CompositeControllers (compositecontrollers/) with each `webhook.service` replaced by
-  `url: <hooks URL><path>`, so the stand-in and a real Metacontroller call the lab's hook server alike.
+- Metacontroller's CRDs (hack/cluster/metacontroller-crds.yaml), as its install would.
+- By default hack/cluster/up.sh installs charts/slurm-operator with helm, which brings the project's CRDs and
+  CompositeControllers; this module then only waits for the CRDs. With a hooks URL (the developer's switch
+  CLUSTER_LAB_OPERATOR=worktree), it applies the project's CRDs (crds/) and CompositeControllers
+  (compositecontrollers/) itself, each `webhook.service` replaced by `url: <hooks URL><path>`, so the stand-in
+  and a real Metacontroller call the work tree's hook server alike.
 - The cluster of examples/crs/ in namespace slurm, with real random keys in place of the example
   Secrets' placeholders, plus the MariaDB the Accounting names (hack/cluster/mariadb.yaml), and what a
   user on a host without a cgroup v2 hierarchy must set (hack/cluster/lab-patches.yaml): nothing else.
@@ -128,14 +132,22 @@ def login_key(lab_dir: Path) -> str:
     return private.with_suffix(".pub").read_text()
 
 
-def setup(client: kube.Client, hooks_url: str, lab_dir: Path, with_composite: bool = True) -> None:
-    crds = [d for p in sorted((REPO / "crds").glob("*.yaml")) for d in load(p)] + load(
-        HERE / "metacontroller-crds.yaml"
-    )
+def metacontroller_crds(client: kube.Client) -> None:
+    """Metacontroller's own CRDs, which its install brings (docs/getting-started.md, step 2)."""
+    crds = load(HERE / "metacontroller-crds.yaml")
     for crd in crds:
         apply(client, crd)
     wait_established(client, [c["metadata"]["name"] for c in crds])
-    if with_composite:
+
+
+def setup(client: kube.Client, hooks_url: str | None, lab_dir: Path, with_composite: bool = True) -> None:
+    crds = [d for p in sorted((REPO / "crds").glob("*.yaml")) for d in load(p)]
+    if hooks_url is not None:
+        metacontroller_crds(client)
+        for crd in crds:
+            apply(client, crd)
+    wait_established(client, [c["metadata"]["name"] for c in crds])  # the chart's, else these
+    if hooks_url is not None and with_composite:
         for path in sorted((REPO / "compositecontrollers").glob("*.yaml")):
             for cc in load(path):
                 if cc["kind"] == "CompositeController":

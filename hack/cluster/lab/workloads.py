@@ -14,6 +14,8 @@ status a real cluster would show and a rollout happens in the order a real one d
   (maxSurge/maxUnavailable) or Recreate, proportional scaling, paused, revisionHistoryLimit, the
   Available and Progressing conditions; ReplicaSets make `<rs>-<5 random chars>` pods (generateName).
 - PVC binding: a Pending claim becomes Bound to what it asked for (there are no PersistentVolumes).
+- ServiceAccounts: every active namespace gets its `default` ServiceAccount, as the serviceaccounts
+  controller makes it (a pod that names none runs as it, and the node agent mounts its token).
 
 Where it differs from the real controllers, on purpose:
 - No ControllerRevision objects: the lab API server does not serve them. A StatefulSet's revisions are
@@ -52,7 +54,7 @@ from lab import kube
 Obj = dict[str, Any]
 REPLICASETS = kube.Resource("apps/v1", "replicasets")
 KINDS = {"pods": "Pod", "persistentvolumeclaims": "PersistentVolumeClaim", "statefulsets": "StatefulSet",
-         "deployments": "Deployment", "replicasets": "ReplicaSet"}  # fmt: skip
+         "deployments": "Deployment", "replicasets": "ReplicaSet", "serviceaccounts": "ServiceAccount"}  # fmt: skip
 
 REVISION_LABEL = "controller-revision-hash"
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
@@ -1593,6 +1595,30 @@ class ClaimBinder:
 # ---------------------------------------------------------------- the loop
 
 
+class DefaultServiceAccounts:
+    """kube-controller-manager's serviceaccounts controller: a `default` ServiceAccount in every active namespace."""
+
+    def __init__(self, writer: Writer) -> None:
+        self._writer = writer
+
+    def sync(self, client: kube.Client) -> None:
+        have = {
+            sa["metadata"]["namespace"]
+            for sa in client.list(kube.SERVICEACCOUNTS)
+            if sa["metadata"]["name"] == "default"
+        }
+        for ns in client.list(kube.NAMESPACES):
+            name = ns["metadata"]["name"]
+            if name not in have and not _terminating(ns) and (ns.get("status") or {}).get("phase") != "Terminating":
+                body = {
+                    "apiVersion": "v1",
+                    "kind": "ServiceAccount",
+                    "metadata": {"name": "default", "namespace": name},
+                }
+                with contextlib.suppress(Retry):  # logged by the writer; the next pass tries again
+                    self._writer.create(kube.SERVICEACCOUNTS, body, f"namespace {name} has no default ServiceAccount")
+
+
 class Workloads:
     """The workload controllers of kube-controller-manager, for the cluster lab (see the module docstring)."""
 
@@ -1610,6 +1636,7 @@ class Workloads:
         self._deployments = Deployments(self._writer)
         self._replicasets = ReplicaSets(self._writer)
         self._claims = ClaimBinder(self._writer)
+        self._accounts = DefaultServiceAccounts(self._writer)
         self._last_error: dict[str, str] = {}
 
     def run(self, stop: threading.Event) -> None:
@@ -1637,6 +1664,8 @@ class Workloads:
             self._guard(snap.replicasets[uid], lambda o: self._replicasets.sync(o, snap, now))
         for claim in list(snap.claims.values()):
             self._guard(claim, self._claims.sync)
+        if self.namespace is None:  # the lab's own instance; a test's runs in one namespace it made
+            self._accounts.sync(self.client)
         self._sets.forget_all_but({s["metadata"]["uid"] for s in snap.statefulsets})
 
     def stats(self) -> dict[str, int]:

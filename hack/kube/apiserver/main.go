@@ -13,7 +13,10 @@
 // signs (auth.go, minted by serviceaccounts/token: tokens.go), else anonymous. Authorization:
 // system:masters, then RBAC over the stored roles and bindings (rbac.go, with kube's escalation
 // checks on writing them: rbacstore.go, and the bootstrap roles: bootstrap.go); access reviews in
-// reviews.go. On start it writes a kubeconfig (--kubeconfig-out) for the administrator's token.
+// reviews.go. Audit events to a log, as kube-apiserver writes them (--audit-log-path). Admission:
+// NamespaceLifecycle, and with --admission-webhooks the mutating and validating webhooks, Services
+// resolved to ready pods (webhooks.go). On start it writes a kubeconfig (--kubeconfig-out) for the
+// administrator's token.
 package main
 
 import (
@@ -66,6 +69,10 @@ type settings struct {
 	kubeconfigOut string
 	gcInterval    float64
 	anonymousAuth bool
+	alternateIPs  string
+	auditLog      string
+	auditPolicy   string
+	webhooks      bool
 }
 
 func parseFlags() settings {
@@ -78,6 +85,12 @@ func parseFlags() settings {
 	flag.Float64Var(&s.gcInterval, "gc-interval", 1, "seconds between garbage collector sweeps")
 	flag.BoolVar(&s.anonymousAuth, "anonymous-auth", true,
 		"requests without credentials are system:anonymous (as kube-apiserver's default), else 401")
+	flag.StringVar(&s.alternateIPs, "alternate-ips", "",
+		"comma-separated extra IP addresses for the serving certificate (where pods reach the server, as the kubernetes Service's ClusterIP)")
+	flag.StringVar(&s.auditLog, "audit-log-path", "", "write audit events here as JSON lines (k8s.io/apiserver's log backend)")
+	flag.StringVar(&s.auditPolicy, "audit-policy-file", "", "the audit policy (audit.k8s.io/v1 Policy) deciding what is logged")
+	flag.BoolVar(&s.webhooks, "admission-webhooks", false,
+		"call Mutating- and ValidatingWebhookConfigurations' webhooks (Services resolved to ready pods: needs a pod network, as the cluster lab's)")
 	flag.BoolVar(&gracefulPodDeletion, "graceful-pod-deletion", false,
 		"delete bound pods gracefully, for a kubelet stand-in to finish (the cluster lab)")
 	klog.InitFlags(nil)
@@ -160,7 +173,19 @@ func baseConfig(s settings, adminToken string) (*genericapiserver.RecommendedCon
 	serving.BindPort = s.bindPort
 	serving.ServerCert.CertDirectory = s.certDir
 	serving.ServerCert.PairName = "apiserver"
-	if err := serving.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{netutils.ParseIPSloppy("127.0.0.1")}); err != nil {
+	ips := []net.IP{netutils.ParseIPSloppy("127.0.0.1")}
+	for _, text := range strings.Split(s.alternateIPs, ",") {
+		if text = strings.TrimSpace(text); text != "" {
+			ip := netutils.ParseIPSloppy(text)
+			if ip == nil {
+				return nil, nil, fmt.Errorf("--alternate-ips: %q is not an IP address", text)
+			}
+			ips = append(ips, ip)
+		}
+	}
+	// the names a pod's in-cluster client may use for the kubernetes Service, as kube-apiserver's own certificate has
+	names := []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
+	if err := serving.MaybeDefaultWithSelfSignedCerts("localhost", names, ips); err != nil {
 		return nil, nil, fmt.Errorf("creating self-signed certificates: %w", err)
 	}
 	config := genericapiserver.NewRecommendedConfig(builtinCodecs)
@@ -200,14 +225,28 @@ func baseConfig(s settings, adminToken string) (*genericapiserver.RecommendedCon
 	config.Authorization.Authorizer = auth.authorizer
 	// the loopback client's own token, in system:masters
 	genericapiserver.AuthorizeClientBearerToken(config.LoopbackClientConfig, &config.Authentication, &config.Authorization)
-	// Admission: only NamespaceLifecycle (no writes into missing or terminating namespaces).
-	// Webhooks and admission policies would need a cluster network and their own APIs.
+	// Audit, as kube-apiserver's --audit-log-path and --audit-policy-file (the cluster lab's least-privilege figure)
+	audit := genericoptions.NewAuditOptions()
+	audit.LogOptions.Path = s.auditLog
+	audit.PolicyFile = s.auditPolicy
+	if err := audit.ApplyTo(&config.Config); err != nil {
+		return nil, nil, fmt.Errorf("audit: %w", err)
+	}
+	// Admission: NamespaceLifecycle (no writes into missing or terminating namespaces), then with
+	// --admission-webhooks the mutating and validating webhooks, in kube-apiserver's order (webhooks.go).
+	// Without a pod network (hack/kube's own lab) a webhook naming a Service could never be reached, and a
+	// chart installed there without its pods would refuse every pod it selects: they stay off there.
 	admission := genericoptions.NewAdmissionOptions()
 	admission.EnablePlugins = []string{lifecycle.PluginName}
-	admission.DisablePlugins = []string{"MutatingAdmissionPolicy", "MutatingAdmissionWebhook",
-		"ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook"}
+	admission.DisablePlugins = []string{"MutatingAdmissionPolicy", "ValidatingAdmissionPolicy"}
+	webhooks := []string{"MutatingAdmissionWebhook", "ValidatingAdmissionWebhook"}
+	if s.webhooks {
+		admission.EnablePlugins = append(admission.EnablePlugins, webhooks...)
+	} else {
+		admission.DisablePlugins = append(admission.DisablePlugins, webhooks...)
+	}
 	if err := admission.ApplyTo(&config.Config, config.SharedInformerFactory, client, dynamicClient,
-		utilfeature.DefaultFeatureGate, config.EffectiveVersion); err != nil {
+		utilfeature.DefaultFeatureGate, config.EffectiveVersion, webhookInitializer(config.SharedInformerFactory)); err != nil {
 		return nil, nil, fmt.Errorf("admission: %w", err)
 	}
 	return config, auth, nil

@@ -6,13 +6,18 @@ package main
 //   - a status subresource: the main resource keeps the stored status, /status keeps everything
 //     else; status is reset on create (Nodes excepted), pods start Pending, namespaces Active;
 //   - metadata.generation starts at 1 and grows when the spec changes;
-//   - Secret stringData is merged into data.
+//   - Secret stringData is merged into data;
+//   - a namespace carries its name as the label kubernetes.io/metadata.name (webhooks' and network
+//     policies' namespaceSelectors match on it);
+//   - webhook configurations get kube's defaults (defaultWebhooks): without them the admission plugins
+//     read an absent objectSelector as "nothing" and never call a webhook.
 
 import (
 	"context"
 	"reflect"
 	"strings"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -57,6 +62,8 @@ func (s strategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
 		s.k.created(obj)
 	}
 	mergeStringData(obj)
+	labelNamespaceName(obj)
+	defaultWebhooks(obj)
 }
 
 func (s strategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
@@ -64,7 +71,77 @@ func (s strategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 		setField(obj, "Status", structField(old, "Status"))
 	}
 	mergeStringData(obj)
+	labelNamespaceName(obj)
+	defaultWebhooks(obj)
 	bumpGenerationOnSpecChange(obj, old)
+}
+
+// defaultWebhooks: admissionregistration/v1's SetDefaults_ValidatingWebhook, _MutatingWebhook, _Rule and
+// _ServiceReference (pkg/apis/admissionregistration/v1/defaults.go in the Kubernetes repository).
+func defaultWebhooks(obj runtime.Object) {
+	switch config := obj.(type) {
+	case *admissionregistrationv1.MutatingWebhookConfiguration:
+		for i := range config.Webhooks {
+			h := &config.Webhooks[i]
+			defaultWebhook(&h.FailurePolicy, &h.MatchPolicy, &h.NamespaceSelector, &h.ObjectSelector, &h.TimeoutSeconds,
+				h.Rules, &h.ClientConfig)
+			if h.ReinvocationPolicy == nil {
+				never := admissionregistrationv1.NeverReinvocationPolicy
+				h.ReinvocationPolicy = &never
+			}
+		}
+	case *admissionregistrationv1.ValidatingWebhookConfiguration:
+		for i := range config.Webhooks {
+			h := &config.Webhooks[i]
+			defaultWebhook(&h.FailurePolicy, &h.MatchPolicy, &h.NamespaceSelector, &h.ObjectSelector, &h.TimeoutSeconds,
+				h.Rules, &h.ClientConfig)
+		}
+	}
+}
+
+func defaultWebhook(failure **admissionregistrationv1.FailurePolicyType, match **admissionregistrationv1.MatchPolicyType,
+	namespaces, objects **metav1.LabelSelector, timeout **int32, rules []admissionregistrationv1.RuleWithOperations,
+	client *admissionregistrationv1.WebhookClientConfig) {
+	if *failure == nil {
+		fail := admissionregistrationv1.Fail
+		*failure = &fail
+	}
+	if *match == nil {
+		equivalent := admissionregistrationv1.Equivalent
+		*match = &equivalent
+	}
+	if *namespaces == nil {
+		*namespaces = &metav1.LabelSelector{}
+	}
+	if *objects == nil {
+		*objects = &metav1.LabelSelector{}
+	}
+	if *timeout == nil {
+		seconds := int32(10)
+		*timeout = &seconds
+	}
+	for i := range rules {
+		if rules[i].Scope == nil {
+			all := admissionregistrationv1.AllScopes
+			rules[i].Scope = &all
+		}
+	}
+	if client.Service != nil && client.Service.Port == nil {
+		port := int32(443)
+		client.Service.Port = &port
+	}
+}
+
+// labelNamespaceName: kube-apiserver's namespace strategy sets this label on create and update.
+func labelNamespaceName(obj runtime.Object) {
+	ns, ok := obj.(*corev1.Namespace)
+	if !ok {
+		return
+	}
+	if ns.Labels == nil {
+		ns.Labels = map[string]string{}
+	}
+	ns.Labels[corev1.LabelMetadataName] = ns.Name
 }
 
 func (s strategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList {
