@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from lab import agent, images, kube, proxy, serviceaccount
+from lab import agent, images, kube, proxy, runtime, serviceaccount, volumes
 
 from tests.kube.plugin import KubeLab
 
@@ -197,3 +197,24 @@ def test_a_pods_token_is_its_own_bound_to_it(kube_lab: KubeLab, kube_namespace: 
     as_pod.session.headers["Authorization"] = f"Bearer {token}"
     who = as_pod.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", review)
     assert who["status"]["userInfo"]["username"] == f"system:serviceaccount:{kube_namespace}:worker"
+
+
+def test_no_container_starts_before_its_service_account_is_read(tmp_path: Path) -> None:
+    """Unknown is not "no token": while the pod's ServiceAccount could not be read, its containers wait."""
+    catalog = images.Catalog({IMAGE: unpacked(tmp_path, CONFIG)})
+    pod = worker(tmp_path, {"containers": []}, catalog)
+    with pytest.raises(volumes.MissingSource, match="not read yet"):
+        pod.mounts({"name": "c", "image": IMAGE}, catalog.image(IMAGE))
+    pod.automount = True
+    with pytest.raises(volumes.MissingSource, match="no token yet"):
+        pod.mounts({"name": "c", "image": IMAGE}, catalog.image(IMAGE))
+    pod.automount = False
+    assert all(m.target != serviceaccount.MOUNT_PATH for m in pod.mounts({"name": "c", "image": IMAGE},
+                                                                        catalog.image(IMAGE)))  # fmt: skip
+
+
+def test_the_shell_side_of_the_lab_names_the_gateway_and_namespace_the_python_side_uses() -> None:
+    """hack/cluster/lib.sh sets them for the API server's certificate and the helm install; they must agree."""
+    lib = (REPO / "hack" / "cluster" / "lib.sh").read_text()
+    assert f"\nGATEWAY={runtime.GATEWAY} " in lib
+    assert f"\nOPERATOR_NAMESPACE={agent.OPERATOR_NAMESPACE} " in lib

@@ -435,6 +435,8 @@ class PodWorker:
                runtime.Mount(str(self.dir / "resolv.conf"), "/etc/resolv.conf", True)]  # fmt: skip
         if not image.unpacked:  # the lab's own images' entrypoints
             out.append(runtime.Mount(str(IMAGES_DIR), images.ENTRYPOINTS, True))
+        if self.automount is None:  # its ServiceAccount not read yet: never start a container without its token
+            raise volumes.MissingSource(f"ServiceAccount {serviceaccount.account_name(self.pod)} not read yet")
         if self.automount:
             if self.credentials is None:
                 raise volumes.MissingSource(f"no token yet for ServiceAccount {serviceaccount.account_name(self.pod)}")
@@ -481,14 +483,14 @@ class PodWorker:
     def sync_credentials(self, fs_group: int | None) -> None:
         """The pod's ServiceAccount token volume: made before its containers start, renewed before it expires."""
         ns = self.pod["metadata"]["namespace"]
-        if self.automount is None:
-            account = self.agent.client.get(kube.SERVICEACCOUNTS, ns, serviceaccount.account_name(self.pod))
-            self.automount = serviceaccount.automount(self.pod, account)
-        if not self.automount or (self.credentials and time.time() < self.credentials.renew_at):
-            return
         try:
+            if self.automount is None:
+                account = self.agent.client.get(kube.SERVICEACCOUNTS, ns, serviceaccount.account_name(self.pod))
+                self.automount = serviceaccount.automount(self.pod, account)
+            if not self.automount or (self.credentials and time.time() < self.credentials.renew_at):
+                return
             credentials = serviceaccount.request_token(self.agent.client, self.pod)
-        except kube.ApiError as err:
+        except (kube.ApiError, requests.RequestException) as err:  # unknown: the containers wait, the next pass retries
             self.failure = f"ServiceAccount {ns}/{serviceaccount.account_name(self.pod)}: no token: {err}"
             return
         volumes.write_atomic(self.dir / "serviceaccount", credentials.files, 0o644, fs_group)
