@@ -13,6 +13,8 @@ engine=${1:-buildah}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=hack/lib/mirror.sh
 . "$here/lib/mirror.sh"
+# shellcheck source=hack/lib/apt.sh
+. "$here/lib/apt.sh"
 recipe=$(sha256sum "${BASH_SOURCE[0]}" | cut -c1-12)
 image=localhost/slinky-mc/python-base:3.11-bookworm-$recipe
 SUITE=bookworm
@@ -39,10 +41,7 @@ if has_image "$image"; then echo "$image"; exit 0; fi
 [ "$(id -u)" = 0 ] || fail "building $image needs root (mmdebstrap); run it once as root, or name a registry's copy of the base: BASE_IMAGE=<registry>/python:3.11-slim-bookworm"
 if ! command -v mmdebstrap >/dev/null; then
   log "installing mmdebstrap with apt-get"
-  { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=300 mmdebstrap \
-    || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-           -o DPkg::Lock::Timeout=300 mmdebstrap; }
-  } >/tmp/image-base-apt.log 2>&1 || fail "apt-get could not install mmdebstrap; see /tmp/image-base-apt.log"
+  apt_install /tmp/image-base-apt.log mmdebstrap || fail "apt-get could not install mmdebstrap; see /tmp/image-base-apt.log"
 fi
 mirror=${IMAGE_BASE_MIRROR:-$(debian_mirror)}
 [ -n "$mirror" ] || fail "no Debian mirror in this host's apt configuration; set IMAGE_BASE_MIRROR to a Debian mirror's URL"

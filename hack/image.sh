@@ -16,6 +16,8 @@
 # read-only, over the base's, and is not in the image (buildah and podman; docker has no build volumes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=lib/apt.sh
+. hack/lib/apt.sh
 ci=0
 if [ "${1:-}" = --ci ]; then ci=1; image=""; else image=${1:?usage: hack/image.sh <repository:tag> | --ci}; fi
 CI_REPOSITORY=localhost/slinky-metacontroller
@@ -33,12 +35,9 @@ usable() {  # engine -> 0 when it can build here, else records why not
 }
 
 can_install() { [ "$EUID" = 0 ] && command -v apt-get >/dev/null 2>&1; }
-apt_install() {
+install_packages() {
   say "installing $* with apt-get"
-  { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=300 "$@" \
-    || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-           -o DPkg::Lock::Timeout=300 "$@"; }
-  } >/tmp/image-apt.log 2>&1 || { say "apt-get could not install $*; see /tmp/image-apt.log"; exit 1; }
+  apt_install /tmp/image-apt.log "$@" || { say "apt-get could not install $*; see /tmp/image-apt.log"; exit 1; }
 }
 
 has_image() {
@@ -54,7 +53,7 @@ for candidate in ${IMAGE_ENGINE:-docker podman buildah}; do
   if usable "$candidate"; then engine=$candidate; break; fi
 done
 if [ -z "$engine" ] && [[ " ${IMAGE_ENGINE:-buildah} " == *" buildah "* ]] && can_install; then
-  apt_install buildah runc
+  install_packages buildah runc
   engine=buildah
 fi
 if [ -z "$engine" ]; then
@@ -71,7 +70,7 @@ if [ "$engine" != docker ]; then
   # RUN steps need an OCI runtime; crun refuses hosts with cgroup v1 and v2 mounted together, runc runs on all
   if ! command -v runc >/dev/null 2>&1 && { ! command -v crun >/dev/null 2>&1 || [ -d /sys/fs/cgroup/unified ]; }; then
     can_install || { say "$engine needs the OCI runtime runc here: apt-get install runc"; exit 1; }
-    apt_install runc
+    install_packages runc
   fi
   if command -v runc >/dev/null 2>&1; then build+=(--runtime runc); fi
 fi

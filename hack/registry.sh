@@ -5,13 +5,13 @@
 #   hack/registry.sh DIR PORT
 set -euo pipefail
 dir=${1:?usage: hack/registry.sh DIR PORT} port=${2:?usage: hack/registry.sh DIR PORT}
+# shellcheck source=lib/apt.sh
+. "$(dirname "$0")/lib/apt.sh"
 if ! command -v docker-registry >/dev/null; then
   [ "$EUID" = 0 ] && command -v apt-get >/dev/null \
     || { echo "registry: docker-registry is missing: apt-get install docker-registry" >&2; exit 1; }
-  { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=300 docker-registry \
-    || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-           -o DPkg::Lock::Timeout=300 docker-registry; }
-  } >"$dir.apt.log" 2>&1 || { echo "registry: apt-get could not install docker-registry; see $dir.apt.log" >&2; exit 1; }
+  apt_install "$dir.apt.log" docker-registry \
+    || { echo "registry: apt-get could not install docker-registry; see $dir.apt.log" >&2; exit 1; }
   # the package starts its own service on port 5000; this script runs its own registry only
   if command -v systemctl >/dev/null && systemctl is-active --quiet docker-registry 2>/dev/null; then
     systemctl disable --now docker-registry >/dev/null 2>&1 || true

@@ -4,6 +4,8 @@ CLUSTER_HACK_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$CLUSTER_HACK_DIR/../.." && pwd)
 # shellcheck source=../lib/proc.sh
 . "$REPO/hack/lib/proc.sh"
+# shellcheck source=../lib/apt.sh
+. "$REPO/hack/lib/apt.sh"
 LAB_NAME=cluster-lab
 LAB=$REPO/.cluster-lab                # env, logs, pods (one directory each), claims, the API server's state
 ENV_FILE=$LAB/env

@@ -9,6 +9,8 @@
 set -Eeuo pipefail
 # shellcheck source=../lib/mirror.sh
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")/../lib" && pwd)/mirror.sh"
+# shellcheck source=../lib/apt.sh
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")/../lib" && pwd)/apt.sh"
 ROOTFS=${CLUSTER_LAB_ROOTFS:-/var/cache/slinky-mc/cluster-sid}
 MIRROR=${CLUSTER_LAB_MIRROR:-}
 SUITE=sid
@@ -22,7 +24,11 @@ log() { echo "[cluster-lab rootfs] $*" >&2; }
 fail() { log "ERROR: $*"; exit 1; }
 [ "$(cat "$ROOTFS/etc/slinky-cluster-lab" 2>/dev/null)" = "$STAMP" ] && exit 0
 [ "$(id -u)" = 0 ] || fail "building $ROOTFS needs root (mmdebstrap)"
-command -v mmdebstrap >/dev/null || fail "mmdebstrap is missing: run hack/slurm/up.sh once (it installs it) or apt-get install mmdebstrap"
+if ! command -v mmdebstrap >/dev/null; then
+  log "installing mmdebstrap on the host"
+  mkdir -p "$(dirname "$ROOTFS")"
+  apt_install "$ROOTFS.apt.log" mmdebstrap || fail "apt-get could not install mmdebstrap; see $ROOTFS.apt.log"
+fi
 [ -n "$MIRROR" ] || MIRROR=$(debian_mirror)
 [ -n "$MIRROR" ] || fail "no Debian mirror found in this host's apt configuration; set CLUSTER_LAB_MIRROR to a Debian mirror's URL"
 mkdir -p "$(dirname "$ROOTFS")"

@@ -11,8 +11,9 @@
 # plus the kubelets of the lab Nodes, which run each container as a process tree in the pod's network
 # namespace (the project's image from its own unpacked filesystem).
 #
-# Applies Metacontroller's CRDs, installs the operator chart, then applies examples/crs/ (namespace slurm)
-# with real keys, a MariaDB and hack/cluster/lab-patches.yaml,
+# Applies Metacontroller's CRDs, installs the operator chart, makes what a user brings (namespace slurm, a
+# MariaDB and its password, the login key), installs the Slurm cluster with `helm install slurm charts/slurm
+# -f hack/cluster/slurm-values.yaml` (docs/getting-started.md, step 5),
 # waits until every custom resource is Ready, prints the time taken, and writes .cluster-lab/env
 # (sourceable: KUBECONFIG, the URLs, CLUSTER_LAB_*). On failure: exit 1, one line in
 # .cluster-lab/error, and what was started is stopped. Stop with down.sh.
@@ -24,7 +25,9 @@
 # CLUSTER_LAB_IMAGE (the image the operator chart runs; default: hack/image.sh --ci's, built when missing),
 # CLUSTER_LAB_OPERATOR: `chart` (the default, what CI runs) or `worktree`, the developer's switch: the hook
 # server (gunicorn, as `make run`) and two slurm_sync replicas run on the host from this work tree and its
-# venv, and the CRDs and CompositeControllers are applied from the tree (a change is tried without a build).
+# venv, and the CRDs and CompositeControllers are applied from the tree (a change is tried without a build);
+# CLUSTER_LAB_CLUSTER: `chart` (the default) or `examples`: the same cluster applied from examples/crs/ with
+# real keys and hack/cluster/lab-patches.yaml, without Helm.
 set -Eeuo pipefail
 # shellcheck source=lib.sh
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
@@ -33,6 +36,7 @@ TIMEOUT=${CLUSTER_LAB_TIMEOUT:-300}
 NODES=${CLUSTER_LAB_NODES:-10}
 METACONTROLLER=${METACONTROLLER:-}
 OPERATOR=${CLUSTER_LAB_OPERATOR:-chart}
+CLUSTER=${CLUSTER_LAB_CLUSTER:-chart}
 HELM=$REPO/.cache/bin/helm
 KUBECTL=$REPO/.cache/bin/kubectl
 mkdir -p "$LAB/logs" "$RUN"
@@ -59,9 +63,8 @@ for pair in ip:iproute2 nsenter:util-linux unshare:util-linux curl:curl ssh:open
 done
 if [ -n "$missing" ]; then
   log "installing on the host:$missing"
-  { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing \
-    || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing; }
-  } >"$LAB/apt.log" 2>&1 || fail "apt-get could not install$missing; see $LAB/apt.log"
+  # shellcheck disable=SC2086 # one word per package
+  apt_install "$LAB/apt.log" $missing || fail "apt-get could not install$missing; see $LAB/apt.log"
 fi
 for tool in ip nsenter unshare chroot mount setsid curl ssh ssh-keygen; do
   command -v "$tool" >/dev/null || fail "$tool is missing on this host"
@@ -76,6 +79,11 @@ case $OPERATOR in
   chart) DAEMONS=lab; [ -x "$HELM" ] || fail "no helm at $HELM: run 'make cluster-up' (it installs one)" ;;
   worktree) ;;
   *) fail "CLUSTER_LAB_OPERATOR=$OPERATOR: want chart (the operator chart, from the image) or worktree" ;;
+esac
+case $CLUSTER in
+  chart) [ -x "$HELM" ] || fail "no helm at $HELM: run 'make cluster-up' (it installs one)" ;;
+  examples) ;;
+  *) fail "CLUSTER_LAB_CLUSTER=$CLUSTER: want chart (helm install of charts/slurm) or examples (examples/crs/)" ;;
 esac
 if all_daemons_live; then log "already up; nothing to do (down.sh first to start afresh)"; exit 0; fi
 rm -f "$ERROR_FILE" "$ENV_FILE"   # only now: a lab found already up keeps its env file
@@ -117,7 +125,15 @@ fi
 
 log "applying the cluster's resources${SETUP_ARGS[*]:+ (and the CRDs and CompositeControllers from the work tree)}"
 PYTHONPATH=$REPO:$REPO/hack/cluster "$PY" -m lab setup --kubeconfig "$KUBECONFIG" "${SETUP_ARGS[@]}" --lab-dir "$LAB" \
-  >>"$LAB/logs/setup.log" 2>&1 || fail "applying the cluster's resources failed: $(tail -n 1 "$LAB/logs/setup.log")"
+  --cluster "$CLUSTER" >>"$LAB/logs/setup.log" 2>&1 \
+  || fail "applying the cluster's resources failed: $(tail -n 1 "$LAB/logs/setup.log")"
+if [ "$CLUSTER" = chart ]; then
+  # docs/getting-started.md, step 5, with the lab's values (the cluster examples/crs/ describes)
+  log "installing the cluster: helm install slurm charts/slurm -n slurm -f hack/cluster/slurm-values.yaml"
+  "$HELM" install slurm "$REPO/charts/slurm" -n slurm -f "$CLUSTER_HACK_DIR/slurm-values.yaml" \
+    --set-file "loginsets.slinky.rootSshAuthorizedKeys=$LAB/ssh/id_ed25519.pub" >>"$LAB/logs/setup.log" 2>&1 \
+    || fail "helm install of charts/slurm failed: $(tail -n 1 "$LAB/logs/setup.log")"
+fi
 
 log "starting the stand-ins (${METACONTROLLER:+real Metacontroller, }$NODES lab nodes)"
 (cd "$REPO" && PYTHONPATH=$REPO:$REPO/hack/cluster exec setsid "$PY" -m lab run --kubeconfig "$KUBECONFIG" \
@@ -162,6 +178,7 @@ done
   echo "export KUBECONFIG='$KUBECONFIG'"
   echo "export CLUSTER_LAB_DIR='$LAB'"
   echo "export CLUSTER_LAB_OPERATOR='$OPERATOR'"
+  echo "export CLUSTER_LAB_CLUSTER='$CLUSTER'"
   if [ "$OPERATOR" = worktree ]; then
     echo "export CLUSTER_LAB_HOOKS_URL='http://127.0.0.1:$HOOKS_PORT'"
     echo "export CLUSTER_LAB_SYNC_REPLICAS='slurm-sync=http://127.0.0.1:$SYNC_PORT slurm-sync-b=http://127.0.0.1:$SYNC_PORT_B'"

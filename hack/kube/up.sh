@@ -28,6 +28,8 @@ set -Eeuo pipefail
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 # shellcheck source=../lib/mirror.sh
 . "$REPO/hack/lib/mirror.sh"
+# shellcheck source=../lib/apt.sh
+. "$REPO/hack/lib/apt.sh"
 LOG_TAG=up
 
 TIMEOUT=${KUBE_LAB_TIMEOUT:-90}
@@ -82,7 +84,10 @@ rootfs_ok() { [ "$(cat "$ROOTFS/etc/slinky-kube-lab" 2>/dev/null)" = "$STAMP" ];
 build_rootfs() {
   local build=$ROOTFS.build.$$ reason t0=$SECONDS
   [ "$(id -u)" = 0 ] || fail "building the kube lab's rootfs ($ROOTFS) needs root (mmdebstrap); run 'sudo make kube-up' once"
-  command -v mmdebstrap >/dev/null || fail "mmdebstrap is missing: apt-get install mmdebstrap (or run hack/slurm/up.sh, which installs it)"
+  if ! command -v mmdebstrap >/dev/null; then
+    log "installing mmdebstrap on the host"
+    apt_install "$LAB/apt.log" mmdebstrap || fail "apt-get could not install mmdebstrap; see $LAB/apt.log"
+  fi
   [ -n "$MIRROR" ] || MIRROR=$(debian_mirror)
   [ -n "$MIRROR" ] || fail "no Debian mirror found in this host's apt configuration; set KUBE_LAB_MIRROR to a Debian mirror's URL"
   BUILD_DIR=$build

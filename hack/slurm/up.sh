@@ -26,6 +26,8 @@ HACK_ROLE=up   # lib.sh: use $SLURM_LAB_ROOTFS or the default, not this checkout
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 # shellcheck source=../lib/mirror.sh
 . "$REPO/hack/lib/mirror.sh"
+# shellcheck source=../lib/apt.sh
+. "$REPO/hack/lib/apt.sh"
 LOG_TAG=up
 
 CTLD_PORT=${SLURM_LAB_CTLD_PORT:-16817}
@@ -170,15 +172,7 @@ build_rootfs() {
     || fail "this host is not Debian ($(. /etc/os-release && echo "${PRETTY_NAME:-unknown}")): the lab rootfs is built with mmdebstrap from Debian's archive; run on Debian or provide a built rootfs via SLURM_LAB_ROOTFS"
   if ! command -v mmdebstrap >/dev/null; then
     log "installing mmdebstrap on the host"
-    local own_policy=0
-    # keep package postinst scripts from starting services on the host
-    if [ ! -e /usr/sbin/policy-rc.d ]; then
-      printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d && own_policy=1
-    fi
-    { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends mmdebstrap \
-      || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends mmdebstrap; }
-    } >"$LAB/apt.log" 2>&1 || { [ $own_policy = 1 ] && rm -f /usr/sbin/policy-rc.d; fail "apt-get could not install mmdebstrap; see $LAB/apt.log"; }
-    [ $own_policy = 0 ] || rm -f /usr/sbin/policy-rc.d
+    apt_install "$LAB/apt.log" mmdebstrap || fail "apt-get could not install mmdebstrap; see $LAB/apt.log"
   fi
   [ -n "$MIRROR" ] || MIRROR=$(debian_mirror)
   [ -n "$MIRROR" ] || fail "no Debian mirror found in this host's apt configuration; set SLURM_LAB_MIRROR to a Debian mirror's URL"

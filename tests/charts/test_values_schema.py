@@ -279,6 +279,8 @@ REFUSED = [
     ("slurm", "--set", "nodesets.cpu.scalingMode=Deployment", "/nodesets/cpu/scalingMode", "value must be one of"),
     ("slurm", "--set", "nodesets.cpu.ordinalPadding=11", "/nodesets/cpu/ordinalPadding", "maximum: got 11, want 10"),
     ("slurm", "--set", "nodesets.CPU.replicas=1", "/nodesets", "additional properties 'CPU' not allowed"),
+    ("slurm", "--set", "nodesets.cpu.elastic.maxReplicas=0", "/nodesets/cpu/elastic/maxReplicas", "minimum"),
+    ("slurm", "--set", "nodesets.cpu.elastic.max=4", "/nodesets/cpu/elastic", "additional properties 'max'"),
     ("slurm", "--set", "loginsets.users.replicas=-1", "/loginsets/users/replicas", "minimum: got -1, want 0"),
     (
         "slurm",

@@ -40,6 +40,7 @@ class ClusterLab:
     host_replicas: tuple[tuple[str, str], ...] = ()  # CLUSTER_LAB_OPERATOR=worktree: (name, URL of its /readyz)
     sync_pods: tuple[str, str, int] | None = None  # the operator chart's slurm_sync pods: namespace, selector, port
     image: str = ""  # the project's image the operator chart runs ("" with CLUSTER_LAB_OPERATOR=worktree)
+    cluster: str = "chart"  # how the Slurm cluster was made: `helm install` of charts/slurm, or "examples"
 
     def kubectl(self, *args: str, timeout: float = 240, input_text: str | None = None) -> str:
         done = subprocess.run([str(KUBECTL), "--kubeconfig", str(self.kubeconfig), *args], capture_output=True,
@@ -168,7 +169,7 @@ def cluster_lab() -> ClusterLab:
     )
     pods = env.get("CLUSTER_LAB_SYNC_PODS", "").split()
     lab = ClusterLab(Path(env["KUBECONFIG"]), replicas, (pods[0], pods[1], int(pods[2])) if pods else None,
-                     env.get("CLUSTER_LAB_IMAGE", ""))  # fmt: skip
+                     env.get("CLUSTER_LAB_IMAGE", ""), env.get("CLUSTER_LAB_CLUSTER", "chart"))  # fmt: skip
     lab.kubectl("get", "--raw", "/readyz", timeout=10)
     return lab
 

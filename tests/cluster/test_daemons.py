@@ -45,9 +45,9 @@ def test_sinfo_and_srun_work_from_the_login_pod_through_sackd(cluster_lab: Clust
     pod = login_pod(cluster_lab)["metadata"]["name"]
     sinfo = cluster_lab.exec(pod, ["sinfo", "-h", "-p", PARTITION, "-o", "%P %a %D %t"]).stdout.split()
     assert sinfo == [PARTITION, "up", "2", "idle"]
-    hostname = cluster_lab.exec(pod, ["srun", "-p", PARTITION, "-N1", "hostname"]).stdout.strip()
-    nodes = {p["spec"]["hostname"] for p in cluster_lab.pods("app.kubernetes.io/instance=slurm-worker-debug")}
-    assert hostname in nodes
+    hostnames = sorted(cluster_lab.exec(pod, ["srun", "-p", PARTITION, "-N2", "hostname"]).stdout.split())
+    nodes = sorted(p["spec"]["hostname"] for p in cluster_lab.pods("app.kubernetes.io/instance=slurm-worker-debug"))
+    assert hostnames == nodes == ["debug-0", "debug-1"]
 
 
 def test_ssh_login_with_the_crs_authorized_key_reaches_the_login_pod(cluster_lab: ClusterLab) -> None:

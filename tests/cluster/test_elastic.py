@@ -1,6 +1,6 @@
 """Elastic NodeSets on the cluster lab (docs/architecture.md §4.9): examples/crs/nodeset-elastic.yaml, minimum
-0 and maximum 4, with the lab's shorter times (hack/cluster/lab-patches.yaml: suspendTime 30 s,
-resumeTimeout 45 s).
+0 and maximum 4, with the lab's shorter times (suspendTime 30 s, resumeTimeout 45 s: hack/cluster/slurm-values.yaml,
+or hack/cluster/lab-patches.yaml with CLUSTER_LAB_CLUSTER=examples).
 
 Slurm's power saving decides; slurm_sync reports it on the NodeSet; the NodeSet hook creates the pods of the
 nodes Slurm powers up and removes those of the nodes it powers down, through the drain protocol; the node agent
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.cluster
 NODESET = "slurm-worker-elastic"
 PARTITION = "elastic"  # the NodeSet's hostname prefix names its partition and nodes (elastic-0 ... elastic-3)
 NODES = tuple(f"elastic-{i}" for i in range(4))
-SUSPEND_TIME, RESUME_TIMEOUT = 30, 45  # hack/cluster/lab-patches.yaml
+SUSPEND_TIME, RESUME_TIMEOUT = 30, 45  # hack/cluster/slurm-values.yaml
 SUBMIT = ("sbatch", "--parsable", "-p", PARTITION, "-t", "5", "--chdir=/tmp", "-o", "/dev/null")
 
 

@@ -15,10 +15,15 @@ import subprocess
 
 import pytest
 
-from tests.cluster.plugin import KUBECTL, REPO, ClusterLab, ready
+from tests.cluster.plugin import KUBECTL, NAMESPACE, REPO, ClusterLab, ready
 
 pytestmark = pytest.mark.cluster
 OPERATOR_NS = "slinky"
+RELEASE = "meta.helm.sh/release-name"  # helm's annotation on what a release installed
+CLUSTER_RESOURCES = {  # hack/cluster/slurm-values.yaml's
+    "Controller/slurm", "Accounting/slurm", "RestApi/slurm", "LoginSet/slurm-login-slinky",
+    "NodeSet/slurm-worker-debug", "NodeSet/slurm-worker-elastic", "Token/slurm-token-slurm",
+}  # fmt: skip
 HOOKS = "app.kubernetes.io/name=slurm-operator-hooks,app.kubernetes.io/instance=slurm-operator"
 SYNC = "app.kubernetes.io/name=slurm-operator-slurm-sync,app.kubernetes.io/instance=slurm-operator"
 SYNC_ACCOUNT = f"system:serviceaccount:{OPERATOR_NS}:slurm-operator-slurm-sync"
@@ -36,13 +41,30 @@ def operator_pods(lab: ClusterLab, selector: str) -> list[dict]:
     return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
 
 
-def test_helm_lists_the_operator_release_deployed(lab: ClusterLab) -> None:
+def releases(lab: ClusterLab) -> dict[tuple[str, str], dict]:
+    """`helm list -A`: release by (name, namespace)."""
     helm = REPO / ".cache" / "bin" / "helm"
     env = {**os.environ, "KUBECONFIG": str(lab.kubeconfig)}
     done = subprocess.run([str(helm), "list", "-A", "-o", "json"], capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 0, done.stderr
-    releases = {(r["name"], r["namespace"]): r for r in json.loads(done.stdout)}
-    assert releases[("slurm-operator", OPERATOR_NS)]["status"] == "deployed"
+    return {(r["name"], r["namespace"]): r for r in json.loads(done.stdout)}
+
+
+def test_helm_lists_the_operator_release_deployed(lab: ClusterLab) -> None:
+    assert releases(lab)[("slurm-operator", OPERATOR_NS)]["status"] == "deployed"
+
+
+def test_the_slurm_cluster_is_the_charts_release_and_every_resource_is_ready(cluster_lab: ClusterLab) -> None:
+    """docs/getting-started.md, step 5, as hack/cluster/up.sh runs it (hack/cluster/slurm-values.yaml): the
+    release is deployed, and every custom resource the other tests use is its own, Ready."""
+    if cluster_lab.cluster != "chart":
+        pytest.skip("CLUSTER_LAB_CLUSTER=examples: the cluster was applied from examples/crs/")
+    assert releases(cluster_lab)[("slurm", NAMESPACE)]["status"] == "deployed"
+    items = cluster_lab.get("controllers,accountings,restapis,loginsets,nodesets,tokens")["items"]
+    by_name = {f"{i['kind']}/{i['metadata']['name']}": i for i in items}
+    made = {k for k, i in by_name.items() if (i["metadata"].get("annotations") or {}).get(RELEASE) == "slurm"}
+    assert made == CLUSTER_RESOURCES
+    assert [k for k in made if not ready(by_name[k])] == []
 
 
 @pytest.mark.parametrize(("selector", "container", "account"), [

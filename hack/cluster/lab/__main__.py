@@ -1,6 +1,7 @@
 """The cluster lab's Python side (hack/cluster/up.sh runs both commands).
 
-`python -m lab setup --kubeconfig K --lab-dir D [--hooks-url U]`: apply the cluster's resources, and with
+`python -m lab setup --kubeconfig K --lab-dir D [--hooks-url U] [--cluster chart|examples]`: apply what the
+Slurm cluster needs besides charts/slurm (or, with `--cluster examples`, the cluster of examples/crs/), and with
 `--hooks-url` (the developer's switch: the hook server runs from the work tree) the project's CRDs and
 CompositeControllers first, pointed at U; without it the operator chart installed them (setup.py).
 `python -m lab run --kubeconfig K --lab-dir D --rootfs R [--nodes N] [--no-driver] [--image REF=DIR ...]`:
@@ -53,6 +54,12 @@ def main() -> None:
     set_up.add_argument("--kubeconfig", required=True)
     set_up.add_argument("--hooks-url", help="apply the CRDs and CompositeControllers, pointed at this hook server")
     set_up.add_argument("--lab-dir", required=True, type=Path)
+    set_up.add_argument(
+        "--cluster",
+        choices=setup.CLUSTERS,
+        default="chart",
+        help="chart: only what the user brings (up.sh then installs charts/slurm); examples: examples/crs/",
+    )
     running = commands.add_parser("run")
     running.add_argument("--kubeconfig", required=True)
     running.add_argument("--lab-dir", required=True, type=Path)
@@ -69,7 +76,7 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     if args.command == "setup":
-        setup.setup(kube.Client(args.kubeconfig), args.hooks_url, args.lab_dir)
+        setup.setup(kube.Client(args.kubeconfig), args.hooks_url, args.lab_dir, cluster=args.cluster)
     else:
         run(args)
 

@@ -7,9 +7,12 @@ when the operator chart does not install them.
   CLUSTER_LAB_OPERATOR=worktree), it applies the project's CRDs (crds/) and CompositeControllers
   (compositecontrollers/) itself, each `webhook.service` replaced by `url: <hooks URL><path>`, so the stand-in
   and a real Metacontroller call the work tree's hook server alike.
-- The cluster of examples/crs/ in namespace slurm, with real random keys in place of the example
-  Secrets' placeholders, plus the MariaDB the Accounting names (hack/cluster/mariadb.yaml), and what a
-  user on a host without a cgroup v2 hierarchy must set (hack/cluster/lab-patches.yaml): nothing else.
+- What a user brings to the Slurm cluster: namespace slurm, the MariaDB the Accounting names
+  (hack/cluster/mariadb.yaml) with a random password in its Secret, and the lab's ssh key pair for the login
+  pod. By default hack/cluster/up.sh then installs the cluster itself with `helm install` of charts/slurm
+  (hack/cluster/slurm-values.yaml). With `cluster="examples"` (CLUSTER_LAB_CLUSTER=examples) this module
+  applies the same cluster from examples/crs/ instead: real random keys in place of the example Secrets'
+  placeholders, and what a user on a host without a cgroup v2 hierarchy must set (hack/cluster/lab-patches.yaml).
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ HERE = Path(__file__).resolve().parent.parent
 CRDS = kube.Resource("apiextensions.k8s.io/v1", "customresourcedefinitions")
 COMPOSITE = kube.Resource("metacontroller.k8s.io/v1alpha1", "compositecontrollers")
 NAMESPACE = "slurm"
+CLUSTERS = ("chart", "examples")
+DATABASE_SECRET = "mariadb-password"  # the Secret hack/cluster/mariadb.yaml and the Accounting read
 
 
 def load(path: Path) -> list[Obj]:
@@ -140,7 +145,14 @@ def metacontroller_crds(client: kube.Client) -> None:
     wait_established(client, [c["metadata"]["name"] for c in crds])
 
 
-def setup(client: kube.Client, hooks_url: str | None, lab_dir: Path, with_composite: bool = True) -> None:
+def examples() -> list[Obj]:
+    return [d for p in sorted((REPO / "examples" / "crs").glob("*.yaml")) for d in load(p)]
+
+
+def setup(client: kube.Client, hooks_url: str | None, lab_dir: Path, with_composite: bool = True,
+          cluster: str = "chart") -> None:  # fmt: skip
+    if cluster not in CLUSTERS:
+        raise ValueError(f"cluster {cluster!r}: want one of {', '.join(CLUSTERS)}")
     crds = [d for p in sorted((REPO / "crds").glob("*.yaml")) for d in load(p)]
     if hooks_url is not None:
         metacontroller_crds(client)
@@ -153,16 +165,27 @@ def setup(client: kube.Client, hooks_url: str | None, lab_dir: Path, with_compos
                 if cc["kind"] == "CompositeController":
                     apply(client, with_url_webhooks(cc, hooks_url))
     apply(client, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-    examples = [d for p in sorted((REPO / "examples" / "crs").glob("*.yaml")) for d in load(p)]
-    patches = load(HERE / "lab-patches.yaml")
-    # the example's placeholder key replaced by the lab's, so tests can log in as a user would
-    patches.append({"kind": "LoginSet", "metadata": {"name": "slurm-login-slinky"},
-                    "spec": {"rootSshAuthorizedKeys": login_key(lab_dir)}})  # fmt: skip
-    for secret in lab_secrets(examples):
+    crs = examples()
+    key = login_key(lab_dir)  # the chart gets it with --set-file (up.sh)
+    for secret in lab_secrets(crs):
+        if cluster == "chart" and secret["metadata"]["name"] != DATABASE_SECRET:
+            continue  # the chart makes its own keys
         if client.get(kube.SECRETS, NAMESPACE, secret["metadata"]["name"]) is None:  # keys never rotate under a cluster
             client.create(kube.SECRETS, secret)
-    for obj in load(HERE / "mariadb.yaml") + [p for p in patches if p["kind"] in ("ConfigMap",)]:
+    for obj in load(HERE / "mariadb.yaml"):
         apply(client, obj)
-    for obj in examples:
+    if cluster == "examples":
+        apply_examples(client, crs, key)
+
+
+def apply_examples(client: kube.Client, crs: list[Obj], login_public_key: str) -> None:
+    """examples/crs/ with the lab's patches; the example's placeholder login key replaced by the lab's, so tests
+    can log in as a user would."""
+    patches = load(HERE / "lab-patches.yaml")
+    patches.append({"kind": "LoginSet", "metadata": {"name": "slurm-login-slinky"},
+                    "spec": {"rootSshAuthorizedKeys": login_public_key}})  # fmt: skip
+    for obj in [p for p in patches if p["kind"] == "ConfigMap"]:
+        apply(client, obj)
+    for obj in crs:
         if obj["kind"] != "Secret":
             apply(client, patched(obj, patches))
