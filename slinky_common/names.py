@@ -108,6 +108,10 @@ CONDITION_EXTERNAL: Final = "External"  # the daemon runs outside Kubernetes; no
 # Controller status condition types (with CONDITION_AVAILABLE, _REFERENCES_RESOLVED and _EXTERNAL).
 # Every kind: nothing stands between the CR and working daemons (reason: the first problem; hooks/status.py).
 CONDITION_READY: Final = "Ready"
+# Kubernetes' pod condition and reason kube-scheduler writes for a pod it cannot place yet; the bridge writes them
+# while the pod's placeholder job is pending, with Slurm's reason (`kubectl describe pod`).
+CONDITION_POD_SCHEDULED: Final = "PodScheduled"
+REASON_UNSCHEDULABLE: Final = "Unschedulable"
 CONDITION_SERVICE_MONITOR_CREATED: Final = "ServiceMonitorCreated"  # only when metrics.serviceMonitor asks for one
 # Status condition of every kind while a spec value cannot be used (children are kept as they are).
 CONDITION_INVALID_SPEC: Final = "InvalidSpec"

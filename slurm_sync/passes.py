@@ -28,6 +28,11 @@ def rfc3339(moment: datetime.datetime) -> str:
     return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# Seconds after a pass that wrote to Slurm until the next looks at the effect: Slurm is polled, not watched, and
+# what a write causes (a drained node, a placeholder job started) is usually there within a second.
+FOLLOW_UP = 1.0
+
+
 @dataclass
 class Tally:
     """What one pass did and what went wrong (mutable: filled in while executing)."""
@@ -48,6 +53,7 @@ class Outcome:
     slurm_writes: int
     read_ok: bool = True  # the Kubernetes objects (and, for the bridge, Slurm's) could be read
     unready: tuple[str, ...] = ()  # why not ready: failed reads, failing writes (never a user's mistake)
+    follow_up: float | None = None  # seconds until the loop expects work: a write's effect, evidence to confirm
 
     @property
     def ok(self) -> bool:

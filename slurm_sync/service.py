@@ -234,6 +234,8 @@ class Service:
             result.slurm_writes,
             "; " + "; ".join(result.errors) if result.errors else "",
         )
+        if result.follow_up is not None:
+            self.wakeup.set_after(result.follow_up)
         return result.ready, result.ok, "; ".join(result.unready)
 
     def _operator_pass(self) -> dict[str, Outcome]:

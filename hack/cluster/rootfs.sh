@@ -1,6 +1,7 @@
 #!/bin/bash
 # rootfs.sh - build (once) the cluster lab's root filesystem: Debian sid with every daemon Slinky's
-# images run (slurmctld, slurmd, slurmrestd, slurmdbd, sackd, sshd) and MariaDB, cached outside the
+# images run (slurmctld, slurmd, slurmrestd, slurmdbd, sackd, sshd), MariaDB and Python (the generic images a
+# user's pod names: hack/cluster/lab/images.py), cached outside the
 # repository at $CLUSTER_LAB_ROOTFS (default /var/cache/slinky-mc/cluster-sid). Every container of the
 # lab runs from an overlay over it, so it is never written to once built.
 #
@@ -15,7 +16,7 @@ ROOTFS=${CLUSTER_LAB_ROOTFS:-/var/cache/slinky-mc/cluster-sid}
 MIRROR=${CLUSTER_LAB_MIRROR:-}
 SUITE=sid
 PACKAGES="slurmctld slurmd slurmrestd slurmdbd sackd slurm-client slurm-wlm-jwt-plugin slurm-wlm-mysql-plugin
-  mariadb-server mariadb-client openssh-server openssh-client tini procps curl iproute2 gawk"
+  mariadb-server mariadb-client openssh-server openssh-client tini procps curl iproute2 gawk python3 python-is-python3"
 PACKAGES=$(echo $PACKAGES)
 STAMP="format=1 suite=$SUITE packages=$PACKAGES"   # a change here rebuilds
 SLURM_UID=401

@@ -44,6 +44,16 @@ def submit_error_body(why: str) -> JSON:
     return {"metadata": {"annotations": {names.ANNOTATION_SUBMIT_ERROR: why}}}
 
 
+def unscheduled_body(message: str, since: str | None) -> JSON:
+    """The pods/status strategic merge patch of condition PodScheduled=False (merged by type, as kube-scheduler
+    writes it); ``since``: its lastTransitionTime when the condition turns False now, None to keep the one it has."""
+    condition: JSON = {"type": names.CONDITION_POD_SCHEDULED, "status": "False",
+                       "reason": names.REASON_UNSCHEDULABLE, "message": message}  # fmt: skip
+    if since is not None:
+        condition["lastTransitionTime"] = since
+    return {"status": {"conditions": [condition]}}
+
+
 def pod_group_scheduled_body(pod_group: JSON, now: str) -> JSON | None:
     """The status merge patch that sets PodGroupScheduled=True (reason Scheduled), or None when it
     is already so. A merge patch replaces the whole list, so the other conditions are carried and
@@ -184,7 +194,11 @@ class BridgeKube:
         self.count("resourceclaim", "delete")
 
     def patch_pod_claim_status(self, pod: BridgePod, body: JSON) -> None:
-        """pod.status.extendedResourceClaimStatus (a pods/status patch; the bridge writes no other status)."""
+        """pod.status.extendedResourceClaimStatus (a pods/status patch)."""
+        self.kube.patch_pod_status(pod.namespace, pod.name, body)
+
+    def patch_pod_scheduled(self, pod: BridgePod, body: JSON) -> None:
+        """Condition PodScheduled of a pod whose job is pending (a pods/status patch: unscheduled_body)."""
         self.kube.patch_pod_status(pod.namespace, pod.name, body)
 
     def patch_node(self, node: BridgeNode, body: JSON) -> None:

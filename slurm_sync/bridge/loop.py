@@ -50,6 +50,7 @@ from slurm_sync.bridge.kube import (
     release_body,
     submit_error_body,
     taint_body,
+    unscheduled_body,
 )
 from slurm_sync.bridge.plan import Cancel, PodActions, Problem
 from slurm_sync.bridge.view import BridgeNode, BridgePod, read_node, read_pod
@@ -263,6 +264,7 @@ class BridgeLoop:
             slurm_writes=tally.slurm_writes,
             read_ok=tally.read_ok,
             unready=tuple(tally.unready),
+            follow_up=passes.FOLLOW_UP if tally.slurm_writes else None,  # a submitted job most often starts at once
             user_errors=tally.user_errors,
         )
 
@@ -358,6 +360,11 @@ class BridgeLoop:
             self._submit(submit, tally)
         for blocked in actions.blocked:
             self._tell(blocked.pods, blocked.why, tally)
+        for waiting in actions.unscheduled:
+            since = None if waiting.pod.unscheduled is not None else passes.rfc3339(self._now())
+            body = unscheduled_body(waiting.message, since)
+            self._kube(tally, f"mark pod {waiting.pod.key} unscheduled", partial(self.kube.patch_pod_scheduled,
+                                                                                 waiting.pod, body))  # fmt: skip
 
     def _tell(self, pods: Iterable[BridgePod], why: str, tally: _Tally) -> None:
         """Say on each pod why its job is not submitted (written only when it changes)."""

@@ -109,6 +109,14 @@ class Blocked:
 
 
 @dataclass(frozen=True)
+class Unscheduled:
+    """The pod waits for its pending job: condition PodScheduled=False says Slurm's reason (as kube-scheduler's)."""
+
+    pod: BridgePod
+    message: str
+
+
+@dataclass(frozen=True)
 class PodActions:
     submits: tuple[Submit, ...]
     labels: tuple[Label, ...]
@@ -118,6 +126,7 @@ class PodActions:
     cancels: tuple[Cancel, ...]
     errors: tuple[Problem, ...]
     blocked: tuple[Blocked, ...] = ()
+    unscheduled: tuple[Unscheduled, ...] = ()
 
 
 # --- small facts ---------------------------------------------------------------------------
@@ -209,14 +218,11 @@ class _Builder:
     cancels: list[Cancel] = field(default_factory=list)
     errors: list[Problem] = field(default_factory=list)
     blocked: list[Blocked] = field(default_factory=list)
+    unscheduled: list[Unscheduled] = field(default_factory=list)
 
     def build(self) -> PodActions:
-        return PodActions(
-            *(
-                tuple(getattr(self, f))
-                for f in ("submits", "labels", "updates", "binds", "deletes", "cancels", "errors", "blocked")
-            )
-        )
+        fields = ("submits", "labels", "updates", "binds", "deletes", "cancels", "errors", "blocked", "unscheduled")
+        return PodActions(*(tuple(getattr(self, f)) for f in fields))
 
 
 def _plan_job(
@@ -243,6 +249,15 @@ def _plan_job(
         out.cancels.append(Cancel(job_id, True, (), "no pod publishes the pending job any more"))
     elif is_running(job) and unbound:
         _plan_binds(job_id, job, live, unbound, nodes, out)
+    elif job is not None and is_pending(job):
+        message = pending_message(job)
+        out.unscheduled += [Unscheduled(p, message) for p in unbound if p.unscheduled != message]
+
+
+def pending_message(job: Job) -> str:
+    """What a pending pod says (condition PodScheduled): its job and Slurm's reason, as `squeue` shows it."""
+    reason = job.state_reason if job.state_reason and job.state_reason != "None" else "not scheduled yet"
+    return f"Slurm job {job.job_id} is pending in partition {job.partition}: {reason}"
 
 
 def _holds(pod: BridgePod, job_id: int) -> bool:

@@ -39,6 +39,7 @@ class BridgePod:
     submit_error: str | None = None  # ANNOTATION_SUBMIT_ERROR: why slurm_sync does not submit its job
     devices: tuple[ContainerRequest, ...] = ()  # DRA device classes its containers ask for (bridge/devices.py)
     claim_status: PodClaimStatus | None = None  # status.extendedResourceClaimStatus
+    unscheduled: str | None = None  # the message of condition PodScheduled=False (the pending job's reason)
 
     @property
     def key(self) -> str:
@@ -91,7 +92,15 @@ def read_pod(obj: JSON) -> BridgePod:
         submit_error=annotations.get(names.ANNOTATION_SUBMIT_ERROR),
         devices=container_requests(spec),
         claim_status=read_claim_status(obj.get("status") or {}),
+        unscheduled=_unscheduled(obj.get("status") or {}),
     )
+
+
+def _unscheduled(status: JSON) -> str | None:
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == names.CONDITION_POD_SCHEDULED and condition.get("status") == "False":
+            return str(condition.get("message") or "")
+    return None
 
 
 def read_node(obj: JSON) -> BridgeNode:

@@ -96,7 +96,6 @@ _UPDATE_FIELDS = {
     "topology_str": ("topology",),
 }
 FULL_REPLAN_INTERVAL = 300.0  # seconds between passes that plan every pod, whatever changed
-FOLLOW_UP = 1.0  # seconds after a pass that wrote to Slurm until the next looks at the effect
 CONFIRM_MARGIN = 0.05  # seconds past the time absence evidence may be confirmed, for the pass that does it
 WRITERS = 8  # pods whose writes are in flight at once (paced by the client's rate limit, slurm_sync/throttle.py)
 AT_ONCE = 8  # new drain intents drained before a pass reads Slurm's listing; beyond, the listing is cheaper
@@ -112,7 +111,6 @@ class PassResult(passes.Outcome):
 
     cluster: str = ""
     wrong_cluster: str | None = None  # the slurmrestd reached serves another Slurm cluster: why
-    follow_up: float | None = None  # seconds until this loop expects work: a write's effect, evidence to confirm
 
 
 @dataclass
@@ -443,7 +441,7 @@ class OperatorLoop:
         proofs = (self._absence, self.job_absence, self.reservation_absence, self.leftover_pods, self.nothing_left)
         dues = [d + CONFIRM_MARGIN for proof in proofs if (d := proof.due()) is not None]
         if tally.slurm_writes:
-            dues.append(FOLLOW_UP)
+            dues.append(passes.FOLLOW_UP)
         if tally.watch_power:
             dues.append(power.POWER_POLL)
         if tally.power_due is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import socket
 import threading
 from collections.abc import Iterator
@@ -66,6 +67,7 @@ def worker(tmp_path: Path, spec: Obj, catalog: images.Catalog) -> agent.PodWorke
     node = agent.Agent.__new__(agent.Agent)  # no API server: only what a container's identity and env need
     node.catalog, node.rootfs, node.passwd = catalog, str(tmp_path / "img" / "rootfs"), {}
     node.stores = {"Secret": {}, "ConfigMap": {}}
+    node.log, node.lab_dir = logging.getLogger("lab.agent"), tmp_path
     pod = {"metadata": {"name": "p", "namespace": "slinky"}, "spec": spec}
     return agent.PodWorker(node, pod, "10.77.0.20", tmp_path / "pod")
 
@@ -218,3 +220,56 @@ def test_the_shell_side_of_the_lab_names_the_gateway_and_namespace_the_python_si
     lib = (REPO / "hack" / "cluster" / "lib.sh").read_text()
     assert f"\nGATEWAY={runtime.GATEWAY} " in lib
     assert f"\nOPERATOR_NAMESPACE={agent.OPERATOR_NAMESPACE} " in lib
+
+
+class Exited:
+    """A container process that has ended with `code` (the runtime's Process, as far as the worker reads it)."""
+
+    def __init__(self, code: int) -> None:
+        self.code, self.started = code, 0.0
+
+    def exit_code(self) -> int:
+        return self.code
+
+
+@pytest.mark.parametrize(("policy", "code", "phase", "restarted"), [
+    ("Never", 0, "Succeeded", False), ("Never", 1, "Failed", False), ("OnFailure", 0, "Succeeded", False),
+    ("OnFailure", 1, "Running", True), ("Always", 0, "Running", True),
+])  # fmt: skip
+def test_a_pod_whose_containers_ended_for_good_ends_in_its_phase_and_nothing_restarts(
+    tmp_path: Path, policy: str, code: int, phase: str, restarted: bool
+) -> None:
+    """As a kubelet: a container its restart policy does not start again stays terminated (a bridge pod that
+    exited 0 is Succeeded, so its placeholder job ends); one it restarts waits in back-off, the pod Running."""
+    pod = worker(tmp_path, {"restartPolicy": policy, "containers": [{"name": "c", "image": "busybox"}]},
+                 images.Catalog())  # fmt: skip
+    (container,) = pod.containers = [agent.Container(pod.pod["spec"]["containers"][0])]
+    container.process = Exited(code)  # type: ignore[assignment]
+    pod.ran = True
+    starts: list[str] = []
+    pod.start = lambda c: starts.append(c.name)  # type: ignore[method-assign]
+    pod.run_container(container)
+    container.restart_at = 0.0  # past any back-off: only the policy may keep it down
+    pod.run_container(container)
+    status = pod.status()
+    assert (status["phase"], bool(starts)) == (phase, restarted)
+    state = status["containerStatuses"][0]["state"]
+    assert ("terminated" in state) == (not restarted), state
+    if not restarted:
+        assert state["terminated"]["exitCode"] == code
+        ready = {c["type"]: c for c in status["conditions"]}["Ready"]
+        assert ready == {"type": "Ready", "status": "False", "reason": "PodCompleted"}
+
+
+def test_a_deleted_pods_containers_end_in_their_exit_codes_and_its_phase_is_terminal(tmp_path: Path) -> None:
+    """Graceful deletion as a kubelet ends it: before the final delete, the status says how each container
+    ended (128 + the signal) and the phase is terminal, which is what a finalizer's holder waits for."""
+    spec = {"containers": [{"name": "a", "image": "busybox"}, {"name": "b", "image": "busybox"}]}
+    pod = worker(tmp_path, spec, images.Catalog())
+    pod.containers = [agent.Container(c) for c in spec["containers"]]
+    pod.containers[0].process, pod.containers[1].process = Exited(-15), Exited(0)  # type: ignore[assignment]
+    pod.ran = True
+    pod.record_ends()
+    status = pod.status()
+    codes = [c["state"]["terminated"]["exitCode"] for c in status["containerStatuses"]]
+    assert (codes, status["phase"]) == ([143, 0], "Failed")

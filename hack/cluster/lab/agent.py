@@ -283,6 +283,8 @@ class PodWorker:
 
     def run_container(self, container: Container) -> None:
         now_s = time.time()
+        if container.terminated is not None:
+            return  # ended for good: its restart policy says not to start it again
         if container.process is None:
             if now_s >= container.restart_at and not self.held(container):
                 self.start(container)
@@ -348,7 +350,20 @@ class PodWorker:
         while time.time() < deadline and any(c.process and c.process.exit_code() is None for c in self.containers):
             time.sleep(0.2)
         self.kill_all()
+        self.record_ends()
+        self.write_status()  # as a kubelet: the terminal phase first (what holds the pod's finalizers reads it)
         self.agent.finish_deletion(self)
+
+    def record_ends(self) -> None:
+        """Each stopped container's end, in the runtime's words: its exit code, 128 + the signal that killed it."""
+        for container in self.containers:
+            if container.process is None:
+                continue
+            code = container.process.exit_code()
+            code = 137 if code is None else 128 - code if code < 0 else code
+            container.terminated = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                                    "startedAt": _iso(container.process.started), "finishedAt": now()}  # fmt: skip
+            container.process = None
 
     def kill_all(self) -> None:
         for container in self.containers:
@@ -560,22 +575,35 @@ class PodWorker:
         initialized = all(c.ready if not c.sidecar else c.started for c in init)
         running = initialized and all(c.process and c.process.exit_code() is None for c in main)
         ready = running and all(c.ready for c in main) and all(c.ready for c in init if c.sidecar)
-        # Running once a container of the pod has run; a crashed one waits in back-off, the pod stays Running
         self.ran = self.ran or any(c.process for c in main)
-        phase = "Running" if self.ran else "Pending"
+        phase = self.phase(init, main)
         conditions = [
             ("PodReadyToStartContainers", True), ("Initialized", initialized), ("Ready", ready),
             ("ContainersReady", ready), ("PodScheduled", True),
         ]  # fmt: skip
+        ended = {"reason": "PodCompleted"} if phase in ("Succeeded", "Failed") else {}
         return {
             **self.status_base(),
             "phase": phase,
             "startTime": self.start_time,
             "qosClass": "BestEffort",
-            "conditions": [{"type": t, "status": "True" if ok else "False"} for t, ok in conditions],
+            "conditions": [
+                {"type": t, "status": "True" if ok else "False", **(ended if t in ("Ready", "ContainersReady") else {})}
+                for t, ok in conditions
+            ],
             "initContainerStatuses": [self.container_status(c) for c in init],
             "containerStatuses": [self.container_status(c) for c in main],
         }
+
+    def phase(self, init: list[Container], main: list[Container]) -> str:
+        """Kubernetes' pod phase: Succeeded or Failed once every container has ended for good (its restart policy
+        starts none again: Never, or OnFailure after exit 0) or an init container failed under Never; Running
+        once a container has run (a crashed one waiting in back-off keeps the pod Running); else Pending."""
+        if any(c.terminated and c.terminated.get("exitCode") != 0 for c in init if not c.sidecar):
+            return "Failed"
+        if main and all(c.terminated for c in main):
+            return "Succeeded" if all(c.terminated and c.terminated.get("exitCode") == 0 for c in main) else "Failed"
+        return "Running" if self.ran else "Pending"
 
     def container_status(self, c: Container) -> Obj:
         if c.process and c.process.exit_code() is None:

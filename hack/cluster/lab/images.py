@@ -8,7 +8,8 @@ Two sources, looked up in this order:
 - **The lab's images**: every other container runs from the one lab root filesystem; the image's repository
   name (the last path element, without tag or digest) picks its entrypoint and default args, as Slinky's
   images define them (github.com/SlinkyProject/containers): slurmctld, slurmd, slurmdbd, slurmrestd, sackd,
-  login, plus the helper images the hooks and the lab use.
+  login, plus the helper images the hooks and the lab use, and the generic ones a user's pod names (alpine,
+  busybox, debian, ubuntu, python: the lab's filesystem with the image's default command).
 
 Kubernetes' rules apply to both: `command` replaces the entrypoint, `args` the default args.
 """
@@ -45,8 +46,12 @@ IMAGES = {
     "sackd": Image((f"{ENTRYPOINTS}/sackd",)),
     "login": Image((f"{ENTRYPOINTS}/login",)),
     "mariadb": Image((f"{ENTRYPOINTS}/mariadb",), ("mariadbd",)),
+    # generic images a user's pod may name (the bridge's workloads): the lab's filesystem, their default command
     "alpine": Image((), ("/bin/sh",)),
     "busybox": Image((), ("/bin/sh",)),
+    "debian": Image((), ("bash",)),
+    "ubuntu": Image((), ("bash",)),
+    "python": Image((), ("python3",)),
 }
 
 

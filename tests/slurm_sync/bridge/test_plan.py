@@ -9,7 +9,7 @@ import pytest
 
 from slinky_common import names
 from slurm_sync.bridge import nodes as bridge_nodes
-from slurm_sync.bridge.kube import label_body, pod_group_scheduled_body
+from slurm_sync.bridge.kube import label_body, pod_group_scheduled_body, unscheduled_body
 from slurm_sync.bridge.nodes import (
     CreateNode,
     DeleteNode,
@@ -53,6 +53,22 @@ def test_vector_14_running_job_binds_to_the_mapped_node_and_an_unmapped_node_bin
     assert [(b.pod.name, b.node, b.slurm_node) for b in actions.binds] == [("p", "kn2", "n2")]
     actions = plan([p], {7: job(7, "RUNNING", nodes="n9")})
     assert actions.binds == () and "n9 map to no Kubernetes node" in actions.errors[0]
+
+
+def test_a_pod_whose_job_is_pending_says_slurms_reason_once() -> None:
+    """As kube-scheduler says why it cannot place a pod: condition PodScheduled=False with the pending job's
+    reason; written again only when the reason changes."""
+    p = pod(single("p", job_id=7))
+    pending = parse_job({"job_id": 7, "job_state": ["PENDING"], "state_reason": "Resources",
+                         "partition": "slurm-bridge", "flags": ["EXTERNAL_JOB"]})  # fmt: skip
+    (waiting,) = plan([p], {7: pending}).unscheduled
+    assert (waiting.pod.name, waiting.message) == ("p", "Slurm job 7 is pending in partition slurm-bridge: Resources")
+    body = unscheduled_body(waiting.message, "2026-01-02T03:04:05Z")
+    said = single("p", job_id=7)
+    said["status"] = body["status"]
+    assert plan([pod(said)], {7: pending}).unscheduled == ()
+    assert body["status"]["conditions"][0]["reason"] == names.REASON_UNSCHEDULABLE
+    assert plan([p], {7: job(7, "RUNNING", nodes="n1")}).unscheduled == ()  # bound instead
 
 
 def test_group_pods_bind_to_distinct_nodes_keeping_an_annotated_choice() -> None:

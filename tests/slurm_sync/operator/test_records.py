@@ -13,7 +13,8 @@ from pytest_httpserver import HTTPServer
 from slinky_common import names
 from slurm_sync.kube import Kube
 from slurm_sync.metrics import Metrics
-from slurm_sync.operator.loop import CONFIRM_MARGIN, FOLLOW_UP, OperatorLoop
+from slurm_sync.operator.loop import CONFIRM_MARGIN, OperatorLoop
+from slurm_sync.passes import FOLLOW_UP
 from slurm_sync.slurm.errors import SlurmUnavailable
 from slurm_sync.slurm.types import parse_job
 from tests.slurm_sync.fakekube import FakeKube

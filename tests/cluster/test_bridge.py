@@ -1,0 +1,336 @@
+"""The bridge on the cluster lab, installed as docs/operations.md ("Install", the bridge) says: `helm install
+slurm-bridge charts/slurm-bridge -n slurm-bridge-system` from the image `make test` builds, with its defaults (its
+Token in namespace slurm, its slurm_sync in bridge mode, the managed namespace slurm-bridge it creates), next to
+the lab's cluster, whose values already carry the bridge's partition `slurm-bridge`
+(hack/cluster/slurm-values.yaml, the two lines of examples/values/slurm-bridge-partition.yaml). The lab's API
+server calls the chart's admission webhook over the chart's own TLS (no cert-manager here, so the chart makes its
+CA, serving certificate and caBundle); the Metacontroller stand-in drives its DecoratorControllers; the node
+agent runs the user's pod (a generic image: the lab's filesystem) on the Node Slurm chose.
+
+A lab Node with no pod becomes the bridge's, as the page says (label `external-node`, annotation with the
+partition): slurm_sync registers it in Slurm (State=External) and taints it for the bridge's pods alone. Given
+back at the end (label removed: the node leaves Slurm, the taint goes), then the release is uninstalled as
+docs/operations.md says (releaseFinalizers=true first).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from slinky_common import names
+from tests.cluster.lab import CONTROLLER_POD
+from tests.cluster.plugin import REPO, SUMMARIES, ClusterLab, eventually, ready
+
+pytestmark = pytest.mark.cluster
+RELEASE, RELEASE_NS, MANAGED = "slurm-bridge", "slurm-bridge-system", "slurm-bridge"
+PARTITION = "slurm-bridge"  # charts/slurm-bridge schedulerConfig.partition, in hack/cluster/slurm-values.yaml
+HELM = REPO / ".cache" / "bin" / "helm"
+SCHEDULER = "slurm-bridge-scheduler"
+
+
+def helm(lab: ClusterLab, *args: str) -> str:
+    done = subprocess.run([str(HELM), "--kubeconfig", str(lab.kubeconfig), *args], capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert done.returncode == 0, f"helm {' '.join(args)}: {done.stderr.strip()}"
+    return done.stdout
+
+
+def slurm(lab: ClusterLab, *command: str) -> str:
+    return lab.exec(CONTROLLER_POD, list(command)).stdout
+
+
+@pytest.fixture(scope="module")
+def bridge(cluster_lab: ClusterLab) -> Iterator[ClusterLab]:
+    if cluster_lab.sync_pods is None:
+        pytest.skip("CLUSTER_LAB_OPERATOR=worktree: no image to install the bridge chart from")
+    lab = cluster_lab
+    repository, tag = lab.image.rsplit(":", 1)
+    helm(lab, "install", RELEASE, str(REPO / "charts" / "slurm-bridge"), "-n", RELEASE_NS, "--create-namespace",
+         "--set", f"image.repository={repository}", "--set", f"image.tag={tag}")  # fmt: skip
+    try:
+        yield lab
+    finally:
+        if RELEASE in helm(lab, "list", "-n", RELEASE_NS, "-q").split():
+            uninstall(lab)
+        lab.kubectl("delete", "namespace", RELEASE_NS, MANAGED, "--ignore-not-found", "--wait=false")
+
+
+def uninstall(lab: ClusterLab) -> None:
+    """docs/operations.md's uninstall: finalizers released first, then the release goes."""
+    helm(lab, "upgrade", RELEASE, str(REPO / "charts" / "slurm-bridge"), "-n", RELEASE_NS, "--reuse-values",
+         "--set", "releaseFinalizers=true")  # fmt: skip
+    time.sleep(5)  # the DecoratorControllers' finalize passes
+    helm(lab, "uninstall", RELEASE, "-n", RELEASE_NS, "--wait", "--timeout", "120s")
+
+
+def free_node(lab: ClusterLab) -> str:
+    """A lab Node no pod runs on (the lab's scheduler fills the lowest first)."""
+    used = {p["spec"].get("nodeName") for p in json.loads(lab.kubectl("get", "pods", "-A", "-o", "json"))["items"]}
+    nodes = sorted((n["metadata"]["name"] for n in json.loads(lab.kubectl("get", "nodes", "-o", "json"))["items"]),
+                   key=lambda n: int(n.rsplit("-", 1)[1]), reverse=True)  # fmt: skip
+    return next(n for n in nodes if n not in used)
+
+
+def slurm_node_state(lab: ClusterLab, node: str) -> str:
+    """`scontrol show node`'s State of the node, "" while Slurm has no such node."""
+    done = lab.exec(CONTROLLER_POD, ["scontrol", "-o", "show", "node", node], check=False)
+    fields = dict(f.split("=", 1) for f in done.stdout.split() if "=" in f)
+    return fields.get("State", "") if done.returncode == 0 else ""
+
+
+def taints(lab: ClusterLab, node: str) -> list[str]:
+    spec = json.loads(lab.kubectl("get", "node", node, "-o", "json"))["spec"]
+    return [t["key"] for t in spec.get("taints") or []]
+
+
+@dataclass
+class GivenNode:
+    """The lab Node given to the bridge; given back once (at the module's end, or by the uninstall test)."""
+
+    lab: ClusterLab
+    name: str
+    given_back: bool = False
+
+    def give_back(self) -> None:
+        if self.given_back:
+            return
+        self.given_back = True
+        self.lab.kubectl("label", "node", self.name, f"{names.LABEL_EXTERNAL_NODE}-")
+        self.lab.kubectl("annotate", "node", self.name, f"{names.ANNOTATION_EXTERNAL_NODE_PARTITIONS}-")
+        eventually(f"Slurm node {self.name} removed", lambda: not slurm_node_state(self.lab, self.name), timeout=120,
+                   interval=1)  # fmt: skip
+        untainted = lambda: names.TAINT_MANAGED_NODE not in taints(self.lab, self.name)  # noqa: E731
+        eventually(f"{self.name}'s bridge taint removed", untainted, timeout=60, interval=1)
+
+
+@pytest.fixture(scope="module")
+def given(bridge: ClusterLab) -> Iterator[GivenNode]:
+    """docs/operations.md's two commands: a Node given to the bridge, registered in Slurm as an external node."""
+    lab, node = bridge, free_node(bridge)
+    lab.kubectl("label", "node", node, f"{names.LABEL_EXTERNAL_NODE}=true")
+    lab.kubectl("annotate", "node", node, f"{names.ANNOTATION_EXTERNAL_NODE_PARTITIONS}={PARTITION}")
+    handle = GivenNode(lab, node)
+    try:
+        eventually(f"Slurm node {node} registered (External)", lambda: "EXTERNAL" in slurm_node_state(lab, node),
+                   timeout=120, interval=1)  # fmt: skip
+        yield handle
+    finally:
+        handle.give_back()
+
+
+@pytest.fixture
+def bridge_node(given: GivenNode) -> str:
+    if given.given_back:
+        pytest.skip("the bridge's node was given back")
+    return given.name
+
+
+def admission_pods(lab: ClusterLab) -> list[dict]:
+    pods = json.loads(lab.kubectl("get", "pods", "-n", RELEASE_NS, "-o", "json"))["items"]
+    return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+
+
+def test_a_pod_in_a_managed_namespace_is_mutated_by_the_charts_webhook_over_its_tls(bridge: ClusterLab) -> None:
+    lab = bridge
+
+    def all_ready() -> bool:
+        pods = admission_pods(lab)
+        return bool(pods) and all(ready(p) for p in pods)
+
+    eventually("the bridge's hook pods Ready (TLS probes included)", all_ready, timeout=180, interval=1)
+    webhook = json.loads(lab.kubectl("get", "mutatingwebhookconfiguration", RELEASE, "-o", "json"))
+    (hook,) = webhook["webhooks"]
+    assert hook["clientConfig"]["service"]["name"] and hook["clientConfig"]["caBundle"]  # the chart's own CA
+    manifest = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "hello", "namespace": MANAGED},
+                "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["true"]}]}}  # fmt: skip
+    lab.kubectl("create", "-f", "-", input_text=json.dumps(manifest))
+    stored = json.loads(lab.kubectl("get", "pod", "hello", "-n", MANAGED, "-o", "json"))
+    assert stored["spec"]["schedulerName"] == SCHEDULER, stored["spec"]
+    lab.kubectl("delete", "pod", "hello", "-n", MANAGED, "--wait=false")
+
+
+def pod_manifest(name: str, command: list[str]) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": MANAGED},
+            "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 5,
+                     "containers": [{"name": "c", "image": "busybox", "command": command}]}}  # fmt: skip
+
+
+def job_fields(lab: ClusterLab, job: str) -> dict[str, str]:
+    done = lab.exec(CONTROLLER_POD, ["scontrol", "-o", "show", "job", job], check=False)
+    return dict(f.split("=", 1) for f in done.stdout.split() if "=" in f) if done.returncode == 0 else {}
+
+
+def test_a_pod_is_placed_by_a_slurm_job_bound_to_its_node_and_the_job_ends_with_it(
+    bridge: ClusterLab, bridge_node: str
+) -> None:
+    """Flow 1: pod applied -> mutated -> placeholder job -> RUNNING on the bridge's node -> pod bound there ->
+    started by that node's agent -> exits 0 (Succeeded) -> its job ends, recorded by slurmdbd (`sacct`). slurm_sync
+    ends an external job whose pods ended by cancelling it, as Slinky's bridge does (Slurm's REST API has no call
+    that completes a job), so Slurm's record says CANCELLED on the bridge's node and partition."""
+    lab, node = bridge, bridge_node
+    name = f"hello-{uuid.uuid4().hex[:6]}"
+    created = time.monotonic()
+    lab.kubectl("create", "-f", "-", input_text=json.dumps(pod_manifest(name, ["sh", "-c", "sleep 3"])))
+
+    def pod() -> dict:
+        return json.loads(lab.kubectl("get", "pod", name, "-n", MANAGED, "-o", "json"))
+
+    job = eventually("the pod's placeholder job id", lambda: pod()["metadata"]["labels"].get(names.LABEL_SLURM_JOB_ID),
+                     timeout=60, interval=0.5)  # fmt: skip
+    placed = eventually("the pod bound to a node", lambda: pod()["spec"].get("nodeName"), timeout=60, interval=0.5)
+    fields = job_fields(lab, job)
+    assert placed == node and fields["NodeList"] == node, (placed, fields)
+    assert fields["JobState"] == "RUNNING" and fields["Partition"] == PARTITION, fields
+    eventually("the pod Running", lambda: pod()["status"].get("phase") in ("Running", "Succeeded"), timeout=60)
+    running = time.monotonic() - created
+    assert eventually("the pod Succeeded", lambda: pod()["status"].get("phase") == "Succeeded" or None,
+                      timeout=60, interval=0.5)  # fmt: skip
+
+    def ended() -> dict[str, str] | None:
+        now = job_fields(lab, job)
+        return now if now.get("JobState") not in ("RUNNING", "PENDING", "CONFIGURING") else None
+
+    last = eventually("the job ended in Slurm", ended, timeout=60, interval=0.5)
+    record = ["sacct", "-X", "-n", "-P", "-j", job, "-o", "JobID,State,NodeList,Partition"]
+    sacct = eventually("the job in slurmdbd", lambda: slurm(lab, *record).strip(), timeout=60, interval=1)
+    job_id, state, nodes, partition = sacct.splitlines()[0].split("|")
+    assert (job_id, nodes, partition) == (job, node, PARTITION), sacct
+    assert state.split()[0] == last["JobState"] == "CANCELLED", (sacct, last)
+    SUMMARIES.append(f"bridge: pod {name} created -> Running in {running:.1f} s on {node} (job {job}, sacct {state})")
+    lab.kubectl("delete", "pod", name, "-n", MANAGED, "--wait=false")
+
+
+def wait_running(lab: ClusterLab, name: str) -> str:
+    """The job id of a pod once its container runs (Slurm placed it, the node's agent started it)."""
+
+    def running() -> str | None:
+        pod = get_pod(lab, name)
+        job = (pod or {}).get("metadata", {}).get("labels", {}).get(names.LABEL_SLURM_JOB_ID)
+        return job if pod and pod["status"].get("phase") == "Running" else None
+
+    return str(eventually(f"pod {name} Running", running, timeout=90, interval=0.5))
+
+
+def get_pod(lab: ClusterLab, name: str) -> dict | None:
+    done = subprocess.run([str(REPO / ".cache" / "bin" / "kubectl"), "--kubeconfig", str(lab.kubeconfig), "get", "pod",
+                           name, "-n", MANAGED, "-o", "json", "--ignore-not-found"],
+                          capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
+    return json.loads(done.stdout) if done.stdout.strip() else None
+
+
+def test_scancel_of_a_running_pods_job_ends_the_pod(bridge: ClusterLab, bridge_node: str) -> None:
+    """Flow 2, Slurm's side first: the job is the pod's allocation; cancelled, the pod goes (slurm_sync deletes a
+    bound pod whose job is no longer RUNNING)."""
+    lab, name = bridge, f"cancelled-{uuid.uuid4().hex[:6]}"
+    lab.kubectl("create", "-f", "-", input_text=json.dumps(pod_manifest(name, ["sleep", "600"])))
+    job = wait_running(lab, name)
+    cancelled = time.monotonic()
+    slurm(lab, "scancel", job)
+    eventually(f"pod {name} gone after scancel", lambda: get_pod(lab, name) is None, timeout=90, interval=0.5)
+    SUMMARIES.append(f"bridge: scancel {job} -> pod {name} gone in {time.monotonic() - cancelled:.1f} s")
+
+
+def test_deleting_a_running_pod_ends_its_job(bridge: ClusterLab, bridge_node: str) -> None:
+    """Flow 2, Kubernetes' side: the pod deleted, its job ends (cancelled by slurm_sync) and the node is free."""
+    lab, name = bridge, f"deleted-{uuid.uuid4().hex[:6]}"
+    lab.kubectl("create", "-f", "-", input_text=json.dumps(pod_manifest(name, ["sleep", "600"])))
+    job = wait_running(lab, name)
+    deleted = time.monotonic()
+    lab.kubectl("delete", "pod", name, "-n", MANAGED, "--wait=false")
+    eventually(f"job {job} ended", lambda: job_fields(lab, job).get("JobState") not in ("RUNNING", "CONFIGURING"),
+               timeout=90, interval=0.5)  # fmt: skip
+    took = time.monotonic() - deleted
+    eventually(f"pod {name} gone", lambda: get_pod(lab, name) is None, timeout=90, interval=0.5)
+    assert "ALLOCATED" not in slurm_node_state(lab, bridge_node) and "MIXED" not in slurm_node_state(lab, bridge_node)
+    SUMMARIES.append(f"bridge: pod {name} deleted -> job {job} ended in {took:.1f} s")
+
+
+def test_a_pod_larger_than_any_node_is_held_saying_why(bridge: ClusterLab, bridge_node: str) -> None:
+    """Flow 4: a pod asking more CPUs than the bridge's node has is never bound; the pod says Slurm's answer."""
+    lab, name = bridge, f"huge-{uuid.uuid4().hex[:6]}"
+    manifest = pod_manifest(name, ["true"])
+    manifest["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "3"}, "limits": {"cpu": "3"}}
+    lab.kubectl("create", "-f", "-", input_text=json.dumps(manifest))
+
+    def why() -> str | None:
+        pod = get_pod(lab, name) or {}
+        return (pod.get("metadata", {}).get("annotations") or {}).get(names.ANNOTATION_SUBMIT_ERROR)
+
+    message = eventually(f"pod {name} saying why it is not placed", why, timeout=60, interval=0.5)
+    pod = get_pod(lab, name) or {}
+    assert not pod["spec"].get("nodeName") and pod["status"].get("phase") == "Pending", pod["status"]
+    assert "refused" in message.lower(), message
+    SUMMARIES.append(f"bridge: a 3-CPU pod on 2-CPU nodes: {message[:160]}")
+    lab.kubectl("delete", "pod", name, "-n", MANAGED, "--wait=false")
+    eventually(f"pod {name} gone", lambda: get_pod(lab, name) is None, timeout=60, interval=0.5)
+
+
+def test_the_bridges_node_has_its_size_in_slurm_and_a_cordon_drains_it(bridge: ClusterLab, bridge_node: str) -> None:
+    """Flow 5: the Node registered with its CPUs and memory in the partition of its annotation; `kubectl cordon`
+    drains it in Slurm, `kubectl uncordon` lifts that drain."""
+    lab, node = bridge, bridge_node
+    capacity = json.loads(lab.kubectl("get", "node", node, "-o", "json"))["status"]["capacity"]
+    done = lab.exec(CONTROLLER_POD, ["scontrol", "-o", "show", "node", node])
+    fields = dict(f.split("=", 1) for f in done.stdout.split() if "=" in f)
+    assert fields["CPUTot"] == capacity["cpu"] and fields["Partitions"] == PARTITION, fields
+    assert int(fields["RealMemory"]) == int(capacity["memory"].removesuffix("Gi")) * 1024, fields
+    assert names.TAINT_MANAGED_NODE in taints(lab, node)  # only the bridge's pods go there
+    lab.kubectl("cordon", node)
+    try:
+        eventually(f"{node} drained in Slurm", lambda: "DRAIN" in slurm_node_state(lab, node), timeout=60)
+    finally:
+        lab.kubectl("uncordon", node)
+    eventually(f"{node} undrained", lambda: "DRAIN" not in slurm_node_state(lab, node), timeout=60)
+
+
+def test_a_pod_whose_job_waits_says_slurms_pending_reason(bridge: ClusterLab, bridge_node: str) -> None:
+    """Flow 4: the bridge's one node is taken (placeholder jobs are exclusive), so a second pod's job pends; the pod
+    says so as kube-scheduler would (PodScheduled=False, Unschedulable) with Slurm's reason, and runs once the
+    first pod is gone."""
+    lab = bridge
+    first, second = (f"{w}-{uuid.uuid4().hex[:6]}" for w in ("first", "second"))
+    lab.kubectl("create", "-f", "-", input_text=json.dumps(pod_manifest(first, ["sleep", "600"])))
+    wait_running(lab, first)
+    lab.kubectl("create", "-f", "-", input_text=json.dumps(pod_manifest(second, ["sleep", "600"])))
+
+    def unscheduled() -> dict | None:
+        conditions = ((get_pod(lab, second) or {}).get("status") or {}).get("conditions") or []
+        found = [c for c in conditions if c["type"] == names.CONDITION_POD_SCHEDULED and c["status"] == "False"]
+        return found[0] if found and "Resources" in found[0].get("message", "") else None
+
+    condition = eventually(f"pod {second} saying its job waits", unscheduled, timeout=90, interval=0.5)
+    assert condition["reason"] == names.REASON_UNSCHEDULABLE and "pending" in condition["message"], condition
+    SUMMARIES.append(f"bridge: a pod behind another: {condition['message']}")
+    lab.kubectl("delete", "pod", first, "-n", MANAGED, "--wait=false")
+    wait_running(lab, second)
+    lab.kubectl("delete", "pod", second, "-n", MANAGED, "--wait=false")
+    eventually(f"pod {second} gone", lambda: get_pod(lab, second) is None, timeout=90, interval=0.5)
+
+
+def bridge_finalizers(obj: dict) -> list[str]:
+    """Ours and Metacontroller's for the bridge's DecoratorControllers."""
+    held = obj.get("metadata", {}).get("finalizers") or []
+    return [f for f in held if f == names.FINALIZER_SCHEDULER or "decoratorcontroller-slurm-bridge" in f]
+
+
+def test_uninstall_as_the_docs_say_leaves_no_finalizer_and_no_placeholder_job(given: GivenNode) -> None:
+    """Flow 7, last in this module: the Node given back, a pod left pending, then docs/operations.md's uninstall
+    (releaseFinalizers=true, then helm uninstall): no pod or Node holds a bridge finalizer, no placeholder job
+    is left in Slurm."""
+    lab = given.lab
+    given.give_back()
+    lab.kubectl("create", "-f", "-", input_text=json.dumps(pod_manifest("left-pending", ["true"])))
+    eventually("the pending pod held by the bridge", lambda: bridge_finalizers(get_pod(lab, "left-pending") or {}),
+               timeout=30, interval=0.5)  # fmt: skip
+    uninstall(lab)
+    pods = json.loads(lab.kubectl("get", "pods", "-n", MANAGED, "-o", "json"))["items"]
+    nodes = json.loads(lab.kubectl("get", "nodes", "-o", "json"))["items"]
+    assert [o["metadata"]["name"] for o in pods + nodes if bridge_finalizers(o)] == []
+    assert slurm(lab, "squeue", "-h", "-p", PARTITION, "-o", "%i %T").strip() == ""
