@@ -1,16 +1,16 @@
-"""The bridge on the cluster lab, installed as docs/operations.md ("Install", the bridge) says: `helm install
-slurm-bridge charts/slurm-bridge -n slurm-bridge-system` from the image `make test` builds, with its defaults (its
-Token in namespace slurm, its slurm_sync in bridge mode, the managed namespace slurm-bridge it creates), next to
-the lab's cluster, whose values already carry the bridge's partition `slurm-bridge`
-(hack/cluster/slurm-values.yaml, the two lines of examples/values/slurm-bridge-partition.yaml). The lab's API
-server calls the chart's admission webhook over the chart's own TLS (no cert-manager here, so the chart makes its
-CA, serving certificate and caBundle); the Metacontroller stand-in drives its DecoratorControllers; the node
-agent runs the user's pod (a generic image: the lab's filesystem) on the Node Slurm chose.
+"""The bridge on the cluster lab, as docs/bridge.md takes a user through it, by the page's own commands: `helm
+install slurm-bridge` of charts/slurm-bridge (the page's published chart read from charts/, the image `make test`
+builds) with its defaults (its Token in namespace slurm, its slurm_sync in bridge mode, the managed namespace
+slurm-bridge it creates), next to the lab's cluster. Step 1's `helm upgrade` is not run: the lab's values already
+carry the partition's two lines (hack/cluster/slurm-values.yaml), beside lines a `-f` would replace; its check is.
+The lab's API server calls the chart's admission webhook over the chart's own TLS (no cert-manager here, so the
+chart makes its CA, serving certificate and caBundle); the Metacontroller stand-in drives its DecoratorControllers;
+the node agent runs the user's pod (a generic image: the lab's filesystem) on the Node Slurm chose.
 
-A lab Node with no pod becomes the bridge's, as the page says (label `external-node`, annotation with the
-partition): slurm_sync registers it in Slurm (State=External) and taints it for the bridge's pods alone. Given
-back at the end (label removed: the node leaves Slurm, the taint goes), then the release is uninstalled as
-docs/operations.md says (releaseFinalizers=true first).
+A lab Node with no pod becomes the bridge's (step 3: label `external-node`, annotation with the partition):
+slurm_sync registers it in Slurm (State=External) and taints it for the bridge's pods alone. Step 4's pod runs
+there; the other flows of the bridge follow on the same install. Step 5 at the end: the node given back (it
+leaves Slurm, the taint goes), then the release uninstalled (releaseFinalizers=true first).
 """
 
 from __future__ import annotations
@@ -21,18 +21,22 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from slinky_common import names
 from tests.cluster.lab import CONTROLLER_POD
-from tests.cluster.plugin import REPO, SUMMARIES, ClusterLab, eventually, ready
+from tests.cluster.pages import page_command, page_exec
+from tests.cluster.plugin import LAB, REPO, SUMMARIES, ClusterLab, eventually, ready
+from tests.support.operationsdoc import Command, local_charts, step, yaml_block
 
 pytestmark = pytest.mark.cluster
 RELEASE, RELEASE_NS, MANAGED = "slurm-bridge", "slurm-bridge-system", "slurm-bridge"
 PARTITION = "slurm-bridge"  # charts/slurm-bridge schedulerConfig.partition, in hack/cluster/slurm-values.yaml
 HELM = REPO / ".cache" / "bin" / "helm"
 SCHEDULER = "slurm-bridge-scheduler"
+PAGE = REPO / "docs" / "bridge.md"
 
 
 def helm(lab: ClusterLab, *args: str) -> str:
@@ -46,15 +50,29 @@ def slurm(lab: ClusterLab, *command: str) -> str:
     return lab.exec(CONTROLLER_POD, list(command)).stdout
 
 
+def with_node(command: Command, node: str) -> list[str]:
+    return [w.replace("<node>", node) for w in command.words]
+
+
 @pytest.fixture(scope="module")
 def bridge(cluster_lab: ClusterLab) -> Iterator[ClusterLab]:
+    """Steps 1 (its check) and 2 of the page."""
     if cluster_lab.sync_pods is None:
         pytest.skip("CLUSTER_LAB_OPERATOR=worktree: no image to install the bridge chart from")
     lab = cluster_lab
+    upgrade, partition = step(PAGE, "1")
+    wanted = (REPO / upgrade.option("-f")).read_text().split("extraConf: |-\n")[1]  # type: ignore[operator]
+    lab_values = (REPO / "hack" / "cluster" / "slurm-values.yaml").read_text()
+    assert all(line.strip() in lab_values for line in wanted.splitlines()), "the lab lacks the page's two lines"
+    assert "slurm-bridge" in page_exec(partition.words)
+    install, rollout, token = step(PAGE, "2")
     repository, tag = lab.image.rsplit(":", 1)
-    helm(lab, "install", RELEASE, str(REPO / "charts" / "slurm-bridge"), "-n", RELEASE_NS, "--create-namespace",
-         "--set", f"image.repository={repository}", "--set", f"image.tag={tag}")  # fmt: skip
+    page_command(lab, [*local_charts(install.words), "--set", f"image.repository={repository}",
+                       "--set", f"image.tag={tag}"])  # fmt: skip
     try:
+        page_command(lab, rollout.words)
+        token_ready = lambda: ready(json.loads(page_command(lab, [*token.words, "-o", "json"])))  # noqa: E731
+        eventually("the bridge's Token Ready", token_ready, timeout=120, interval=1)
         yield lab
     finally:
         if RELEASE in helm(lab, "list", "-n", RELEASE_NS, "-q").split():
@@ -63,11 +81,16 @@ def bridge(cluster_lab: ClusterLab) -> Iterator[ClusterLab]:
 
 
 def uninstall(lab: ClusterLab) -> None:
-    """docs/operations.md's uninstall: finalizers released first, then the release goes."""
-    helm(lab, "upgrade", RELEASE, str(REPO / "charts" / "slurm-bridge"), "-n", RELEASE_NS, "--reuse-values",
-         "--set", "releaseFinalizers=true")  # fmt: skip
-    time.sleep(5)  # the DecoratorControllers' finalize passes
-    helm(lab, "uninstall", RELEASE, "-n", RELEASE_NS, "--wait", "--timeout", "120s")
+    """Step 5's last two commands: finalizers released, checked gone, then the release goes."""
+    release, remove = step(PAGE, "5")[-2:]
+    page_command(lab, local_charts(release.words))
+
+    def held() -> list[str]:
+        objects = json.loads(lab.kubectl("get", "nodes,pods", "-A", "-o", "json"))["items"]
+        return [o["metadata"]["name"] for o in objects if bridge_finalizers(o)]
+
+    eventually("no pod or Node held by a bridge finalizer", lambda: not held(), timeout=60, interval=1)
+    page_command(lab, [*remove.words, "--wait", "--timeout", "120s"])
 
 
 def free_node(lab: ClusterLab) -> str:
@@ -99,11 +122,13 @@ class GivenNode:
     given_back: bool = False
 
     def give_back(self) -> None:
+        """Step 5's label and annotation commands."""
         if self.given_back:
             return
         self.given_back = True
-        self.lab.kubectl("label", "node", self.name, f"{names.LABEL_EXTERNAL_NODE}-")
-        self.lab.kubectl("annotate", "node", self.name, f"{names.ANNOTATION_EXTERNAL_NODE_PARTITIONS}-")
+        for command in step(PAGE, "5"):
+            if command.words[:2] in (["kubectl", "label"], ["kubectl", "annotate"]):
+                page_command(self.lab, with_node(command, self.name))
         eventually(f"Slurm node {self.name} removed", lambda: not slurm_node_state(self.lab, self.name), timeout=120,
                    interval=1)  # fmt: skip
         untainted = lambda: names.TAINT_MANAGED_NODE not in taints(self.lab, self.name)  # noqa: E731
@@ -112,14 +137,17 @@ class GivenNode:
 
 @pytest.fixture(scope="module")
 def given(bridge: ClusterLab) -> Iterator[GivenNode]:
-    """docs/operations.md's two commands: a Node given to the bridge, registered in Slurm as an external node."""
+    """Step 3: a Node given to the bridge, registered in Slurm as an external node."""
     lab, node = bridge, free_node(bridge)
-    lab.kubectl("label", "node", node, f"{names.LABEL_EXTERNAL_NODE}=true")
-    lab.kubectl("annotate", "node", node, f"{names.ANNOTATION_EXTERNAL_NODE_PARTITIONS}={PARTITION}")
+    label, annotate, show = step(PAGE, "3")
+    page_command(lab, with_node(label, node))
+    page_command(lab, with_node(annotate, node))
     handle = GivenNode(lab, node)
     try:
         eventually(f"Slurm node {node} registered (External)", lambda: "EXTERNAL" in slurm_node_state(lab, node),
                    timeout=120, interval=1)  # fmt: skip
+        shown = page_exec(with_node(show, node))
+        assert "State=IDLE+DYNAMIC_NORM+EXTERNAL" in shown and f"Partitions={PARTITION}" in shown, shown
         yield handle
     finally:
         handle.give_back()
@@ -168,19 +196,21 @@ def job_fields(lab: ClusterLab, job: str) -> dict[str, str]:
 
 
 def test_a_pod_is_placed_by_a_slurm_job_bound_to_its_node_and_the_job_ends_with_it(
-    bridge: ClusterLab, bridge_node: str
+    bridge: ClusterLab, bridge_node: str, tmp_path: Path
 ) -> None:
-    """Flow 1: pod applied -> mutated -> placeholder job -> RUNNING on the bridge's node -> pod bound there ->
-    started by that node's agent -> exits 0 (Succeeded) -> its job ends, recorded by slurmdbd (`sacct`). slurm_sync
-    ends an external job whose pods ended by cancelling it, as Slinky's bridge does (Slurm's REST API has no call
-    that completes a job), so Slurm's record says CANCELLED on the bridge's node and partition."""
+    """Flow 1, step 4 of the page: pod applied -> mutated -> placeholder job -> RUNNING on the bridge's node -> pod
+    bound there -> started by that node's agent -> exits 0 (Succeeded) -> its job ends, recorded by slurmdbd
+    (`sacct`). slurm_sync ends an external job whose pods ended by cancelling it, as Slinky's bridge does (Slurm's
+    REST API has no call that completes a job), so Slurm's record says CANCELLED on the bridge's node and
+    partition. Then step 5's first command deletes the pod."""
     lab, node = bridge, bridge_node
-    name = f"hello-{uuid.uuid4().hex[:6]}"
+    (tmp_path / "hello.yaml").write_text(yaml_block(PAGE, "4"))
+    apply, listing, wait, accounting = step(PAGE, "4")
     created = time.monotonic()
-    lab.kubectl("create", "-f", "-", input_text=json.dumps(pod_manifest(name, ["sh", "-c", "sleep 3"])))
+    page_command(lab, [w.replace("hello.yaml", str(tmp_path / "hello.yaml")) for w in apply.words])
 
     def pod() -> dict:
-        return json.loads(lab.kubectl("get", "pod", name, "-n", MANAGED, "-o", "json"))
+        return get_pod(lab, "hello") or {"metadata": {"labels": {}}, "spec": {}, "status": {}}
 
     job = eventually("the pod's placeholder job id", lambda: pod()["metadata"]["labels"].get(names.LABEL_SLURM_JOB_ID),
                      timeout=60, interval=0.5)  # fmt: skip
@@ -188,23 +218,26 @@ def test_a_pod_is_placed_by_a_slurm_job_bound_to_its_node_and_the_job_ends_with_
     fields = job_fields(lab, job)
     assert placed == node and fields["NodeList"] == node, (placed, fields)
     assert fields["JobState"] == "RUNNING" and fields["Partition"] == PARTITION, fields
+    assert "hello" in page_command(lab, listing.words)  # no NODE column: the lab API server prints a generic table
     eventually("the pod Running", lambda: pod()["status"].get("phase") in ("Running", "Succeeded"), timeout=60)
     running = time.monotonic() - created
-    assert eventually("the pod Succeeded", lambda: pod()["status"].get("phase") == "Succeeded" or None,
-                      timeout=60, interval=0.5)  # fmt: skip
+    page_command(lab, wait.words)
 
     def ended() -> dict[str, str] | None:
         now = job_fields(lab, job)
         return now if now.get("JobState") not in ("RUNNING", "PENDING", "CONFIGURING") else None
 
     last = eventually("the job ended in Slurm", ended, timeout=60, interval=0.5)
-    record = ["sacct", "-X", "-n", "-P", "-j", job, "-o", "JobID,State,NodeList,Partition"]
-    sacct = eventually("the job in slurmdbd", lambda: slurm(lab, *record).strip(), timeout=60, interval=1)
-    job_id, state, nodes, partition = sacct.splitlines()[0].split("|")
-    assert (job_id, nodes, partition) == (job, node, PARTITION), sacct
-    assert state.split()[0] == last["JobState"] == "CANCELLED", (sacct, last)
-    SUMMARIES.append(f"bridge: pod {name} created -> Running in {running:.1f} s on {node} (job {job}, sacct {state})")
-    lab.kubectl("delete", "pod", name, "-n", MANAGED, "--wait=false")
+
+    def recorded() -> list[list[str]]:
+        return [line.split() for line in page_exec(accounting.words).splitlines() if line.split()[:1] == [job]]
+
+    ((_, state, *rest),) = eventually("the job in slurmdbd", recorded, timeout=60, interval=1)
+    assert rest[-2:] == [node, PARTITION] and state == last["JobState"] == "CANCELLED", (rest, state, last)
+    output = (LAB / "logs" / "pods" / f"{MANAGED}_hello" / "hello.log").read_text()
+    assert "hello from hello" in output, output  # the pod's own hostname, as in any pod
+    SUMMARIES.append(f"bridge: pod hello created -> Running in {running:.1f} s on {node} (job {job}, sacct {state})")
+    page_command(lab, step(PAGE, "5")[0].words)  # kubectl delete pod hello: waits until it is gone
 
 
 def wait_running(lab: ClusterLab, name: str) -> str:

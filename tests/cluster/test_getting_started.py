@@ -12,17 +12,16 @@ exits: "/sys/fs/cgroup is not a valid cgroup2 mountpoint"). The release is unins
 
 from __future__ import annotations
 
-import re
-import subprocess
 import tempfile
 from collections.abc import Iterator
 
 import pytest
 import yaml
 
-from tests.charts import helm
-from tests.cluster.plugin import EXEC, KUBECTL, REPO, ClusterLab, eventually
-from tests.support.operationsdoc import PUBLISHED_CHARTS, Command, local_charts, sections
+from tests.cluster.pages import page_command, page_exec
+from tests.cluster.plugin import REPO, ClusterLab, eventually
+from tests.support import operationsdoc
+from tests.support.operationsdoc import PUBLISHED_CHARTS, Command, local_charts
 
 pytestmark = pytest.mark.cluster
 PAGE = REPO / "docs" / "getting-started.md"
@@ -30,43 +29,16 @@ NAMESPACE = "getting-started"
 
 
 def step(number: str) -> list[Command]:
-    (commands,) = [c for title, c in sections(PAGE).items() if title.startswith(f"{number}.")]
-    return commands
+    return operationsdoc.step(PAGE, number)
 
 
 def no_cgroup_v2_values() -> dict:
     """Step 5's values for nodes that give pods no cgroup v2 hierarchy (the page's one YAML block)."""
-    body = PAGE.read_text().split("## 5.")[1].split("## 6.")[0]
-    (block,) = re.findall(r"^```yaml\n(.*?)^```", body, flags=re.S | re.M)
-    return yaml.safe_load(block)
+    return dict(yaml.safe_load(operationsdoc.yaml_block(PAGE, "5")))
 
 
 def in_our_namespace(words: list[str]) -> list[str]:
     return [NAMESPACE if i and words[i - 1] == "-n" and w == "slurm" else w for i, w in enumerate(words)]
-
-
-def run(lab: ClusterLab, words: list[str], timeout: float = 700) -> str:
-    """A page command as a user types it in the repository's root (helm with no user configuration)."""
-    binary = {"kubectl": KUBECTL, "helm": helm.helm()}[words[0]]
-    with tempfile.TemporaryDirectory() as home:
-        env = {**helm.isolated_env(home), "KUBECONFIG": str(lab.kubeconfig)}
-        done = subprocess.run([str(binary), *words[1:]], capture_output=True, text=True, env=env, cwd=REPO,
-                              timeout=timeout, check=False)  # fmt: skip
-    assert done.returncode == 0, f"{' '.join(words)}: exit {done.returncode}\n{done.stdout}\n{done.stderr}"
-    return done.stdout
-
-
-def lab_exec(words: list[str]) -> str:
-    """`kubectl exec -n NS statefulset/NAME -c C -- CMD...` in the lab: the StatefulSet's pod NAME-0."""
-    command = Command(" ".join(words), words)
-    (target,) = [w for w in words[: words.index("--")] if w.startswith("statefulset/")]
-    container = command.option("-c")
-    assert container, words
-    argv = [str(EXEC), command.option("-n") or "", f"{target.split('/')[1]}-0", "--container", container,
-            "--", *words[words.index("--") + 1 :]]  # fmt: skip
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, f"{' '.join(words)}: exit {done.returncode}\n{done.stdout}\n{done.stderr}"
-    return done.stdout
 
 
 def pods_left(lab: ClusterLab) -> list[str]:
@@ -76,7 +48,7 @@ def pods_left(lab: ClusterLab) -> list[str]:
 @pytest.fixture
 def release(cluster_lab: ClusterLab) -> Iterator[None]:
     yield
-    run(cluster_lab, ["helm", "uninstall", "slurm", "-n", NAMESPACE, "--ignore-not-found", "--wait"])
+    page_command(cluster_lab, ["helm", "uninstall", "slurm", "-n", NAMESPACE, "--ignore-not-found", "--wait"])
     eventually("the release's pods gone", lambda: not pods_left(cluster_lab), timeout=300, interval=2)
 
 
@@ -86,13 +58,13 @@ def test_steps_five_and_six_end_with_srun_on_both_workers(cluster_lab: ClusterLa
     assert wait.words[:2] == ["kubectl", "wait"], wait.line
     with tempfile.NamedTemporaryFile("w", suffix=".yaml") as values:
         yaml.safe_dump(no_cgroup_v2_values(), values)
-        run(cluster_lab, [*in_our_namespace(local_charts(install.words)), "-f", values.name])
-    assert "slurm-worker-cpu" in run(cluster_lab, in_our_namespace(listing.words))
-    run(cluster_lab, in_our_namespace(wait.words))
+        page_command(cluster_lab, [*in_our_namespace(local_charts(install.words)), "-f", values.name])
+    assert "slurm-worker-cpu" in page_command(cluster_lab, in_our_namespace(listing.words))
+    page_command(cluster_lab, in_our_namespace(wait.words))
 
     sinfo, srun = (in_our_namespace(c.words) for c in step("6"))
     assert srun[srun.index("--") + 1 :] == ["srun", "-N2", "hostname"], srun
-    nodes = lab_exec(sinfo)
+    nodes = page_exec(sinfo)
     assert "cpu-[0-1]" in nodes and "idle" in nodes and "all*" in nodes, nodes
-    hosts = sorted(lab_exec(srun).split())
+    hosts = sorted(page_exec(srun).split())
     assert hosts == ["cpu-0", "cpu-1"], hosts

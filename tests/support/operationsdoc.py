@@ -46,3 +46,16 @@ def sections(page: Path = DOC) -> dict[str, list[Command]]:
     """The commands of each `## ` section of ``page`` (docs/operations.md by default), by its title."""
     parts = re.split(r"^## (.+)$", page.read_text(), flags=re.M)
     return {title.strip(): commands(body) for title, body in zip(parts[1::2], parts[2::2], strict=True)}
+
+
+def step(page: Path, number: str) -> list[Command]:
+    """The commands of a numbered section (`## 3. ...`) of a page that reads as steps (docs/getting-started.md)."""
+    (found,) = [c for title, c in sections(page).items() if title.startswith(f"{number}.")]
+    return found
+
+
+def yaml_block(page: Path, number: str) -> str:
+    """The one ```yaml block of a numbered section."""
+    body = page.read_text().split(f"## {number}.")[1].split("\n## ")[0]
+    (block,) = re.findall(r"^```yaml\n(.*?)^```", body, flags=re.S | re.M)
+    return str(block)
