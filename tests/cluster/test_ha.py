@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -26,23 +27,32 @@ SLINKY = "slinky.slurm.net/v1beta1"
 FINAL = ("COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL", "TIMEOUT")
 
 
-def ping(lab: ClusterLab, pod: str) -> str:
-    return lab.exec(pod, ["scontrol", "ping"], check=False).stdout
+def answer(lab: ClusterLab, command: list[str]) -> str:
+    """A Slurm command's output on the backup's pod, "" while no slurmctld answers within a minute (during a
+    take-over a client first waits out the dead primary): the callers wait, in `eventually`, for an answer."""
+    try:
+        return lab.exec(BACKUP, command, check=False).stdout
+    except subprocess.TimeoutExpired:
+        return ""
+
+
+def ping(lab: ClusterLab) -> str:
+    return answer(lab, ["scontrol", "ping"])
 
 
 def both_up(lab: ClusterLab) -> str:
-    out = ping(lab, BACKUP)
+    out = ping(lab)
     return out if out.count(" is UP") == 2 else ""
 
 
 def job_state(lab: ClusterLab, job: str) -> str:
-    return lab.exec(BACKUP, ["squeue", "-h", "-j", job, "-o", "%T"], check=False).stdout.strip()
+    return answer(lab, ["squeue", "-h", "-j", job, "-o", "%T"]).strip()
 
 
 def final_state(lab: ClusterLab, job: str) -> str:
     """The job's state once it has ended, "" before (this cluster has no accounting: scontrol keeps an ended
     job for MinJobAge)."""
-    state = re.search(r"JobState=(\S+)", lab.exec(BACKUP, ["scontrol", "show", "job", job], check=False).stdout)
+    state = re.search(r"JobState=(\S+)", answer(lab, ["scontrol", "show", "job", job]))
     return state[1] if state and state[1] in FINAL else ""
 
 
@@ -83,7 +93,7 @@ def ha_cluster(cluster_lab: ClusterLab) -> Iterator[None]:
          "spec": {"clusterName": "ha", "slurmKeyRef": lab_conf["slurmKeyRef"], "jwtKeyRef": lab_conf["jwtKeyRef"],
                   "configFileRefs": lab_conf["configFileRefs"], "ha": {"enabled": True, "backups": 1},
                   "persistence": {"enabled": True, "existingClaim": SHARED},
-                  "extraConf": lab_conf["extraConf"] + f"SlurmctldTimeout={TIMEOUT}\n"}},
+                  "extraConf": lab_conf["extraConf"].rstrip("\n") + f"\nSlurmctldTimeout={TIMEOUT}\n"}},
         # slurm_sync learns through slurmrestd which slurmctld is in control and labels it for the main Service
         {"apiVersion": SLINKY, "kind": "RestApi", "metadata": {"name": "ha", "namespace": NAMESPACE},
          "spec": {"controllerRef": {"name": "ha"}, "replicas": 1}},
@@ -93,12 +103,17 @@ def ha_cluster(cluster_lab: ClusterLab) -> Iterator[None]:
     ]  # fmt: skip
     for obj in objects:
         cluster_lab.kubectl("apply", "-f", "-", input_text=json.dumps(obj))
-    yield
-    # no job left in its partition, then the NodeSet: its finalizer waits for slurm_sync to drain it
-    cluster_lab.exec(BACKUP, ["scancel", "-p", "ha-worker"], check=False)
-    cluster_lab.kubectl("delete", "-n", NAMESPACE, "nodeset/ha-worker", "--wait=true", "--timeout=180s")
-    cluster_lab.kubectl("delete", "-n", NAMESPACE, "restapi/ha", "controller/ha", f"pvc/{SHARED}", "--wait=true",
-                        "--timeout=180s")  # fmt: skip
+    try:
+        yield
+    finally:
+        # no job left in its partition, then the NodeSet: its finalizer waits for slurm_sync to drain it. The
+        # second cluster goes even when its slurmctld no longer answers: left, it keeps slurm_sync unready.
+        answer(cluster_lab, ["scancel", "-p", "ha-worker"])
+        try:
+            cluster_lab.kubectl("delete", "-n", NAMESPACE, "nodeset/ha-worker", "--wait=true", "--timeout=180s")
+        finally:
+            cluster_lab.kubectl("delete", "-n", NAMESPACE, "restapi/ha", "controller/ha", f"pvc/{SHARED}",
+                                "--wait=true", "--timeout=180s")  # fmt: skip
 
 
 def test_the_backup_takes_control_when_the_primary_dies_and_a_running_job_completes(
@@ -124,11 +139,11 @@ def test_the_backup_takes_control_when_the_primary_dies_and_a_running_job_comple
 
     primary_dir = cluster_lab.kill(PRIMARY, "slurmctld", hold=True)  # not restarted until the backup answered
     try:
-        eventually("the primary DOWN", lambda: re.search(r"primary\) at \S+ is DOWN", ping(cluster_lab, BACKUP)),
+        eventually("the primary DOWN", lambda: re.search(r"primary\) at \S+ is DOWN", ping(cluster_lab)),
                    timeout=6 * TIMEOUT)  # fmt: skip
         answer = eventually("the backup answering", lambda: job_state(cluster_lab, job), timeout=12 * TIMEOUT)
         assert answer == "RUNNING", f"job {job} after the take-over: {answer}"
-        assert re.search(r"backup\d*\) at \S+ is UP", ping(cluster_lab, BACKUP))
+        assert re.search(r"backup\d*\) at \S+ is UP", ping(cluster_lab))
     finally:
         (primary_dir / "hold").unlink()
 
