@@ -107,6 +107,26 @@ def test_v24_external_registration(client):
     }
 
 
+@pytest.mark.parametrize(
+    ("addresses", "conf"),
+    [
+        pytest.param([{"type": "Hostname", "address": "kube-5"}, {"type": "InternalIP", "address": "10.1.2.3"},
+                      {"type": "InternalIP", "address": "10.9.9.9"}], "NodeName=kube-5 NodeAddr=10.1.2.3 ",
+                     id="first-internal-ip"),
+        pytest.param([{"type": "InternalIP", "address": "fd00::7"}], "NodeName=kube-5 NodeAddr=fd00::7 ", id="ipv6"),
+        pytest.param([{"type": "InternalIP", "address": "10.1.2.3 State=Down"}], "NodeName=kube-5 Sockets=",
+                     id="not-an-address"),
+        pytest.param([{"type": "ExternalIP", "address": "192.0.2.1"}], "NodeName=kube-5 Sockets=", id="no-internal"),
+    ],
+)  # fmt: skip
+def test_v24_the_nodes_internal_ip_is_its_node_addr(client, addresses, conf):
+    """Slurm never has to resolve a Kubernetes Node's name; an address that is no IP is left out, never written."""
+    target = node("kube-5", labels=EXTERNAL)
+    target.setdefault("status", {})["addresses"] = addresses
+    reg = json.loads(call(client, "sync", target)["annotations"][REG])
+    assert reg["node_conf"].startswith(conf), reg["node_conf"]
+
+
 def test_v15_slurm_name_defaults_to_the_node_name(client):
     reg = json.loads(call(client, "sync", node("kube-4", labels=EXTERNAL))["annotations"][REG])
     assert reg["name"] == "kube-4" and "Feature=" not in reg["node_conf"] and "Topology=" not in reg["node_conf"]
