@@ -55,7 +55,10 @@ from hooks.contract import DecoratorRequest
 from slinky_common import names
 
 JSON = dict[str, Any]
-TITLE = "bridge loop on the real Slurm lab: pod-to-binding latency, cost per pod with 10 vs 2,000 jobs queued"
+TITLE = (
+    "bridge loop on the real Slurm lab: pod-to-binding latency, cost per pod with 10 vs 2,000 jobs queued, "
+    "a pass with 200 pending pods"
+)
 REPO = Path(__file__).resolve().parent.parent
 NS = "bench-bridge"
 LAB_HOME = REPO / ".cache" / "bench-lab"  # hack/slurm's scripts run from here: their .slurm-lab is the suite's
@@ -63,6 +66,8 @@ LAB_PORTS = {"SLURM_LAB_CTLD_PORT": "16917", "SLURM_LAB_REST_PORT": "16920", "SL
 HELD_NAME = "bench-bridge-held"
 QUEUES = (10, 2_000)
 BUDGET_RATIO = 1.5
+PENDING_PODS = 200
+PENDING_BUDGET = 2.0  # a settled pass with PENDING_PODS pending pods, against the reads it cannot do without
 LIST_INTERVAL = 30.0  # slurm_sync --job-list-interval default
 SLURM_TIMEOUT = 120.0
 
@@ -157,10 +162,12 @@ def _serve(port_out: Any) -> None:
         def do_PATCH(self) -> None:
             path, body = urlsplit(self.path).path, self._body()
             with lock:
-                m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)", path)
+                m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)(/status)?", path)
                 obj = objects.get(("pods", f"{m[1]}/{m[2]}")) if m else None
                 if obj is None:
                     return self._send(apistatus.not_found("pods", m[2] if m else ""), 404)
+                if m and m[3]:
+                    _merge_status(obj, body.get("status") or {})
                 meta, patch = obj["metadata"], body.get("metadata") or {}
                 if "resourceVersion" in patch and patch["resourceVersion"] != meta["resourceVersion"]:
                     why = "the object has been modified; please apply your changes to the latest version and try again"
@@ -194,6 +201,18 @@ def _serve(port_out: Any) -> None:
     server = Server(("127.0.0.1", 0), Handler)
     port_out.send(server.server_address[1])
     server.serve_forever()
+
+
+def _merge_status(pod: JSON, status: JSON) -> None:
+    """A pods/status patch as the API server merges it: conditions by type, other fields replaced."""
+    current = pod.setdefault("status", {})
+    for key, value in status.items():
+        if key == "conditions":
+            by_type = {c["type"]: c for c in current.get("conditions") or []}
+            by_type.update({c["type"]: c for c in value})
+            current["conditions"] = list(by_type.values())
+        else:
+            current[key] = value
 
 
 class FakeApiserver:
@@ -361,6 +380,7 @@ class PassCost:
     bytes: int
     cpu_ns: int
     wall_ns: int
+    writes: int = 0  # to Kubernetes and Slurm
 
 
 class Meter:
@@ -409,7 +429,8 @@ class Phase:
         cpu, wall = time.process_time_ns() - cpu, time.perf_counter_ns() - wall
         if not result.ready:
             raise RuntimeError(f"bridge pass could not read Slurm or Kubernetes: {result.errors}")
-        return PassCost(self.meter.requests - requests, self.meter.bytes - received, cpu, wall)
+        writes = result.kube_writes + result.slurm_writes
+        return PassCost(self.meter.requests - requests, self.meter.bytes - received, cpu, wall, writes)
 
     def job_of(self, name: str) -> int | None:
         pod = self.apiserver.pod(name) or {}
@@ -515,6 +536,55 @@ def measure(env: dict[str, str], apiserver: FakeApiserver, queued: int, samples:
         cancel(held)
 
 
+@dataclass
+class Pending:
+    pods: int
+    settling: int  # passes until a pass wrote nothing
+    passes: list[PassCost]  # settled passes
+    floors: list[int]  # wall ns of the reads a pass cannot do without
+
+
+def measure_pending(env: dict[str, str], apiserver: FakeApiserver, count: int, samples: int) -> Pending:
+    """``count`` pods whose jobs pend (n1 and n2 drained): passes until one writes nothing (every pod labelled,
+    each saying why it waits), then ``samples`` settled passes timed, each beside its floor: the pods and nodes
+    listed through the same Kubernetes client and one whole job listing, which any pass that knows the state
+    of these pods' jobs must read."""
+    lab("scontrol", "update", "nodename=n1,n2", "state=drain", "reason=bench: pending pods")
+    phase = Phase(env, apiserver)
+    pods = [f"pend-{i}" for i in range(count)]
+    try:
+        for name in pods:
+            apiserver.add(bench_pod(name))
+        settling = 1
+        while phase.run_pass().writes:
+            settling += 1
+            if settling > 20:
+                raise RuntimeError(f"{count} pending pods: the bridge still writes after 20 passes")
+        passes, floors = [], []
+        for _ in range(samples):
+            passes.append(phase.run_pass())
+            floors.append(_floor_reads(phase))
+        if any(phase.job_of(name) is None for name in pods):
+            raise RuntimeError("a pending pod carries no job after the settling passes")
+        return Pending(count, settling, passes, floors)
+    finally:
+        jobs = [j for j in (phase.job_of(name) for name in pods) if j is not None]
+        for name in pods:
+            apiserver.remove(name)
+        cancel(jobs)
+        lab("scontrol", "update", "nodename=n1,n2", "state=resume")
+        phase.close()
+
+
+def _floor_reads(phase: Phase) -> int:
+    gc.collect()
+    wall = time.perf_counter_ns()
+    phase.loop.kube.list_pods(NS)
+    phase.loop.kube.list_nodes()
+    phase.observer.list_jobs()
+    return time.perf_counter_ns() - wall
+
+
 def run(quick: bool = False) -> Report:
     samples = 3 if quick else 7
     env = start_lab()
@@ -524,14 +594,15 @@ def run(quick: bool = False) -> Report:
         stop_lab()  # its jobs, held or placeholders, go with it
 
 
-def measure_both(env: dict[str, str], samples: int) -> tuple[list[Figures], int]:
-    """Both queue sizes, one after the other; and what a held array weighs in GET /jobs."""
+def measure_both(env: dict[str, str], samples: int) -> tuple[list[Figures], int, Pending]:
+    """The pending pods, then both queue sizes, one after the other, and what a held array weighs in GET /jobs."""
     apiserver = FakeApiserver()
     try:
         for n in (1, 2):
             apiserver.add(kube_node(f"kn{n}", f"n{n}"))
+        pending = measure_pending(env, apiserver, PENDING_PODS, samples)  # first: no queue of others beside it
         array_records = _array_records()
-        return [measure(env, apiserver, queued, samples) for queued in QUEUES], array_records
+        return [measure(env, apiserver, queued, samples) for queued in QUEUES], array_records, pending
     finally:
         apiserver.close()
 
@@ -554,7 +625,7 @@ def _array_records() -> int:
         cancel([job_id])
 
 
-def _report(figures: list[Figures], array_records: int, samples: int) -> Report:
+def _report(figures: list[Figures], array_records: int, pending: Pending, samples: int) -> Report:
     report = Report(TITLE, ["jobs queued", "in GET /jobs", "figure", "median", "min", "max"])
     by = {f.queued: f for f in figures}
     for f in figures:
@@ -624,6 +695,7 @@ def _report(figures: list[Figures], array_records: int, samples: int) -> Report:
     report.rows.append(["2,000/10", "", "job listing CPU (amortised)", fmt_ratio(list_ratio), "", ""])
     report.budgets.append(Budget("bridge: Slurm requests per pod, 2,000 vs 10 jobs queued", req_ratio, BUDGET_RATIO))
     report.budgets.append(Budget("bridge: CPU per pod, 2,000 vs 10 jobs queued", cpu_ratio, BUDGET_RATIO))
+    _pending_rows(report, pending)
     share = large.listing.cpu_ns / (LIST_INTERVAL * 1e9)
     report.notes += [
         f"latency: {samples} pods one after another, passes back to back (no sleeps), from the pod's appearance in the "
@@ -656,10 +728,35 @@ def _report(figures: list[Figures], array_records: int, samples: int) -> Report:
             if small.listed > 10 * QUEUES[0] + 100
             else []
         ),
+        f"pending: {pending.pods} pods whose jobs pend (n1 and n2 drained), settled after {pending.settling} passes "
+        "(every pod labelled and saying why it waits); a settled pass reads their jobs from one job listing (an "
+        "unchanged one is a small answer), not one GET each. Its floor, measured beside each pass: the pods and "
+        "nodes listed through the same Kubernetes client and one whole job listing.",
         "Slurm: the suite's own lab (hack/slurm's scripts from .cache/bench-lab, its own rootfs and ports), "
         "started for it and stopped after it.",
     ]
     return report
+
+
+def _pending_rows(report: Report, pending: Pending) -> None:
+    """A settled pass with PENDING_PODS pending pods: wall time against its floor, requests, writes."""
+    walls = [c.wall_ns for c in pending.passes]
+    ratio = statistics.median(walls) / statistics.median(pending.floors)
+    label = f"{pending.pods} pending pods"
+    report.rows.append(["", "", f"{label}: pass wall", fmt_ns(statistics.median(walls)), fmt_ns(min(walls)),
+                        fmt_ns(max(walls))])  # fmt: skip
+    report.rows.append(["", "", f"{label}: floor (reads) wall", fmt_ns(statistics.median(pending.floors)),
+                        fmt_ns(min(pending.floors)), fmt_ns(max(pending.floors))])  # fmt: skip
+    requests = [c.requests for c in pending.passes]
+    report.rows.append(["", "", f"{label}: Slurm requests per pass", f"{statistics.median(requests):.0f}",
+                        str(min(requests)), str(max(requests))])  # fmt: skip
+    writes = [c.writes for c in pending.passes]
+    report.rows.append(["", "", f"{label}: writes per pass", f"{statistics.median(writes):.0f}", str(min(writes)),
+                        str(max(writes))])  # fmt: skip
+    report.rows.append(["", "", f"{label}: pass / floor", fmt_ratio(ratio), "", ""])
+    report.budgets.append(
+        Budget(f"bridge: a pass with {pending.pods} pending pods vs its reads", ratio, PENDING_BUDGET)
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -3,7 +3,11 @@
 Cost does not grow with the number of jobs in Slurm: the full job listing (for adoption after a
 crash and for orphan jobs) goes through ``job_watch`` (``update_time``: one small answer while
 Slurm is unchanged) and is refreshed only at start, after a submit whose answer was lost, and
-every ``list_interval`` seconds; the jobs our pods carry are read one GET each.
+every ``list_interval`` seconds. The jobs our pods carry are read one GET each while they are
+few; once N GETs would weigh more than one listing (``reads_by_listing``), the pass takes them from
+the listing instead (one request, a small one while Slurm is unchanged), so 200 pending pods cost
+one request per pass, not 200. A job the listing lacks is still asked by id: an omission is not
+evidence.
 
 Fail closed: a failed job read plans no pod action at all (no submit, cancel, delete or bind); a
 failed node listing plans no node action and no new submission. Kubernetes read failures end the pass.
@@ -72,6 +76,8 @@ from slurm_sync.slurm.types import Job, Node, parse_job
 
 log = logging.getLogger(__name__)
 NAME = "bridge"
+LISTING_MIN_JOBS = 8  # from this many of our jobs on, a pass may read them all with one listing
+LISTING_RECORDS_PER_GET = 8  # a GET of one job takes as long as about this many listed records (make bench)
 _USER_ERRORS: weakref.WeakKeyDictionary[Metrics, Counter] = weakref.WeakKeyDictionary()
 
 
@@ -156,6 +162,7 @@ class BridgeLoop:
         self._nodes = slurm.node_watch()
         self._index: dict[int, Job] = {}
         self._listed_at: float | None = None  # None: the index must be (re)built before any submit
+        self._listed_records = 0  # jobs of every user in the last listing: what one listing weighs
         self._scheduled: set[tuple[str, str]] = set()  # PodGroups known to carry PodGroupScheduled=True
         self._user_errors = user_errors(metrics)
         self._gone: AbsenceProof[int] = AbsenceProof(absence_confirm_seconds, clock)
@@ -169,9 +176,10 @@ class BridgeLoop:
 
     # --- reads ------------------------------------------------------------------------------
 
-    def _refresh_index(self, tally: _Tally) -> bool | None:
-        """True: listed now (fresh); False: the index is recent enough; None: listing failed."""
-        if self._listed_at is not None and self._clock() - self._listed_at < self.list_interval:
+    def _refresh_index(self, tally: _Tally, now: bool = False) -> bool | None:
+        """True: listed now (fresh); False: the index is recent enough; None: listing failed.
+        ``now``: list even within ``list_interval`` (the pass reads its jobs from the listing)."""
+        if not now and self._listed_at is not None and self._clock() - self._listed_at < self.list_interval:
             return False
         try:
             snapshot = self._jobs.poll(self._check_listing)
@@ -179,8 +187,15 @@ class BridgeLoop:
             self._slurm_error(tally, "list jobs", exc, read=True)
             return None
         self._index = {i: j for i, j in snapshot.items.items() if bridge_plan.bridge_pods_of(j) is not None}
+        self._listed_records = len(snapshot.items)
         self._listed_at = self._clock()
         return True
+
+    def reads_by_listing(self, wanted: int) -> bool:
+        """Whether one job listing is cheaper than ``wanted`` GETs: at least LISTING_MIN_JOBS of them and
+        an eighth of the jobs a listing returns (a GET costs slurmctld an RPC and slurmrestd a request; a listed
+        record is only decoded), so a few pods beside a long queue of other users' jobs keep their GETs."""
+        return wanted >= LISTING_MIN_JOBS and wanted * LISTING_RECORDS_PER_GET >= self._listed_records
 
     def _check_listing(self, before: Mapping[int, Job], now: Mapping[int, Job]) -> None:
         """Refuse (SlurmSuspect) a job listing that suddenly lacks many of our active jobs, until
@@ -214,15 +229,22 @@ class BridgeLoop:
             nodes={n.name: n for n in nodes},
         )
 
-    def read_jobs(self, ids: Iterable[int], tally: _Tally) -> tuple[dict[int, Job | None], set[int]] | None:
-        """One GET per job: (job or None when proven gone, ids Slurm said are missing but not yet
-        confirmed); None (for all) when any read failed: unknown is not gone."""
+    def read_jobs(
+        self, ids: Iterable[int], tally: _Tally, listed: bool = False
+    ) -> tuple[dict[int, Job | None], set[int]] | None:
+        """Each job from this pass's listing when ``listed``, else (or when the listing lacks it) one GET:
+        (job or None when proven gone, ids Slurm said are missing but not yet confirmed); None (for all)
+        when any read failed: unknown is not gone."""
         jobs: dict[int, Job | None] = {}
         unconfirmed: set[int] = set()
         ids = sorted(ids)
         self._gone.next_pass()
         self._gone.forget_except(ids)
         for job_id in ids:
+            if listed and (job := self._index.get(job_id)) is not None:
+                jobs[job_id] = job
+                self._gone.found(job_id)
+                continue
             try:
                 jobs[job_id] = self.slurm.get_job(job_id)
             except SlurmNotFound:
@@ -280,7 +302,14 @@ class BridgeLoop:
 
     def _pod_path(self, state: KubeState, fresh: bool, slurm_nodes: Mapping[str, Node] | None, tally: _Tally) -> None:
         labelled = {p.job_id for p in state.pods if p.job_id is not None}
-        read = self.read_jobs(labelled | bridge_plan.adoption_candidates(state.pods, self._index), tally)
+        wanted = labelled | bridge_plan.adoption_candidates(state.pods, self._index)
+        if not fresh and self.reads_by_listing(len(wanted)):
+            listed = self._refresh_index(tally, now=True)
+            if listed is None:
+                return
+            fresh = listed
+            wanted = labelled | bridge_plan.adoption_candidates(state.pods, self._index)
+        read = self.read_jobs(wanted, tally, listed=fresh)
         if read is None:
             return
         jobs, unconfirmed = read

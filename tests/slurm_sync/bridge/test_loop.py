@@ -55,19 +55,28 @@ class StubSlurm:
     down: bool = False
     submitted: list[dict[str, Any]] = field(default_factory=list)
     known_nodes: dict[str, Node] = field(default_factory=dict)  # nodes Slurm has though its listing lacks them
+    unlisted: set[int] = field(default_factory=set)  # jobs Slurm has though its listing lacks them
+    job_listings: int = 0
+    job_reads: list[int] = field(default_factory=list)
 
     def _check(self) -> None:
         if self.down:
             raise SlurmUnavailable("connection refused")
 
     def job_watch(self) -> _Watch:
-        return _Watch(lambda: (self._check(), self.jobs)[1])
+        return _Watch(self._job_listing)
+
+    def _job_listing(self) -> dict[int, Job]:
+        self._check()
+        self.job_listings += 1
+        return {i: j for i, j in self.jobs.items() if i not in self.unlisted}
 
     def node_watch(self) -> _Watch:
         return _Watch(lambda: (self._check(), self.nodes)[1])
 
     def get_job(self, job_id: int) -> Job:
         self._check()
+        self.job_reads.append(job_id)
         if job_id not in self.jobs:
             raise SlurmNotFound(f"job {job_id}", status=404)
         return self.jobs[job_id]
@@ -293,3 +302,58 @@ def test_a_registered_node_the_listing_lacks_keeps_its_mark_until_slurm_says_twi
         (path.rsplit("/", 1)[-1], body["metadata"]["annotations"]) for _, path, _, body in rig.kube.writes_to("/nodes/")
     ]
     assert marks == [("ext9", {names.ANNOTATION_EXTERNAL_NODE_REGISTERED: None})]
+
+
+def pending(job_id: int, pods: list[str]) -> Job:
+    return parse_job({"job_id": job_id, "job_state": ["PENDING"], "state_reason": "Resources",
+                      "flags": ["EXTERNAL_JOB"], "admin_comment": orjson.dumps({"pods": pods}).decode()})  # fmt: skip
+
+
+def pending_pods(rig: Rig, count: int) -> None:
+    for i in range(count):
+        rig.kube.add("pods", single(f"p{i}", job_id=200 + i, finalizers=[names.FINALIZER_SCHEDULER]))
+        rig.slurm.jobs[200 + i] = pending(200 + i, [f"{BNS}/p{i}"])
+
+
+def test_many_pending_pods_read_their_jobs_with_one_listing_per_pass(rig: Rig) -> None:
+    """200 pending pods cost one job listing per pass (an unchanged listing is one small answer), not 200 GETs:
+    the first pass lists (the index), the next ones list again within list_interval instead of asking each job."""
+    pending_pods(rig, 200)
+    clock = [100.0]
+    loop = rig.loop(clock)
+    for _ in range(3):
+        assert loop.run_pass().ok
+        clock[0] += 1  # well within list_interval (30 s)
+    assert rig.slurm.job_reads == [] and rig.slurm.job_listings == 3
+
+
+def test_a_few_pods_beside_a_long_queue_keep_one_get_each(rig: Rig) -> None:
+    """Where one listing weighs more than the GETs (9 of our jobs among 100 of other users), each job is asked by id
+    and the listing waits for list_interval."""
+    pending_pods(rig, 9)
+    for other in range(1000, 1091):
+        rig.slurm.jobs[other] = parse_job({"job_id": other, "job_state": ["PENDING"]})
+    clock = [100.0]
+    loop = rig.loop(clock)
+    assert loop.run_pass().ok and rig.slurm.job_reads == [] and rig.slurm.job_listings == 1  # listed: the index
+    clock[0] += 1
+    assert loop.run_pass().ok
+    assert sorted(rig.slurm.job_reads) == list(range(200, 209)) and rig.slurm.job_listings == 1
+
+
+def test_a_job_the_listing_lacks_is_asked_by_id_and_its_pod_kept(rig: Rig) -> None:
+    """An omission is not evidence: a labelled job the listing lacks is read by id; Slurm still has it, so its
+    bound, running pod is neither deleted nor released."""
+    pending_pods(rig, 9)
+    rig.kube.add(
+        "pods", single("r", job_id=300, node_name="kn1", phase="Running", finalizers=[names.FINALIZER_SCHEDULER])
+    )
+    rig.slurm.jobs[300] = running(300, "n1", [f"{BNS}/r"])
+    rig.slurm.unlisted.add(300)
+    clock = [100.0]
+    loop = rig.loop(clock)
+    for _ in range(2):
+        assert loop.run_pass().ok
+        clock[0] += 6  # past the absence proof's 5 s: a not-found answer twice would count as gone
+    assert rig.slurm.job_reads == [300, 300] and rig.slurm.job_listings == 2
+    assert rig.kube.writes_to("/pods/r") == []
