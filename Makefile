@@ -68,11 +68,14 @@ test: $(STAMP) $(HELM) $(KUBECTL)
 	hack/test.sh $(PYTEST_ARGS)
 
 SOAK_RUNS ?= 3
-## New seeds for the cluster lab's lifecycle run, apart from CI (which runs the fixed CI_SEEDS of
-## tests/cluster/test_lifecycle.py): SOAK_RUNS (3) runs of LIFECYCLE_OPS (100) operations, each from a seed
-## drawn and printed, about 15 minutes each. A seed that fails joins CI_SEEDS once what it found is fixed.
+BRIDGE_SOAK_RUNS ?= 1
+## New seeds for the cluster lab's seeded runs, apart from CI (which runs the fixed seeds of
+## tests/cluster/test_lifecycle.py and tests/cluster/test_bridge.py): SOAK_RUNS (3) lifecycle runs of
+## LIFECYCLE_OPS (100) operations, about 15 minutes each, and BRIDGE_SOAK_RUNS (1) bridge runs of BRIDGE_OPS (200),
+## each from a seed drawn and printed. A seed that fails joins CI's once what it found is fixed.
 soak: $(STAMP) $(HELM) $(KUBECTL)
-	LIFECYCLE_SEEDS=random:$(SOAK_RUNS) hack/cluster/test.sh tests/cluster/test_lifecycle.py -k seeded_run $(PYTEST_ARGS)
+	LIFECYCLE_SEEDS=random:$(SOAK_RUNS) BRIDGE_SEEDS=random:$(BRIDGE_SOAK_RUNS) hack/cluster/test.sh \
+	  tests/cluster/test_lifecycle.py tests/cluster/test_bridge.py -k seeded_run $(PYTEST_ARGS)
 
 ## Build $(IMAGE_REPOSITORY):$(IMAGE_TAG) with docker, podman or buildah (IMAGE_ENGINE= picks one; as root with
 ## apt-get, buildah is installed when none is), over BASE_IMAGE=, else the Dockerfile's base when it can be

@@ -8,7 +8,6 @@ found is fixed."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import time
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ import pytest
 from slinky_common import names
 from tests.cluster.lifecycle import NODESET, PARTITION, Lifecycle, drained_by_us
 from tests.cluster.plugin import NAMESPACE, SUMMARIES, ClusterLab, eventually, ready
+from tests.cluster.seeds import seeded_runs
 
 pytestmark = pytest.mark.cluster
 
@@ -31,20 +31,9 @@ SOAK_OPERATIONS = 100
 
 
 def seeds() -> list[tuple[int, int]]:
-    """(seed, operations) of each seeded run. LIFECYCLE_SEED (comma-separated) repeats given seeds and
-    LIFECYCLE_SEEDS=random:N draws N new ones (`make soak`), each LIFECYCLE_OPS operations (100); else
-    CI_SEEDS, each to its failing step and ten more (LIFECYCLE_OPS, when set, for all)."""
-    ops = os.environ.get("LIFECYCLE_OPS", "").strip()
-    given = os.environ.get("LIFECYCLE_SEED", "").strip()
-    drawn = os.environ.get("LIFECYCLE_SEEDS", "").strip()
-    if given:
-        return [(int(seed), int(ops or SOAK_OPERATIONS)) for seed in given.split(",")]
-    if drawn:
-        kind, _, count = drawn.partition(":")
-        if kind != "random" or not count.isdigit():
-            raise pytest.UsageError(f"LIFECYCLE_SEEDS must be random:N, got {drawn!r}")
-        return [(random.SystemRandom().randrange(1_000_000), int(ops or SOAK_OPERATIONS)) for _ in range(int(count))]
-    return [(seed, int(ops) if ops else failed_at + 10) for seed, failed_at in CI_SEEDS.items()]
+    """(seed, operations) of each seeded run (tests/cluster/seeds.py, prefix LIFECYCLE): CI_SEEDS, each to its
+    failing step and ten more; `make soak` draws new ones of LIFECYCLE_OPS (100) operations."""
+    return seeded_runs("LIFECYCLE", {seed: failed_at + 10 for seed, failed_at in CI_SEEDS.items()}, SOAK_OPERATIONS)
 
 
 SEEDS = seeds()
