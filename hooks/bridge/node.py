@@ -15,7 +15,7 @@ node's spec, so every intent is an annotation that slurm_sync executes (`names.*
   (MiB) from the node's capacity (and its first InternalIP as NodeAddr), `features` (the partitions from
   ANNOTATION_EXTERNAL_NODE_PARTITIONS; slurm_sync checks each exists in Slurm), `topology`, and
   `node_conf`, the line for `POST /new/node`. slurm_sync registers the node, re-creates it (drain,
-  wait, delete, add) when cpus or memory differ, updates features/topology in place, sets
+  wait, delete, add) when cpus, memory or features differ, updates the topology in place, sets
   ANNOTATION_EXTERNAL_NODE_REGISTERED to the Slurm name while it exists as EXTERNAL, and drains then
   deletes it when the intent is gone. A malformed partition list or topology publishes
   ANNOTATION_NODE_ERROR and no registration intent. A node whose capacity (cpu and memory) is not

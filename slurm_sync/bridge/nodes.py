@@ -5,8 +5,8 @@ It executes what the node decorator published (hooks/bridge/node.py):
 * the managed-node taint, only on nodes Slurm knows (vector 22), removed when the intent goes;
 * DRAIN for a cordoned node; UNDRAIN only a drain that is ours (its reason starts with
   names.BRIDGE_DRAIN_REASON_PREFIX), never an administrator's (vector 23);
-* external registration (vector 24): `new/node` once every partition exists, features and
-  topology updated in place, drain-wait-delete-re-add when cpus or memory differ, drain then
+* external registration (vector 24): `new/node` once every partition exists, topology updated in
+  place, drain-wait-delete-re-add when cpus, memory or features (its partitions) differ, drain then
   delete when the intent goes; a node that is not EXTERNAL in Slurm is never deleted.
 
 The caller plans nothing when the Slurm node listing failed (fail closed).
@@ -158,13 +158,14 @@ def _registration(
     if (existing.cpus, existing.real_memory) != (intent.get("cpus"), intent.get("real_memory")):
         _remove(existing, f"re-creating external node {name} (cpus or memory changed)", out)
         return True
-    update = NodeUpdate(
-        features=features if tuple(sorted(existing.features)) != features else None,
-        features_act=features if tuple(sorted(existing.features)) != features else None,
-        topology_str=intent.get("topology") or "" if existing.topology != (intent.get("topology") or "") else None,
-    )
-    if update.body() and (update.features is None or _partitions_ok(node, features, partitions, out)):
-        out.slurm.append(SlurmNodeChange(name, update))
+    if tuple(sorted(existing.features)) != features and _partitions_ok(node, features, partitions, out):
+        # Slurm 26.05.5 puts a node in a NodeSet's partition (Feature=) only when it creates the node, not when
+        # its features change (seen on the cluster lab; SchedMD's fix of 2026-05-21 is not in that release)
+        _remove(existing, f"re-creating external node {name} (its partitions changed)", out)
+        return True
+    topology = intent.get("topology") or ""
+    if existing.topology != topology:
+        out.slurm.append(SlurmNodeChange(name, NodeUpdate(topology_str=topology)))
     if node.registered != name:
         out.marks.append(MarkRegistered(node, name))
     return False

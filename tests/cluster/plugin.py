@@ -15,7 +15,7 @@ import signal
 import subprocess
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -105,6 +105,18 @@ class ClusterLab:
             except OSError:
                 roles[name] = ""
         return roles
+
+    @contextlib.contextmanager
+    def dark_node(self, node: str) -> Iterator[None]:
+        """The node's kubelet gone dark (hack/cluster/lab/agent.py `dark`) for the block: its pods run on, nothing
+        about them is reported and no deletion is carried out; then it reports and deletes again."""
+        mark = LAB / "run" / "dark" / node
+        mark.parent.mkdir(parents=True, exist_ok=True)
+        mark.touch()
+        try:
+            yield
+        finally:
+            mark.unlink(missing_ok=True)
 
     def kill_sync(self, name: str) -> int:
         """SIGKILL a slurm_sync replica's process, as a crash would: its pod's container, which the node agent

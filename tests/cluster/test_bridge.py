@@ -24,11 +24,13 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from slinky_common import names
+from slurm_sync.bridge.plan import DELETION_SLACK
 from tests.cluster.bridgerun import BridgeRun
 from tests.cluster.lab import CONTROLLER_POD
 from tests.cluster.pages import page_command, page_exec
@@ -151,11 +153,11 @@ class GivenNode:
 def give(lab: ClusterLab, nodes: list[str]) -> list[GivenNode]:
     """Step 3 for each of ``nodes``: labelled and annotated, then registered in Slurm in the bridge's partition
     (registered first, then in the partition of its feature: the page's check once both hold)."""
-    label, annotate, show = step(PAGE, "3")
+    annotate, label, show = step(PAGE, "3")
     handles = []
     for node in nodes:
-        page_command(lab, with_node(label, node))
         page_command(lab, with_node(annotate, node))
+        page_command(lab, with_node(label, node))
         handles.append(GivenNode(lab, node))
     try:
         for node in nodes:
@@ -312,6 +314,33 @@ def test_deleting_a_running_pod_ends_its_job(bridge: ClusterLab, bridge_node: st
     SUMMARIES.append(f"bridge: pod {name} deleted -> job {job} ended in {took:.1f} s")
 
 
+def test_a_pod_stuck_terminating_on_a_dark_node_releases_its_job(bridge: ClusterLab, bridge_node: str) -> None:
+    """Flow 2 (slurm-bridge #49): the node's kubelet goes dark, the pod is deleted and stays Terminating (nothing
+    confirms its end); its job ends anyway once the pod's grace period and slurm_sync's DELETION_SLACK are over,
+    and the pod's bridge finalizer goes. Once the kubelet is back it finishes the deletion."""
+    lab, name = bridge, f"dark-{uuid.uuid4().hex[:6]}"
+    lab.kubectl("create", "-f", "-", input_text=json.dumps(pod_manifest(name, ["sleep", "600"])))
+    job = wait_running(lab, name)
+    with lab.dark_node(bridge_node):
+        lab.kubectl("delete", "pod", name, "-n", MANAGED, "--wait=false")
+        deleted = time.monotonic()
+        eventually(f"job {job} ended", lambda: job_fields(lab, job).get("JobState") not in ("RUNNING", "CONFIGURING"),
+                   timeout=120, interval=1)  # fmt: skip
+        took = time.monotonic() - deleted
+        pod = get_pod(lab, name)
+        assert pod is not None and pod["metadata"].get("deletionTimestamp"), "the pod went: its kubelet was not dark"
+
+        def released() -> bool:
+            held = ((get_pod(lab, name) or {}).get("metadata") or {}).get("finalizers") or []
+            return names.FINALIZER_SCHEDULER not in held
+
+        eventually(f"pod {name} released by the bridge", released, timeout=60, interval=1)
+        assert (get_pod(lab, name) or {}).get("status", {}).get("phase") == "Running"  # as last reported: dark
+    eventually(f"pod {name} gone once its kubelet is back", lambda: get_pod(lab, name) is None, timeout=90, interval=1)
+    SUMMARIES.append(f"bridge: pod {name} deleted on a dark node -> job {job} ended in {took:.0f} s (grace 5 s, "
+                     f"slack {DELETION_SLACK.total_seconds():.0f} s), the pod still Terminating")  # fmt: skip
+
+
 def test_a_pod_larger_than_any_node_is_held_saying_why(bridge: ClusterLab, bridge_node: str) -> None:
     """Flow 4: a pod asking more CPUs than the bridge's node has is never bound; the pod says Slurm's answer."""
     lab, name = bridge, f"huge-{uuid.uuid4().hex[:6]}"
@@ -372,6 +401,81 @@ def test_a_pod_whose_job_waits_says_slurms_pending_reason(bridge: ClusterLab, br
     wait_running(lab, second)
     lab.kubectl("delete", "pod", second, "-n", MANAGED, "--wait=false")
     eventually(f"pod {second} gone", lambda: get_pod(lab, second) is None, timeout=90, interval=0.5)
+
+
+# scheduler-plugins' coscheduling PodGroup CRD, reduced to what the bridge reads (spec.minMember,
+# spec.minResources, status.phase): a cluster with that scheduler's CRDs installed has it.
+COSCHEDULING_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "podgroups.scheduling.x-k8s.io"},
+    "spec": {
+        "group": "scheduling.x-k8s.io",
+        "scope": "Namespaced",
+        "names": {"plural": "podgroups", "singular": "podgroup", "kind": "PodGroup", "shortNames": ["pg"]},
+        "versions": [{
+            "name": "v1alpha1", "served": True, "storage": True, "subresources": {"status": {}},
+            "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+            }}},
+        }],
+    },
+}  # fmt: skip
+GANG = 4
+
+
+def gang_waits(lab: ClusterLab, name: str, says: str) -> str | None:
+    """The pod's job-error annotation once it ``says`` so (a pod created earlier first said fewer members)."""
+    pod = get_pod(lab, name) or {}
+    why = (pod.get("metadata", {}).get("annotations") or {}).get(names.ANNOTATION_JOB_ERROR) or ""
+    return why if says in why else None
+
+
+def test_a_pod_group_of_four_is_placed_by_one_slurm_allocation_all_or_none(
+    bridge: ClusterLab, bridge_node: str
+) -> None:
+    """Flow 3: a coscheduling PodGroup (scheduler-plugins' kind) with minMember 4, on four bridge nodes. Three pods
+    alone get no job: each says the gang waits for the rest. The fourth makes one Slurm job of four nodes, and
+    each pod is bound to one of them and started there. (A Job's pods are each a job of their own, as
+    slurm-bridge places them; a Job whose pods carry the PodGroup's label is placed as this gang.)"""
+    lab, group = bridge, f"gang-{uuid.uuid4().hex[:6]}"
+    extra = give(lab, free_nodes(lab, GANG - 1))
+    pods = [f"{group}-{i}" for i in range(GANG)]
+    lab.kubectl("apply", "-f", "-", input_text=json.dumps(COSCHEDULING_CRD))
+    try:
+        lab.kubectl("wait", "--for=condition=Established", "crd/podgroups.scheduling.x-k8s.io", "--timeout=60s")
+        pod_group = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                     "metadata": {"name": group, "namespace": MANAGED}, "spec": {"minMember": GANG}}  # fmt: skip
+        lab.kubectl("create", "-f", "-", input_text=json.dumps(pod_group))
+        manifests = [pod_manifest(name, ["sleep", "600"]) for name in pods]
+        for manifest in manifests:
+            manifest["metadata"]["labels"] = {names.LABEL_COSCHEDULING_POD_GROUP: group}
+        for manifest in manifests[:-1]:
+            lab.kubectl("create", "-f", "-", input_text=json.dumps(manifest))
+        short = f"has {GANG - 1} of its minMember {GANG} pods; waiting for the rest"
+        waiting = [eventually(f"pod {n} saying its gang waits", partial(gang_waits, lab, n, short), timeout=60,
+                              interval=0.5) for n in pods[:-1]]  # fmt: skip
+        alone = [get_pod(lab, n) or {} for n in pods[:-1]]
+        assert not [p for p in alone if names.LABEL_SLURM_JOB_ID in p["metadata"].get("labels", {})], alone
+        lab.kubectl("create", "-f", "-", input_text=json.dumps(manifests[-1]))
+        running = [wait_running(lab, name) for name in pods]
+        (job,) = set(running)  # one allocation for the gang
+        placed = [(get_pod(lab, name) or {})["spec"]["nodeName"] for name in pods]
+        nodes = {bridge_node, *(h.name for h in extra)}
+        assert sorted(placed) == sorted(nodes), placed  # one pod on each of the job's four nodes
+        fields = job_fields(lab, job)
+        assert fields["JobState"] == "RUNNING" and fields["NumNodes"] == str(GANG), fields
+        listed = slurm(lab, "scontrol", "show", "hostnames", fields["NodeList"]).split()
+        assert sorted(listed) == sorted(nodes), (listed, nodes)
+        SUMMARIES.append(f"bridge: PodGroup {group} of {GANG}: 3 pods waited ({waiting[0]}); the 4th made job {job} "
+                         f"on {fields['NodeList']}")  # fmt: skip
+    finally:
+        lab.kubectl("delete", "pods", "-n", MANAGED, *pods, "--ignore-not-found", "--wait=false")
+        eventually("the gang's pods gone", lambda: not [n for n in pods if get_pod(lab, n)], timeout=120, interval=1)
+        lab.kubectl("delete", "crd", "podgroups.scheduling.x-k8s.io", "--ignore-not-found")
+        for handle in extra:
+            handle.give_back()
 
 
 FIGURE_PODS = 30

@@ -257,6 +257,9 @@ class PodWorker:
             self.containers = [Container(c, init=True) for c in self.pod["spec"].get("initContainers", [])]
             self.containers += [Container(c) for c in self.pod["spec"]["containers"]]
             while not self.stop.is_set():
+                if self.agent.dark(self.pod["spec"].get("nodeName", "")):
+                    self.stop.wait(0.5)  # the kubelet is gone: containers run on, nothing is reported or deleted
+                    continue
                 if self.pod["metadata"].get("deletionTimestamp"):
                     self.terminate()
                     return
@@ -686,6 +689,11 @@ class Agent:
         self.dns: dns.ClusterDns | None = None  # bound in run(), on the bridge's address
         self.addresses = (str(a) for a in runtime.SUBNET.hosts() if a > ipaddress.ip_address("10.77.0.9"))
         self.passwd: dict[str, dict[str, tuple[int, int]]] = {}  # by root filesystem: user name -> (uid, gid)
+
+    def dark(self, node: str) -> bool:
+        """A lab fault: the node's kubelet gone dark while the file run/dark/<node> exists (a node cut off, its
+        pods left Terminating when deleted, as slurm-bridge #49 saw); tests/cluster/plugin.py `dark_node`."""
+        return (self.lab_dir / "run" / "dark" / node).exists()
 
     def users(self, rootfs: str) -> dict[str, tuple[int, int]]:
         if rootfs not in self.passwd:

@@ -163,24 +163,36 @@ def test_a_slurm_node_of_the_same_name_that_is_not_external_is_never_touched() -
     ]
 
 
-def test_features_and_topology_are_updated_in_place_and_the_node_marked_registered() -> None:
+def test_the_topology_is_updated_in_place_and_the_node_marked_registered() -> None:
     node = registering()
-    moved = external(features=["p1"], topology="topo-switch:s9")
-    update = NodeUpdate(features=("p1", "p2"), features_act=("p1", "p2"), topology_str="topo-switch:s1")
+    moved = external(topology="topo-switch:s9")
     nothing_but(
         plan_nodes([node], {"ext1": moved}, frozenset({"p1", "p2"})),
-        slurm=[SlurmNodeChange("ext1", update)],
+        slurm=[SlurmNodeChange("ext1", NodeUpdate(topology_str="topo-switch:s1"))],
         marks=[MarkRegistered(node, "ext1")],
     )
-    # only the topology differs: no partition is needed for that, and the features are left alone
+    # no partition is needed for that
     topology_only = plan_nodes([registering(registered="ext1")], {"ext1": external(topology="")}, None)
     nothing_but(topology_only, slurm=[SlurmNodeChange("ext1", NodeUpdate(topology_str="topo-switch:s1"))])
+
+
+def test_changed_partitions_re_create_the_node_as_slurm_joins_nodesets_only_at_creation() -> None:
+    """Slurm 26.05.5 puts a node in a NodeSet's partition (Feature=) only when it creates it: new features, once
+    every partition exists, drain the node with our reason, wait for its jobs, then delete it (re-added next)."""
+    node = registering(registered="ext1")
+    reason = f"{PREFIX} re-creating external node ext1 (its partitions changed)"
+    drain = SlurmNodeChange("ext1", NodeUpdate(state=("DRAIN",), reason=reason))
+    known = frozenset({"p1", "p2"})
+    nothing_but(plan_nodes([node], {"ext1": external(features=["p1"])}, known), slurm=[drain])
+    nothing_but(plan_nodes([node], {"ext1": external("MIXED", "DRAIN", features=["p1"])}, known))  # jobs run: wait
+    idle = plan_nodes([node], {"ext1": external("IDLE", "DRAIN", features=["p1"])}, known)
+    nothing_but(idle, deletes=[DeleteNode("ext1")])
 
 
 def test_changed_features_with_unknown_partitions_are_not_sent_but_the_registration_is_marked() -> None:
     node = registering()
     actions = plan_nodes([node], {"ext1": external(features=["p1"])}, None)
-    assert (actions.slurm, actions.marks) == ([], [MarkRegistered(node, "ext1")])
+    assert (actions.slurm, actions.deletes, actions.marks) == ([], [], [MarkRegistered(node, "ext1")])
     assert [e.kind for e in actions.errors] == ["partitions_unknown"]
 
 
