@@ -303,13 +303,14 @@ class BridgeLoop:
     def _pod_path(self, state: KubeState, fresh: bool, slurm_nodes: Mapping[str, Node] | None, tally: _Tally) -> None:
         labelled = {p.job_id for p in state.pods if p.job_id is not None}
         wanted = labelled | bridge_plan.adoption_candidates(state.pods, self._index)
-        if not fresh and self.reads_by_listing(len(wanted)):
+        by_listing = self.reads_by_listing(len(wanted))
+        if by_listing and not fresh:
             listed = self._refresh_index(tally, now=True)
             if listed is None:
                 return
             fresh = listed
             wanted = labelled | bridge_plan.adoption_candidates(state.pods, self._index)
-        read = self.read_jobs(wanted, tally, listed=fresh)
+        read = self.read_jobs(wanted, tally, listed=by_listing and fresh)
         if read is None:
             return
         jobs, unconfirmed = read
