@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+from hooks.bridge import workload
 from slinky_common import names
 from slurm_sync.bridge.plan import DELETION_SLACK
 from tests.cluster.bridgerun import BridgeRun
@@ -405,16 +406,20 @@ def test_a_pod_whose_job_waits_says_slurms_pending_reason(bridge: ClusterLab, br
 
 # scheduler-plugins' coscheduling PodGroup CRD, reduced to what the bridge reads (spec.minMember,
 # spec.minResources, status.phase): a cluster with that scheduler's CRDs installed has it.
+GANG_KIND = workload.COSCHEDULING_POD_GROUP
+GANG_GROUP, GANG_VERSION = GANG_KIND.api_version.split("/")
+CRD_NAME = f"{GANG_KIND.resource}.{GANG_GROUP}"
 COSCHEDULING_CRD = {
     "apiVersion": "apiextensions.k8s.io/v1",
     "kind": "CustomResourceDefinition",
-    "metadata": {"name": "podgroups.scheduling.x-k8s.io"},
+    "metadata": {"name": CRD_NAME},
     "spec": {
-        "group": "scheduling.x-k8s.io",
+        "group": GANG_GROUP,
         "scope": "Namespaced",
-        "names": {"plural": "podgroups", "singular": "podgroup", "kind": "PodGroup", "shortNames": ["pg"]},
+        "names": {"plural": GANG_KIND.resource, "singular": GANG_KIND.kind.lower(), "kind": GANG_KIND.kind,
+                  "shortNames": ["pg"]},
         "versions": [{
-            "name": "v1alpha1", "served": True, "storage": True, "subresources": {"status": {}},
+            "name": GANG_VERSION, "served": True, "storage": True, "subresources": {"status": {}},
             "schema": {"openAPIV3Schema": {"type": "object", "properties": {
                 "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
                 "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
@@ -444,8 +449,8 @@ def test_a_pod_group_of_four_is_placed_by_one_slurm_allocation_all_or_none(
     pods = [f"{group}-{i}" for i in range(GANG)]
     lab.kubectl("apply", "-f", "-", input_text=json.dumps(COSCHEDULING_CRD))
     try:
-        lab.kubectl("wait", "--for=condition=Established", "crd/podgroups.scheduling.x-k8s.io", "--timeout=60s")
-        pod_group = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+        lab.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+        pod_group = {"apiVersion": GANG_KIND.api_version, "kind": GANG_KIND.kind,
                      "metadata": {"name": group, "namespace": MANAGED}, "spec": {"minMember": GANG}}  # fmt: skip
         lab.kubectl("create", "-f", "-", input_text=json.dumps(pod_group))
         manifests = [pod_manifest(name, ["sleep", "600"]) for name in pods]
@@ -473,7 +478,7 @@ def test_a_pod_group_of_four_is_placed_by_one_slurm_allocation_all_or_none(
     finally:
         lab.kubectl("delete", "pods", "-n", MANAGED, *pods, "--ignore-not-found", "--wait=false")
         eventually("the gang's pods gone", lambda: not [n for n in pods if get_pod(lab, n)], timeout=120, interval=1)
-        lab.kubectl("delete", "crd", "podgroups.scheduling.x-k8s.io", "--ignore-not-found")
+        lab.kubectl("delete", "crd", CRD_NAME, "--ignore-not-found")
         for handle in extra:
             handle.give_back()
 
